@@ -1,0 +1,37 @@
+"""hloref: a reference interpreter and differential tester for XLA's HLO."""
+
+from .errors import (HloError, HloEvalError, HloLimitError, HloParseError, HloUnsupportedError,
+                     HloVerifyError)
+from .ir import Computation, Instruction, Module
+from .types import ELEMENT_TYPES, ElementType, element_type
+
+__version__ = "0.1.0"
+
+
+def parse(text: str, *, filename: str | None = None, verify: bool = False) -> Module:
+    """Parse HLO text as XLA prints it into a ``Module`` (``HloParseError`` on bad text)."""
+    from .parser import parse_module
+    module = parse_module(text, filename=filename)
+    if verify:
+        from .verifier import verify_module
+        verify_module(module)
+    return module
+
+
+def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, **kwargs):
+    """Evaluate the entry computation on numpy ``args``; returns an array or a tuple."""
+    from .api import evaluate as _evaluate
+    return _evaluate(module_or_text, *args, backend=backend, limits=limits, **kwargs)
+
+
+def supported_opcodes(backend: str = "cpu") -> frozenset[str]:
+    """The opcodes the given backend evaluates."""
+    from .api import supported_opcodes as _supported
+    return _supported(backend)
+
+
+__all__ = [
+    "parse", "evaluate", "supported_opcodes", "Module", "Computation", "Instruction",
+    "ElementType", "element_type", "ELEMENT_TYPES", "HloError", "HloParseError",
+    "HloVerifyError", "HloUnsupportedError", "HloEvalError", "HloLimitError",
+]
