@@ -1,0 +1,87 @@
+"""Constants, calls and control flow: constant, call, fusion, while, conditional,
+opt-barrier, after-all, add-dependency (operation_semantics §Call, §While,
+§Conditional, §OptimizationBarrier, §AfterAll)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hloref.errors import HloEvalError, HloLimitError
+from hloref.values import TOKEN_VALUE
+
+from .registry import op
+
+
+@op("constant")
+def constant(*, shape, literal, instruction_name):
+    if literal is None:
+        raise HloEvalError("the constant's data is elided ({...}) in the text, so its value is "
+                           "unknown; print the module with full constants "
+                           "(XLA: --xla_dump_large_constants / print_large_constants)",
+                           instruction=instruction_name)
+    return literal
+
+
+@op("call")
+def call(*args, shape, to_apply):
+    return to_apply(*args)
+
+
+@op("fusion")
+def fusion(*args, shape, calls, kind=None):
+    # Any fusion kind computes what its fused computation computes.
+    return calls(*args)
+
+
+@op("while")
+def while_(init, *, shape, condition, body, ctx, instruction_name):
+    """``while condition(state): state = body(state)``; stops past ``max_while_iterations``."""
+    limit = ctx.limits.max_while_iterations
+    state = init
+    iterations = 0
+    while bool(np.asarray(condition(state))):
+        if iterations >= limit:
+            raise HloLimitError(f"while loop still running after {limit} iterations "
+                                f"(Limits.max_while_iterations)", instruction=instruction_name)
+        state = body(state)
+        iterations += 1
+    return state
+
+
+@op("conditional")
+def conditional(selector, *args, shape, true_computation=None, false_computation=None,
+                branch_computations=None):
+    """pred selector: true → ``true_computation``; s32 selector: ``branch_computations[i]``,
+    and an index outside [0, N) runs the last branch."""
+    if branch_computations is None:
+        if true_computation is None or false_computation is None:
+            raise HloEvalError("conditional needs true_computation and false_computation, "
+                               "or branch_computations")
+        branch = true_computation if bool(selector) else false_computation
+        return branch(args[0])
+    n = len(branch_computations)
+    index = int(np.asarray(selector))
+    if index < 0 or index >= n:
+        index = n - 1
+    return branch_computations[index](args[index])
+
+
+@op("opt-barrier")
+def opt_barrier(x, *, shape):
+    """Forwards its operand unchanged (tuples included)."""
+    return x
+
+
+@op("after-all")
+def after_all(*tokens, shape):
+    return TOKEN_VALUE
+
+
+@op("add-dependency")
+def add_dependency(x, token, *, shape):
+    return x
+
+
+@op("domain")
+def domain(x, *, shape, domain=None):
+    return x

@@ -1,0 +1,413 @@
+"""Elementwise unary and binary ops (``docs/operation_semantics.md`` §Element-wise).
+
+Element-type rules live in ``numeric``: integers wrap, narrow floats compute in f32
+and round once, transcendentals of f32 and narrower compute in f64. Elementwise op
+functions use ``shape`` only for its element type, so they also run on arrays of
+other shapes (the vectorised reducers of ``reduce`` rely on that).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from hloref.errors import HloEvalError
+
+from . import kernels
+from .numeric import (compute_array, element_type_of, finish, float_compute, float_compute_f64,
+                      int_compute_dtype, wrap_int)
+from .registry import op
+
+# ---------------------------------------------------------------- helpers
+
+
+def _et(shape):
+    return shape.element_type
+
+
+def _int_args(*xs):
+    et = element_type_of(xs[0])
+    dt = int_compute_dtype(et)
+    return [x.astype(dt, copy=False) for x in xs]
+
+
+def _bits_unsigned(x: np.ndarray) -> np.ndarray:
+    """The element's bit pattern as uint64 (masked to the element width)."""
+    et = element_type_of(x)
+    if et.is_pred:
+        return x.astype(np.uint64)
+    mask = np.uint64((1 << et.bits) - 1) if et.bits < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+    return x.astype(np.int64).view(np.uint64) & mask if et.kind == "sint" else \
+        x.astype(np.uint64) & mask
+
+
+@numba.vectorize(["float64(float64)"], cache=True)
+def _erf64(x):
+    return math.erf(x)
+
+
+def _logistic(x):
+    # 1 / (1 + exp(-x)), written to avoid overflow for large |x|
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _round_afz(x):
+    t = np.trunc(x)
+    frac = x - t
+    return np.where(np.abs(frac) >= 0.5, t + np.sign(x), t)
+
+
+def _sign_float(x):
+    # sign(±0) = ±0, sign(NaN) = NaN
+    return np.where(np.isnan(x), x, np.where(x == 0, x, np.sign(x)))
+
+
+def _sign_complex(z):
+    mag = np.abs(z)
+    return np.where(mag == 0, z, z / np.where(mag == 0, 1, mag))
+
+
+def _cbrt_complex(z):
+    return z ** (1.0 / 3.0)
+
+
+def _rsqrt(x):
+    return 1.0 / np.sqrt(x)
+
+
+# Transcendental functions: (real implementation, complex implementation or None).
+_TRANSCENDENTAL = {
+    "exponential": (np.exp, np.exp),
+    "exponential-minus-one": (np.expm1, lambda z: np.exp(z) - 1),
+    "log": (np.log, np.log),
+    "log-plus-one": (np.log1p, lambda z: np.log(1 + z)),
+    "sqrt": (np.sqrt, np.sqrt),
+    "rsqrt": (_rsqrt, _rsqrt),
+    "cbrt": (np.cbrt, _cbrt_complex),
+    "sine": (np.sin, np.sin),
+    "cosine": (np.cos, np.cos),
+    "tan": (np.tan, np.tan),
+    "tanh": (np.tanh, np.tanh),
+    "sinh": (np.sinh, np.sinh),
+    "cosh": (np.cosh, np.cosh),
+    "asin": (np.arcsin, np.arcsin),
+    "acos": (np.arccos, np.arccos),
+    "atan": (np.arctan, np.arctan),
+    "asinh": (np.arcsinh, np.arcsinh),
+    "acosh": (np.arccosh, np.arccosh),
+    "atanh": (np.arctanh, np.arctanh),
+    "logistic": (_logistic, lambda z: 1 / (1 + np.exp(-z))),
+    "erf": (_erf64, None),
+}
+
+
+def _transcendental(name):
+    real_fn, complex_fn = _TRANSCENDENTAL[name]
+
+    def evaluate(x, *, shape, result_accuracy=None):
+        et = _et(shape)
+        if et.is_complex:
+            if complex_fn is None:
+                raise HloEvalError(f"{name} is not defined on complex values")
+            return float_compute_f64(complex_fn, x, et=et)
+        if not et.is_float:
+            raise HloEvalError(f"{name} needs a floating-point operand, got {et.name}")
+        return float_compute_f64(real_fn, x, et=et)
+
+    evaluate.__name__ = name.replace("-", "_")
+    return evaluate
+
+
+for _name in _TRANSCENDENTAL:
+    op(_name)(_transcendental(_name))
+
+
+# ---------------------------------------------------------------- other unary ops
+
+
+@op("abs")
+def abs_(x, *, shape):
+    in_et = element_type_of(x)
+    if in_et.is_complex:
+        return float_compute_f64(np.abs, x, et=_et(shape))
+    if in_et.is_integer:
+        (a,) = _int_args(x)
+        return wrap_int(np.abs(a), _et(shape))  # abs(INT_MIN) wraps to INT_MIN
+    return float_compute(np.abs, x, et=_et(shape))
+
+
+@op("negate")
+def negate(x, *, shape):
+    et = _et(shape)
+    if et.is_integer:
+        (a,) = _int_args(x)
+        return wrap_int(np.negative(a), et)
+    return float_compute(np.negative, x, et=et)
+
+
+@op("sign")
+def sign(x, *, shape):
+    et = _et(shape)
+    if et.is_integer:
+        (a,) = _int_args(x)
+        return wrap_int(np.sign(a.astype(np.int64) if et.kind == "sint" else (a != 0).astype(np.int64)), et)
+    if et.is_complex:
+        return float_compute_f64(_sign_complex, x, et=et)
+    return float_compute(_sign_float, x, et=et)
+
+
+@op("ceil")
+def ceil(x, *, shape):
+    return float_compute(np.ceil, x, et=_et(shape))
+
+
+@op("floor")
+def floor(x, *, shape):
+    return float_compute(np.floor, x, et=_et(shape))
+
+
+@op("round-nearest-afz")
+def round_nearest_afz(x, *, shape):
+    return float_compute(_round_afz, x, et=_et(shape))
+
+
+@op("round-nearest-even")
+def round_nearest_even(x, *, shape):
+    return float_compute(np.rint, x, et=_et(shape))
+
+
+@op("is-finite")
+def is_finite(x, *, shape):
+    return np.isfinite(compute_array(x))
+
+
+@op("not")
+def not_(x, *, shape):
+    et = _et(shape)
+    if et.is_pred:
+        return np.logical_not(x)
+    (a,) = _int_args(x)
+    return wrap_int(np.invert(a), et)
+
+
+@op("popcnt")
+def popcnt(x, *, shape):
+    counts = kernels.popcnt_array(_bits_unsigned(x))
+    return wrap_int(counts.reshape(x.shape), _et(shape))
+
+
+@op("count-leading-zeros")
+def count_leading_zeros(x, *, shape):
+    bits = element_type_of(x).bits
+    counts = kernels.clz_array(_bits_unsigned(x), bits)
+    return wrap_int(counts.reshape(x.shape), _et(shape))
+
+
+@op("real")
+def real(x, *, shape):
+    if element_type_of(x).is_complex:
+        return np.real(x).astype(_et(shape).dtype)
+    return x.copy()
+
+
+@op("imag")
+def imag(x, *, shape):
+    if element_type_of(x).is_complex:
+        return np.imag(x).astype(_et(shape).dtype)
+    return finish(np.zeros(x.shape, np.float64), _et(shape))
+
+
+# ---------------------------------------------------------------- binary ops
+
+
+def _arith(name, int_fn, float_fn, complex_fn=None):
+    def evaluate(a, b, *, shape):
+        et = _et(shape)
+        if et.is_integer:
+            x, y = _int_args(a, b)
+            with np.errstate(all="ignore"):
+                return wrap_int(int_fn(x, y), et)
+        if et.is_pred:
+            return int_fn(a, b).astype(bool)
+        if et.is_complex:
+            with np.errstate(all="ignore"):
+                return finish((complex_fn or float_fn)(a, b), et)
+        return float_compute(float_fn, a, b, et=et)
+
+    evaluate.__name__ = name.replace("-", "_")
+    op(name)(evaluate)
+
+
+_arith("add", np.add, np.add)
+_arith("subtract", np.subtract, np.subtract)
+_arith("multiply", np.multiply, np.multiply)
+
+
+@op("divide")
+def divide(a, b, *, shape):
+    et = _et(shape)
+    if et.is_integer:
+        x, y = _int_args(a, b)
+        out = kernels.divrem_array(*np.broadcast_arrays(x, y), remainder=False)
+        return wrap_int(out.reshape(np.broadcast_shapes(x.shape, y.shape)), et)
+    if et.is_complex:
+        with np.errstate(all="ignore"):
+            return finish((a.astype(np.complex128) / b.astype(np.complex128)), et)
+    return float_compute(np.divide, a, b, et=et)
+
+
+@op("remainder")
+def remainder(a, b, *, shape):
+    et = _et(shape)
+    if et.is_integer:
+        x, y = _int_args(a, b)
+        out = kernels.divrem_array(*np.broadcast_arrays(x, y), remainder=True)
+        return wrap_int(out.reshape(np.broadcast_shapes(x.shape, y.shape)), et)
+    return float_compute(np.fmod, a, b, et=et)
+
+
+@op("power")
+def power(a, b, *, shape):
+    et = _et(shape)
+    if et.is_integer:
+        x, y = _int_args(a, b)
+        bx, by = np.broadcast_arrays(x, y)
+        bits = kernels.pow_array(bx, by).reshape(bx.shape)
+        return wrap_int(bits.view(np.int64) if et.kind == "sint" else bits, et)
+    return float_compute_f64(np.power, a, b, et=et)
+
+
+@op("atan2")
+def atan2(a, b, *, shape):
+    return float_compute_f64(np.arctan2, a, b, et=_et(shape))
+
+
+def _ieee_max_min(take_max: bool):
+    def fn(x, y):
+        r = np.maximum(x, y) if take_max else np.minimum(x, y)
+        # IEEE-754 maximum/minimum: NaN propagates; -0 < +0.
+        zeros = (x == 0) & (y == 0)
+        if np.any(zeros):
+            neg = np.signbit(x) & np.signbit(y) if take_max else np.signbit(x) | np.signbit(y)
+            r = np.where(zeros, np.where(neg, -0.0, 0.0).astype(r.dtype), r)
+        return r
+    return fn
+
+
+def _complex_max_min(take_max: bool):
+    def fn(x, y):
+        # lexicographic order on (real, imag), as the StableHLO reference compares
+        gt = (x.real > y.real) | ((x.real == y.real) & (x.imag > y.imag))
+        return np.where(gt if take_max else ~gt, x, y)
+    return fn
+
+
+def _max_min(name, take_max):
+    float_fn = _ieee_max_min(take_max)
+    int_fn = np.maximum if take_max else np.minimum
+
+    def evaluate(a, b, *, shape):
+        et = _et(shape)
+        if et.is_integer:
+            x, y = _int_args(a, b)
+            return wrap_int(int_fn(x, y), et)
+        if et.is_pred:
+            return np.logical_or(a, b) if take_max else np.logical_and(a, b)
+        if et.is_complex:
+            return _complex_max_min(take_max)(a, b)
+        return float_compute(float_fn, a, b, et=et)
+
+    evaluate.__name__ = name
+    op(name)(evaluate)
+
+
+_max_min("maximum", True)
+_max_min("minimum", False)
+
+
+def _bitwise(name, fn, pred_fn):
+    def evaluate(a, b, *, shape):
+        et = _et(shape)
+        if et.is_pred:
+            return pred_fn(a, b)
+        if not et.is_integer:
+            raise HloEvalError(f"{name} needs integer or pred operands, got {et.name}")
+        x, y = _int_args(a, b)
+        return wrap_int(fn(x, y), et)
+
+    evaluate.__name__ = name + "_"
+    op(name)(evaluate)
+
+
+_bitwise("and", np.bitwise_and, np.logical_and)
+_bitwise("or", np.bitwise_or, np.logical_or)
+_bitwise("xor", np.bitwise_xor, np.logical_xor)
+
+
+def _shift_amounts(b):
+    # The amount is read as unsigned: negative amounts are huge, hence "too large".
+    return _bits_unsigned(b)
+
+
+@op("shift-left")
+def shift_left(a, b, *, shape):
+    et = _et(shape)
+    x = _bits_unsigned(a)
+    n = _shift_amounts(b)
+    x, n = np.broadcast_arrays(x, n)
+    too_big = n >= np.uint64(et.bits)
+    out = np.where(too_big, np.uint64(0), x << np.where(too_big, np.uint64(0), n))
+    return wrap_int(out.view(np.int64) if et.kind == "sint" else out, et)
+
+
+@op("shift-right-logical")
+def shift_right_logical(a, b, *, shape):
+    et = _et(shape)
+    x = _bits_unsigned(a)
+    n = _shift_amounts(b)
+    x, n = np.broadcast_arrays(x, n)
+    too_big = n >= np.uint64(et.bits)
+    out = np.where(too_big, np.uint64(0), x >> np.where(too_big, np.uint64(0), n))
+    return wrap_int(out.view(np.int64) if et.kind == "sint" else out, et)
+
+
+@op("shift-right-arithmetic")
+def shift_right_arithmetic(a, b, *, shape):
+    et = _et(shape)
+    bits = _bits_unsigned(a)
+    # sign-extend the element's bits to int64
+    sign = np.uint64(1) << np.uint64(et.bits - 1)
+    x = (bits ^ sign).view(np.int64) - np.int64(sign) if et.bits < 64 else bits.view(np.int64)
+    n = _shift_amounts(b)
+    x, n = np.broadcast_arrays(x, n)
+    too_big = n >= np.uint64(et.bits)
+    shifted = x >> np.where(too_big, np.uint64(0), n).astype(np.int64)
+    out = np.where(too_big, np.where(x < 0, np.int64(-1), np.int64(0)), shifted)
+    return wrap_int(out if et.kind == "sint" else out.view(np.uint64), et)
+
+
+@op("complex")
+def complex_(a, b, *, shape):
+    a, b = np.broadcast_arrays(a, b)
+    out = np.empty(a.shape, _et(shape).dtype)
+    out.real = a
+    out.imag = b
+    return out
+
+
+@op("mulhi")
+def mulhi(a, b, *, shape):
+    et = _et(shape)
+    x, y = _int_args(a, b)
+    x, y = np.broadcast_arrays(x, y)
+    if et.bits == 64:
+        return wrap_int(kernels.mulhi64_array(x, y).reshape(x.shape), et)
+    if et.kind == "sint":
+        product = x.astype(np.int64) * y.astype(np.int64)
+        return wrap_int(product >> np.int64(et.bits), et)
+    product = x.astype(np.uint64) * y.astype(np.uint64)
+    return wrap_int(product >> np.uint64(et.bits), et)
+

@@ -1,0 +1,210 @@
+"""The interpreter loop: evaluates computations instruction by instruction.
+
+Values are numpy arrays (of the element type's numpy/ml_dtypes dtype), Python
+tuples of values, and ``Token``. Each instruction's attributes are unpacked once
+(``_Prepared``) and its op function called with operand values; a value is
+released after its last use so that the memory budget counts live buffers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hloref.attrs import ComputationRef
+from hloref.errors import HloEvalError, HloLimitError, HloUnsupportedError
+from hloref.ir import Computation, Instruction, Module
+from hloref.shapes import ArrayShape, Shape, TupleShape, byte_size
+
+from .registry import OPS, UNSUPPORTED, Called, load_all
+
+__all__ = ["Limits", "Interpreter"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits, enforced before the damage is done.
+
+    ``max_bytes``: the most bytes of live values (parameters included) an
+    evaluation may hold; an instruction whose result would exceed it is refused
+    before it is allocated. ``max_while_iterations``: a ``while`` that has not
+    finished after this many iterations stops with ``HloLimitError``.
+    """
+
+    max_bytes: int = 8 << 30
+    max_while_iterations: int = 10_000_000
+
+
+class _Prepared:
+    """An instruction with its op function and keyword arguments resolved once."""
+
+    __slots__ = ("instr", "fn", "kwargs", "operand_index")
+
+    def __init__(self, instr, fn, kwargs, operand_index):
+        self.instr = instr
+        self.fn = fn
+        self.kwargs = kwargs
+        self.operand_index = operand_index
+
+
+class Interpreter:
+    def __init__(self, module: Module, *, limits: Limits | None = None, backend: str = "cpu"):
+        load_all()
+        self.module = module
+        self.limits = limits or Limits()
+        self.backend = backend
+        self.live_bytes = 0
+        self._plans: dict[str, tuple[list[_Prepared], list[int], int]] = {}
+
+    # -- public -------------------------------------------------------------
+    def run(self, args: list) -> object:
+        entry = self.module.entry
+        for a in args:
+            self.live_bytes += _value_bytes(a)
+        if self.live_bytes > self.limits.max_bytes:
+            raise HloLimitError(
+                f"the arguments take {self.live_bytes} bytes, over the memory budget of "
+                f"{self.limits.max_bytes} bytes (Limits.max_bytes)")
+        return self.call(entry, args)
+
+    def call(self, comp: Computation, args: list) -> object:
+        """Evaluate ``comp`` on argument values (one per parameter)."""
+        plan, last_use, root_index = self._plan(comp)
+        params = comp.parameters
+        if len(args) != len(params):
+            raise HloEvalError(
+                f"computation {comp.name} takes {len(params)} arguments, got {len(args)}")
+        env: list = [None] * len(plan)
+        budget = self.limits.max_bytes
+        for index, step in enumerate(plan):
+            instr = step.instr
+            if instr.opcode == "parameter":
+                env[index] = args[instr.parameter_number]
+                continue
+            need = byte_size(instr.shape)
+            if self.live_bytes + need > budget:
+                raise HloLimitError(
+                    f"its result needs {need} bytes while {self.live_bytes} bytes are live: "
+                    f"over the memory budget of {budget} bytes (Limits.max_bytes)",
+                    instruction=instr.name)
+            operands = [env[i] for i in step.operand_index]
+            try:
+                value = step.fn(*operands, **step.kwargs)
+            except (HloEvalError, HloUnsupportedError):
+                raise
+            except HloLimitError:
+                raise
+            except Exception as exc:  # an op body failed: name the instruction
+                if getattr(exc, "__module__", "").startswith("hloref"):
+                    raise
+                raise HloEvalError(f"{instr.opcode} failed: {type(exc).__name__}: {exc}",
+                                   instruction=instr.name) from exc
+            if isinstance(value, np.generic):
+                value = np.asarray(value)
+            env[index] = value
+            self.live_bytes += _value_bytes(value)
+            for i in step.operand_index:
+                if last_use[i] == index and i != root_index and env[i] is not None:
+                    if plan[i].instr.opcode != "parameter":
+                        self.live_bytes -= _value_bytes(env[i])
+                    env[i] = None
+        result = env[root_index]
+        for i, v in enumerate(env):
+            if v is not None and i != root_index and plan[i].instr.opcode != "parameter":
+                self.live_bytes -= _value_bytes(v)
+        return result
+
+    # -- planning -------------------------------------------------------------
+    def _plan(self, comp: Computation):
+        cached = self._plans.get(comp.name)
+        if cached is not None:
+            return cached
+        order = _topological(comp)
+        position = {id(instr): i for i, instr in enumerate(order)}
+        plan = [self._prepare(instr, position) for instr in order]
+        last_use = list(range(len(order)))
+        for i, step in enumerate(plan):
+            for j in step.operand_index:
+                last_use[j] = max(last_use[j], i)
+        root_index = position[id(comp.root)]
+        result = (plan, last_use, root_index)
+        self._plans[comp.name] = result
+        return result
+
+    def _prepare(self, instr: Instruction, position) -> _Prepared:
+        operand_index = [position[id(o)] for o in instr.operands]
+        if instr.opcode == "parameter":
+            return _Prepared(instr, None, {}, operand_index)
+        entry = OPS.get(instr.opcode)
+        if entry is None:
+            reason = UNSUPPORTED.get(instr.opcode, "no evaluator is registered for this opcode")
+            raise HloUnsupportedError(instr.opcode, self.backend, reason, instruction=instr.name)
+        kwargs = {}
+        for name, has_default in entry.keywords:
+            if name == "shape":
+                kwargs[name] = instr.shape
+            elif name == "ctx":
+                kwargs[name] = self
+            elif name == "literal":
+                kwargs[name] = instr.literal
+            elif name == "instruction_name":
+                kwargs[name] = instr.name
+            elif name == "operand_shapes":
+                kwargs[name] = [o.shape for o in instr.operands]
+            elif name == "opcode":
+                kwargs[name] = instr.opcode
+            elif name in instr.attrs:
+                kwargs[name] = self._bind(instr.attrs[name])
+            elif not has_default:
+                raise HloEvalError(f"{instr.opcode} needs attribute '{name}'", instruction=instr.name)
+        return _Prepared(instr, entry.fn, kwargs, operand_index)
+
+    def _bind(self, value):
+        if isinstance(value, ComputationRef):
+            return Called(self.module.computations[str(value)], self)
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, ComputationRef) for v in value):
+            return tuple(Called(self.module.computations[str(v)], self) for v in value)
+        return value
+
+
+def _value_bytes(value) -> int:
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, tuple):
+        return sum(_value_bytes(v) for v in value)
+    return 0
+
+
+def _topological(comp: Computation) -> list[Instruction]:
+    """Instructions in an order where operands (and control predecessors) come first,
+    keeping the text order wherever it already is one."""
+    seen: set[int] = set()
+    order: list[Instruction] = []
+    for start in comp.instructions:
+        if id(start) in seen:
+            continue
+        stack = [(start, False)]
+        while stack:
+            instr, expanded = stack.pop()
+            if expanded:
+                order.append(instr)
+                continue
+            if id(instr) in seen:
+                continue
+            seen.add(id(instr))
+            stack.append((instr, True))
+            deps = list(instr.operands) + list(instr.control_predecessors)
+            for dep in reversed(deps):
+                if id(dep) not in seen:
+                    stack.append((dep, False))
+    return order
+
+
+def result_shape_leaves(shape: Shape) -> list[ArrayShape]:
+    if isinstance(shape, TupleShape):
+        out = []
+        for e in shape.elements:
+            out.extend(result_shape_leaves(e))
+        return out
+    return [shape]

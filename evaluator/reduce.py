@@ -1,0 +1,207 @@
+"""``reduce`` (operation_semantics §Reduce), variadic.
+
+Accumulation (see ``docs/semantics.md``):
+
+* a reducer that is one commutative op of its two parameters (``add``,
+  ``multiply``, ``maximum``, ``minimum``, ``and``, ``or``, ``xor``) on a single
+  input takes a fast path: float ``add``/``multiply`` accumulate in f64 (c128 for
+  complex) and round once to the result type; integers wrap in int64/uint64;
+  ``maximum``/``minimum`` propagate NaN and order -0 < +0;
+* any other reducer is applied as a balanced binary tree over the reduced
+  elements, pairing neighbours in row-major order (``r(r(x0, x1), r(x2, x3))``...),
+  then once with the init value: ``r(init, tree)``. The reducer runs vectorised
+  over all output positions at once when it is made only of elementwise ops on
+  scalars, and per output element otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hloref.errors import HloEvalError
+from hloref.shapes import ArrayShape, TupleShape
+
+from .numeric import contiguous, compute_array, element_type_of, finish, int_compute_dtype, to_float64
+from .registry import op
+
+_FAST_REDUCERS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
+
+#: Opcodes a reducer may contain and still run on whole arrays at once.
+VECTORIZABLE = frozenset({
+    "parameter", "constant", "tuple", "get-tuple-element", "compare", "select", "clamp",
+    "convert", "add", "subtract", "multiply", "divide", "remainder", "power", "maximum",
+    "minimum", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
+    "shift-right-logical", "atan2", "complex", "mulhi", "abs", "negate", "sign", "ceil", "floor",
+    "round-nearest-afz", "round-nearest-even", "is-finite", "not", "popcnt",
+    "count-leading-zeros", "real", "imag", "exponential", "exponential-minus-one", "log",
+    "log-plus-one", "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "sinh", "cosh",
+    "asin", "acos", "atan", "asinh", "acosh", "atanh", "logistic", "erf", "copy",
+    "opt-barrier",
+})
+
+
+def simple_reducer(computation) -> str | None:
+    """The opcode if ``computation`` is ``ROOT op(p0, p1)`` on two scalars, else None."""
+    root = computation.root
+    params = computation.parameters
+    if len(params) != 2 or root is None or root.opcode not in _FAST_REDUCERS:
+        return None
+    if {o.name for o in root.operands} != {p.name for p in params} or len(root.operands) != 2:
+        return None
+    shapes = [p.shape for p in params] + [root.shape]
+    if not all(isinstance(s, ArrayShape) and s.rank == 0 for s in shapes):
+        return None
+    if len({s.element_type for s in shapes}) != 1:
+        return None
+    return root.opcode
+
+
+def is_vectorizable(computation, module) -> bool:
+    """True when every instruction (nested calls included) is an elementwise op on scalars."""
+    for instr in computation.instructions:
+        if instr.opcode in ("call", "fusion"):
+            for name in instr.called_computation_names():
+                if not is_vectorizable(module.computations[name], module):
+                    return False
+            continue
+        if instr.opcode not in VECTORIZABLE:
+            return False
+        shapes = instr.shape.elements if isinstance(instr.shape, TupleShape) else (instr.shape,)
+        if not all(isinstance(s, ArrayShape) and s.rank == 0 for s in shapes):
+            return False
+    return True
+
+
+def _move_reduced_last(x: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    kept = [d for d in range(x.ndim) if d not in dims]
+    moved = np.transpose(x, kept + list(dims))
+    return moved.reshape(moved.shape[:len(kept)] + (-1,))
+
+
+def _fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et) -> np.ndarray:
+    """Reduce the last axis of ``x`` with a recognised reducer, then combine with ``init``."""
+    from .elementwise import _ieee_max_min  # shared NaN/±0 rule
+    with np.errstate(all="ignore"):
+        if et.is_float or et.is_complex:
+            if kind in ("add", "multiply"):
+                wide, wide_init = to_float64(x), to_float64(init)
+                if kind == "add":
+                    total = wide.sum(axis=-1) + wide_init
+                else:
+                    total = wide.prod(axis=-1) * wide_init
+                return finish(np.asarray(total), et)
+            if kind in ("maximum", "minimum"):
+                take_max = kind == "maximum"
+                values, start = compute_array(x), compute_array(init)
+                fn = _ieee_max_min(take_max)
+                if values.shape[-1] == 0:
+                    return finish(np.broadcast_to(start, values.shape[:-1]).copy(), et)
+                if et.is_complex:
+                    return None
+                best = values.max(axis=-1) if take_max else values.min(axis=-1)
+                is_zero = best == 0
+                if np.any(is_zero):
+                    zeros = values == 0
+                    signs = np.signbit(values)
+                    if take_max:  # +0 wins if any +0 is present
+                        pick_neg = ~np.any(zeros & ~signs, axis=-1)
+                    else:  # -0 wins if any -0 is present
+                        pick_neg = np.any(zeros & signs, axis=-1)
+                    best = np.where(is_zero, np.where(pick_neg, -0.0, 0.0).astype(best.dtype), best)
+                return finish(fn(best, start), et)
+            return None
+        if et.is_integer or et.is_pred:
+            dt = int_compute_dtype(et) if et.is_integer else np.dtype(np.int64)
+            values, start = x.astype(dt), init.astype(dt)
+            ufunc = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
+                     "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
+                     "xor": np.bitwise_xor}[kind]
+            if et.is_pred:
+                ufunc = {"add": np.logical_or, "multiply": np.logical_and, "maximum": np.logical_or,
+                         "minimum": np.logical_and, "and": np.logical_and, "or": np.logical_or,
+                         "xor": np.logical_xor}[kind]
+                values, start = x, init
+                acc = ufunc.reduce(values, axis=-1) if values.shape[-1] else np.broadcast_to(start, values.shape[:-1])
+                return np.asarray(ufunc(acc, start)).astype(bool)
+            if values.shape[-1] == 0:
+                return finish(np.broadcast_to(start, values.shape[:-1]).copy(), et)
+            acc = ufunc.reduce(values, axis=-1)
+            return finish(np.asarray(ufunc(acc, start)), et)
+    return None
+
+
+def tree_reduce(apply, xs: list[np.ndarray], inits: list[np.ndarray]):
+    """Reduce the last axis of each array in ``xs`` with ``apply(*accs, *values)``.
+
+    Neighbours are combined pairwise until one element is left, then the init
+    values: ``apply(*inits, *tree)``. ``apply`` works on whole arrays."""
+    n = len(xs)
+    length = xs[0].shape[-1]
+    kept_shape = xs[0].shape[:-1]
+    if length == 0:
+        return [np.broadcast_to(i, kept_shape).copy() for i in inits]
+    values = list(xs)
+    while length > 1:
+        half = length // 2
+        left = [v[..., 0:2 * half:2] for v in values]
+        right = [v[..., 1:2 * half:2] for v in values]
+        combined = [np.broadcast_to(c, left[0].shape) for c in _as_list(apply(*left, *right), n)]
+        if length % 2:
+            combined = [np.concatenate([c, v[..., -1:].astype(c.dtype)], axis=-1)
+                        for c, v in zip(combined, values)]
+        values = combined
+        length = values[0].shape[-1]
+    last = [v[..., 0] for v in values]
+    out = _as_list(apply(*[np.broadcast_to(i, kept_shape) for i in inits], *last), n)
+    return [contiguous(np.broadcast_to(o, kept_shape)) for o in out]
+
+
+def _as_list(value, n):
+    if n == 1 and not isinstance(value, tuple):
+        return [np.asarray(value)]
+    if not isinstance(value, tuple) or len(value) != n:
+        raise HloEvalError(f"reducer returned {type(value).__name__}, expected a tuple of {n}")
+    return [np.asarray(v) for v in value]
+
+
+def sequential_reduce(apply, xs: list[np.ndarray], inits: list[np.ndarray]):
+    """Per output element: ``acc = init; for v in row: acc = apply(acc, v)`` (scalars)."""
+    n = len(xs)
+    kept_shape = xs[0].shape[:-1]
+    outs = [np.empty(kept_shape, dtype=i.dtype) for i in inits]
+    for pos in np.ndindex(*kept_shape):
+        acc = [np.asarray(i) for i in inits]
+        for k in range(xs[0].shape[-1]):
+            acc = _as_list(apply(*acc, *[x[pos + (k,)] for x in xs]), n)
+        for o, a in zip(outs, acc):
+            o[pos] = a
+    return outs
+
+
+def reducer_applier(to_apply, ctx):
+    """A function applying the reducer to arrays, and whether it is vectorised."""
+    if is_vectorizable(to_apply.computation, ctx.module):
+        return to_apply, True
+    return to_apply, False
+
+
+@op("reduce")
+def reduce(*operands, shape, dimensions, to_apply, ctx):
+    n = len(operands) // 2
+    if len(operands) != 2 * n or n == 0:
+        raise HloEvalError(f"reduce takes N inputs and N init values, got {len(operands)} operands")
+    inputs, inits = list(operands[:n]), list(operands[n:])
+    dims = tuple(dimensions)
+    moved = [_move_reduced_last(x, dims) for x in inputs]
+    result_shapes = shape.elements if isinstance(shape, TupleShape) else (shape,)
+    if n == 1:
+        kind = simple_reducer(to_apply.computation)
+        if kind is not None and element_type_of(inputs[0]) == result_shapes[0].element_type:
+            out = _fast_reduce(kind, moved[0], inits[0], result_shapes[0].element_type)
+            if out is not None:
+                return contiguous(out.reshape(result_shapes[0].dims))
+    apply, vectorized = reducer_applier(to_apply, ctx)
+    outs = (tree_reduce if vectorized else sequential_reduce)(apply, moved, inits)
+    outs = [contiguous(o.reshape(s.dims)).astype(s.element_type.dtype, copy=False)
+            for o, s in zip(outs, result_shapes)]
+    return outs[0] if n == 1 else tuple(outs)

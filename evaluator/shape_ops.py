@@ -1,0 +1,148 @@
+"""Shape and data-movement ops: broadcast, reshape, transpose, slice, concatenate,
+pad, reverse, copy, bitcast, iota, tuple, get-tuple-element (operation_semantics
+§Broadcast, §Reshape, §Transpose, §Slice, §Concatenate, §Pad, §Rev, §Iota)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hloref.errors import HloEvalError
+from hloref.shapes import ArrayShape
+
+from .numeric import contiguous, finish, from_float64
+from .registry import op
+
+
+@op("broadcast")
+def broadcast(x, *, shape, dimensions=()):
+    """``result[i] = x[i[dimensions[0]], i[dimensions[1]], ...]``."""
+    dims = tuple(dimensions)
+    if x.ndim != len(dims):
+        raise HloEvalError(f"broadcast: operand rank {x.ndim} but {len(dims)} dimensions")
+    order = np.argsort(dims, kind="stable")
+    x = np.transpose(x, order)
+    sorted_dims = [dims[i] for i in order]
+    expanded = [1] * len(shape.dims)
+    for k, d in enumerate(sorted_dims):
+        expanded[d] = x.shape[k]
+    return contiguous(np.broadcast_to(x.reshape(expanded), shape.dims))
+
+
+@op("reshape")
+def reshape(x, *, shape, inferred_dimension=None):
+    return x.reshape(shape.dims)
+
+
+@op("dynamic-reshape")
+def dynamic_reshape(x, *sizes, shape):
+    dims = tuple(int(s) for s in sizes)
+    return x.reshape(dims)
+
+
+@op("transpose")
+def transpose(x, *, shape, dimensions):
+    """``result.dims[i] = x.dims[dimensions[i]]``."""
+    return contiguous(np.transpose(x, tuple(dimensions)))
+
+
+@op("slice")
+def slice_(x, *, shape, slice):
+    index = tuple(np.s_[d.start:d.limit:d.stride] for d in slice)
+    return contiguous(x[index])
+
+
+@op("concatenate")
+def concatenate(*xs, shape, dimensions):
+    (dim,) = tuple(dimensions)
+    return np.concatenate(xs, axis=dim)
+
+
+@op("pad")
+def pad(x, value, *, shape, padding):
+    """``result[lo + i * (interior + 1)] = x[i]`` per dimension; negative ``lo``/``hi`` crop."""
+    # 1. interior padding plus the non-negative parts of the edge padding
+    full = []
+    place = []
+    for d, p in zip(x.shape, padding):
+        inner = d + max(d - 1, 0) * p.interior
+        lo, hi = max(p.low, 0), max(p.high, 0)
+        full.append(lo + inner + hi)
+        place.append(np.s_[lo:lo + inner:p.interior + 1] if d else np.s_[lo:lo])
+    out = np.full(full, value, dtype=x.dtype)
+    out[tuple(place)] = x
+    # 2. negative edge padding crops
+    crop = tuple(np.s_[max(-p.low, 0):n - max(-p.high, 0)] for p, n in zip(padding, full))
+    out = out[crop]
+    if out.shape != tuple(shape.dims):
+        raise HloEvalError(f"pad produced {out.shape}, expected {tuple(shape.dims)}")
+    return contiguous(out)
+
+
+@op("reverse")
+def reverse(x, *, shape, dimensions):
+    return contiguous(np.flip(x, axis=tuple(dimensions))) if dimensions else x.copy()
+
+
+@op("copy")
+def copy(x, *, shape):
+    return _deep_copy(x)
+
+
+def _deep_copy(value):
+    if isinstance(value, tuple):
+        return tuple(_deep_copy(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return value
+
+
+def _physical(x: np.ndarray, shape: ArrayShape) -> np.ndarray:
+    """The elements of ``x`` in memory order of ``shape``'s layout (flat)."""
+    major_to_minor = tuple(reversed(shape.minor_to_major()))
+    return contiguous(np.transpose(x, major_to_minor)).ravel()
+
+
+def _logical(flat: np.ndarray, shape: ArrayShape) -> np.ndarray:
+    major_to_minor = tuple(reversed(shape.minor_to_major()))
+    physical_dims = [shape.dims[d] for d in major_to_minor]
+    arr = flat.reshape(physical_dims)
+    inverse = np.argsort(major_to_minor)
+    return contiguous(np.transpose(arr, inverse))
+
+
+@op("bitcast")
+def bitcast(x, *, shape, operand_shapes):
+    """Reinterpret the operand's memory (in its layout) as the result shape (in its layout)."""
+    operand_shape = operand_shapes[0]
+    flat = _physical(x, operand_shape)
+    if x.dtype != shape.element_type.dtype:
+        if x.dtype.itemsize != shape.element_type.dtype.itemsize:
+            raise HloEvalError("bitcast between element types of different widths")
+        flat = flat.view(shape.element_type.dtype)
+    if flat.size != shape.size:
+        raise HloEvalError(f"bitcast of {flat.size} elements to {shape.size}")
+    return _logical(flat, shape)
+
+
+@op("iota")
+def iota(*, shape, iota_dimension):
+    et = shape.element_type
+    n = shape.dims[iota_dimension]
+    line = np.arange(n, dtype=np.float64 if et.is_float or et.is_complex else np.int64)
+    expand = [1] * len(shape.dims)
+    expand[iota_dimension] = n
+    values = np.broadcast_to(line.reshape(expand), shape.dims)
+    if et.is_float or et.is_complex:
+        return contiguous(from_float64(values, et))
+    return contiguous(finish(values, et))
+
+
+@op("tuple")
+def tuple_(*xs, shape):
+    return tuple(xs)
+
+
+@op("get-tuple-element")
+def get_tuple_element(x, *, shape, index):
+    return x[index]
+

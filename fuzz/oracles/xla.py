@@ -1,0 +1,329 @@
+"""XLA:CPU as an oracle, in-process through jaxlib.
+
+Pipeline (jaxlib 0.10.2)::
+
+    HLO text --xla_client.hlo.hlo_module_from_text--> HloModule
+             --jaxlib._jax.mlir.hlo_to_stablehlo-->   StableHLO bytecode
+             --Client.compile_and_load-->             LoadedExecutable (XLA:CPU)
+
+``compile_hlo(text)`` returns an :class:`XlaExecutable` (compiled executables are
+cached, LRU, keyed by a hash of the text and the debug options);
+``XlaExecutable.run(*args)`` returns values in hloref's convention: a numpy array for an
+array-shaped result, a (nested) Python tuple of them for a tuple-shaped result.
+``run_hlo(text, *args)`` does both.
+
+Calling convention (checked against jaxlib 0.10.2)
+---------------------------------------------------
+* ``LoadedExecutable.execute`` takes and returns *flat* buffer lists: tuple-shaped entry
+  parameters are flattened leaf by leaf (the optimized module's entry has one parameter per
+  leaf), and a tuple-shaped root comes back as its leaves in order. This module flattens
+  tuple arguments (pass Python tuples/lists, nested as the parameter shape is) and rebuilds
+  the result nesting from the module's program shape, so callers never see the flattening.
+* The module goes through StableHLO and back, so the *entry layout* and other module-level
+  details (``entry_computation_layout``, ``input_output_alias``, schedules...) are not kept:
+  XLA compiles for default (major-to-minor) layouts. Values are layout-independent, so the
+  results are unaffected (checked: a module with ``{0,1}`` layouts everywhere gives the same
+  values); ``optimized_hlo()`` shows what XLA actually compiled.
+* 64-bit types (s64, u64, f64, c128) are transferred inside ``jax.enable_x64(True)``
+  (a thread-local context), so JAX's 32-bit canonicalization never narrows them.
+
+Element types
+-------------
+Arguments must be numpy arrays (or scalars) whose dtype is exactly the parameter's element
+type (ml_dtypes for the narrow ones); results come back with the module's element types.
+Round-tripped through parameter -> convert -> result on XLA:CPU (jaxlib 0.10.2):
+
+* work: pred, s2, s4, s8, s16, s32, s64, u2, u4, u8, u16, u32, u64, f16, bf16, f32, f64,
+  c64, c128, f8e4m3fn, f8e5m2, f8e4m3fnuz, f8e5m2fnuz, f8e4m3b11fnuz, f8e4m3, f8e3m4,
+  f8e8m0fnu, f4e2m1fn.
+* raise :class:`OracleUnsupported` (detected before anything is compiled):
+
+  - ``s1`` / ``u1``: hlo_to_stablehlo maps them to ``i1``, i.e. ``pred``; s1 parameters are
+    then rejected at execute time ("expected pred[5] ... got s1[5]") and u1 converts fail
+    StableHLO verification.
+  - ``f6e2m3fn`` / ``f6e3m2fn``: XLA:CPU's fusion emitter crashes while generating code
+    ("Invalid bitcast i6 to i8" / RET_CHECK in fusion_compiler.cc).
+  - the ``bitcast`` opcode (``bitcast-convert`` is fine): layouts do not survive the trip
+    through StableHLO, and XLA rejects a bitcast before layout assignment ("Unexpected bitcast
+    operation seen during layout assignment" or a minor_to_major size error).
+  - ``token[]`` parameters or results (no token buffers can be made or read from Python
+    here: "Cannot convert a token-shape buffer to a numpy array").
+
+Denormals
+---------
+XLA:CPU flushes subnormals to zero *at run time* (the PJRT CPU client runs every
+computation with FTZ/DAZ set), e.g. ``multiply(f32 1e-39, 1.0)`` gives ``0``. Neither
+``xla_cpu_ftz=false`` nor fast-math flags change that in jaxlib 0.10.2 (checked), so
+differential tests on floating-point values must treat subnormals as zero when comparing
+against XLA:CPU.
+
+Debug options
+-------------
+``compile_hlo(text, debug_options={...})``: names that ``ExecutableBuildOptions.debug_options``
+exposes as attributes (``xla_backend_optimization_level``, ``xla_cpu_enable_fast_math``,
+``xla_cpu_fast_math_honor_nans``, ``xla_disable_hlo_passes``, ...) are set there; any other
+name is passed through ``CompileOptions.env_option_overrides`` (the route
+``jax.jit(...).lower(...).compile(compiler_options=...)`` takes), which XLA validates: an unknown
+name raises :class:`OracleError` ("No such compile option"). Defaults are left alone when
+``debug_options`` is not given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from .errors import OracleError, OracleUnsupported
+
+__all__ = ["XlaExecutable", "compile_hlo", "run_hlo", "available", "clear_cache",
+           "OracleError", "OracleUnsupported", "UNSUPPORTED_TYPES", "CACHE_SIZE"]
+
+#: Element types XLA:CPU cannot be asked about through this route, with the reason.
+UNSUPPORTED_TYPES: dict[str, str] = {
+    "s1": "hlo_to_stablehlo maps s1 to i1 (pred); XLA:CPU then rejects s1 buffers",
+    "u1": "hlo_to_stablehlo maps u1 to i1 (pred); StableHLO verification fails",
+    "f6e2m3fn": "XLA:CPU codegen crashes on f6 types (invalid bitcast i6 to i8)",
+    "f6e3m2fn": "XLA:CPU codegen crashes on f6 types (invalid bitcast i6 to i8)",
+}
+_UNSUPPORTED_RE = re.compile(r"(?<![\w.%-])(" + "|".join(UNSUPPORTED_TYPES) + r")\[")
+# ``bitcast`` as an opcode (after a shape), not ``bitcast-convert``.
+_BITCAST_RE = re.compile(r"[\]})]\s+bitcast\(")
+
+#: How many compiled executables the LRU cache keeps.
+CACHE_SIZE = 64
+
+_cache: OrderedDict[str, XlaExecutable] = OrderedDict()
+_cache_lock = threading.Lock()
+_jax_state: dict[str, Any] = {}
+
+
+def _jax():
+    """Import jax/jaxlib lazily; returns (jax, xla_client, _jax, backend, device)."""
+    if not _jax_state:
+        try:
+            import jax
+            import jaxlib._jax as _jaxmod
+            from jax.extend import backend as jb
+            from jaxlib import xla_client as xc
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise OracleUnsupported(f"the XLA oracle needs jax/jaxlib: {e}") from e
+        be = jb.get_backend("cpu")
+        _jax_state.update(jax=jax, xc=xc, _jax=_jaxmod, backend=be, device=be.local_devices()[0])
+    s = _jax_state
+    return s["jax"], s["xc"], s["_jax"], s["backend"], s["device"]
+
+
+def available() -> bool:
+    """True when jax/jaxlib import and a CPU backend exists."""
+    try:
+        _jax()
+        return True
+    except Exception:
+        return False
+
+
+def clear_cache() -> None:
+    """Drop every cached executable."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def _message(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def _shape_str(shape) -> str:
+    try:
+        return str(shape)
+    except Exception:  # pragma: no cover
+        return repr(shape)
+
+
+class XlaExecutable:
+    """An HLO module compiled by XLA:CPU; ``run(*args)`` executes it."""
+
+    def __init__(self, text: str, debug_options: dict | None = None):
+        self.text = text
+        self.debug_options = dict(debug_options or {})
+        self.parameter_shapes: tuple = ()
+        self.result_shape = None
+        m = _UNSUPPORTED_RE.search(text)
+        if m:
+            t = m.group(1)
+            raise OracleUnsupported(f"XLA:CPU oracle does not support element type {t}: "
+                                    f"{UNSUPPORTED_TYPES[t]}")
+        if _BITCAST_RE.search(text):
+            raise OracleUnsupported("XLA:CPU oracle cannot compile `bitcast`: layouts are lost on "
+                                    "the way through StableHLO and XLA rejects bitcast before "
+                                    "layout assignment")
+        jax, xc, _jaxmod, be, dev = _jax()
+        self._device = dev
+        try:
+            hm = xc.hlo.hlo_module_from_text(text)
+        except Exception as e:
+            raise OracleError(f"XLA could not parse the module: {_message(e)}") from e
+        proto = hm.as_serialized_hlo_module_proto()
+        try:
+            ps = xc.XlaComputation(proto).program_shape()
+            self.parameter_shapes = tuple(ps.parameter_shapes())
+            self.result_shape = ps.result_shape()
+        except Exception as e:
+            raise OracleError(f"XLA could not compute the program shape: {_message(e)}") from e
+        for i, s in enumerate(self.parameter_shapes):
+            if _has_token(s):
+                raise OracleUnsupported(f"XLA:CPU oracle cannot pass token parameters "
+                                        f"(parameter {i}: {_shape_str(s)})")
+        if _has_token(self.result_shape):
+            raise OracleUnsupported(f"XLA:CPU oracle cannot return tokens (result shape "
+                                    f"{_shape_str(self.result_shape)})")
+        try:
+            mlir = _jaxmod.mlir.hlo_to_stablehlo(proto)
+        except Exception as e:
+            raise OracleError(f"XLA could not convert the module to StableHLO: "
+                              f"{_message(e)}") from e
+        opts = xc.CompileOptions()
+        overrides = []
+        dbg = opts.executable_build_options.debug_options
+        for name, value in self.debug_options.items():
+            if hasattr(dbg, name):
+                try:
+                    setattr(dbg, name, value)
+                except Exception as e:
+                    raise OracleError(f"bad value for debug option {name}={value!r}: "
+                                      f"{_message(e)}") from e
+            else:
+                overrides.append((name, value))
+        if overrides:
+            opts.env_option_overrides = overrides
+        try:
+            with jax.enable_x64(True):
+                self._exe = be.compile_and_load(mlir, [dev], opts)
+        except Exception as e:
+            raise OracleError(f"XLA:CPU failed to compile the module: {_message(e)}") from e
+
+    # -- running -------------------------------------------------------------------------
+
+    def run(self, *args):
+        """Execute on numpy ``args`` (tuples for tuple-shaped parameters).
+
+        Returns a numpy array, or a nested tuple of them for a tuple-shaped result.
+        """
+        if len(args) != len(self.parameter_shapes):
+            raise OracleError(f"module takes {len(self.parameter_shapes)} argument(s), "
+                              f"got {len(args)}")
+        flat: list[np.ndarray] = []
+        for i, (a, s) in enumerate(zip(args, self.parameter_shapes)):
+            _flatten_arg(a, s, f"argument {i}", flat)
+        jax = _jax_state["jax"]
+        try:
+            with jax.enable_x64(True):
+                bufs = [jax.device_put(a, self._device) for a in flat]
+                outs = self._exe.execute(bufs)
+                leaves = [np.array(o) for o in outs]
+        except Exception as e:
+            raise OracleError(f"XLA:CPU failed to run the module: {_message(e)}") from e
+        it = iter(leaves)
+        value = _rebuild(self.result_shape, it)
+        rest = sum(1 for _ in it)
+        if rest:  # pragma: no cover - would mean the flattening convention changed
+            raise OracleError(f"XLA:CPU returned {len(leaves)} buffers, {rest} more than the "
+                              f"result shape {_shape_str(self.result_shape)} has leaves")
+        return value
+
+    __call__ = run
+
+    def optimized_hlo(self) -> str:
+        """The HLO text of the module after XLA:CPU's optimization passes."""
+        return self._exe.hlo_modules()[0].to_string()
+
+    def __repr__(self) -> str:
+        params = ", ".join(_shape_str(s) for s in self.parameter_shapes)
+        return f"<XlaExecutable ({params}) -> {_shape_str(self.result_shape)}>"
+
+
+def _has_token(shape) -> bool:
+    if shape.is_tuple():
+        return any(_has_token(s) for s in shape.tuple_shapes())
+    return shape.is_token()
+
+
+def _flatten_arg(a, shape, where: str, out: list) -> None:
+    if shape.is_tuple():
+        subs = shape.tuple_shapes()
+        if not isinstance(a, (tuple, list)) or len(a) != len(subs):
+            raise OracleError(f"{where}: expected a tuple of {len(subs)} for "
+                              f"{_shape_str(shape)}, got {type(a).__name__}"
+                              + (f" of {len(a)}" if isinstance(a, (tuple, list)) else ""))
+        for j, (x, s) in enumerate(zip(a, subs)):
+            _flatten_arg(x, s, f"{where}[{j}]", out)
+        return
+    if not shape.is_array():
+        raise OracleUnsupported(f"{where}: cannot pass a value of shape {_shape_str(shape)}")
+    want = np.dtype(shape.numpy_dtype())
+    dims = tuple(shape.dimensions())
+    if isinstance(a, (tuple, list)):
+        raise OracleError(f"{where}: expected an array for {_shape_str(shape)}, got a "
+                          f"{type(a).__name__}")
+    arr = np.asarray(a)
+    if arr.dtype != want:
+        raise OracleError(f"{where}: dtype {arr.dtype} does not match the parameter's "
+                          f"element type ({_shape_str(shape)} wants {want})")
+    if arr.shape != dims:
+        raise OracleError(f"{where}: shape {arr.shape} does not match the parameter's "
+                          f"dimensions {dims} ({_shape_str(shape)})")
+    out.append(np.ascontiguousarray(arr))
+
+
+def _rebuild(shape, leaves):
+    if shape.is_tuple():
+        return tuple(_rebuild(s, leaves) for s in shape.tuple_shapes())
+    try:
+        leaf = next(leaves)
+    except StopIteration:  # pragma: no cover
+        raise OracleError("XLA:CPU returned fewer buffers than the result shape has leaves")
+    if shape.is_array():
+        want = np.dtype(shape.numpy_dtype())
+        if leaf.dtype != want:  # pragma: no cover - defensive
+            leaf = leaf.view(want) if leaf.dtype.itemsize == want.itemsize else leaf.astype(want)
+    return leaf
+
+
+# -- module-level API ------------------------------------------------------------------
+
+
+def _key(text: str, debug_options: dict | None) -> str:
+    h = hashlib.sha256(text.encode())
+    if debug_options:
+        h.update(repr(sorted(debug_options.items())).encode())
+    return h.hexdigest()
+
+
+def compile_hlo(text: str, *, debug_options: dict | None = None) -> XlaExecutable:
+    """Compile HLO text with XLA:CPU (cached: the last ``CACHE_SIZE`` modules are kept).
+
+    Raises :class:`OracleError` when XLA rejects the module (parse, conversion or compile
+    error) and :class:`OracleUnsupported` for things this oracle cannot express.
+    """
+    key = _key(text, debug_options)
+    with _cache_lock:
+        exe = _cache.get(key)
+        if exe is not None:
+            _cache.move_to_end(key)
+            return exe
+    exe = XlaExecutable(text, debug_options)
+    with _cache_lock:
+        _cache[key] = exe
+        _cache.move_to_end(key)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return exe
+
+
+def run_hlo(text: str, *args, debug_options: dict | None = None):
+    """``compile_hlo(text).run(*args)``."""
+    return compile_hlo(text, debug_options=debug_options).run(*args)

@@ -1,0 +1,302 @@
+"""Structural and shape verification of a parsed HLO ``Module``.
+
+``verify_module(module)`` raises ``HloVerifyError`` on the first problem;
+``verify_module(module, collect=True)`` returns every problem found (at most one
+per instruction). Checked:
+
+* the opcode is known and has the right number of operands
+  (``xla/hlo/ir/hlo_opcode.h`` arities, plus per-op minimums for variadic ops);
+* required attributes are present (``REQUIRED_ATTRS``); their values are in range
+  (checked by ``hloref.shape_inference``: dimensions within rank, permutations,
+  slice bounds and strides, tuple indices, iota_dimension, ...);
+* called computations exist and take the right number of parameters;
+* each computation has a root and parameter numbers 0..n-1 without gaps or
+  duplicates;
+* the declared shape equals the inferred one: dims and element type, layouts and
+  dynamic-dimension markers ignored. Where the operands leave the result element
+  type (or dims) free, ``shape_inference.FREE_PARTS`` takes them from the
+  declaration, so only what the operands determine is compared;
+* ``entry_computation_layout`` (when parsed into a ``ProgramShape``) agrees with
+  the entry computation's parameters and root.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .attrs import ComputationRef
+from .errors import HloVerifyError
+from .ir import Computation, Instruction, Module
+from .shape_inference import DECLARED, ShapeError, infer_shape, same_shape, shape_str
+from .shapes import ArrayShape, TupleShape
+
+__all__ = ["verify_module", "verify_computation", "OPCODE_ARITY", "MIN_OPERANDS",
+           "REQUIRED_ATTRS", "KNOWN_OPCODES"]
+
+_UNARY = ("abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "ceil", "cosine",
+          "cosh", "erf", "exponential", "exponential-minus-one", "floor", "imag", "is-finite",
+          "log", "log-plus-one", "logistic", "negate", "real", "round-nearest-afz",
+          "round-nearest-even", "rsqrt", "sign", "sine", "sinh", "sqrt", "tan", "tanh", "not",
+          "count-leading-zeros", "popcnt")
+_BINARY = ("add", "subtract", "multiply", "divide", "remainder", "power", "atan2", "maximum",
+           "minimum", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
+           "shift-right-logical", "complex", "mulhi", "compare")
+
+#: Opcode → operand count (``None``: variadic). From ``HLO_OPCODE_LIST``.
+OPCODE_ARITY: dict[str, int | None] = {
+    **{op: 1 for op in _UNARY}, **{op: 2 for op in _BINARY},
+    "select": 3, "clamp": 3, "convert": 1, "bitcast-convert": 1, "stochastic-convert": 2,
+    "reduce-precision": 1, "reshape": 1, "dynamic-reshape": None, "bitcast": 1, "broadcast": 1,
+    "transpose": 1, "reverse": 1, "slice": 1, "concatenate": None, "pad": 2, "iota": 0,
+    "copy": 1, "get-dimension-size": 1, "set-dimension-size": 2, "gather": 2, "scatter": None,
+    "dynamic-slice": None, "dynamic-update-slice": None, "sort": None, "topk": 1, "shuffle": 1,
+    "reduce": None, "reduce-window": None, "select-and-scatter": 3, "map": None, "scan": None,
+    "dot": 2, "ragged-dot": 3, "scaled-dot": 4, "convolution": None, "fft": 1, "cholesky": 1,
+    "triangular-solve": 2, "batch-norm-training": 3, "batch-norm-inference": 5,
+    "batch-norm-grad": 5, "call": None, "conditional": None, "while": 1, "fusion": None,
+    "custom-call": None, "tuple": None, "get-tuple-element": 1, "parameter": 0, "constant": 0,
+    "all-gather": None, "all-reduce": None, "all-to-all": None, "ragged-all-to-all": 6,
+    "reduce-scatter": None, "collective-broadcast": None, "collective-permute": None,
+    "collective-reduce": None, "replica-id": 0, "partition-id": 0,
+    "all-gather-start": None, "all-gather-done": 1, "all-reduce-start": None,
+    "all-reduce-done": 1, "collective-permute-start": None, "collective-permute-done": 1,
+    "copy-start": 1, "copy-done": 1, "async-start": None, "async-update": None, "async-done": 1,
+    "send": 2, "send-done": 1, "recv": 1, "recv-done": 1, "after-all": None,
+    "add-dependency": 2, "opt-barrier": 1, "domain": 1, "infeed": 1, "outfeed": 2, "rng": None,
+    "rng-bit-generator": 1, "rng-get-and-update-state": 0,
+}
+KNOWN_OPCODES = frozenset(OPCODE_ARITY)
+
+#: Minimum operand counts of variadic opcodes (shape inference checks the rest).
+MIN_OPERANDS: dict[str, int] = {
+    "concatenate": 1, "scatter": 3, "sort": 1, "reduce": 2, "reduce-window": 2, "map": 1,
+    "convolution": 2, "conditional": 1, "dynamic-reshape": 1, "dynamic-slice": 1,
+    "dynamic-update-slice": 2, "all-reduce": 1, "all-gather": 1, "reduce-scatter": 1,
+    "all-to-all": 1, "collective-permute": 1, "rng": 2,
+}
+
+#: Attributes an opcode cannot do without (``HloParser::CreateInstruction``).
+REQUIRED_ATTRS: dict[str, tuple[str, ...]] = {
+    "compare": ("direction",), "iota": ("iota_dimension",),
+    "transpose": ("dimensions",), "reverse": ("dimensions",), "concatenate": ("dimensions",),
+    "reduce": ("dimensions", "to_apply"), "sort": ("dimensions", "to_apply"),
+    "get-dimension-size": ("dimensions",), "set-dimension-size": ("dimensions",),
+    "slice": ("slice",), "dynamic-slice": ("dynamic_slice_sizes",), "pad": ("padding",),
+    "reduce-window": ("to_apply",), "select-and-scatter": ("select", "scatter"),
+    "convolution": ("dim_labels",),
+    "gather": ("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
+               "slice_sizes"),
+    "scatter": ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+                "index_vector_dim", "to_apply"),
+    "topk": ("k",), "get-tuple-element": ("index",), "while": ("condition", "body"),
+    "call": ("to_apply",), "fusion": ("kind", "calls"), "map": ("to_apply",),
+    "custom-call": ("custom_call_target",), "fft": ("fft_type", "fft_length"),
+    "batch-norm-training": ("epsilon", "feature_index"),
+    "batch-norm-inference": ("epsilon", "feature_index"),
+    "batch-norm-grad": ("epsilon", "feature_index"), "rng": ("distribution",),
+    "rng-bit-generator": ("algorithm",), "rng-get-and-update-state": ("delta",),
+    "reduce-precision": ("exponent_bits", "mantissa_bits"), "all-reduce": ("to_apply",),
+    "all-reduce-start": ("to_apply",), "reduce-scatter": ("to_apply", "dimensions"),
+    "all-gather": ("dimensions",), "all-gather-start": ("dimensions",),
+    "collective-permute": ("source_target_pairs",), "domain": ("domain",),
+    "async-start": ("calls",),
+}
+
+
+def _expected_params(instr: Instruction, attr: str) -> int | None:
+    """How many parameters the computation named by ``attr`` must take (None: unchecked)."""
+    op, n = instr.opcode, len(instr.operands)
+    if attr == "to_apply":
+        if op in ("call", "map"):
+            return n
+        if op in ("reduce", "reduce-window"):
+            return n  # 2 * (n // 2)
+        if op == "sort":
+            return 2 * n
+        if op == "scatter":
+            return 2 * ((n - 1) // 2)
+        if op in ("all-reduce", "all-reduce-start", "reduce-scatter"):
+            return 2
+        return None
+    if attr == "calls" and op == "fusion":
+        return n
+    if attr in ("condition", "body"):
+        return 1
+    if attr in ("true_computation", "false_computation", "branch_computations"):
+        return 1
+    if attr in ("select", "scatter") and op == "select-and-scatter":
+        return 2
+    return None
+
+
+def _program_shape(comp: Computation):
+    return tuple(p.shape for p in comp.parameters), comp.root.shape
+
+
+class _Verifier:
+    def __init__(self, module: Module, collect: bool):
+        self.module = module
+        self.collect = collect
+        self.errors: list[HloVerifyError] = []
+
+    def fail(self, message: str, comp: Computation | None = None,
+             instr: Instruction | None = None) -> None:
+        err = HloVerifyError(message, instruction=instr.name if instr else None,
+                             computation=comp.name if comp else None,
+                             line=instr.line if instr else None)
+        if not self.collect:
+            raise err
+        self.errors.append(err)
+
+    # ------------------------------------------------------------------ module
+    def run(self) -> list[HloVerifyError]:
+        m = self.module
+        if m.entry_name is None or m.entry_name not in m.computations:
+            self.fail(f"module {m.name} has no entry computation"
+                      + (f" (entry {m.entry_name!r} not found)" if m.entry_name else ""))
+        for comp in m.computations.values():
+            self.check_computation(comp)
+        if m.entry_name in m.computations:
+            self.check_entry_layout(m.computations[m.entry_name])
+        return self.errors
+
+    def check_entry_layout(self, entry: Computation) -> None:
+        layout = self.module.attrs.get("entry_computation_layout")
+        if layout is None or not (hasattr(layout, "parameters") and hasattr(layout, "result")):
+            return
+        params = entry.parameters
+        if len(layout.parameters) != len(params):
+            self.fail(f"entry_computation_layout has {len(layout.parameters)} parameters but the "
+                      f"entry computation has {len(params)}", entry)
+            return
+        for i, (want, p) in enumerate(zip(layout.parameters, params)):
+            if not same_shape(want, p.shape):
+                self.fail(f"entry_computation_layout parameter {i} is {shape_str(want)} but "
+                          f"parameter {i} is {shape_str(p.shape)}", entry, p)
+                return
+        if entry.root is not None and not same_shape(layout.result, entry.root.shape):
+            self.fail(f"entry_computation_layout result is {shape_str(layout.result)} but the "
+                      f"root returns {shape_str(entry.root.shape)}", entry, entry.root)
+
+    # ------------------------------------------------------------------ computation
+    def check_computation(self, comp: Computation) -> None:
+        if comp.root is None:
+            self.fail("computation has no root instruction", comp)
+        params = [i for i in comp.instructions if i.opcode == "parameter"]
+        numbers = []
+        for p in params:
+            if p.parameter_number is None or p.parameter_number < 0:
+                self.fail(f"parameter has invalid number {p.parameter_number}", comp, p)
+                return
+            numbers.append(p.parameter_number)
+        seen: set[int] = set()
+        for p in params:
+            if p.parameter_number in seen:
+                self.fail(f"parameter number {p.parameter_number} is used more than once", comp, p)
+                return
+            seen.add(p.parameter_number)
+        if numbers and sorted(numbers) != list(range(len(numbers))):
+            missing = sorted(set(range(max(numbers) + 1)) - seen)
+            self.fail(f"parameter numbers must be 0..{len(numbers) - 1} without gaps; missing "
+                      f"{missing}", comp, next(p for p in params if p.parameter_number > len(numbers) - 1))
+            return
+        names: set[str] = set()
+        for instr in comp.instructions:
+            if instr.name in names:
+                self.fail(f"duplicate instruction name %{instr.name}", comp, instr)
+                continue
+            names.add(instr.name)
+            self.check_instruction(comp, instr)
+
+    # ------------------------------------------------------------------ instruction
+    def check_instruction(self, comp: Computation, instr: Instruction) -> None:
+        op = instr.opcode
+        if op not in KNOWN_OPCODES:
+            self.fail(f"unknown opcode '{op}'", comp, instr)
+            return
+        n = len(instr.operands)
+        arity = OPCODE_ARITY[op]
+        if arity is not None and n != arity:
+            self.fail(f"{op} expects {arity} operand{'s' if arity != 1 else ''}, got {n}",
+                      comp, instr)
+            return
+        if arity is None and n < MIN_OPERANDS.get(op, 0):
+            self.fail(f"{op} expects at least {MIN_OPERANDS[op]} operand(s), got {n}", comp, instr)
+            return
+        for a in REQUIRED_ATTRS.get(op, ()):
+            if a not in instr.attrs:
+                self.fail(f"{op} is missing required attribute {a}", comp, instr)
+                return
+        if op == "broadcast" and "dimensions" not in instr.attrs and n == 1 and \
+                not (isinstance(instr.operands[0].shape, ArrayShape)
+                     and instr.operands[0].shape.rank == 0):
+            self.fail("broadcast is missing required attribute dimensions", comp, instr)
+            return
+        if op == "parameter" and instr.parameter_number is None:
+            self.fail("parameter has no parameter number", comp, instr)
+            return
+        called = self.resolve_called(comp, instr)
+        if called is None:
+            return
+        if op in DECLARED:
+            return
+        try:
+            inferred = infer_shape(op, [o.shape for o in instr.operands], instr.attrs, called,
+                                   declared=instr.shape)
+        except ShapeError as e:
+            self.fail(str(e), comp, instr)
+            return
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+            self.fail(f"{op}: malformed attributes or operands ({type(e).__name__}: {e})",
+                      comp, instr)
+            return
+        if not same_shape(inferred, instr.shape):
+            self.fail(f"{op}: declared shape {shape_str(instr.shape)} does not match the inferred "
+                      f"shape {shape_str(inferred)}", comp, instr)
+
+    def resolve_called(self, comp: Computation, instr: Instruction) -> dict[str, Any] | None:
+        called: dict[str, Any] = {}
+        for attr, value in instr.attrs.items():
+            refs = None
+            if isinstance(value, ComputationRef):
+                refs = [value]
+            elif isinstance(value, (list, tuple)) and value and \
+                    all(isinstance(v, ComputationRef) for v in value):
+                refs = list(value)
+            if refs is None:
+                continue
+            progs = []
+            for ref in refs:
+                callee = self.module.computations.get(str(ref))
+                if callee is None:
+                    self.fail(f"{attr}=%{ref}: no computation named {ref}", comp, instr)
+                    return None
+                if callee is comp:
+                    self.fail(f"{attr}=%{ref}: a computation cannot call itself", comp, instr)
+                    return None
+                want = _expected_params(instr, attr)
+                got = len([p for p in callee.instructions if p.opcode == "parameter"])
+                if want is not None and got != want:
+                    self.fail(f"{attr}=%{ref} takes {got} parameter(s), expected {want}",
+                              comp, instr)
+                    return None
+                if callee.root is None:
+                    self.fail(f"{attr}=%{ref} has no root instruction", comp, instr)
+                    return None
+                progs.append(_program_shape(callee))
+            called[attr] = progs if isinstance(value, (list, tuple)) else progs[0]
+        return called
+
+
+def verify_computation(module: Module, comp: Computation, *, collect: bool = False):
+    """Verify one computation of ``module`` (called computations are looked up there)."""
+    v = _Verifier(module, collect)
+    v.check_computation(comp)
+    return v.errors if collect else None
+
+
+def verify_module(module: Module, collect: bool = False):
+    """Raise ``HloVerifyError`` on the first problem, or with ``collect=True`` return
+    the list of all problems (empty when the module is valid)."""
+    errors = _Verifier(module, collect).run()
+    return errors if collect else None

@@ -1,0 +1,454 @@
+"""Verifier and shape inference against XLA as the oracle.
+
+(a) modules JAX/XLA produce (lowered and optimized) verify clean;
+(b) hand-broken modules are rejected by hloref *and* by XLA;
+(c) Hypothesis: HLO text built from hloref's inferred shapes is accepted by XLA.
+
+XLA's text parser (``hlo_module_from_text``) alone does not check result shapes
+(it accepts ``f32[3,2] add(f32[2,3], f32[2,3])``), so the XLA oracle here parses
+the text, converts it to StableHLO (whose op verifiers re-infer result types)
+and compiles it for the CPU (running XLA's HloVerifier); any failure = rejected.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+from jax import lax  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import hloref  # noqa: E402
+from hloref.attrs import PaddingDim, SliceDim  # noqa: E402
+from hloref.errors import HloVerifyError  # noqa: E402
+from hloref.shape_inference import (ShapeError, infer_broadcast, infer_concatenate,  # noqa: E402
+                                    infer_dot, infer_pad, infer_reduce, infer_shape,
+                                    infer_slice, infer_transpose, shape_str)
+from hloref.shapes import ArrayShape, TupleShape, array_shape  # noqa: E402
+from hloref.verifier import verify_module  # noqa: E402
+
+
+# --------------------------------------------------------------------------- XLA oracle
+
+def _xla_client():
+    from jaxlib import xla_client as xc
+    return xc
+
+
+def xla_accepts(text: str) -> tuple[bool, str]:
+    """(True, "") when XLA parses, type-checks and compiles ``text``."""
+    xc = _xla_client()
+    from jax._src.interpreters import mlir as jmlir
+    from jax._src.lib.mlir import ir
+    from jaxlib import _jax
+    try:
+        m = xc.hlo.hlo_module_from_text(text)
+        bc = _jax.mlir.hlo_to_stablehlo(m.as_serialized_hlo_module_proto())
+        backend = jax.extend.backend.get_backend("cpu")
+        devs = xc.DeviceList(tuple(backend.local_devices()[:1]))
+        with jmlir.make_ir_context():
+            mod = ir.Module.parse(bc)
+            backend.compile_and_load(mod, executable_devices=devs,
+                                     compile_options=xc.CompileOptions())
+    except Exception as e:  # noqa: BLE001 - any failure means XLA rejects the module
+        return False, f"{type(e).__name__}: {e}"
+    return True, ""
+
+
+def verify_text(text: str):
+    return verify_module(hloref.parse(text), collect=True)
+
+
+# --------------------------------------------------------------------------- (a) JAX programs
+
+def _progs():
+    x43 = jnp.ones((4, 3), jnp.float32)
+    x35 = jnp.ones((3, 5), jnp.float32)
+    v8 = jnp.arange(8, dtype=jnp.float32)
+    img = jnp.ones((2, 8, 8, 3), jnp.float32)
+    ker = jnp.ones((3, 3, 3, 4), jnp.float32)
+    idx = jnp.array([0, 2, 1], jnp.int32)
+    i32 = jnp.arange(12, dtype=jnp.int32).reshape(3, 4)
+
+    def conv(a, k):
+        return lax.conv_general_dilated(a, k, (2, 1), [(1, 1), (0, 2)], rhs_dilation=(1, 2),
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def grouped_conv(a, k):
+        return lax.conv_general_dilated(a, k, (1, 1), "SAME", feature_group_count=3,
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def while_loop(x):
+        return lax.fori_loop(0, 5, lambda i, c: c * 2.0 + i, x)
+
+    def conds(p, x):
+        a = lax.cond(p > 0, lambda y: y + 1, lambda y: y * 2, x)
+        return lax.switch(jnp.int32(p), [jnp.sin, jnp.cos, jnp.tanh], a)
+
+    def maxpool_grad(a):
+        f = lambda b: lax.reduce_window(b, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1),
+                                        "VALID").sum()
+        return jax.grad(f)(a)
+
+    def ints(a):
+        return (lax.population_count(a), lax.clz(a), a << 2, a >> 1,
+                lax.shift_right_logical(a, 3), a & 5, ~a, a % 3, jnp.abs(a), -a, lax.sign(a),
+                lax.bitcast_convert_type(a, jnp.float32), jnp.clip(a, 1, 7))
+
+    def floats(a):
+        return (jnp.exp(a), jnp.log1p(a), jnp.expm1(a), lax.erf(a), jnp.floor(a),
+                jnp.round(a), jnp.isfinite(a), lax.atan2(a, a + 1), a ** a, jnp.maximum(a, 0),
+                lax.reduce_precision(a, 5, 10), lax.rsqrt(a), lax.cbrt(a),
+                lax.complex(a, a), jnp.abs(lax.complex(a, a)), jnp.real(jnp.exp(1j * a)),
+                a.astype(jnp.bfloat16), lax.bitcast_convert_type(a, jnp.uint8),
+                jnp.where(a > 2, a, -a), lax.nextafter(a, a + 1))
+
+    def shapes(a):
+        return (a.T, a.reshape(12), jnp.concatenate([a, a, a[:1]], 0), a[::2, 1:3], a[::-1],
+                lax.pad(a, 0.0, [(1, -1, 2), (-1, 2, 0)]), jnp.broadcast_to(a[:, None], (4, 2, 3)),
+                lax.dynamic_slice(a, (1, 1), (2, 2)),
+                lax.dynamic_update_slice(a, jnp.zeros((2, 2)), (1, 1)),
+                lax.broadcasted_iota(jnp.int32, (3, 5), 1), jnp.cumsum(a, 0))
+
+    def gather_scatter(a, i):
+        return a[i], a.at[i].add(1.0), a.at[i, 1].set(5.0), jnp.take_along_axis(a, i[:, None], 0)
+
+    def sorting(v, m):
+        return (jnp.sort(v), jnp.argsort(v), lax.top_k(v, 3), jnp.argmax(m, axis=1),
+                lax.sort((m, m.astype(jnp.int32)), dimension=0, num_keys=1))
+
+    def batched(a, b):
+        return jnp.einsum("bij,bjk->bik", a, b), jnp.einsum("ij,kj->ik", a[0], b[0].T)
+
+    def rng(k):
+        return jax.random.uniform(jax.random.key(0), (3,)), lax.rng_bit_generator(k, (2, 3))
+
+    def spectral(a):
+        return jnp.fft.fft(a.astype(jnp.complex64)), jnp.fft.rfft(a), jnp.fft.irfft(jnp.fft.rfft(a))
+
+    def linalg(a):
+        s = a @ a.T + 4 * jnp.eye(4)
+        c = lax.linalg.cholesky(s)
+        return lax.linalg.triangular_solve(c, jnp.ones((4, 2)), left_side=True, lower=True)
+
+    def mixed_dot(a, b):
+        return lax.dot(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16),
+                       preferred_element_type=jnp.float32)
+
+    def softmax_grad(a):
+        return jax.grad(lambda b: jax.nn.log_softmax(b).sum() + jnp.tanh(b).mean())(a)
+
+    return [
+        ("mlp", lambda a, b: jnp.tanh(a @ b).sum(axis=0) + 1, (x43, x35)),
+        ("conv", conv, (img, ker)),
+        ("grouped_conv", grouped_conv, (img, jnp.ones((3, 3, 1, 6), jnp.float32))),
+        ("while", while_loop, (v8,)),
+        ("conds", conds, (jnp.float32(1), v8)),
+        ("maxpool_grad", maxpool_grad, (img,)),
+        ("ints", ints, (i32,)),
+        ("floats", floats, (v8,)),
+        ("shapes", shapes, (x43,)),
+        ("gather_scatter", gather_scatter, (x43, idx)),
+        ("sorting", sorting, (v8, x43)),
+        ("batched", batched, (jnp.ones((2, 3, 4)), jnp.ones((2, 4, 5)))),
+        ("rng", rng, (jnp.zeros((2,), jnp.uint64) if jax.config.jax_enable_x64
+                      else jnp.zeros((4,), jnp.uint32),)),
+        ("spectral", spectral, (v8,)),
+        ("linalg", linalg, (x43,)),
+        ("mixed_dot", mixed_dot, (x43, x35)),
+        ("softmax_grad", softmax_grad, (x43,)),
+    ]
+
+
+PROGS = _progs()
+
+
+@pytest.mark.parametrize("name,fn,args", PROGS, ids=[p[0] for p in PROGS])
+def test_jax_modules_verify_clean(name, fn, args):
+    lowered = jax.jit(fn).lower(*args)
+    for text in (lowered.as_text(dialect="hlo"), lowered.compile().as_text()):
+        module = hloref.parse(text)
+        errors = verify_module(module, collect=True)
+        assert errors == [], f"{name}: {[str(e) for e in errors]}\n{text}"
+        verify_module(module)  # raising form agrees
+
+
+# --------------------------------------------------------------------------- (b) broken modules
+
+REDUCER = """add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+"""
+
+
+def _mod(body: str, params: str = "p = f32[2,3] parameter(0)", extra: str = "") -> str:
+    return f"HloModule broken\n\n{extra}\nENTRY main {{\n  {params}\n  {body}\n}}\n"
+
+
+BROKEN = [
+    ("add_shape", _mod("ROOT r = f32[3,2] add(p, p)"), "declared shape f32[3,2] does not match"),
+    ("add_type", _mod("ROOT r = s32[2,3] add(p, p)"), "inferred shape f32[2,3]"),
+    ("broadcast_shape", _mod("ROOT r = f32[4,2,5] broadcast(p), dimensions={0,2}"),
+     "result dimension 2 has size 5"),
+    ("broadcast_dims_rank", _mod("ROOT r = f32[4,2,3] broadcast(p), dimensions={1}"),
+     "dimensions has 1 entries but the operand has rank 2"),
+    ("broadcast_dim_out_of_range", _mod("ROOT r = f32[2,3] broadcast(p), dimensions={0,2}"),
+     "dimension 2 is out of range"),
+    ("dot_shape", _mod("ROOT r = f32[2,2] dot(p, q), lhs_contracting_dims={1}, "
+                       "rhs_contracting_dims={0}",
+                       "p = f32[2,3] parameter(0)\n  q = f32[3,4] parameter(1)"),
+     "inferred shape f32[2,4]"),
+    ("dot_contracting_mismatch", _mod("ROOT r = f32[2,4] dot(p, q), lhs_contracting_dims={1}, "
+                                      "rhs_contracting_dims={0}",
+                                      "p = f32[2,3] parameter(0)\n  q = f32[5,4] parameter(1)"),
+     "contracting dimension sizes differ"),
+    ("reduce_shape", _mod("z = f32[] constant(0)\n  ROOT r = f32[2] reduce(p, z), dimensions={0}, "
+                          "to_apply=add_f32", extra=REDUCER), "inferred shape f32[3]"),
+    ("reduce_dim_out_of_range", _mod("z = f32[] constant(0)\n  ROOT r = f32[2] reduce(p, z), "
+                                     "dimensions={2}, to_apply=add_f32", extra=REDUCER),
+     "dimension 2 is out of range"),
+    ("slice_shape", _mod("ROOT r = f32[2,2] slice(p), slice={[0:2], [0:3]}"),
+     "inferred shape f32[2,3]"),
+    ("slice_out_of_bounds", _mod("ROOT r = f32[2,4] slice(p), slice={[0:2], [0:4]}"),
+     "dimension 1: [0:4] is not within [0:3]"),
+    ("concatenate_shape", _mod("ROOT r = f32[4,4] concatenate(p, p), dimensions={0}"),
+     "inferred shape f32[4,3]"),
+    ("concatenate_mismatch", _mod("ROOT r = f32[2,5] concatenate(p, q), dimensions={0}",
+                                  "p = f32[2,3] parameter(0)\n  q = f32[2,2] parameter(1)"),
+     "differs from operand 0 f32[2,3] in dimension 1"),
+    ("pad_shape", _mod("z = f32[] constant(0)\n  ROOT r = f32[3,3] pad(p, z), padding=1_0x0_0_1"),
+     "inferred shape f32[3,5]"),
+    ("transpose_shape", _mod("ROOT r = f32[2,3] transpose(p), dimensions={1,0}"),
+     "inferred shape f32[3,2]"),
+    ("transpose_not_permutation", _mod("ROOT r = f32[3,3] transpose(p), dimensions={1,1}"),
+     "is not a permutation"),
+    ("gather_shape", _mod("ROOT r = f32[5,2] gather(p, i), offset_dims={1}, "
+                          "collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, "
+                          "slice_sizes={1,3}",
+                          "p = f32[2,3] parameter(0)\n  i = s32[5,1] parameter(1)"),
+     "inferred shape f32[5,3]"),
+    ("wrong_operand_count", _mod("ROOT r = f32[2,3] negate(p, p)"), "expects 1 operand, got 2"),
+    ("missing_attribute", _mod("ROOT r = f32[3,2] transpose(p)"),
+     "missing required attribute dimensions"),
+    ("gte_index_out_of_range", _mod("t = (f32[2,3], f32[2,3]) tuple(p, p)\n"
+                                    "  ROOT r = f32[2,3] get-tuple-element(t), index=2"),
+     "index 2 out of range for a tuple of 2 elements"),
+    ("called_wrong_arity", _mod("z = f32[] constant(0)\n  ROOT r = f32[3] reduce(p, z), "
+                                "dimensions={0}, to_apply=bad",
+                                extra="bad {\n  a = f32[] parameter(0)\n  ROOT n = f32[] "
+                                      "negate(a)\n}\n"),
+     "to_apply=%bad takes 1 parameter(s), expected 2"),
+    ("iota_dimension", _mod("ROOT r = s32[4] iota(), iota_dimension=1", params=""),
+     "iota_dimension=1 out of range"),
+    ("compare_result_type", _mod("ROOT r = f32[2,3] compare(p, p), direction=LT"),
+     "inferred shape pred[2,3]"),
+    ("select_pred_dims", _mod("ROOT r = f32[2,3] select(c, p, p)",
+                              "p = f32[2,3] parameter(0)\n  c = pred[] parameter(1)"),
+     "predicate dimensions [] must equal"),
+]
+
+
+@pytest.mark.parametrize("name,text,message", BROKEN, ids=[b[0] for b in BROKEN])
+def test_broken_modules_rejected(name, text, message):
+    try:
+        errors = verify_text(text)
+    except hloref.HloParseError as e:  # parser-level rejection is fine for arity/attr errors
+        errors = [e]
+    assert errors, f"hloref accepted broken module {name}"
+    assert any(message in str(e) for e in errors), [str(e) for e in errors]
+    with pytest.raises((HloVerifyError, hloref.HloParseError)):
+        verify_module(hloref.parse(text))
+    ok, why = xla_accepts(text)
+    assert not ok, f"XLA accepted {name}, so hloref's rejection is wrong"
+
+
+def test_error_names_instruction():
+    text = BROKEN[0][1]
+    with pytest.raises(HloVerifyError) as info:
+        verify_module(hloref.parse(text))
+    err = info.value
+    assert err.instruction == "r" and err.computation == "main" and err.line == 6
+    assert "expected" in str(err) or "inferred" in str(err)
+
+
+def test_fixed_versions_accepted_by_both():
+    # Sanity check of the oracle: the unbroken counterparts pass both.
+    for text in (_mod("ROOT r = f32[2,3] add(p, p)"),
+                 _mod("ROOT r = f32[4,2,3] broadcast(p), dimensions={1,2}"),
+                 _mod("z = f32[] constant(0)\n  ROOT r = f32[3] reduce(p, z), dimensions={0}, "
+                      "to_apply=add_f32", extra=REDUCER)):
+        assert verify_text(text) == []
+        assert xla_accepts(text)[0], xla_accepts(text)[1]
+
+
+def test_parameter_numbering_and_entry_layout():
+    gap = "HloModule g\nENTRY main {\n  p = f32[] parameter(0)\n  q = f32[] parameter(2)\n" \
+          "  ROOT r = f32[] add(p, q)\n}\n"
+    assert any("without gaps" in str(e) for e in verify_text(gap))
+    assert not xla_accepts(gap)[0]
+    layout = "HloModule l, entry_computation_layout={(f32[2]{0})->f32[3]{0}}\nENTRY main {\n" \
+             "  p = f32[2] parameter(0)\n  ROOT r = f32[2] negate(p)\n}\n"
+    errs = verify_text(layout)
+    if isinstance(hloref.parse(layout).attrs.get("entry_computation_layout"), str):
+        pytest.skip("parser keeps entry_computation_layout as raw text")
+    assert any("entry_computation_layout result" in str(e) for e in errs), errs
+    assert not xla_accepts(layout)[0]
+
+
+def test_infer_shape_registry_standalone():
+    f = array_shape("f32", (2, 3))
+    assert shape_str(infer_shape("is-finite", [f], {})) == "pred[2,3]"
+    assert shape_str(infer_shape("abs", [array_shape("c64", (2,))], {})) == "f32[2]"
+    assert shape_str(infer_shape("complex", [f, f], {})) == "c64[2,3]"
+    assert shape_str(infer_shape("convert", [f], {}, declared=array_shape("s8", (2, 3)))) == "s8[2,3]"
+    assert shape_str(infer_shape("bitcast-convert", [f], {},
+                                 declared=array_shape("u8", (2, 3, 4)))) == "u8[2,3,4]"
+    assert shape_str(infer_shape("call", [f], {}, {"to_apply": ((f,), f)})) == "f32[2,3]"
+    with pytest.raises(ShapeError, match="shift-left: operand element type must be"):
+        infer_shape("shift-left", [f, f], {})
+    with pytest.raises(ShapeError, match="and: operand element type"):
+        infer_shape("and", [f, f], {})
+    with pytest.raises(ShapeError, match="clamp: min must be a scalar"):
+        infer_shape("clamp", [array_shape("f32", (3,)), f, f], {})
+    assert shape_str(infer_shape("clamp", [array_shape("f32", ()), f, f], {})) == "f32[2,3]"
+    t = infer_shape("topk", [array_shape("f32", (4, 9))], {"k": 3})
+    assert shape_str(t) == "(f32[4,3], s32[4,3])"
+
+
+# --------------------------------------------------------------------------- (c) Hypothesis
+
+def _text(s) -> str:
+    return shape_str(s)
+
+
+def _check_agrees(body_lines: list[str], params: list[ArrayShape], root_shape, extra: str = ""):
+    ps = "\n  ".join(f"p{i} = {_text(s)} parameter({i})" for i, s in enumerate(params))
+    text = f"HloModule h\n\n{extra}\nENTRY main {{\n  {ps}\n  " + "\n  ".join(body_lines) + "\n}\n"
+    ok, why = xla_accepts(text)
+    assert ok, f"XLA rejects hloref's inferred shape {_text(root_shape)}:\n{text}\n{why}"
+    assert verify_text(text) == []
+
+
+dims_st = st.lists(st.integers(0, 4), min_size=0, max_size=4)
+HYP = settings(max_examples=30, deadline=None, derandomize=True,
+               suppress_health_check=list(HealthCheck))
+
+
+@HYP
+@given(dims_st, st.data())
+def test_hyp_broadcast(dims, data):
+    out_rank = data.draw(st.integers(len(dims), len(dims) + 2))
+    mapping = sorted(data.draw(st.lists(st.integers(0, out_rank - 1), min_size=len(dims),
+                                        max_size=len(dims), unique=True))) if dims else []
+    out = [data.draw(st.integers(0, 3)) for _ in range(out_rank)]
+    for i, d in enumerate(mapping):
+        out[d] = dims[i]
+    s = array_shape("f32", dims)
+    r = infer_broadcast(s, dimensions=tuple(mapping), result_dims=tuple(out))
+    dtext = ",".join(map(str, mapping))
+    _check_agrees([f"ROOT r = {_text(r)} broadcast(p0), dimensions={{{dtext}}}"], [s], r)
+
+
+@HYP
+@given(dims_st, st.data())
+def test_hyp_transpose(dims, data):
+    perm = data.draw(st.permutations(list(range(len(dims)))))
+    s = array_shape("s32", dims)
+    r = infer_transpose(s, dimensions=tuple(perm))
+    _check_agrees([f"ROOT r = {_text(r)} transpose(p0), dimensions={{{','.join(map(str, perm))}}}"],
+                  [s], r)
+
+
+@HYP
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=3), st.data())
+def test_hyp_slice(dims, data):
+    sl = []
+    for d in dims:
+        start = data.draw(st.integers(0, d))
+        limit = data.draw(st.integers(start, d))
+        sl.append(SliceDim(start, limit, data.draw(st.integers(1, 3))))
+    s = array_shape("f32", dims)
+    r = infer_slice(s, slice=tuple(sl))
+    txt = ", ".join(f"[{x.start}:{x.limit}:{x.stride}]" for x in sl)
+    _check_agrees([f"ROOT r = {_text(r)} slice(p0), slice={{{txt}}}"], [s], r)
+
+
+@HYP
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=3), st.data())
+def test_hyp_pad(dims, data):
+    cfg = []
+    for d in dims:
+        interior = data.draw(st.integers(0, 2))
+        full = d + max(d - 1, 0) * interior
+        lo = data.draw(st.integers(-full, 3))
+        hi = data.draw(st.integers(-(full + lo) if full + lo > 0 else 0, 3))
+        cfg.append(PaddingDim(lo, hi, interior))
+    s = array_shape("f32", dims)
+    r = infer_pad(s, array_shape("f32", ()), padding=tuple(cfg))
+    txt = "x".join(f"{p.low}_{p.high}_{p.interior}" for p in cfg)
+    _check_agrees(["z = f32[] constant(0)", f"ROOT r = {_text(r)} pad(p0, z), padding={txt}"],
+                  [s], r)
+
+
+@HYP
+@given(st.data())
+def test_hyp_dot(data):
+    nb, nc = data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))
+    lf, rf = data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))
+    size = st.integers(1, 3)
+    batch = [data.draw(size) for _ in range(nb)]
+    contr = [data.draw(size) for _ in range(nc)]
+    lroles = data.draw(st.permutations(["b"] * nb + ["c"] * nc + ["f"] * lf))
+    rroles = data.draw(st.permutations(["b"] * nb + ["c"] * nc + ["f"] * rf))
+
+    def build(roles):
+        dims, bd, cd, bi, ci = [], [], [], 0, 0
+        for pos, r in enumerate(roles):
+            if r == "b":
+                dims.append(batch[bi]); bd.append(pos); bi += 1
+            elif r == "c":
+                dims.append(contr[ci]); cd.append(pos); ci += 1
+            else:
+                dims.append(data.draw(size))
+        return dims, bd, cd
+
+    ld, lb, lc = build(lroles)
+    rd, rb, rc = build(rroles)
+    a, b = array_shape("f32", ld), array_shape("f32", rd)
+    r = infer_dot(a, b, lhs_batch_dims=tuple(lb), rhs_batch_dims=tuple(rb),
+                  lhs_contracting_dims=tuple(lc), rhs_contracting_dims=tuple(rc))
+    j = lambda xs: ",".join(map(str, xs))
+    _check_agrees([f"ROOT r = {_text(r)} dot(p0, p1), lhs_batch_dims={{{j(lb)}}}, "
+                   f"rhs_batch_dims={{{j(rb)}}}, lhs_contracting_dims={{{j(lc)}}}, "
+                   f"rhs_contracting_dims={{{j(rc)}}}"], [a, b], r)
+
+
+@HYP
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=4), st.data())
+def test_hyp_reduce(dims, data):
+    red = sorted(data.draw(st.lists(st.integers(0, len(dims) - 1), unique=True)))
+    s = array_shape("f32", dims)
+    z = array_shape("f32", ())
+    r = infer_reduce(s, z, dimensions=tuple(red), to_apply=((z, z), z))
+    _check_agrees(["z = f32[] constant(0)",
+                   f"ROOT r = {_text(r)} reduce(p0, z), dimensions={{{','.join(map(str, red))}}}, "
+                   "to_apply=add_f32"], [s], r, extra=REDUCER)
+
+
+@HYP
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=3), st.data())
+def test_hyp_concatenate(dims, data):
+    d = data.draw(st.integers(0, len(dims) - 1))
+    n = data.draw(st.integers(1, 3))
+    shapes = []
+    for _ in range(n):
+        dd = list(dims)
+        dd[d] = data.draw(st.integers(0, 4))
+        shapes.append(array_shape("f32", dd))
+    r = infer_concatenate(*shapes, dimensions=(d,))
+    ops = ", ".join(f"p{i}" for i in range(n))
+    _check_agrees([f"ROOT r = {_text(r)} concatenate({ops}), dimensions={{{d}}}"], shapes, r)
