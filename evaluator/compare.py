@@ -17,6 +17,8 @@ from .elementwise import _ieee_max_min, _complex_max_min
 from .numeric import compute_array, element_type_of, float_compute, int_compute_dtype
 from .registry import op
 
+OP_FAMILY = True
+
 _DIRECTIONS = {
     "EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
     "GT": np.greater, "GE": np.greater_equal,

@@ -11,6 +11,8 @@ from hloref.values import TOKEN_VALUE
 
 from .registry import op
 
+OP_FAMILY = True
+
 
 @op("constant")
 def constant(*, shape, literal, instruction_name):

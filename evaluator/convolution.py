@@ -23,6 +23,8 @@ from .dot import _operand
 from .numeric import contiguous, finish
 from .registry import op
 
+OP_FAMILY = True
+
 
 def _dilate_and_pad(x: np.ndarray, window: tuple[WindowDim, ...]) -> np.ndarray:
     """Base-dilate and pad the spatial dims (axes 2...) of ``x`` with zeros."""

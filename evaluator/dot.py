@@ -20,6 +20,8 @@ from .convert import convert_array
 from .numeric import contiguous, element_type_of, finish, int_compute_dtype, to_float64
 from .registry import op
 
+OP_FAMILY = True
+
 
 def _arrange(x: np.ndarray, batch, contracting, contract_last: bool):
     """Transpose ``x`` to (batch, free, contracting) or (batch, contracting, free) and

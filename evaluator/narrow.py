@@ -217,7 +217,7 @@ def encode_scalar(x, se, sm, de, dm, dbias, style, flags):
             return sgn | ((1 << width) - 1)
         if style == STYLE_FNUZ:
             return np.int64(1) << width
-        return (sign ^ 1) << width  # STYLE_NONE: ml_dtypes gives zero of opposite sign
+        return sign << width  # STYLE_NONE: ml_dtypes gives zero of opposite sign
 
     if mag == 0:
         if style == STYLE_FNUZ:

@@ -24,6 +24,8 @@ from hloref.shapes import ArrayShape, TupleShape
 from .numeric import contiguous, compute_array, element_type_of, finish, int_compute_dtype, to_float64
 from .registry import op
 
+OP_FAMILY = True
+
 _FAST_REDUCERS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
 
 #: Opcodes a reducer may contain and still run on whole arrays at once.

@@ -61,10 +61,26 @@ def unsupported(opcode: str, reason: str) -> None:
 
 
 def load_all() -> dict[str, OpEntry]:
-    """Import every op-family module so that its ``@op`` registrations run."""
-    from . import (compare, control, convert, convolution, dot, elementwise,  # noqa: F401
-                   reduce, shape_ops)
+    """Import every op-family module of this package so that its ``@op`` registrations run.
+
+    A module is an op family when it defines ``OP_FAMILY = True`` at the top (checked
+    by reading, so helper modules are not imported twice for nothing)."""
+    global _loaded
+    if not _loaded:
+        import importlib
+        import pkgutil
+        from pathlib import Path
+        here = Path(__file__).parent
+        for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda i: i.name):
+            text = (here / f"{info.name}.py").read_text(encoding="utf-8") \
+                if (here / f"{info.name}.py").exists() else ""
+            if "\nOP_FAMILY = True" in text:
+                importlib.import_module(f"{__package__}.{info.name}")
+        _loaded = True
     return OPS
+
+
+_loaded = False
 
 
 class Called:

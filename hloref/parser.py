@@ -83,6 +83,10 @@ _DIM_LABELS_RE = re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}")
 _NAN_RE = re.compile(r"-?nan(?:\(0x([0-9a-fA-F]+)\))?")
 _IOTA_GROUPS_RE = re.compile(r"\[(\d+),(\d+)\]<=\[([\d,]+)\](?:T\(([\d,]*)\))?")
 _IDENT_CHAR = re.compile(r"[A-Za-z0-9_.\-]")
+_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NESTED_BRACE_RE = re.compile(r"\{\s*\{")
+_INT_TEXT_RE = re.compile(r"[-+]?\d+")
+_AFTER_NUMBER_RE = re.compile(r"[A-Za-z0-9_]")
 
 
 # ----------------------------------------------------------------------------------------
@@ -279,16 +283,7 @@ class _Parser:
                     break
             s.expect("->", "after computation parameters")
             self.shape()
-        while s.accept(","):
-            key_pos = s.pos
-            key = s.expect_ident("computation attribute name")
-            s.expect("=", f"after computation attribute '{key}'")
-            if key in comp.attrs:
-                raise s.error(f"duplicate computation attribute '{key}'", key_pos)
-            if s.at('"'):
-                comp.attrs[key] = s.string()[0]
-            else:
-                comp.attrs[key] = self.raw_value()
+        self.computation_attrs(comp)
         s.expect("{", "to start the computation body")
         by_name: dict[str, Instruction] = {}
         pending: list[tuple[Instruction, str, int, bool]] = []
@@ -297,10 +292,10 @@ class _Parser:
             if s.at_end():
                 raise s.error(f"expected '}}' to end computation '{name}', found end of input")
             instr_pos = s.pos
-            instr, is_root, refs = self.instruction()
+            instr, is_root, refs, name_pos = self.instruction()
             if instr.name in by_name:
                 raise s.error(f"duplicate instruction name '{instr.name}' in computation '{name}'",
-                              instr_pos if not is_root else instr_pos + 5)
+                              name_pos)
             by_name[instr.name] = instr
             comp.instructions.append(instr)
             pending.extend(refs)
@@ -316,7 +311,22 @@ class _Parser:
                 raise s.error(f"unknown instruction '{ref}' in computation '{name}'", pos)
             (instr.control_predecessors if is_control else instr.operands).append(target)
         comp.root = root if root is not None else comp.instructions[-1]
+        self.computation_attrs(comp)  # XLA prints execution_thread after the '}'
         return comp, is_entry
+
+    def computation_attrs(self, comp: Computation) -> None:
+        s = self.s
+        while s.accept(","):
+            s.skip_ws()
+            key_pos = s.pos
+            key = s.expect_ident("computation attribute name")
+            s.expect("=", f"after computation attribute '{key}'")
+            if key in comp.attrs:
+                raise s.error(f"duplicate computation attribute '{key}'", key_pos)
+            if s.at('"'):
+                comp.attrs[key] = s.string()[0]
+            else:
+                comp.attrs[key] = self.raw_value()
 
     # -- instructions --------------------------------------------------------------------
     def instruction(self):
@@ -346,7 +356,8 @@ class _Parser:
             for suffix, async_op in _ASYNC_SUFFIXES.items():
                 base = opcode[:-len(suffix)]
                 if (opcode.endswith(suffix) and base in OPCODES and base not in _DEDICATED_ASYNC
-                        and not base.startswith("async-")):
+                        and not base.startswith("async-")
+                        and not base.endswith(("-start", "-update", "-done"))):
                     opcode, wrapped = async_op, base
                     break
             else:
@@ -396,7 +407,7 @@ class _Parser:
                 refs.extend((instr, n, p, True) for n, p in self.name_list(key))
                 continue
             instr.attrs[key] = self.attr_value(key)
-        return instr, is_root, refs
+        return instr, is_root, refs, name_pos
 
     def _at_shape(self) -> bool:
         """Whether the next token starts a shape (vs an operand name)."""
@@ -404,7 +415,7 @@ class _Parser:
         text, pos = s.text, s.pos
         if text.startswith("(", pos):
             return True
-        m = re.compile(r"[A-Za-z_][A-Za-z0-9_]*").match(text, pos)
+        m = _WORD_RE.match(text, pos)
         if m is None:
             return False
         nxt = text[m.end():m.end() + 1]
@@ -477,7 +488,7 @@ class _Parser:
         s.skip_ws()
         text, pos = s.text, s.pos
         if key in INT_LIST_ATTRS:
-            if re.compile(r"\{\s*\{").match(text, pos):  # e.g. collective-permute slice_sizes
+            if _NESTED_BRACE_RE.match(text, pos):  # e.g. collective-permute slice_sizes
                 return self.raw_value()
             return self.int_list(key)
         if key in INT_ATTRS:
@@ -893,12 +904,12 @@ class _Parser:
                 s.pos = pos + len(word)
                 return pos, kind, value
         m = NUMBER_RE.match(text, pos)
-        if m is None or re.match(r"[A-Za-z0-9_]", text[m.end():m.end() + 1]):
+        if m is None or _AFTER_NUMBER_RE.match(text, m.end()):
             raise s.expected("literal value")
         s.pos = m.end()
         t = m.group()
-        if re.fullmatch(r"[-+]?\d+", t):
-            return pos, "int", int(t)
+        if _INT_TEXT_RE.fullmatch(t):
+            return pos, "int", t
         return pos, "float", t
 
     def convert(self, items: list, shape: ArrayShape) -> np.ndarray:
@@ -912,7 +923,7 @@ class _Parser:
                 if k == "bool":
                     vals.append(v)
                 elif k == "int":
-                    vals.append(v != 0)
+                    vals.append(int(v) != 0)
                 else:
                     raise s.error(f"expected true, false or an integer for pred, found {s.describe(pos)}", pos)
             return np.array(vals, dtype=np.bool_).reshape(dims)
@@ -922,6 +933,7 @@ class _Parser:
             for pos, k, v in items:
                 if k != "int":
                     raise s.error(f"expected an integer for {et.name}, found {s.describe(pos)}", pos)
+                v = int(v)
                 if not lo <= v <= hi:
                     raise s.error(f"value {v} is out of range for {et.name} [{lo}, {hi}]", pos)
                 vals.append(v)
@@ -938,7 +950,7 @@ class _Parser:
                     imags.append(v[1])
                 elif k in ("int", "float"):
                     reals.append((pos, k, v))
-                    imags.append((pos, "int", 0))
+                    imags.append((pos, "int", "0"))
                 else:
                     raise s.error(f"expected (real, imag) for {et.name}, found {s.describe(pos)}", pos)
             r = self.float_array(reals, part, dims)
@@ -955,14 +967,9 @@ class _Parser:
         vals = np.empty(len(items), dtype=np.float64)
         overrides: list[tuple[int, int]] = []
         for idx, (pos, k, v) in enumerate(items):
-            if k == "int":
-                try:
-                    f = float(v)
-                except OverflowError:
-                    raise s.error(f"value {v} is out of range for {et.name}", pos) from None
-            elif k == "float":
+            if k in ("int", "float"):
                 f = float(v)
-                if isinstance(v, str) and math.isinf(f):
+                if math.isinf(f) and isinstance(v, str):
                     raise s.error(f"value {v} is out of range for {et.name}", pos)
             elif k == "nan":
                 try:

@@ -290,12 +290,13 @@ def computation_to_text(comp) -> str:
         params = ", ".join(f"{p.name}: {shape_to_text(p.shape, layout=False)}" for p in comp.parameters)
         result = shape_to_text(comp.root.shape, layout=False) if comp.root is not None else "()"
         head += f" ({params}) -> {result}"
-    for key, value in comp.attrs.items():
-        head += f", {key}={attr_to_text(key, value)}"
     lines = [head + " {"]
     for instr in comp.instructions:
         lines.append("  " + instruction_to_text(instr, instr is comp.root))
-    lines.append("}")
+    tail = "}"
+    for key, value in comp.attrs.items():
+        tail += f", {key}={attr_to_text(key, value)}"
+    lines.append(tail)
     return "\n".join(lines)
 
 

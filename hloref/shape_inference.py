@@ -283,7 +283,8 @@ def infer_compare(lhs: Shape, rhs: Shape, *, direction=None, type=None, **_):
 
 
 def infer_select(pred: Shape, on_true: Shape, on_false: Shape, **_):
-    """``select``: pred array with the dims of on_true; on_true/on_false equal shapes."""
+    """``select``: pred with the dims of on_true, or a scalar pred (current XLA's
+    ``InferSelectShape`` accepts it again); on_true/on_false equal shapes."""
     p = _arr(pred, "select predicate")
     t = _arr(on_true, "select on_true")
     f = _arr(on_false, "select on_false")
@@ -291,9 +292,9 @@ def infer_select(pred: Shape, on_true: Shape, on_false: Shape, **_):
         raise ShapeError(f"select: predicate element type must be pred, got {p.element_type.name}")
     if t.dims != f.dims or t.element_type != f.element_type:
         raise ShapeError(f"select: on_true and on_false shapes differ: {shape_str(t)} vs {shape_str(f)}")
-    if p.dims != t.dims:
-        raise ShapeError(f"select: predicate dimensions {list(p.dims)} must equal the operands' "
-                         f"{list(t.dims)}")
+    if p.dims and p.dims != t.dims:
+        raise ShapeError(f"select: predicate dimensions {list(p.dims)} must be scalar or equal "
+                         f"the operands' {list(t.dims)}")
     return _mk(t.element_type, t.dims)
 
 

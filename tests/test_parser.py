@@ -370,7 +370,8 @@ def test_edge_module():
     e = m.entry
     ins = {i.name: i for i in e.instructions}
     assert [i.name for i in e.instructions][:3] == ["p0", "p1", "nan"]  # text order kept
-    assert ins["p1"].parameter_number == 1 and ins["p0"].line == 25
+    assert ins["p1"].parameter_number == 1 and ins["p0"].line == 32
+    assert EDGE.splitlines()[31].startswith("  %p0 = ")
     nan_bits = ins["nan"].literal.view(np.uint32).tolist()
     assert nan_bits == [0x7FC00000, 0xFFC00000, 0x7F801234, 0xFFFFFFFF]
     bf = ins["bf"].literal
@@ -597,9 +598,34 @@ def test_misc_attributes():
     assert ins["init"].literal == -np.inf
 
 
+HEADER = """\
+HloModule hdr, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, must-alias) }, buffer_donor={ (2, {}) }, entry_computation_layout={(f32[4]{0}, f32[4]{0}, f32[4]{0})->(f32[4]{0}, f32[4]{0})}, frontend_attributes={xla.sdy.meshes="{}"}
+
+ENTRY %main (a: f32[4], b: f32[4], c: f32[4]) -> (f32[4], f32[4]) {
+  %a = f32[4]{0} parameter(0), sharding={replicated}
+  %b = f32[4]{0} parameter(1), frontend_attributes={k="v, w"}
+  %c = f32[4]{0} parameter(2)
+  %cc = f32[4]{0} custom-call(%a, %c), custom_call_target="foo", backend_config={"a": [1, 2], "b": "x,y"}, api_version=API_VERSION_TYPED_FFI, metadata={op_name="jit(f)/x" source_file="/a/b.py" source_line=3}
+  ROOT %t = (f32[4]{0}, f32[4]{0}) tuple(%cc, %b)
+}
+"""
+
+
+def test_header_and_raw_attributes():
+    m = roundtrip(HEADER)
+    assert m.attrs["input_output_alias"] == "{ {0}: (0, {}, may-alias), {1}: (1, {}, must-alias) }"
+    assert m.attrs["buffer_donor"] == "{ (2, {}) }"
+    assert isinstance(m.attrs["frontend_attributes"], A.Raw)
+    cc = m.entry.instruction("cc")
+    assert cc.attrs["backend_config"] == '{"a": [1, 2], "b": "x,y"}'
+    assert cc.attrs["metadata"] == '{op_name="jit(f)/x" source_file="/a/b.py" source_line=3}'
+    assert m.entry.instruction("b").attrs["frontend_attributes"] == '{k="v, w"}'
+    assert list(cc.attrs) == ["custom_call_target", "backend_config", "api_version", "metadata"]
+
+
 def test_execution_thread_and_comments():
-    text = ("HloModule m\n\n%c (a: f32[]) -> f32[], execution_thread=\"host\" {\n"
-            "  %a = f32[] parameter(0)  // a comment\n  ROOT %n = f32[] negate(%a)\n}\n\n"
+    text = ("HloModule m\n\n%c (a: f32[]) -> f32[] {\n"
+            "  %a = f32[] parameter(0)  // a comment\n  ROOT %n = f32[] negate(%a)\n}, execution_thread=\"host\"\n\n"
             "ENTRY %e (p: f32[]) -> (f32[], f32[]) {\n  %p = f32[] parameter(0)\n"
             "  %c = f32[] call(%p), to_apply=%c\n  ROOT %t = (f32[], /*index=1*/f32[]) tuple(%p, /*index=1*/%c)\n}\n")
     m = roundtrip(text)
@@ -665,7 +691,7 @@ def test_integer_literals():
 def test_nan_payloads():
     assert parse_literal("nan(0x1)", "f16[]").view(np.uint16) == 0x7C01
     assert parse_literal("-nan(0x3ff)", "f16[]").view(np.uint16) == 0xFFFF
-    assert parse_literal("nan(0x7f)", "bf16[]").view(np.uint16) == 0x7F81
+    assert parse_literal("nan(0x7f)", "bf16[]").view(np.uint16) == 0x7FFF
     assert parse_literal("nan(0x3)", "f8e5m2[]").view(np.uint8) == 0x7F
     assert parse_literal("nan", "f8e4m3fnuz[]").view(np.uint8) == 0x80
     assert parse_literal("nan", "f64[]").view(np.uint64) == 0x7FF8000000000000
@@ -699,7 +725,7 @@ def body(*lines: str) -> str:
 
 
 @pytest.mark.parametrize("text,message,line,column", [
-    (body("ROOT a = f32[2 3] parameter(0)"), "expected ']' after dimensions, found '3'", 4, 17),
+    (body("ROOT a = f32[2 3] parameter(0)"), "expected ']' after dimensions, found '3'", 4, 18),
     (body("ROOT a = f33[2] parameter(0)"), "unknown element type 'f33'", 4, 12),
     (body("ROOT a = f32[2] frobnicate(b)"), "unknown opcode 'frobnicate'", 4, 19),
     (body("ROOT a = f32[2] negate(nope)"), "unknown instruction 'nope' in computation 'e'", 4, 26),
@@ -715,19 +741,21 @@ def body(*lines: str) -> str:
     (body("ROOT a = f8e4m3fn[] constant(nan(0x1))"), "f8e4m3fn has no NaN payload bits; payload 0x1 is not allowed", 4, 32),
     (body("ROOT a = s32[] constant(1.5)"), "expected an integer for s32, found '1.5'", 4, 27),
     (body('ROOT a = f32[] custom-call(), custom_call_target="abc'), "unterminated string", 4, 52),
-    (body("ROOT a = f32[] negate(b), metadata={op_name=\"x\""), "unterminated '{': expected '}' before end of input", 4, 38),
+    ("HloModule m\nENTRY e {\n  ROOT a = f32[] negate(b), metadata={op_name=\"x\"\n",
+     "unterminated '{': expected '}' before end of input", 3, 38),
     ("HloModule m\nENTRY e {\n  ROOT a = f32[] constant(1)\n", "expected '}' to end computation 'e', found end of input", 4, 1),
     ("HloModel m\n", "expected 'HloModule' at the start of the module, found 'HloModel'", 1, 1),
     (body("ROOT a = f32[2]{1,0} parameter(0)"), "layout has 2 dimensions but the shape has rank 1", 4, 22),
     (body("ROOT a = f32[] all-reduce-start-done(b)"), "unknown opcode 'all-reduce-start-done'", 4, 18),
     (body("ROOT a = f32[] copy-update(b)"), "unknown opcode 'copy-update'", 4, 18),
+    (body("a = f32[] constant(1)", "ROOT  a = f32[] constant(2)"), "duplicate instruction name 'a' in computation 'e'", 5, 9),
     (body("ROOT s4 = f32[] constant(1)"), "illegal instruction name 's4' (it is an element type)", 4, 8),
 ])
 def test_errors(text, message, line, column):
     e = parse_error(text)
     assert e.message == message
     assert (e.line, e.column) == (line, column)
-    assert e.source_line == text.splitlines()[line - 1]
+    assert e.source_line == (text.splitlines() + [""])[line - 1]
     assert e.filename == "t.hlo"
     assert str(e).startswith(f"t.hlo:{line}:{column}: {message}")
 

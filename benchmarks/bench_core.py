@@ -1,0 +1,114 @@
+"""Core benchmark: hloref ``evaluate`` vs the numpy equivalent, measured in one run.
+
+Usage: python benchmarks/bench_core.py [--repeat N] [--quick]
+
+For each case, prints the median time of hloref (a parsed module evaluated on
+fixed inputs: parse excluded, the interpreter's per-instruction overhead included)
+and of the numpy expression computing the same values, and their ratio
+(hloref / numpy; lower is better). Numba kernels are compiled (or loaded from the
+cache) by a warm-up call first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import ml_dtypes
+import numpy as np
+
+import hloref
+
+
+def _time(fn, repeat):
+    fn()  # warm-up (Numba compile or cache load)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _unary(op, ty, n):
+    return f"""HloModule m
+ENTRY e {{
+  x = {ty}[{n}] parameter(0)
+  ROOT r = {ty}[{n}] {op}(x)
+}}"""
+
+
+def _binary(op, ty, n):
+    return f"""HloModule m
+ENTRY e {{
+  x = {ty}[{n}] parameter(0)
+  y = {ty}[{n}] parameter(1)
+  ROOT r = {ty}[{n}] {op}(x, y)
+}}"""
+
+
+def _reduce(ty, rows, cols, dim):
+    out = cols if dim == 0 else rows
+    return f"""HloModule m
+add {{
+  a = {ty}[] parameter(0)
+  b = {ty}[] parameter(1)
+  ROOT s = {ty}[] add(a, b)
+}}
+ENTRY e {{
+  x = {ty}[{rows},{cols}] parameter(0)
+  z = {ty}[] constant(0)
+  ROOT r = {ty}[{out}] reduce(x, z), dimensions={{{dim}}}, to_apply=add
+}}"""
+
+
+def _dot(ty, m, k, n):
+    return f"""HloModule m
+ENTRY e {{
+  a = {ty}[{m},{k}] parameter(0)
+  b = {ty}[{k},{n}] parameter(1)
+  ROOT r = {ty}[{m},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}"""
+
+
+def cases(quick: bool):
+    rng = np.random.default_rng(0)
+    sizes = [1 << 16, 1 << 20] if not quick else [1 << 16]
+    for n in sizes:
+        x = rng.standard_normal(n).astype(np.float32)
+        y = rng.standard_normal(n).astype(np.float32)
+        yield (f"add f32[{n}]", _binary("add", "f32", n), (x, y), lambda x=x, y=y: np.add(x, y))
+        yield (f"exponential f32[{n}]", _unary("exponential", "f32", n), (x,),
+               lambda x=x: np.exp(x))
+        xb, yb = x.astype(ml_dtypes.bfloat16), y.astype(ml_dtypes.bfloat16)
+        yield (f"add bf16[{n}]", _binary("add", "bf16", n), (xb, yb), lambda x=xb, y=yb: x + y)
+        xi, yi = (x * 100).astype(np.int32), (y * 100).astype(np.int32) | 1
+        yield (f"divide s32[{n}]", _binary("divide", "s32", n), (xi, yi),
+               lambda x=xi, y=yi: np.fix(x / y).astype(np.int32))
+    for rows, cols in ([256, 256], [1024, 1024]) if not quick else ([256, 256],):
+        a = rng.standard_normal((rows, cols)).astype(np.float32)
+        for dim in (0, 1):
+            yield (f"reduce-add f32[{rows},{cols}] dim {dim}", _reduce("f32", rows, cols, dim), (a,),
+                   lambda a=a, d=dim: a.sum(axis=d))
+    for m in (64, 256, 512) if not quick else (64,):
+        a = rng.standard_normal((m, m)).astype(np.float32)
+        b = rng.standard_normal((m, m)).astype(np.float32)
+        yield (f"dot f32[{m},{m}]x[{m},{m}]", _dot("f32", m, m, m), (a, b), lambda a=a, b=b: a @ b)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    print(f"{'case':38s} {'hloref ms':>10s} {'numpy ms':>10s} {'ratio':>7s}")
+    for name, text, inputs, reference in cases(args.quick):
+        module = hloref.parse(text)
+        t_ours = _time(lambda: hloref.evaluate(module, *inputs), args.repeat)
+        t_np = _time(reference, args.repeat)
+        print(f"{name:38s} {t_ours * 1e3:10.3f} {t_np * 1e3:10.3f} {t_ours / t_np:7.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install hloref with its oracles and test tools.
+# Idempotent: a second run only checks that everything is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[oracles,test,gpu,plot]' 2>&1 \
+  | grep -v -E "^WARNING: Location .* is ignored" || true
+.venv/bin/python -c "import hloref, numba, ml_dtypes; print('hloref', hloref.__version__, '| numba', numba.__version__, '| ml_dtypes', ml_dtypes.__version__)"

@@ -1,0 +1,198 @@
+"""The comparison policy: when do hloref's value and an oracle's value agree?
+
+One policy, shared by the tests, ``hloref diff`` and the fuzzer:
+
+* integers and pred compare exactly; shapes and dtypes must match;
+* floats compare by ULP distance in the element type, plus an absolute floor for
+  values near zero; NaN equals NaN whatever its payload or sign; infinities must
+  match exactly; ±0 are equal;
+* subnormals: XLA:CPU flushes subnormal results (and inputs) to zero, so a
+  subnormal on one side matches ±0 on the other (``ftz=True``, the default);
+* per-opcode ULP budgets for functions XLA:CPU computes with its own polynomial
+  approximations (``OPCODE_ULPS``, from ``xla/codegen/intrinsic/accuracy``);
+* accumulations (``dot``, ``reduce``, ``convolution``) get an absolute bound from
+  the reduction length and the magnitudes of the terms (``accumulation_atol``),
+  since their summation order is implementation-defined.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hloref.types import ElementType, from_dtype
+
+__all__ = ["Verdict", "Tolerance", "compare_values", "tolerance_for", "accumulation_atol",
+           "ulp_of", "DTYPE_ULPS", "OPCODE_ULPS"]
+
+#: Default ULP budget per float type: one rounding of a result that the two sides
+#: may compute in different intermediate precisions.
+DTYPE_ULPS: dict[str, float] = {
+    "f64": 2, "f32": 2, "f16": 1, "bf16": 1, "f8e5m2": 1, "f8e4m3": 1, "f8e4m3fn": 1,
+    "f8e4m3b11fnuz": 1, "f8e5m2fnuz": 1, "f8e4m3fnuz": 1, "f8e3m4": 1, "f4e2m1fn": 1,
+    "f8e8m0fnu": 1, "c64": 2, "c128": 2,
+}
+
+#: Extra ULPs per opcode for f32 (and narrower, after rounding) where XLA:CPU uses
+#: approximations; XLA's accuracy budgets (HLO_SURFACE §4.8) plus one for our rounding.
+OPCODE_ULPS: dict[str, float] = {
+    "exponential": 7, "exponential-minus-one": 7, "log": 2, "log-plus-one": 2, "tanh": 4,
+    "atan": 4, "atan2": 4, "erf": 3, "tan": 3, "sine": 2, "cosine": 2, "cbrt": 2, "rsqrt": 2,
+    "sqrt": 1, "power": 8, "logistic": 8, "sinh": 8, "cosh": 8, "asin": 4, "acos": 4,
+    "asinh": 8, "acosh": 8, "atanh": 8,
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    ulps: float = 0
+    atol: float = 0.0
+    ftz: bool = True
+
+
+@dataclass
+class Verdict:
+    """``kind`` is ``match`` or ``mismatch`` (oracle crashes are the caller's verdicts)."""
+
+    kind: str
+    message: str = ""
+    max_ulp: float = 0.0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    count: int = 0
+    first_index: tuple | None = None
+    expected_at_first: object = None
+    actual_at_first: object = None
+    leaf: tuple = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "match"
+
+    def __str__(self) -> str:
+        if self.ok:
+            return "match"
+        text = f"mismatch{' at output ' + str(self.leaf) if self.leaf else ''}: {self.message}"
+        if self.first_index is not None:
+            text += (f"; {self.count} elements differ, first at {list(self.first_index)}: "
+                     f"expected {self.expected_at_first!r}, got {self.actual_at_first!r}; "
+                     f"max ulp {self.max_ulp:g}, max abs {self.max_abs:g}, max rel {self.max_rel:g}")
+        return text
+
+
+def tolerance_for(et: ElementType, opcode: str | None = None, *, atol: float = 0.0,
+                  ftz: bool = True) -> Tolerance:
+    if not (et.is_float or et.is_complex):
+        return Tolerance(0, 0.0, ftz)
+    ulps = DTYPE_ULPS.get(et.name, 2)
+    if opcode in OPCODE_ULPS and et.name != "f64":
+        ulps = max(ulps, OPCODE_ULPS[opcode])
+    return Tolerance(ulps, atol, ftz)
+
+
+def _format(et: ElementType):
+    if et.is_complex:
+        return from_dtype(np.float32 if et.name == "c64" else np.float64).float_format
+    return et.float_format
+
+
+def ulp_of(values: np.ndarray, et: ElementType) -> np.ndarray:
+    """Spacing of ``et``'s representable numbers at ``|values|`` (f64 array)."""
+    fmt = _format(et)
+    a = np.abs(values.astype(np.float64))
+    min_exp = 1 - fmt.bias
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.floor(np.log2(np.where(a > 0, a, 1.0)))
+    e = np.maximum(np.where(np.isfinite(e), e, 0), min_exp)
+    return np.exp2(e - fmt.mantissa_bits)
+
+
+def _smallest_normal(et: ElementType) -> float:
+    fmt = _format(et)
+    return 2.0 ** (1 - fmt.bias)
+
+
+def accumulation_atol(n_terms: int, abs_sum: np.ndarray | float, et: ElementType) -> np.ndarray:
+    """Bound on |difference| of two summation orders of ``n_terms`` terms whose absolute
+    values sum to ``abs_sum``, accumulated in ``et`` (or wider): 2·n·eps·Σ|t|."""
+    fmt = _format(et) if (et.is_float or et.is_complex) else None
+    eps = 2.0 ** -fmt.mantissa_bits if fmt else 0.0
+    return 2.0 * max(n_terms, 1) * eps * np.asarray(abs_sum, np.float64)
+
+
+def _leaves(value, path=()):
+    if isinstance(value, tuple):
+        for i, v in enumerate(value):
+            yield from _leaves(v, path + (i,))
+    else:
+        yield path, value
+
+
+def compare_values(actual, expected, *, opcode: str | None = None,
+                   tolerance: Tolerance | None = None, atol=None) -> Verdict:
+    """Compare ``actual`` (oracle) with ``expected`` (hloref) leaf by leaf."""
+    a_leaves, e_leaves = list(_leaves(actual)), list(_leaves(expected))
+    if [p for p, _ in a_leaves] != [p for p, _ in e_leaves]:
+        return Verdict("mismatch", "the results have different tuple structure")
+    for (path, a), (_, e) in zip(a_leaves, e_leaves):
+        if not isinstance(e, np.ndarray):
+            continue  # tokens
+        a = np.asarray(a)
+        if a.dtype != e.dtype:
+            return Verdict("mismatch", f"dtype {a.dtype} vs expected {e.dtype}", leaf=path)
+        if a.shape != e.shape:
+            return Verdict("mismatch", f"shape {a.shape} vs expected {e.shape}", leaf=path)
+        et = from_dtype(e.dtype)
+        tol = tolerance or tolerance_for(et, opcode)
+        leaf_atol = atol[path] if isinstance(atol, dict) else atol
+        verdict = _compare_array(a, e, et, tol, leaf_atol)
+        if not verdict.ok:
+            verdict.leaf = path
+            return verdict
+    return Verdict("match")
+
+
+def _compare_array(a: np.ndarray, e: np.ndarray, et: ElementType, tol: Tolerance, atol) -> Verdict:
+    if not (et.is_float or et.is_complex):
+        bad = a != e
+        if np.any(bad):
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            return Verdict("mismatch", "integer values differ", count=int(bad.sum()),
+                           first_index=idx, expected_at_first=e[idx].item(),
+                           actual_at_first=a[idx].item())
+        return Verdict("match")
+    if et.is_complex:
+        re = _compare_array(np.real(a), np.real(e), from_dtype(np.real(e).dtype), tol, atol)
+        return re if not re.ok else _compare_array(np.imag(a), np.imag(e),
+                                                   from_dtype(np.imag(e).dtype), tol, atol)
+    af = a.astype(np.float64)
+    ef = e.astype(np.float64)
+    both_nan = np.isnan(af) & np.isnan(ef)
+    one_nan = np.isnan(af) ^ np.isnan(ef)
+    inf_bad = (np.isinf(af) | np.isinf(ef)) & ~(af == ef) & ~one_nan
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(af - ef)
+    diff = np.where(both_nan | (af == ef), 0.0, diff)
+    ulp = ulp_of(ef, et)
+    allowed = tol.ulps * ulp + tol.atol
+    if atol is not None:
+        allowed = allowed + np.asarray(atol, np.float64)
+    if tol.ftz:
+        tiny = _smallest_normal(et)
+        flushed = ((np.abs(ef) < tiny) & (np.abs(af) < tiny))
+        diff = np.where(flushed, 0.0, diff)
+    bad = one_nan | inf_bad | (np.nan_to_num(diff, nan=np.inf) > allowed)
+    if not np.any(bad):
+        return Verdict("match")
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    finite = ~(np.isnan(diff) | np.isinf(diff)) & bad
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ulps = np.where(finite, diff / ulp, np.inf)
+        rel = np.where(finite, diff / np.maximum(np.abs(ef), np.finfo(np.float64).tiny), np.inf)
+    return Verdict(
+        "mismatch", f"{int(bad.sum())} of {bad.size} {et.name} elements outside "
+        f"{tol.ulps:g} ulp" + (f" + atol {tol.atol:g}" if tol.atol else ""),
+        max_ulp=float(np.max(ulps[bad])), max_abs=float(np.max(np.where(bad, diff, 0))),
+        max_rel=float(np.max(rel[bad])), count=int(bad.sum()), first_index=idx,
+        expected_at_first=e[idx].item(), actual_at_first=a[idx].item())
