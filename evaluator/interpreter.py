@@ -49,9 +49,13 @@ class _Prepared:
 
 
 class Interpreter:
-    def __init__(self, module: Module, *, limits: Limits | None = None, backend: str = "cpu"):
+    def __init__(self, module: Module, *, limits: Limits | None = None, backend: str = "cpu",
+                 observer=None):
+        """``observer(computation, instruction, value)``, if given, sees every value computed
+        (parameters included), e.g. to record intermediate results for localisation."""
         load_all()
         self.module = module
+        self.observer = observer
         self.limits = limits or Limits()
         self.backend = backend
         self.live_bytes = 0
@@ -81,6 +85,8 @@ class Interpreter:
             instr = step.instr
             if instr.opcode == "parameter":
                 env[index] = args[instr.parameter_number]
+                if self.observer is not None:
+                    self.observer(comp, instr, env[index])
                 continue
             need = byte_size(instr.shape)
             if self.live_bytes + need > budget:
@@ -103,6 +109,8 @@ class Interpreter:
             if isinstance(value, np.generic):
                 value = np.asarray(value)
             env[index] = value
+            if self.observer is not None:
+                self.observer(comp, instr, value)
             self.live_bytes += _value_bytes(value)
             for i in step.operand_index:
                 if last_use[i] == index and i != root_index and env[i] is not None:

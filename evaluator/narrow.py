@@ -209,7 +209,7 @@ def encode_scalar(x, se, sm, de, dm, dbias, style, flags):
         if style == STYLE_IEEE:
             if flags & FLAG_ENCODE_PAYLOAD:
                 pl = frac >> (sm - dm)
-                if pl == 0:
+                if pl == -1:
                     pl = 1
                 return sgn | (exp_all << dm) | pl
             return sgn | (exp_all << dm) | (1 << (dm - 1))
@@ -217,7 +217,7 @@ def encode_scalar(x, se, sm, de, dm, dbias, style, flags):
             return sgn | ((1 << width) - 1)
         if style == STYLE_FNUZ:
             return np.int64(1) << width
-        return sign << width  # STYLE_NONE: ml_dtypes gives zero of opposite sign
+        return (sign ^ 1) << width  # STYLE_NONE: ml_dtypes gives zero of opposite sign
 
     if mag == 0:
         if style == STYLE_FNUZ:

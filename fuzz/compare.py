@@ -187,7 +187,7 @@ def _compare_array(a: np.ndarray, e: np.ndarray, et: ElementType, tol: Tolerance
         return Verdict("match")
     idx = tuple(int(i) for i in np.argwhere(bad)[0])
     finite = ~(np.isnan(diff) | np.isinf(diff)) & bad
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):
         ulps = np.where(finite, diff / ulp, np.inf)
         rel = np.where(finite, diff / np.maximum(np.abs(ef), np.finfo(np.float64).tiny), np.inf)
     return Verdict(

@@ -400,8 +400,8 @@ def infer_reshape(operand: Shape, *, result_dims=None, inferred_dimension=None, 
     """``reshape``: same element count as ``result_dims``."""
     a = _arr(operand, "reshape operand")
     out = _ints(_req(result_dims, "result_dims"), "result_dims")
-    if any(d < 0 for d in out):
-        raise ShapeError(f"reshape: negative result dimension in {list(out)}")
+    if any(d < 0 for d in a.dims + out):  # unbounded dynamic (``?``): count unknown
+        return _mk(a.element_type, out)
     if prod(out) != prod(a.dims):
         raise ShapeError(f"reshape: element count differs: operand {shape_str(a)} has "
                          f"{prod(a.dims)}, result dims {list(out)} have {prod(out)}")

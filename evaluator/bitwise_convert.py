@@ -1,0 +1,231 @@
+"""Bit-level conversions: ``bitcast-convert``, ``reduce-precision``, ``stochastic-convert``.
+
+* ``bitcast-convert`` (operation_semantics §BitcastConvertType, HloEvaluator
+  ``Literal::BitcastConvert``): the bits are reinterpreted. Same width: element by
+  element. Different widths: converting to a type ``k`` times narrower adds a minor-most
+  dimension of size ``k`` holding the pieces of each element, least significant piece
+  first (little-endian, XLA's host order); converting to a ``k`` times wider type takes
+  that minor dimension away again. Sub-byte types (s4/u4/s2/u2/s1/u1/f4e2m1fn) take
+  part at their logical width: an ``s8`` becomes ``s4[..., 2]`` with the low nibble
+  first. ``pred`` counts as 8 bits. Complex types are rejected, as XLA's shape
+  inference does.
+* ``reduce-precision`` (operation_semantics §ReducePrecision, XLA's
+  ``EmitReducePrecisionIR``): works on the bit pattern. The mantissa is rounded to
+  ``mantissa_bits`` with ties to even by adding a bias and truncating; then a value whose
+  exponent is above the reduced range becomes ±inf and one at or below its bottom
+  (``bias - (2**(exponent_bits-1) - 1)``, i.e. the reduced format has no subnormals)
+  becomes ±0. NaN inputs stay the same NaN when ``mantissa_bits > 0``; with
+  ``mantissa_bits == 0`` a NaN becomes +inf. Bit counts at or above the type's are
+  no-ops for that part. f16/bf16/f32/f64 are processed on their own bit patterns; the
+  fp8/fp4 types (no IEEE inf/NaN layout) go through f32 and are rounded back to the
+  type.
+* ``stochastic-convert(operand, random)`` (HloEvaluator ``StochasticConvertOp``; XLA:CPU's
+  ``StochasticConvertDecomposer`` computes the same): float to signed integer. NaN → 0;
+  values at or beyond the type's range (compared with the range limits rounded to the
+  operand type) and ±inf saturate; otherwise ``|x|`` is split into its integer part and
+  its fraction ``f``, and the magnitude rounds up when ``random < floor(f * 2**bits)``
+  (``bits`` is the operand's width, the width of ``random``); the sign is then
+  reapplied.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from hloref.errors import HloEvalError
+
+from . import narrow
+from .numeric import contiguous, element_type_of, to_float64, wrap_int
+from .registry import op
+
+OP_FAMILY = True
+
+__all__ = ["bitcast_convert", "reduce_precision", "stochastic_convert",
+           "reduce_precision_bits", "reduce_precision_scalar"]
+
+
+# ---------------------------------------------------------------------------
+# bitcast-convert
+# ---------------------------------------------------------------------------
+
+def _to_bits(x: np.ndarray, et) -> np.ndarray:
+    """Logical bit patterns of ``x`` as uint64 (sub-byte types masked to their width)."""
+    raw = x.view(et.bits_dtype).astype(np.uint64)
+    if et.bits < et.storage_bits:
+        raw &= np.uint64((1 << et.bits) - 1)
+    return raw
+
+
+def _from_bits(bits: np.ndarray, et) -> np.ndarray:
+    """uint64 bit patterns (of width ``et.bits``) -> array of ``et``."""
+    if et.is_pred:
+        return bits != 0
+    if et.bits < et.storage_bits:
+        bits = bits & np.uint64((1 << et.bits) - 1)
+        if et.is_integer:
+            return wrap_int(bits.astype(np.int64), et)
+        return bits.astype(np.uint8).view(et.dtype)
+    return bits.astype(et.bits_dtype).view(et.dtype)
+
+
+@op("bitcast-convert")
+def bitcast_convert(x, *, shape):
+    src, dst = element_type_of(x), shape.element_type
+    if src.is_complex or dst.is_complex:
+        raise HloEvalError("bitcast-convert does not take complex types")
+    if src.is_pred and dst.is_pred:
+        return x.copy()
+    ib, ob = src.bits, dst.bits
+    if src.is_pred:
+        bits = x.astype(np.uint64)
+    else:
+        bits = _to_bits(x, src)
+    if ib == ob:
+        out = bits
+    elif ib > ob:
+        if ib % ob:
+            raise HloEvalError(f"bitcast-convert: {ib} bits is not a multiple of {ob}")
+        k = ib // ob
+        shifts = (np.arange(k, dtype=np.uint64) * np.uint64(ob))
+        mask = np.uint64((1 << ob) - 1) if ob < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+        out = (bits[..., None] >> shifts) & mask
+    else:
+        if ob % ib:
+            raise HloEvalError(f"bitcast-convert: {ob} bits is not a multiple of {ib}")
+        k = ob // ib
+        if x.ndim == 0 or x.shape[-1] != k:
+            raise HloEvalError(f"bitcast-convert from {src.name} to {dst.name}: the minor "
+                               f"dimension must be {k}, got {list(x.shape)}")
+        shifts = (np.arange(k, dtype=np.uint64) * np.uint64(ib))
+        out = np.bitwise_or.reduce(bits << shifts, axis=-1)
+    result = _from_bits(np.asarray(out, np.uint64), dst)
+    if tuple(result.shape) != tuple(shape.dims):
+        raise HloEvalError(f"bitcast-convert computed dimensions {list(result.shape)}, the "
+                           f"instruction says {list(shape.dims)}")
+    return contiguous(result)
+
+
+# ---------------------------------------------------------------------------
+# reduce-precision
+# ---------------------------------------------------------------------------
+
+@numba.njit(cache=True)
+def reduce_precision_scalar(x, width, se, sm, de, dm):
+    """Bit pattern ``x`` (uint64) of an IEEE format (width, se exponent bits, sm mantissa
+    bits) reduced to ``de`` exponent bits and ``dm`` mantissa bits; returns the pattern."""
+    one = np.uint64(1)
+    sign = one << np.uint64(width - 1)
+    exp_mask = ((one << np.uint64(se)) - one) << np.uint64(sm)
+    man_mask = (one << np.uint64(sm)) - one
+    is_nan = (x & exp_mask) == exp_mask and (x & man_mask) != 0
+    orig = x
+    if dm < sm:
+        shift = np.uint64(sm - dm)
+        last = one << shift
+        bias = (last >> one) - one + ((x & last) >> shift)
+        x = (x + bias) & ~(last - one)
+        if width < 64:
+            x &= (one << np.uint64(width)) - one
+    if de < se:
+        x_exp = x & exp_mask
+        src_bias = (1 << (se - 1)) - 1
+        red_bias = (1 << (de - 1)) - 1
+        max_e = np.uint64(src_bias + red_bias)
+        min_e = np.uint64(src_bias - red_bias)
+        if x_exp > (max_e << np.uint64(sm)):
+            x = (x & sign) | exp_mask
+        elif x_exp <= (min_e << np.uint64(sm)):
+            x = x & sign
+    if is_nan:
+        if dm > 0:
+            x = orig
+        else:
+            x = exp_mask  # +inf
+    return x
+
+
+@numba.njit(cache=True)
+def _reduce_precision_kernel(inp, out, width, se, sm, de, dm):
+    for i in range(inp.shape[0]):
+        out[i] = reduce_precision_scalar(inp[i], width, se, sm, de, dm)
+
+
+def reduce_precision_bits(bits: np.ndarray, width: int, se: int, sm: int, de: int, dm: int):
+    """Vector form of :func:`reduce_precision_scalar` on a uint64 array."""
+    flat = np.ascontiguousarray(bits, dtype=np.uint64).reshape(-1)
+    out = np.empty_like(flat)
+    if flat.size:
+        _reduce_precision_kernel(flat, out, width, se, sm, de, dm)
+    return out.reshape(np.shape(bits))
+
+
+_IEEE_NATIVE = {"f16", "bf16", "f32", "f64"}
+
+
+@op("reduce-precision")
+def reduce_precision(x, *, exponent_bits, mantissa_bits, shape=None):
+    et = element_type_of(x)
+    if not et.is_float:
+        raise HloEvalError(f"reduce-precision takes a float operand, got {et.name}")
+    de, dm = int(exponent_bits), int(mantissa_bits)
+    if de < 1 or dm < 0:
+        raise HloEvalError(f"reduce-precision: exponent_bits={de}, mantissa_bits={dm}")
+    fmt = et.float_format
+    if et.name in _IEEE_NATIVE:
+        se, sm, width = fmt.exponent_bits, fmt.mantissa_bits, et.bits
+        bits = x.view(et.bits_dtype).astype(np.uint64)
+        out = reduce_precision_bits(bits, width, se, sm, min(de, se), min(dm, sm))
+        return out.astype(et.bits_dtype).view(et.dtype).reshape(x.shape)
+    # fp8/fp4: bit counts at or above the type's leave it alone; otherwise via f32.
+    de_eff = de if de < fmt.exponent_bits else 8
+    dm_eff = dm if dm < fmt.mantissa_bits else 23
+    f = narrow.to_f32(x)
+    bits = f.view(np.uint32).astype(np.uint64)
+    out = reduce_precision_bits(bits, 32, 8, 23, de_eff, dm_eff).astype(np.uint32).view(np.float32)
+    return narrow.from_float(out.reshape(x.shape), et)
+
+
+# ---------------------------------------------------------------------------
+# stochastic-convert
+# ---------------------------------------------------------------------------
+
+@op("stochastic-convert")
+def stochastic_convert(x, random, *, shape):
+    src, dst = element_type_of(x), shape.element_type
+    rt = element_type_of(random)
+    if not src.is_float:
+        raise HloEvalError(f"stochastic-convert takes a float operand, got {src.name}")
+    if not rt.is_unsigned_integer or rt.bits != src.bits:
+        raise HloEvalError(f"stochastic-convert: random bits must be u{src.bits}, got {rt.name}")
+    if not dst.is_signed_integer:
+        raise HloEvalError(f"stochastic-convert to {dst.name} is not supported "
+                           f"(XLA converts to signed integers only)")
+    lo, hi = dst.min_value, dst.max_value
+    # The limits as the operand type sees them (static_cast<Fp>(max): rounded to nearest).
+    f_lo = float(to_float64(_round_to(np.float64(lo), src)))
+    f_hi = float(to_float64(_round_to(np.float64(hi), src)))
+    v = to_float64(x)
+    with np.errstate(all="ignore"):
+        nan = np.isnan(v)
+        neg = np.signbit(v)
+        mag = np.where(nan, 0.0, np.abs(v))
+        sat_hi = ~nan & (v >= f_hi)
+        sat_lo = ~nan & (v <= f_lo)
+        mag = np.where(sat_hi | sat_lo, 0.0, mag)
+        whole = np.floor(mag)
+        frac = mag - whole
+        fixed = np.floor(np.ldexp(frac, src.bits)).astype(np.uint64)
+        up = random.astype(np.uint64) < fixed
+        t = whole.astype(np.int64) + up.astype(np.int64)
+        t = np.where(neg, -t, t)
+        t = np.where(sat_hi, hi, np.where(sat_lo, lo, t))
+        t = np.where(nan, 0, t)
+    return wrap_int(np.asarray(t, np.int64), dst).reshape(x.shape)
+
+
+def _round_to(value: np.float64, et) -> np.ndarray:
+    arr = np.asarray(value, np.float64)
+    if et.is_narrow_float:
+        return narrow.from_float(arr, et)
+    return arr.astype(et.dtype)

@@ -1,0 +1,436 @@
+"""``sort`` and ``topk`` (operation_semantics §Sort, §TopK; StableHLO spec §sort).
+
+Semantics decisions:
+
+* **sort** permutes all operands together along ``dimensions={d}`` by the
+  comparator ``to_apply`` (2N scalars → pred, "is lhs less than rhs").
+  hloref always sorts **stably** (equal elements keep their operand order), as
+  XLA's HloEvaluator does whatever ``is_stable`` says; a stable sort is also a
+  valid result of ``is_stable=false`` (unstable only means the order of equal
+  elements is unspecified), so ``is_stable`` needs no branch.
+* A comparator that is not a strict weak ordering has no well-defined result.
+  The one such case that occurs in practice, a plain ``compare(p, q),
+  direction=LT|GT`` of type FLOAT on keys containing NaN (NaN is "equivalent" to
+  everything), is evaluated by replaying what XLA:CPU does: its sort thunk
+  (``xla/backends/cpu/runtime/sort_thunk.cc``) calls ``std::stable_sort``
+  (``is_stable=true``) or ``std::sort`` (otherwise) from libstdc++, so hloref runs
+  the same algorithms (chunked insertion sort of 7 + buffered merges; introsort
+  with median-of-three, threshold 16, final insertion sort) on those rows.
+  Other non-strict-weak comparators get whatever a stable merge sort gives.
+* **topk** (``k``, ``largest``): the ``k`` largest (or smallest) elements of each
+  row of the last dimension in descending (ascending) order, with s32 indices;
+  ties go to the lower index. Floats are ordered by TOTALORDER
+  (-NaN < -Inf < ... < -0 < +0 < ... < +Inf < +NaN), which is what XLA:CPU's topk
+  does (measured with jaxlib 0.10.2: +NaN first for largest=true, -0 after +0).
+
+Implementation: a comparator of the form ``compare(p[2k], p[2k+1]), direction=LT|GT``
+(any ``type``; operands swapped flips the direction) is turned into keys for
+``np.argsort(kind="stable")`` (TOTALORDER: ``compare.total_order_keys``). Any
+other comparator that is elementwise (``reduce.is_vectorizable``) runs as a
+bottom-up merge sort whose merges are computed by vectorised binary searches: each
+comparator call evaluates one probe for every element of every row at once, so a
+row of n elements takes about (log2 n)**2 / 2 calls. If the comparator turns out not
+to be a strict weak ordering (the merged positions are not a permutation), or is not
+elementwise, rows are sorted one by one with Python's stable sort, one comparator
+call per comparison.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numba
+import numpy as np
+
+from hloref.errors import HloEvalError
+from hloref.shapes import TupleShape
+
+from .compare import total_order_keys
+from .numeric import compute_array, contiguous, element_type_of, int_compute_dtype
+from .reduce import is_vectorizable
+from .registry import op
+
+OP_FAMILY = True
+
+_FLIP = {"LT": "GT", "GT": "LT"}
+
+
+# --------------------------------------------------------------------------- comparator analysis
+
+def _simple_comparator(comp):
+    """``(operand k, direction, type)`` when the comparator is ``compare(p2k, p2k+1)``
+    with direction LT or GT (swapped parameters flip it), else None."""
+    root = comp.root
+    if root is None or root.opcode != "compare" or len(root.operands) != 2:
+        return None
+    a, b = root.operands
+    if a.opcode != "parameter" or b.opcode != "parameter":
+        return None
+    direction = str(root.attrs.get("direction"))
+    if direction not in _FLIP:
+        return None
+    pa, pb = a.parameter_number, b.parameter_number
+    if pa // 2 != pb // 2 or pa == pb:
+        return None
+    if pa > pb:
+        direction = _FLIP[direction]
+    kind = root.attrs.get("type")
+    return pa // 2, direction, (str(kind) if kind is not None else None)
+
+
+def _sort_keys(x: np.ndarray, kind: str | None):
+    """Ascending keys whose numpy order is the comparison's order, or None if unsupported.
+
+    Also returns whether the keys are IEEE floats that may hold NaN (FLOAT comparisons)."""
+    et = element_type_of(x)
+    if et.is_float:
+        if kind == "TOTALORDER":
+            return total_order_keys(x), False
+        if kind in (None, "FLOAT"):
+            return compute_array(x).astype(np.float64), True
+        return None, False
+    if et.is_pred:
+        return (x.astype(np.uint8), False) if kind in (None, "UNSIGNED") else (None, False)
+    if et.is_integer:
+        default = "SIGNED" if et.kind == "sint" else "UNSIGNED"
+        if kind not in (None, default):
+            return None, False
+        return x.astype(int_compute_dtype(et)), False
+    return None, False
+
+
+def _descending(keys: np.ndarray) -> np.ndarray:
+    if keys.dtype.kind == "f":
+        return -keys
+    return ~keys  # order-reversing bijection on int64/uint64/uint8
+
+
+# --------------------------------------------------------------------------- libstdc++ replay
+
+@numba.njit(cache=True)
+def _lt(keys, a, b, desc):
+    if desc:
+        return keys[a] > keys[b]
+    return keys[a] < keys[b]
+
+
+@numba.njit(cache=True)
+def _insertion_sort(p, first, last, keys, desc):
+    if first == last:
+        return
+    for i in range(first + 1, last):
+        val = p[i]
+        if _lt(keys, val, p[first], desc):
+            for j in range(i, first, -1):
+                p[j] = p[j - 1]
+            p[first] = val
+        else:
+            j = i
+            while j - 1 >= 0 and _lt(keys, val, p[j - 1], desc):
+                p[j] = p[j - 1]
+                j -= 1
+            p[j] = val
+
+
+@numba.njit(cache=True)
+def _move_merge(src, f1, l1, f2, l2, dst, r, keys, desc):
+    while f1 != l1 and f2 != l2:
+        if _lt(keys, src[f2], src[f1], desc):
+            dst[r] = src[f2]
+            f2 += 1
+        else:
+            dst[r] = src[f1]
+            f1 += 1
+        r += 1
+    while f1 != l1:
+        dst[r] = src[f1]
+        f1 += 1
+        r += 1
+    while f2 != l2:
+        dst[r] = src[f2]
+        f2 += 1
+        r += 1
+    return r
+
+
+@numba.njit(cache=True)
+def _merge_sort_loop(src, first, last, dst, r, step, keys, desc):
+    two = 2 * step
+    while last - first >= two:
+        r = _move_merge(src, first, first + step, first + step, first + two, dst, r, keys, desc)
+        first += two
+    step = min(last - first, step)
+    _move_merge(src, first, first + step, first + step, last, dst, r, keys, desc)
+
+
+@numba.njit(cache=True)
+def _merge_sort_with_buffer(p, first, last, buf, keys, desc):
+    length = last - first
+    step = 7
+    f = first
+    while last - f >= step:
+        _insertion_sort(p, f, f + step, keys, desc)
+        f += step
+    _insertion_sort(p, f, last, keys, desc)
+    while step < length:
+        _merge_sort_loop(p, first, last, buf, 0, step, keys, desc)
+        step *= 2
+        _merge_sort_loop(buf, 0, length, p, first, step, keys, desc)
+        step *= 2
+
+
+@numba.njit(cache=True)
+def _stable_sort(p, n, keys, desc):
+    """libstdc++ ``std::stable_sort`` with a buffer of (n + 1) / 2 elements."""
+    if n == 0:
+        return
+    middle = (n + 1) // 2
+    buf = np.empty(middle, dtype=np.int64)
+    _merge_sort_with_buffer(p, 0, middle, buf, keys, desc)
+    _merge_sort_with_buffer(p, middle, n, buf, keys, desc)
+    len1, len2 = middle, n - middle
+    if len1 <= len2:  # forward merge from the buffered first half
+        for i in range(len1):
+            buf[i] = p[i]
+        f1, l1, f2, r = 0, len1, middle, 0
+        while f1 != l1 and f2 != n:
+            if _lt(keys, p[f2], buf[f1], desc):
+                p[r] = p[f2]
+                f2 += 1
+            else:
+                p[r] = buf[f1]
+                f1 += 1
+            r += 1
+        while f1 != l1:
+            p[r] = buf[f1]
+            f1 += 1
+            r += 1
+    else:  # backward merge from the buffered second half
+        for i in range(len2):
+            buf[i] = p[middle + i]
+        if len2 == 0:
+            return
+        last1, last2, r = middle - 1, len2 - 1, n
+        while True:
+            if _lt(keys, buf[last2], p[last1], desc):
+                r -= 1
+                p[r] = p[last1]
+                if last1 == 0:
+                    for j in range(last2, -1, -1):
+                        r -= 1
+                        p[r] = buf[j]
+                    return
+                last1 -= 1
+            else:
+                r -= 1
+                p[r] = buf[last2]
+                if last2 == 0:
+                    return
+                last2 -= 1
+
+
+@numba.njit(cache=True)
+def _introsort(p, first, last, depth, keys, desc):
+    while last - first > 16:
+        if depth == 0:
+            _merge_sort_with_buffer(p, first, last, np.empty(last - first, dtype=np.int64),
+                                    keys, desc)  # heap sort in libstdc++; not replayed
+            return
+        depth -= 1
+        # __move_median_to_first(first, first + 1, mid, last - 1)
+        a, b, c = first + 1, first + (last - first) // 2, last - 1
+        if _lt(keys, p[a], p[b], desc):
+            if _lt(keys, p[b], p[c], desc):
+                m = b
+            elif _lt(keys, p[a], p[c], desc):
+                m = c
+            else:
+                m = a
+        elif _lt(keys, p[a], p[c], desc):
+            m = a
+        elif _lt(keys, p[b], p[c], desc):
+            m = c
+        else:
+            m = b
+        p[first], p[m] = p[m], p[first]
+        # __unguarded_partition(first + 1, last, first)
+        lo, hi = first + 1, last
+        while True:
+            while lo < last and _lt(keys, p[lo], p[first], desc):
+                lo += 1
+            hi -= 1
+            while hi > first and _lt(keys, p[first], p[hi], desc):
+                hi -= 1
+            if not lo < hi:
+                break
+            p[lo], p[hi] = p[hi], p[lo]
+            lo += 1
+        _introsort(p, lo, last, depth, keys, desc)
+        last = lo
+
+
+@numba.njit(cache=True)
+def _std_sort(p, n, keys, desc):
+    """libstdc++ ``std::sort``: introsort then the final insertion sort."""
+    if n == 0:
+        return
+    lg = 0
+    while (1 << (lg + 1)) <= n:
+        lg += 1
+    _introsort(p, 0, n, 2 * lg, keys, desc)
+    if n > 16:
+        _insertion_sort(p, 0, 16, keys, desc)
+        for i in range(16, n):
+            val = p[i]
+            j = i
+            while j - 1 >= 0 and _lt(keys, val, p[j - 1], desc):
+                p[j] = p[j - 1]
+                j -= 1
+            p[j] = val
+    else:
+        _insertion_sort(p, 0, n, keys, desc)
+
+
+@numba.njit(cache=True)
+def _replay_rows(keys2d, perm2d, rows, desc, stable):
+    n = keys2d.shape[1]
+    for r in rows:
+        p = perm2d[r]
+        for i in range(n):
+            p[i] = i
+        if stable:
+            _stable_sort(p, n, keys2d[r], desc)
+        else:
+            _std_sort(p, n, keys2d[r], desc)
+
+
+# --------------------------------------------------------------------------- general comparators
+
+def _merge_sort_vectorized(flat, compare) -> np.ndarray | None:
+    """Stable bottom-up merge sort of the rows of ``flat`` (list of (R, n) arrays) with
+    ``compare(*pairs)`` evaluated on whole arrays; None if the merges are inconsistent."""
+    rows, n = flat[0].shape
+    perm = np.broadcast_to(np.arange(n, dtype=np.int64), (rows, n)).copy()
+    row_of = np.repeat(np.arange(rows, dtype=np.int64), n)
+    pos = np.tile(np.arange(n, dtype=np.int64), rows)
+    w = 1
+    while w < n:
+        q = pos % (2 * w)
+        bs = pos - q
+        left = q < w
+        left_len = np.minimum(w, n - bs)
+        right_len = np.clip(n - bs - w, 0, w)
+        lo = np.zeros(rows * n, dtype=np.int64)
+        hi = np.where(left, right_len, left_len)
+        cur = perm.reshape(-1)
+        while True:
+            active = np.nonzero(lo < hi)[0]
+            if active.size == 0:
+                break
+            mid = (lo[active] + hi[active]) // 2
+            is_left = left[active]
+            other_pos = np.where(is_left, bs[active] + w + mid, bs[active] + mid)
+            r = row_of[active]
+            self_el = cur[active]
+            other_el = perm[r, other_pos]
+            a_el = np.where(is_left, other_el, self_el)
+            b_el = np.where(is_left, self_el, other_el)
+            args = []
+            for f in flat:
+                args.append(f[r, a_el])
+                args.append(f[r, b_el])
+            res = np.broadcast_to(np.asarray(compare(*args)), active.shape).astype(bool)
+            go_right = np.where(is_left, res, ~res)
+            lo[active] = np.where(go_right, mid + 1, lo[active])
+            hi[active] = np.where(go_right, hi[active], mid)
+        new_pos = bs + np.where(left, q, q - w) + lo
+        target = row_of * n + new_pos
+        if np.bincount(target, minlength=rows * n).max(initial=0) > 1:
+            return None
+        new_perm = np.empty(rows * n, dtype=np.int64)
+        new_perm[target] = cur
+        perm = new_perm.reshape(rows, n)
+        w *= 2
+    return perm
+
+
+def _python_sort(flat, compare) -> np.ndarray:
+    rows, n = flat[0].shape
+    perm = np.empty((rows, n), dtype=np.int64)
+    for r in range(rows):
+        values = [f[r] for f in flat]
+
+        def lt(i, j, values=values):
+            args = []
+            for v in values:
+                args.append(np.asarray(v[i]))
+                args.append(np.asarray(v[j]))
+            return -1 if bool(compare(*args)) else 0
+
+        # Python's sort only asks "less than?": a stable merge sort (timsort)
+        perm[r] = sorted(range(n), key=functools.cmp_to_key(lt))
+    return perm
+
+
+def _sort_permutation(flat, to_apply, is_stable, ctx) -> np.ndarray:
+    rows, n = flat[0].shape
+    simple = _simple_comparator(to_apply.computation)
+    if simple is not None:
+        k, direction, kind = simple
+        keys, may_nan = _sort_keys(flat[k], kind)
+        if keys is not None:
+            nan_rows = np.nonzero(np.isnan(keys).any(axis=1))[0] if may_nan else np.zeros(0, np.int64)
+            ordered = keys if direction == "LT" else _descending(np.where(np.isnan(keys), 0, keys)
+                                                                  if may_nan else keys)
+            perm = np.argsort(ordered, axis=1, kind="stable").astype(np.int64)
+            if nan_rows.size:
+                _replay_rows(np.ascontiguousarray(keys, dtype=np.float64), perm,
+                             nan_rows.astype(np.int64), direction == "GT", bool(is_stable))
+            return perm
+    if is_vectorizable(to_apply.computation, ctx.module):
+        perm = _merge_sort_vectorized(flat, to_apply)
+        if perm is not None:
+            return perm
+    return _python_sort(flat, to_apply)
+
+
+@op("sort")
+def sort(*operands, shape, dimensions, to_apply, is_stable=False, ctx):
+    """Sort ``operands`` together along ``dimensions[0]`` (always stably; see above)."""
+    if not operands:
+        raise HloEvalError("sort needs at least one operand")
+    (d,) = tuple(dimensions)
+    moved = [np.moveaxis(x, d, -1) for x in operands]
+    n = moved[0].shape[-1]
+    flat = [contiguous(m).reshape(-1, n) for m in moved]
+    if flat[0].shape[0] == 0 or n <= 1:
+        outs = [x.copy() for x in operands]
+    else:
+        perm = _sort_permutation(flat, to_apply, is_stable, ctx)
+        outs = [contiguous(np.moveaxis(np.take_along_axis(f, perm, axis=1).reshape(m.shape), -1, d))
+                for f, m in zip(flat, moved)]
+    return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
+
+
+# --------------------------------------------------------------------------- topk
+
+@op("topk")
+def topk(x, *, shape, k, largest=True, is_stable=True):
+    """(values, s32 indices) of the ``k`` largest/smallest along the last dim; ties by
+    lower index; floats in TOTALORDER."""
+    et = element_type_of(x)
+    if x.ndim == 0:
+        raise HloEvalError("topk needs an operand of rank >= 1")
+    if et.is_float:
+        keys = total_order_keys(x)
+    elif et.is_pred:
+        keys = x.astype(np.uint8)
+    elif et.is_integer:
+        keys = x.astype(int_compute_dtype(et))
+    else:
+        raise HloEvalError(f"topk is not defined on {et.name}")
+    if largest:
+        keys = _descending(keys)
+    order = np.argsort(keys, axis=-1, kind="stable")[..., :k]
+    values = contiguous(np.take_along_axis(x, order, axis=-1))
+    return values, contiguous(order.astype(np.int32))

@@ -1,0 +1,378 @@
+"""Windowed and per-element higher-order ops: ``reduce-window``, ``select-and-scatter``,
+``map`` and ``scan``.
+
+Window conventions (operation_semantics §ReduceWindow, HloEvaluator
+``HandleReduceWindow``/``IterateThroughWindow``): along each dimension the operand is
+base-dilated (``lhs_dilate``: ``d - 1`` holes between neighbours), then padded
+(``pad=lo_hi``; a negative amount crops), and a window of ``size`` elements spaced
+``rhs_dilate`` apart slides over the result with ``stride``. Output size per dimension:
+``(padded - ((size - 1) * rhs_dilate + 1)) // stride + 1`` (0 when the window does not
+fit).
+
+**Padding and holes are skipped, not filled with the init value.** XLA's HloEvaluator
+only visits window positions that land on an operand element and starts each window's
+accumulator from the init value once; XLA:CPU agrees (checked: ``add`` with init 100
+over ``pad=1_1`` gives ``100 + x0 + x1`` for the first window, not ``200 + x0 + x1``).
+The StableHLO spec instead pads with the init value; the two agree whenever the init is
+the reducer's identity. A window that covers no operand element gives the init value.
+
+Accumulation follows ``reduce`` (``evaluator/reduce.py``): a single-input reducer that
+is one commutative op of its parameters takes the fast path (float add/multiply in
+f64, rounded once; NaN-propagating max/min; integers wrap); any other reducer is
+applied as a balanced tree over the window elements in row-major window order, then
+once with the init value (``r(init, tree)``), vectorised over all output positions
+when the reducer is elementwise, and sequentially per output element otherwise.
+(XLA folds sequentially, ``r(...r(r(init, x0), x1)..., xn)``; the two agree for
+associative reducers, which operation_semantics requires.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hloref.attrs import Window, WindowDim
+from hloref.errors import HloEvalError
+from hloref.shapes import TupleShape
+
+from .numeric import compute_array, contiguous, element_type_of
+from .reduce import _as_list, _fast_reduce, is_vectorizable, simple_reducer, tree_reduce
+from .registry import op
+
+OP_FAMILY = True
+
+__all__ = ["reduce_window", "select_and_scatter", "map_", "scan", "window_view"]
+
+
+# ---------------------------------------------------------------------------
+# Window geometry.
+# ---------------------------------------------------------------------------
+
+def _window_dims(window, rank: int) -> tuple[WindowDim, ...]:
+    if isinstance(window, Window):
+        dims = window.dims
+    elif window is None:
+        dims = tuple(WindowDim(size=1) for _ in range(rank))
+    else:
+        dims = tuple(window)
+    if len(dims) != rank:
+        raise HloEvalError(f"window has {len(dims)} dimensions, the operand has rank {rank}")
+    for w in dims:
+        if w.size < 0 or w.stride < 1 or w.base_dilation < 1 or w.window_dilation < 1:
+            raise HloEvalError(f"invalid window dimension {w}")
+        if w.window_reversal:
+            raise HloEvalError("window reversal is not allowed here")
+    return dims
+
+
+def _pad_dilate(x: np.ndarray, wdims, fill) -> np.ndarray:
+    """``x`` base-dilated and padded (negative padding crops), holes and pads = ``fill``."""
+    shape, place, crop = [], [], []
+    for n, w in zip(x.shape, wdims):
+        inner = n + max(n - 1, 0) * (w.base_dilation - 1)
+        lo, hi = max(w.padding_low, 0), max(w.padding_high, 0)
+        total = lo + inner + hi
+        shape.append(total)
+        place.append(slice(lo, lo + inner, w.base_dilation))
+        crop.append(slice(max(-w.padding_low, 0), max(total - max(-w.padding_high, 0),
+                                                       max(-w.padding_low, 0))))
+    out = np.empty(shape, x.dtype)
+    out[...] = fill
+    out[tuple(place)] = x
+    return out[tuple(crop)]
+
+
+def _out_dims(padded_shape, wdims) -> tuple[int, ...]:
+    dims = []
+    for n, w in zip(padded_shape, wdims):
+        span = (w.size - 1) * w.window_dilation + 1
+        dims.append((n - span) // w.stride + 1 if n >= span and w.size > 0 else 0)
+    return tuple(dims)
+
+
+def window_view(padded: np.ndarray, wdims) -> np.ndarray:
+    """A strided view ``(out..., size...)`` of the windows of an already padded array."""
+    out = _out_dims(padded.shape, wdims)
+    sizes = tuple(w.size for w in wdims)
+    strides = tuple(s * w.stride for s, w in zip(padded.strides, wdims)) + \
+        tuple(s * w.window_dilation for s, w in zip(padded.strides, wdims))
+    if 0 in out or 0 in sizes:
+        return np.empty(out + sizes, padded.dtype)
+    return np.lib.stride_tricks.as_strided(padded, out + sizes, strides, writeable=False)
+
+
+def _windows(x: np.ndarray, wdims, fill) -> np.ndarray:
+    """Windows of ``x`` flattened: ``(out..., K)`` (a copy), K = prod(sizes)."""
+    view = window_view(_pad_dilate(x, wdims, fill), wdims)
+    rank = x.ndim
+    return view.reshape(view.shape[:rank] + (-1,))
+
+
+def _valid_mask(shape, wdims):
+    """``(out..., K)`` bool: which window positions land on an operand element; None if all."""
+    needs = any(w.padding_low > 0 or w.padding_high > 0 or
+                (w.base_dilation > 1 and n > 1) for n, w in zip(shape, wdims))
+    if not needs:
+        return None
+    return _windows(np.ones(shape, bool), wdims, False)
+
+
+# ---------------------------------------------------------------------------
+# reduce-window
+# ---------------------------------------------------------------------------
+
+def _identity(kind: str, dtype: np.dtype):
+    """The identity of a fast reducer in compute dtype ``dtype`` (None if there is none)."""
+    if dtype == np.bool_:
+        return {"add": False, "or": False, "xor": False, "maximum": False,
+                "multiply": True, "and": True, "minimum": True}[kind]
+    if dtype.kind in "fc":
+        return {"add": -0.0 if dtype.kind == "f" else complex(-0.0, -0.0), "multiply": 1.0,
+                "maximum": -np.inf, "minimum": np.inf}.get(kind)
+    info = np.iinfo(dtype)
+    return {"add": 0, "or": 0, "xor": 0, "multiply": 1, "and": -1 if info.min < 0 else info.max,
+            "maximum": info.min, "minimum": info.max}[kind]
+
+
+def _masked_tree(apply, xs, inits, mask):
+    """``tree_reduce`` over the last axis skipping positions where ``mask`` is False."""
+    n = len(xs)
+    kept_shape = xs[0].shape[:-1]
+    values, valid = list(xs), mask
+    length = values[0].shape[-1]
+    if length == 0:
+        return [np.broadcast_to(i, kept_shape).copy() for i in inits]
+    with np.errstate(all="ignore"):
+        while length > 1:
+            half = length // 2
+            left = [v[..., 0:2 * half:2] for v in values]
+            right = [v[..., 1:2 * half:2] for v in values]
+            lm, rm = valid[..., 0:2 * half:2], valid[..., 1:2 * half:2]
+            both = lm & rm
+            combined = [np.broadcast_to(c, left[0].shape)
+                        for c in _as_list(apply(*left, *right), n)]
+            combined = [np.where(both, c.astype(l.dtype, copy=False), np.where(lm, l, r))
+                        for c, l, r in zip(combined, left, right)]
+            cm = lm | rm
+            if length % 2:
+                combined = [np.concatenate([c, v[..., -1:].astype(c.dtype)], axis=-1)
+                            for c, v in zip(combined, values)]
+                cm = np.concatenate([cm, valid[..., -1:]], axis=-1)
+            values, valid = combined, cm
+            length = values[0].shape[-1]
+        last = [v[..., 0] for v in values]
+        any_valid = valid[..., 0]
+        full = [np.broadcast_to(i, kept_shape) for i in inits]
+        out = _as_list(apply(*full, *last), n)
+    return [contiguous(np.where(any_valid, np.broadcast_to(o, kept_shape).astype(f.dtype), f))
+            for o, f in zip(out, full)]
+
+
+def _masked_sequential(apply, xs, inits, mask):
+    n = len(xs)
+    kept_shape = xs[0].shape[:-1]
+    outs = [np.empty(kept_shape, dtype=i.dtype) for i in inits]
+    for pos in np.ndindex(*kept_shape):
+        acc = [np.asarray(i) for i in inits]
+        for k in range(xs[0].shape[-1]):
+            if mask is not None and not mask[pos + (k,)]:
+                continue
+            acc = _as_list(apply(*acc, *[x[pos + (k,)] for x in xs]), n)
+        for o, a in zip(outs, acc):
+            o[pos] = a
+    return outs
+
+
+@op("reduce-window")
+def reduce_window(*operands, shape, to_apply, ctx, window=None):
+    n = len(operands) // 2
+    if len(operands) != 2 * n or n == 0:
+        raise HloEvalError(f"reduce-window takes N inputs and N init values, "
+                           f"got {len(operands)} operands")
+    inputs, inits = list(operands[:n]), list(operands[n:])
+    rank = inputs[0].ndim
+    wdims = _window_dims(window, rank)
+    result_shapes = shape.elements if isinstance(shape, TupleShape) else (shape,)
+    in_shape = inputs[0].shape
+    if any(x.shape != in_shape for x in inputs):
+        raise HloEvalError("reduce-window inputs must have the same dimensions")
+    mask = _valid_mask(in_shape, wdims)
+
+    if n == 1:
+        kind = simple_reducer(to_apply.computation)
+        et = result_shapes[0].element_type
+        if kind is not None and element_type_of(inputs[0]) == et:
+            x = compute_array(inputs[0])
+            ident = _identity(kind, x.dtype)
+            if ident is not None:
+                win = _windows(x, wdims, ident)
+                out = _fast_reduce(kind, win, compute_array(inits[0]), et)
+                if out is not None:
+                    return _finish_shape(out, result_shapes[0])
+
+    xs = [_windows(x, wdims, np.zeros((), x.dtype)) for x in inputs]
+    if mask is None:
+        mask = np.ones(xs[0].shape, bool)
+    if is_vectorizable(to_apply.computation, ctx.module):
+        outs = _masked_tree(to_apply, xs, inits, mask) if not mask.all() \
+            else tree_reduce(to_apply, xs, inits)
+    else:
+        outs = _masked_sequential(to_apply, xs, inits, mask)
+    outs = [_finish_shape(o, s) for o, s in zip(outs, result_shapes)]
+    return outs[0] if n == 1 else tuple(outs)
+
+
+def _finish_shape(value, s):
+    value = np.asarray(value).astype(s.element_type.dtype, copy=False)
+    if tuple(value.shape) != tuple(s.dims):
+        raise HloEvalError(f"computed dimensions {list(value.shape)}, the instruction says "
+                           f"{list(s.dims)}")
+    return contiguous(value)
+
+
+# ---------------------------------------------------------------------------
+# select-and-scatter
+# ---------------------------------------------------------------------------
+
+@op("select-and-scatter")
+def select_and_scatter(operand, source, init, *, shape, select, scatter, ctx, window=None):
+    """operation_semantics §SelectAndScatter, as HloEvaluator/XLA:CPU do it.
+
+    Every result element starts as ``init``. For each window (source element, row-major),
+    the window's operand elements are visited in row-major order, skipping padding;
+    the first one is the running choice and each later one replaces it unless
+    ``select(choice, candidate)`` is true. Then ``result[choice] = scatter(result[choice],
+    source)``; windows choosing the same element apply in row-major source order."""
+    rank = operand.ndim
+    wdims = _window_dims(window, rank)
+    if any(w.base_dilation != 1 or w.window_dilation != 1 for w in wdims):
+        raise HloEvalError("select-and-scatter does not take window dilations")
+    index = np.arange(operand.size, dtype=np.int64).reshape(operand.shape)
+    vals = _windows(operand, wdims, np.zeros((), operand.dtype))
+    idx = _windows(index, wdims, -1)
+    out_dims = vals.shape[:-1]
+    if tuple(out_dims) != tuple(source.shape):
+        raise HloEvalError(f"select-and-scatter: windows give dimensions {list(out_dims)}, "
+                           f"the source has {list(source.shape)}")
+    valid = idx >= 0
+    k_total = vals.shape[-1]
+    best = vals[..., 0].copy() if k_total else np.zeros(out_dims, operand.dtype)
+    best_idx = idx[..., 0].copy() if k_total else np.full(out_dims, -1, np.int64)
+    have = valid[..., 0].copy() if k_total else np.zeros(out_dims, bool)
+    sel_vec = is_vectorizable(select.computation, ctx.module)
+    with np.errstate(all="ignore"):
+        for k in range(1, k_total):
+            cand, cidx, cvalid = vals[..., k], idx[..., k], valid[..., k]
+            if sel_vec:
+                keep = np.broadcast_to(np.asarray(select(best, cand), bool), out_dims)
+            else:
+                keep = np.empty(out_dims, bool)
+                for pos in np.ndindex(*out_dims):
+                    keep[pos] = bool(select(best[pos], cand[pos])) if have[pos] else False
+            take = cvalid & (~have | ~keep)
+            best = np.where(take, cand, best)
+            best_idx = np.where(take, cidx, best_idx)
+            have = have | cvalid
+    result = np.empty(operand.size, dtype=shape.element_type.dtype)
+    result[...] = init
+    targets = best_idx.reshape(-1)
+    src = source.reshape(-1)
+    chosen = np.nonzero(targets >= 0)[0]  # row-major source order
+    targets, src = targets[chosen], src[chosen]
+    if targets.size:
+        # Group the updates into rounds in which every target is distinct: round r holds
+        # the r-th update (in source order) of each target, so order is kept per target.
+        order = np.argsort(targets, kind="stable")
+        sorted_t = targets[order]
+        first = np.r_[0, np.nonzero(np.diff(sorted_t))[0] + 1]
+        starts = np.repeat(first, np.diff(np.r_[first, sorted_t.size]))
+        rank_in_group = np.empty(targets.size, np.int64)
+        rank_in_group[order] = np.arange(sorted_t.size) - starts
+        sc_vec = is_vectorizable(scatter.computation, ctx.module)
+        with np.errstate(all="ignore"):
+            for r in range(int(rank_in_group.max()) + 1):
+                sel = rank_in_group == r
+                t, s = targets[sel], src[sel]
+                if sc_vec:
+                    result[t] = np.broadcast_to(np.asarray(scatter(result[t], s)), t.shape)
+                else:
+                    for ti, si in zip(t, s):
+                        result[ti] = scatter(result[ti], si)
+    return result.reshape(shape.dims)
+
+
+# ---------------------------------------------------------------------------
+# map
+# ---------------------------------------------------------------------------
+
+@op("map")
+def map_(*operands, shape, to_apply, ctx, dimensions=None):
+    """operation_semantics §Map: the scalar computation applied at every index."""
+    dims = tuple(shape.dims)
+    dtype = shape.element_type.dtype
+    if any(tuple(o.shape) != dims for o in operands):
+        raise HloEvalError("map operands must all have the result's dimensions")
+    if is_vectorizable(to_apply.computation, ctx.module):
+        with np.errstate(all="ignore"):
+            value = np.asarray(to_apply(*operands))
+        return contiguous(np.broadcast_to(value, dims).astype(dtype))
+    out = np.empty(dims, dtype)
+    for pos in np.ndindex(*dims):
+        out[pos] = to_apply(*[o[pos] for o in operands])
+    return out
+
+
+# ---------------------------------------------------------------------------
+# scan
+# ---------------------------------------------------------------------------
+
+@op("scan")
+def scan(*operands, shape, to_apply, ctx, dimensions, num_carries=0, is_reverse=False,
+         is_associative=False):
+    """``scan(inputs..., inits...)`` along ``dimensions={d}`` (the new XLA opcode).
+
+    Operand and result order, checked against XLA:CPU (jaxlib 0.10.2): the last
+    ``num_carries`` operands are the initial carries; ``to_apply`` takes
+    ``(input slices..., carries...)`` (each input indexed at one position of dim ``d``,
+    which is removed) and returns ``(outputs..., new carries...)``; the result is
+    ``(outputs stacked along d..., final carries...)``. With ``is_reverse`` the positions
+    are visited from last to first and each output is stored at its own position.
+    ``is_associative`` only permits a parallel schedule; evaluation is sequential."""
+    if len(dimensions) != 1:
+        raise HloEvalError(f"scan takes one dimension, got {list(dimensions)}")
+    d = int(dimensions[0])
+    nc = int(num_carries)
+    if nc < 0 or nc > len(operands):
+        raise HloEvalError(f"scan: num_carries={nc} with {len(operands)} operands")
+    inputs = list(operands[:len(operands) - nc])
+    carries = list(operands[len(operands) - nc:])
+    result_shapes = shape.elements if isinstance(shape, TupleShape) else (shape,)
+    n_out = len(result_shapes) - nc
+    if n_out < 0:
+        raise HloEvalError("scan: the result has fewer elements than num_carries")
+    out_shapes = result_shapes[:n_out]
+    if inputs:
+        length = inputs[0].shape[d]
+    elif out_shapes:
+        length = out_shapes[0].dims[d]
+    else:
+        length = 0
+    outs = [np.empty(s.dims, s.element_type.dtype) for s in out_shapes]
+    steps = range(length - 1, -1, -1) if is_reverse else range(length)
+    for i in steps:
+        args = [np.take(x, i, axis=d) for x in inputs] + carries
+        res = to_apply(*args)
+        res = list(res) if isinstance(res, tuple) else [res]
+        if len(res) != n_out + nc:
+            raise HloEvalError(f"scan: to_apply returned {len(res)} values, expected {n_out + nc}")
+        for o, r in zip(outs, res[:n_out]):
+            place = [slice(None)] * o.ndim
+            place[d] = i
+            o[tuple(place)] = r
+        carries = [np.asarray(c) for c in res[n_out:]]
+    final = [contiguous(np.asarray(c).astype(s.element_type.dtype, copy=False))
+             for c, s in zip(carries, result_shapes[n_out:])]
+    values = outs + final
+    if not isinstance(shape, TupleShape):
+        return values[0]
+    return tuple(values)
+

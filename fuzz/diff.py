@@ -1,0 +1,317 @@
+"""Differential testing: the same module, the same inputs, hloref and an oracle.
+
+``diff(module, args, oracle="xla")`` evaluates the module with hloref (recording
+every intermediate value), runs it on the oracle in a worker process, and compares
+the results under the shared policy (``fuzz/compare.py``). When the results
+differ, *isolation* re-runs every instruction on the oracle alone, fed with
+hloref's values of its operands, and names the first instruction whose own result
+differs (like XLA's ``run_hlo_module --isolate_instructions``); a mismatching
+``fusion`` or ``call`` is opened and its body isolated in turn.
+
+A final difference that no single instruction reproduces is rounding that
+accumulated along the program; the report says so and does not call it a
+miscompilation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hloref.errors import HloError
+from hloref.ir import Computation, Instruction, Module
+from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
+
+from .compare import Verdict, accumulation_atol, compare_values
+from .workers import OracleResult, OracleWorker
+
+__all__ = ["DiffReport", "IsolatedInstruction", "diff", "isolate", "isolated_module"]
+
+#: Instructions that only move or forward values: never a miscompilation on their own.
+_STRUCTURAL = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "after-all",
+                         "add-dependency", "opt-barrier", "domain", "bitcast"})
+_ACCUMULATING = frozenset({"dot", "convolution", "reduce", "reduce-window", "ragged-dot",
+                           "scaled-dot"})
+
+
+@dataclass
+class IsolatedInstruction:
+    """One instruction run alone on the oracle with hloref's operand values."""
+
+    computation: str
+    name: str
+    opcode: str
+    verdict: Verdict
+    text: str  # the one-instruction module
+    operands: list = field(default_factory=list)
+    expected: object = None
+    actual: object = None
+    inner: "IsolatedInstruction | None" = None  # first mismatch inside a fusion/call body
+
+    def innermost(self) -> "IsolatedInstruction":
+        return self.inner.innermost() if self.inner is not None else self
+
+
+@dataclass
+class DiffReport:
+    """``verdict``: match, mismatch, crash, timeout, unsupported, error (hloref or oracle
+    rejected the module)."""
+
+    verdict: str
+    oracle: str
+    message: str = ""
+    comparison: Verdict | None = None
+    expected: object = None  # hloref's value
+    actual: object = None  # the oracle's value
+    culprit: IsolatedInstruction | None = None
+    isolated: list[IsolatedInstruction] = field(default_factory=list)
+    explained_by_rounding: bool = False
+    oracle_result: OracleResult | None = None
+    hloref_seconds: float = 0.0
+    oracle_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "match"
+
+    def summary(self) -> str:
+        lines = [f"verdict: {self.verdict} (oracle {self.oracle})"]
+        if self.message:
+            lines.append(self.message)
+        if self.comparison is not None and not self.comparison.ok:
+            lines.append(f"final result: {self.comparison}")
+        if self.explained_by_rounding:
+            lines.append("every instruction agrees in isolation: the final difference is "
+                         "rounding accumulated along the program, not a miscompilation")
+        if self.culprit is not None:
+            c = self.culprit.innermost()
+            lines.append(f"first differing instruction: %{c.name} ({c.opcode}) in "
+                         f"computation {c.computation}: {c.verdict}")
+        if self.oracle_result is not None and self.oracle_result.stderr_tail and \
+                self.verdict in ("crash", "timeout"):
+            lines.append("oracle stderr (last lines):\n" + self.oracle_result.stderr_tail)
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- isolation
+
+
+def _called_closure(module: Module, comp: Computation, out: dict) -> None:
+    for instr in comp.instructions:
+        for name in instr.called_computation_names():
+            if name not in out:
+                callee = module.computations[name]
+                _called_closure(module, callee, out)
+                out[name] = callee
+
+
+def isolated_module(module: Module, instr: Instruction) -> Module:
+    """A module whose entry runs ``instr`` alone on parameters (one per operand)."""
+    params = []
+    for i, operand in enumerate(instr.operands):
+        params.append(Instruction(name=f"isolated.p{i}", opcode="parameter", shape=operand.shape,
+                                  parameter_number=i))
+    clone = dataclasses.replace(instr, operands=params, control_predecessors=[])
+    entry = Computation(name="isolated.entry", instructions=params + [clone], root=clone,
+                        is_entry=True)
+    callees: dict[str, Computation] = {}
+    _called_closure(module, Computation("tmp", [clone]), callees)
+    comps = dict(callees)
+    comps[entry.name] = entry
+    return Module(name=f"isolated_{instr.name}".replace("-", "_").replace(".", "_"),
+                  computations=comps, entry_name=entry.name)
+
+
+def _has_token(shape) -> bool:
+    return any(isinstance(s, TokenShape) for s in flatten_shape(shape))
+
+
+def _accumulation_atol(module: Module, instr: Instruction, operands: list):
+    """Σ|terms| bound for accumulating ops: the op evaluated by hloref on |operands|."""
+    from hloref.evaluator.interpreter import Interpreter
+    if instr.opcode not in _ACCUMULATING or not isinstance(instr.shape, (ArrayShape, TupleShape)):
+        return None
+    try:
+        iso = isolated_module(module, instr)
+        abs_ops = [np.abs(o.astype(np.float64)).astype(o.dtype) if isinstance(o, np.ndarray)
+                   and o.dtype.kind not in "biu" and o.dtype != np.bool_ else o for o in operands]
+        magnitude = Interpreter(iso).run(abs_ops)
+    except Exception:  # noqa: BLE001 - a bound is best effort; fall back to no atol
+        return None
+    shapes = flatten_shape(instr.shape)
+    leaves = magnitude if isinstance(magnitude, tuple) else (magnitude,)
+    n_terms = 1
+    for o in instr.operands:
+        if isinstance(o.shape, ArrayShape):
+            n_terms = max(n_terms, o.shape.size)
+    atol = {}
+    for i, (leaf, shape) in enumerate(zip(leaves, shapes)):
+        if isinstance(shape, ArrayShape) and (shape.element_type.is_float or
+                                              shape.element_type.is_complex):
+            bound = accumulation_atol(n_terms, np.abs(leaf.astype(np.complex128)).real
+                                      if shape.element_type.is_complex else
+                                      np.abs(leaf.astype(np.float64)), shape.element_type)
+            atol[(i,) if isinstance(instr.shape, TupleShape) else ()] = bound
+    return atol or None
+
+
+def isolate(module: Module, values: dict, worker: OracleWorker, *,
+            computation: Computation | None = None, stop_at_first: bool = True,
+            recurse: bool = True, oracle_module: Module | None = None) -> list[IsolatedInstruction]:
+    """Run each instruction of ``computation`` (default: the entry) alone on the oracle.
+
+    ``values`` maps ``(computation name, instruction name)`` to hloref's value. With
+    ``oracle_module`` (e.g. a hand-edited or transformed copy), the oracle runs that
+    module's instruction of the same name, fed with ``module``'s operand values."""
+    oracle_module = oracle_module or module
+    from hloref.printer import module_to_text
+    comp = computation or module.entry
+    from hloref.evaluator.interpreter import _topological
+    results: list[IsolatedInstruction] = []
+    for instr in _topological(comp):
+        if instr.opcode in _STRUCTURAL or _has_token(instr.shape) or \
+                any(_has_token(o.shape) for o in instr.operands):
+            continue
+        key = (comp.name, instr.name)
+        if key not in values:
+            continue
+        operands = [values[(comp.name, o.name)] for o in instr.operands]
+        oracle_instr = _same_instruction(oracle_module, comp.name, instr)
+        if oracle_instr is None:
+            continue
+        iso = isolated_module(oracle_module, oracle_instr)
+        text = module_to_text(iso)
+        result = worker.run(text, operands)
+        if not result.ok:
+            verdict = Verdict("mismatch" if result.kind in ("crash", "timeout") else result.kind,
+                              f"oracle {result.kind}: {result.message}")
+            if result.kind in ("unsupported", "error"):
+                continue  # the oracle cannot run this instruction alone: no evidence either way
+        else:
+            atol = _accumulation_atol(module, instr, operands)
+            verdict = compare_values(result.value, values[key], opcode=instr.opcode, atol=atol)
+        entry = IsolatedInstruction(comp.name, instr.name, instr.opcode, verdict, text, operands,
+                                    values[key], result.value)
+        results.append(entry)
+        if not verdict.ok:
+            if recurse and instr.opcode in ("fusion", "call"):
+                callee = module.computations[instr.called_computation_names()[0]]
+                inner_values = _trace_computation(module, callee, operands)
+                inner = isolate(module, inner_values, worker, computation=callee,
+                                stop_at_first=True, recurse=True, oracle_module=oracle_module)
+                bad = [r for r in inner if not r.verdict.ok]
+                entry.inner = bad[0] if bad else None
+            if stop_at_first:
+                break
+    return results
+
+
+def _same_instruction(module: Module, comp_name: str, instr: Instruction):
+    comp = module.computations.get(comp_name)
+    if comp is None and module.entry is not None and comp_name != module.entry_name:
+        return None
+    if comp is None:
+        comp = module.entry
+    for candidate in comp.instructions:
+        if candidate.name == instr.name:
+            return candidate if len(candidate.operands) == len(instr.operands) else None
+    return None
+
+
+def _trace_computation(module: Module, comp: Computation, args: list) -> dict:
+    from hloref.evaluator.interpreter import Interpreter
+    values: dict = {}
+
+    def observe(c, instr, value):
+        if c is comp:
+            values[(c.name, instr.name)] = value
+
+    Interpreter(module, observer=observe).call(comp, list(args))
+    return values
+
+
+# ---------------------------------------------------------------- diff
+
+
+def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool = False,
+         worker: OracleWorker | None = None, timeout: float = 120.0, limits=None,
+         localize: bool = True, oracle_module: Module | str | None = None) -> DiffReport:
+    """Compare hloref on ``module`` with ``oracle`` on ``oracle_module`` (default: the same
+    module), both with inputs ``args``."""
+    from hloref import api
+    from hloref.evaluator.interpreter import Interpreter
+    from hloref.printer import module_to_text
+    if isinstance(module, str):
+        import hloref
+        module = hloref.parse(module)
+    own_worker = worker is None
+    worker = worker or OracleWorker(oracle, timeout=timeout)
+    try:
+        params = module.entry.parameters
+        values: dict = {}
+
+        def observe(c, instr, value):
+            if c is module.entry:
+                values[(c.name, instr.name)] = value
+
+        t0 = time.perf_counter()
+        try:
+            coerced = [api.coerce_argument(a, p.shape, f"argument {i}")
+                       for i, (a, p) in enumerate(zip(args, params))]
+            ours = Interpreter(module, limits=limits, observer=observe).run(coerced)
+        except HloError as exc:
+            return DiffReport("unsupported" if type(exc).__name__ == "HloUnsupportedError"
+                              else "error", oracle, message=f"hloref: {exc}")
+        hloref_seconds = time.perf_counter() - t0
+        if isinstance(oracle_module, str):
+            import hloref
+            oracle_module = hloref.parse(oracle_module)
+        text = module_to_text(oracle_module or module)
+        result = worker.run(text, coerced, timeout=timeout)
+        report = DiffReport("match", oracle, expected=ours, actual=result.value,
+                            oracle_result=result, hloref_seconds=hloref_seconds,
+                            oracle_seconds=result.seconds)
+        if not result.ok:
+            report.verdict = result.kind
+            report.message = result.message
+            return report
+        report.comparison = compare_values(result.value, ours, opcode=module.entry.root.opcode)
+        if report.comparison.ok and not isolate_all:
+            return report
+        if localize or isolate_all:
+            report.isolated = isolate(module, values, worker, stop_at_first=not isolate_all,
+                                      oracle_module=oracle_module)
+            bad = [r for r in report.isolated if not r.verdict.ok]
+            report.culprit = bad[0] if bad else None
+        if report.comparison.ok:
+            return report
+        if report.culprit is None and localize and _looks_like_rounding(report.comparison, ours):
+            report.explained_by_rounding = True
+            return report
+        report.verdict = "mismatch"
+        if report.culprit is None:
+            report.message = ("no single instruction reproduces the difference in isolation: "
+                              "it arises from how the program is compiled as a whole (fusion, "
+                              "layout, algebraic rewrites)")
+        return report
+    finally:
+        if own_worker:
+            worker.close()
+
+
+def _looks_like_rounding(comparison: Verdict, ours) -> bool:
+    """A float-only difference where at least half the significant bits still agree."""
+    from hloref.types import from_dtype
+    leaf = ours
+    for i in comparison.leaf:
+        leaf = leaf[i]
+    if not isinstance(leaf, np.ndarray):
+        return False
+    et = from_dtype(leaf.dtype)
+    if not (et.is_float or et.is_complex):
+        return False
+    fmt = et.float_format or from_dtype(np.real(leaf).dtype).float_format
+    return np.isfinite(comparison.max_rel) and comparison.max_rel <= 2.0 ** (-fmt.mantissa_bits / 2)

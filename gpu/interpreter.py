@@ -1,0 +1,188 @@
+"""The GPU interpreter: the CPU interpreter's loop with device-resident buffers.
+
+``GpuInterpreter`` subclasses the CPU ``Interpreter`` and reuses its planning
+(``_plan``: topological order, last uses, root; ``_prepare``: attribute unpacking and
+``Called`` binding; ``_bind``). Values stay on the device for the whole evaluation,
+across instructions and called computations: the entry arguments are copied to the
+device once (``to_device``), the result back once (``to_host``). Control flow (call,
+fusion, while, conditional) runs in this interpreter (``gpu/control.py``); the only
+host reads are a while predicate per iteration, a conditional's selector, and the
+predicate of a tuple ``select``.
+
+An opcode without a GPU kernel (or a GPU op that raises ``GpuFallback`` for its
+operands, e.g. complex element types) runs the CPU op: operands are copied to the
+host, the CPU op function runs with its keyword arguments bound to a CPU
+``Interpreter`` (so computations it calls, such as a sort comparator, run on the
+CPU), the result is copied back. Each fallback is counted in ``report``; with
+``fallback=False`` it raises ``HloUnsupportedError`` instead.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hloref.errors import HloEvalError, HloLimitError, HloUnsupportedError
+from hloref.evaluator.interpreter import Interpreter, Limits, _Prepared
+from hloref.ir import Computation
+from hloref.shapes import byte_size
+
+from .device import DArray, to_device, to_host
+from .registry import GPU_OPS, GpuFallback, load_all as load_gpu_ops
+
+__all__ = ["GpuInterpreter", "FallbackReport", "Limits"]
+
+
+@dataclass
+class FallbackReport:
+    """Which opcodes ran on the CPU during an evaluation, how often, and why."""
+
+    counts: Counter = field(default_factory=Counter)
+    reasons: dict = field(default_factory=dict)
+
+    def add(self, opcode: str, reason: str) -> bool:
+        """Count one fallback; True the first time this opcode falls back."""
+        first = opcode not in self.counts
+        self.counts[opcode] += 1
+        self.reasons.setdefault(opcode, reason)
+        return first
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+    def __str__(self) -> str:
+        if not self.counts:
+            return "no CPU fallbacks"
+        return "; ".join(f"{op} x{n} ({self.reasons[op]})" for op, n in sorted(self.counts.items()))
+
+
+def _nbytes(value) -> int:
+    if isinstance(value, (DArray, np.ndarray)):
+        return value.nbytes
+    if isinstance(value, tuple):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
+class GpuInterpreter(Interpreter):
+    def __init__(self, module, *, limits: Limits | None = None, fallback: bool = True):
+        super().__init__(module, limits=limits, backend="gpu")
+        load_gpu_ops()
+        self.fallback = fallback
+        self.report = FallbackReport()
+        #: runs the CPU op of a fallback, with computations it calls bound to the CPU
+        self._cpu = Interpreter(module, limits=self.limits, backend="cpu")
+        self.constants: dict[int, object] = {}  # id(instr) -> device value
+
+    # -- public -------------------------------------------------------------
+    def run(self, args: list) -> object:
+        """Evaluate the entry computation on *device* arguments (see ``to_device``)."""
+        self.live_bytes = sum(_nbytes(a) for a in args)
+        if self.live_bytes > self.limits.max_bytes:
+            raise HloLimitError(
+                f"the arguments take {self.live_bytes} bytes, over the memory budget of "
+                f"{self.limits.max_bytes} bytes (Limits.max_bytes)")
+        return self.call(self.module.entry, args)
+
+    def call(self, comp: Computation, args: list) -> object:
+        """Evaluate ``comp`` on device argument values (one per parameter)."""
+        plan, last_use, root_index = self._plan(comp)
+        params = comp.parameters
+        if len(args) != len(params):
+            raise HloEvalError(
+                f"computation {comp.name} takes {len(params)} arguments, got {len(args)}")
+        env: list = [None] * len(plan)
+        budget = self.limits.max_bytes
+        for index, step in enumerate(plan):
+            instr = step.instr
+            if instr.opcode == "parameter":
+                env[index] = args[instr.parameter_number]
+                continue
+            need = byte_size(instr.shape)
+            if self.live_bytes + need > budget:
+                raise HloLimitError(
+                    f"its result needs {need} bytes while {self.live_bytes} bytes are live: "
+                    f"over the memory budget of {budget} bytes (Limits.max_bytes)",
+                    instruction=instr.name)
+            operands = [env[i] for i in step.operand_index]
+            try:
+                value = step.fn(*operands, **step.kwargs)
+            except (HloEvalError, HloUnsupportedError, HloLimitError):
+                raise
+            except Exception as exc:
+                if getattr(exc, "__module__", "").startswith("hloref"):
+                    raise
+                raise HloEvalError(f"{instr.opcode} failed on the gpu backend: "
+                                   f"{type(exc).__name__}: {exc}", instruction=instr.name) from exc
+            env[index] = value
+            self.live_bytes += _nbytes(value)
+            for i in step.operand_index:
+                if last_use[i] == index and i != root_index and env[i] is not None:
+                    if plan[i].instr.opcode != "parameter":
+                        self.live_bytes -= _nbytes(env[i])
+                    env[i] = None
+        result = env[root_index]
+        for i, v in enumerate(env):
+            if v is not None and i != root_index and plan[i].instr.opcode != "parameter":
+                self.live_bytes -= _nbytes(v)
+        return result
+
+    # -- planning -------------------------------------------------------------
+    def _prepare(self, instr, position) -> _Prepared:
+        step = super()._prepare(instr, position)  # CPU fn, kwargs bound to this interpreter
+        if instr.opcode == "parameter":
+            return step
+        entry = GPU_OPS.get(instr.opcode)
+        if entry is None:
+            return self._fallback_step(instr, position, step.operand_index,
+                                       "no GPU kernel for this opcode")
+        kwargs = {k: v for k, v in step.kwargs.items() if entry.var_keywords or k in entry.params}
+        extras = {"ctx": self, "shape": instr.shape, "instruction_name": instr.name,
+                  "operand_shapes": [o.shape for o in instr.operands], "opcode": instr.opcode}
+        for name, value in extras.items():
+            if name in entry.params and name not in kwargs:
+                kwargs[name] = value
+        gpu_fn = entry.fn
+        lazy: list = []
+
+        def run(*operands, **kw):
+            try:
+                return gpu_fn(*operands, **kw)
+            except GpuFallback as fb:
+                if not lazy:
+                    lazy.append(self._cpu._prepare(instr, position))
+                return self._run_fallback(instr, lazy[0], operands, fb.reason)
+
+        return _Prepared(instr, run, kwargs, step.operand_index)
+
+    def _fallback_step(self, instr, position, operand_index, reason) -> _Prepared:
+        if not self.fallback:
+            raise HloUnsupportedError(instr.opcode, "gpu", f"{reason} (CPU fallback disabled)",
+                                      instruction=instr.name)
+        cpu_step = self._cpu._prepare(instr, position)
+
+        def run(*operands):
+            return self._run_fallback(instr, cpu_step, operands, reason)
+
+        return _Prepared(instr, run, {}, operand_index)
+
+    def _run_fallback(self, instr, cpu_step, operands, reason):
+        if not self.fallback:
+            raise HloUnsupportedError(instr.opcode, "gpu", f"{reason} (CPU fallback disabled)",
+                                      instruction=instr.name)
+        if self.report.add(instr.opcode, reason):
+            import warnings
+            warnings.warn(f"hloref gpu backend: {instr.opcode} runs on the CPU ({reason})",
+                          RuntimeWarning, stacklevel=2)
+        host = [to_host(o) for o in operands]
+        self._cpu.live_bytes = self.live_bytes
+        value = cpu_step.fn(*host, **cpu_step.kwargs)
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
+        return to_device(value)
