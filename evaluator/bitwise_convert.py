@@ -14,11 +14,14 @@
   ``mantissa_bits`` with ties to even by adding a bias and truncating; then a value whose
   exponent is above the reduced range becomes ±inf and one at or below its bottom
   (``bias - (2**(exponent_bits-1) - 1)``, i.e. the reduced format has no subnormals)
-  becomes ±0. NaN inputs stay the same NaN when ``mantissa_bits > 0``; with
-  ``mantissa_bits == 0`` a NaN becomes +inf. Bit counts at or above the type's are
+  becomes ±0. NaN inputs are returned unchanged (also with ``mantissa_bits=0``, checked
+  against XLA:CPU). Bit counts at or above the type's are
   no-ops for that part. f16/bf16/f32/f64 are processed on their own bit patterns; the
-  fp8/fp4 types (no IEEE inf/NaN layout) go through f32 and are rounded back to the
-  type.
+  fp8/fp4 types (no IEEE inf/NaN layout) are widened to f16 (f8e8m0fnu: f32), reduced
+  there and rounded back, which is what XLA:CPU does (checked against jaxlib 0.10.2:
+  f8e5m2 subnormals survive ``exponent_bits=5``; f8e4m3fn 352 -> NaN at
+  ``exponent_bits=4``). NaN stays NaN; for f8e5m2 XLA:CPU's f16 -> f8 conversion writes
+  0x7F for every NaN, we write ml_dtypes' canonical NaN with the sign kept.
 * ``stochastic-convert(operand, random)`` (HloEvaluator ``StochasticConvertOp``; XLA:CPU's
   ``StochasticConvertDecomposer`` computes the same): float to signed integer. NaN → 0;
   values at or beyond the type's range (compared with the range limits rounded to the
@@ -34,6 +37,7 @@ import numba
 import numpy as np
 
 from hloref.errors import HloEvalError
+from hloref.types import F16, F32
 
 from . import narrow
 from .numeric import contiguous, element_type_of, to_float64, wrap_int
@@ -138,10 +142,7 @@ def reduce_precision_scalar(x, width, se, sm, de, dm):
         elif x_exp <= (min_e << np.uint64(sm)):
             x = x & sign
     if is_nan:
-        if dm > 0:
-            x = orig
-        else:
-            x = exp_mask  # +inf
+        x = orig
     return x
 
 
@@ -177,13 +178,19 @@ def reduce_precision(x, *, exponent_bits, mantissa_bits, shape=None):
         bits = x.view(et.bits_dtype).astype(np.uint64)
         out = reduce_precision_bits(bits, width, se, sm, min(de, se), min(dm, sm))
         return out.astype(et.bits_dtype).view(et.dtype).reshape(x.shape)
-    # fp8/fp4: bit counts at or above the type's leave it alone; otherwise via f32.
-    de_eff = de if de < fmt.exponent_bits else 8
-    dm_eff = dm if dm < fmt.mantissa_bits else 23
-    f = narrow.to_f32(x)
-    bits = f.view(np.uint32).astype(np.uint64)
-    out = reduce_precision_bits(bits, 32, 8, 23, de_eff, dm_eff).astype(np.uint32).view(np.float32)
-    return narrow.from_float(out.reshape(x.shape), et)
+    # fp8/fp4: as XLA:CPU does, widen exactly to f16 (f32 for f8e8m0fnu, whose range f16
+    # lacks), reduce there, and round back to the type. So f8e4m3fn with exponent_bits=4
+    # still overflows past the IEEE e4 range (-> NaN, the type has no inf) and flushes
+    # its subnormals, while f8e5m2 with exponent_bits=5 keeps its subnormals (f16's
+    # exponent is 5 bits too).
+    wide_et = F16 if fmt.exponent_bits <= 5 else F32
+    wf = wide_et.float_format
+    wide = narrow.to_f32(x).astype(wide_et.dtype)  # exact
+    bits = wide.view(wide_et.bits_dtype).astype(np.uint64)
+    out = reduce_precision_bits(bits, wide_et.bits, wf.exponent_bits, wf.mantissa_bits,
+                                min(de, wf.exponent_bits), min(dm, wf.mantissa_bits))
+    out = out.astype(wide_et.bits_dtype).view(wide_et.dtype).reshape(x.shape)
+    return narrow.from_float(out.astype(np.float32), et)
 
 
 # ---------------------------------------------------------------------------

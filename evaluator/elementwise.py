@@ -72,6 +72,21 @@ def _sign_complex(z):
     return np.where(mag == 0, z, z / np.where(mag == 0, 1, mag))
 
 
+def _expm1_complex(z):
+    # exp(x)cos(y) - 1 = expm1(x)cos(y) - 2 sin(y/2)^2: no cancellation for small |z|
+    x, y = z.real, z.imag
+    re = np.expm1(x) * np.cos(y) - 2.0 * np.sin(y / 2) ** 2
+    return re + 1j * (np.exp(x) * np.sin(y))
+
+
+def _log1p_complex(z):
+    # |1+z|^2 = 1 + (2x + x^2 + y^2): log1p of the small part keeps precision near z = 0
+    x, y = z.real, z.imag
+    big = np.abs(z) > 0.5
+    re = np.where(big, np.log(np.abs(1 + z)), 0.5 * np.log1p(x * (2.0 + x) + y * y))
+    return re + 1j * np.arctan2(y, 1.0 + x)
+
+
 def _cbrt_complex(z):
     return z ** (1.0 / 3.0)
 
@@ -83,9 +98,9 @@ def _rsqrt(x):
 # Transcendental functions: (real implementation, complex implementation or None).
 _TRANSCENDENTAL = {
     "exponential": (np.exp, np.exp),
-    "exponential-minus-one": (np.expm1, lambda z: np.exp(z) - 1),
+    "exponential-minus-one": (np.expm1, _expm1_complex),
     "log": (np.log, np.log),
-    "log-plus-one": (np.log1p, lambda z: np.log(1 + z)),
+    "log-plus-one": (np.log1p, _log1p_complex),
     "sqrt": (np.sqrt, np.sqrt),
     "rsqrt": (_rsqrt, _rsqrt),
     "cbrt": (np.cbrt, _cbrt_complex),
@@ -282,9 +297,17 @@ def power(a, b, *, shape):
     return float_compute_f64(np.power, a, b, et=et)
 
 
+def _atan2_complex(y, x):
+    # XLA/MHLO's definition for complex operands: -i * log((x + i*y) / sqrt(x^2 + y^2))
+    return -1j * np.log((x + 1j * y) / np.sqrt(x * x + y * y))
+
+
 @op("atan2")
 def atan2(a, b, *, shape):
-    return float_compute_f64(np.arctan2, a, b, et=_et(shape))
+    et = _et(shape)
+    if et.is_complex:
+        return float_compute_f64(_atan2_complex, a, b, et=et)
+    return float_compute_f64(np.arctan2, a, b, et=et)
 
 
 def _ieee_max_min(take_max: bool):
@@ -349,6 +372,11 @@ _bitwise("or", np.bitwise_or, np.logical_or)
 _bitwise("xor", np.bitwise_xor, np.logical_xor)
 
 
+def _check_shift(et):
+    if not et.is_integer:
+        raise HloEvalError(f"shifts need integer operands, got {et.name}")
+
+
 def _shift_amounts(b):
     # The amount is read as unsigned: negative amounts are huge, hence "too large".
     return _bits_unsigned(b)
@@ -357,6 +385,7 @@ def _shift_amounts(b):
 @op("shift-left")
 def shift_left(a, b, *, shape):
     et = _et(shape)
+    _check_shift(et)
     x = _bits_unsigned(a)
     n = _shift_amounts(b)
     x, n = np.broadcast_arrays(x, n)
@@ -368,6 +397,7 @@ def shift_left(a, b, *, shape):
 @op("shift-right-logical")
 def shift_right_logical(a, b, *, shape):
     et = _et(shape)
+    _check_shift(et)
     x = _bits_unsigned(a)
     n = _shift_amounts(b)
     x, n = np.broadcast_arrays(x, n)
@@ -379,6 +409,7 @@ def shift_right_logical(a, b, *, shape):
 @op("shift-right-arithmetic")
 def shift_right_arithmetic(a, b, *, shape):
     et = _et(shape)
+    _check_shift(et)
     bits = _bits_unsigned(a)
     # sign-extend the element's bits to int64
     sign = np.uint64(1) << np.uint64(et.bits - 1)

@@ -90,7 +90,8 @@ def _index_matrix(indices: np.ndarray, index_vector_dim: int):
     else:
         moved = np.moveaxis(indices, index_vector_dim, -1)
     batch_shape = tuple(moved.shape[:-1])
-    return _as_int64(moved).reshape(-1, moved.shape[-1]), batch_shape
+    n_batch = int(np.prod(batch_shape, dtype=np.int64))
+    return _as_int64(moved).reshape(n_batch, moved.shape[-1]), batch_shape
 
 
 def _batch_coordinate(batch_shape, indices_dim: int, index_vector_dim: int) -> np.ndarray:

@@ -209,7 +209,7 @@ def encode_scalar(x, se, sm, de, dm, dbias, style, flags):
         if style == STYLE_IEEE:
             if flags & FLAG_ENCODE_PAYLOAD:
                 pl = frac >> (sm - dm)
-                if pl == -1:
+                if pl == 0:
                     pl = 1
                 return sgn | (exp_all << dm) | pl
             return sgn | (exp_all << dm) | (1 << (dm - 1))

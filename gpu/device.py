@@ -347,3 +347,18 @@ def ceil64(x):
     if t < x:
         t = t + 1.0
     return t if t != 0 else math.copysign(0.0, x)
+
+
+@cuda.jit(device=True)
+def load_raw(x, p):
+    return x
+
+
+@cuda.jit(device=True)
+def store_raw(v, p):
+    return v
+
+
+#: "raw": the storage value itself (bit-exact moves of any element type)
+LOAD["raw"] = load_raw
+STORE["raw"] = store_raw

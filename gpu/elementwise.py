@@ -91,12 +91,12 @@ def _kernel(fn, in_classes: tuple, out_class: str):
     return k
 
 
-def apply(fn, operands, out_et, out_shape=None, in_classes=None) -> DArray:
+def apply(fn, operands, out_et, out_shape=None, in_classes=None, out_class=None) -> DArray:
     """Run element function ``fn`` over device operands into a new array of ``out_et``."""
     if out_shape is None:
         out_shape = max((o.shape for o in operands), key=len)
     classes = tuple(in_classes or (type_class(o.et) for o in operands))
-    out_class = type_class(out_et)
+    out_class = out_class or type_class(out_et)
     if out_class not in STORE or any(c not in LOAD for c in classes):
         raise GpuFallback(f"no GPU kernel for element type "
                           f"{', '.join(sorted({o.et.name for o in operands} | {out_et.name}))}")
@@ -126,11 +126,10 @@ def _pick(table: dict, et, opname: str):
     return fn
 
 
-def _elementwise(opname: str, table: dict, *, result_from_operand=False, note=""):
+def _elementwise(opname: str, table: dict, *, note=""):
     """Register ``opname`` as ``table[kind](*operand values)`` over the result type."""
 
     def evaluate(*xs, shape):
-        et = xs[0].et if result_from_operand else shape.element_type
         fn = _pick(table, xs[0].et, opname)
         return apply(fn, xs, shape.element_type)
 
@@ -251,8 +250,8 @@ def _sign_u(a):
 @dfn
 def _sign_f(a):
     if a != a or a == 0:
-        return a
-    return a - a + (1 if a > 0 else -1)
+        return np.float64(a)
+    return 1.0 if a > 0 else -1.0
 
 
 @dfn

@@ -3,8 +3,12 @@
 ``hloref run FILE.hlo [--inputs in.npz | --seed N] [--backend cpu|gpu] [--output out.npz] [--print]``
 ``hloref parse FILE.hlo [--verify] [--print]``
 ``hloref ops``
+``hloref diff FILE.hlo --oracle xla|tf [--inputs | --seed] [--isolate] [--blame] [--reduce DIR] [--json]``
+``hloref check BEFORE.hlo AFTER.hlo [--inputs | --seed]``
+``hloref check-dump DIR [--plot out.png] [--json out.json]``
 
-Exit status: 0 on success, 2 on bad input (one message on stderr, no traceback).
+Exit status: 0 on success (diff/check: match), 1 mismatch or oracle crash, 2 on bad
+input (one message on stderr, no traceback).
 """
 
 from __future__ import annotations
@@ -225,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ops = sub.add_parser("ops", help="opcodes and element types each backend supports")
     ops.set_defaults(fn=cmd_ops)
+
+    from hloref.fuzz.commands import add_commands
+    add_commands(sub)
     return parser
 
 

@@ -1,0 +1,273 @@
+"""``hloref diff``, ``hloref check`` and ``hloref check-dump``.
+
+Exit status: 0 match, 1 mismatch or oracle crash/timeout, 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from hloref import cli
+from hloref.errors import HloError
+
+from .compare import compare_values
+
+__all__ = ["cmd_diff", "cmd_check", "cmd_check_dump", "add_commands"]
+
+
+def _inputs(args, module) -> list:
+    if args.inputs and args.seed is not None:
+        raise cli.CliError("give either --inputs or --seed, not both")
+    params = module.entry.parameters
+    if args.inputs:
+        return cli.unflatten_arguments(cli.read_npz(args.inputs), [p.shape for p in params])
+    return cli.random_arguments(module, args.seed if args.seed is not None else 0)
+
+
+def _coerce(module, values):
+    from hloref.api import coerce_argument
+    return [coerce_argument(v, p.shape, f"argument {i} (%{p.name})")
+            for i, (v, p) in enumerate(zip(values, module.entry.parameters))]
+
+
+def cmd_diff(args) -> int:
+    from .differential import diff
+    from .workers import OracleWorker
+    module = cli._load_module(args.file)
+    values = _coerce(module, _inputs(args, module))
+    with OracleWorker(args.oracle, timeout=args.timeout) as worker:
+        report = diff(module, values, oracle=args.oracle, worker=worker,
+                      isolate_all=args.isolate, limits=cli._limits(args))
+        blame = None
+        if args.blame and report.verdict == "mismatch" and args.oracle == "xla":
+            from .blame import blame as run_blame
+            blame = run_blame(module.to_text(), values, worker)
+        finding = None
+        if args.reduce and report.verdict in ("mismatch", "crash"):
+            finding = _reduce_and_write(module, values, report, worker, args.reduce, blame,
+                                        args.oracle, seed=args.seed)
+    if args.json:
+        print(json.dumps(_report_json(report, blame, finding), indent=2, default=str))
+    else:
+        print(report.summary())
+        if args.isolate:
+            print("\nisolated instructions:")
+            for r in report.isolated:
+                print(f"  %{r.name:30s} {r.opcode:24s} {'match' if r.verdict.ok else r.verdict}")
+        if blame is not None:
+            print(f"\nfirst pass that changes the answer: {blame.pass_name or 'none found'}"
+                  + ("" if blame.confirmed is None else
+                     f" (confirmed by disabling it: {blame.confirmed})"))
+            print(blame.table())
+        if finding:
+            print(f"\nreduced reproducer written to {finding}")
+    if report.verdict == "match":
+        return cli.EXIT_OK
+    if report.verdict in ("mismatch", "crash", "timeout"):
+        return cli.EXIT_MISMATCH
+    raise cli.CliError(report.message or report.verdict)
+
+
+def _report_json(report, blame, finding) -> dict:
+    out = {"verdict": report.verdict, "oracle": report.oracle, "message": report.message,
+           "explained_by_rounding": report.explained_by_rounding,
+           "hloref_seconds": report.hloref_seconds, "oracle_seconds": report.oracle_seconds}
+    if report.comparison is not None:
+        c = report.comparison
+        out["comparison"] = {"kind": c.kind, "message": c.message, "max_ulp": c.max_ulp,
+                             "max_abs": c.max_abs, "max_rel": c.max_rel, "count": c.count,
+                             "first_index": c.first_index, "expected": c.expected_at_first,
+                             "actual": c.actual_at_first, "output": list(c.leaf)}
+    if report.culprit is not None:
+        c = report.culprit.innermost()
+        out["culprit"] = {"computation": c.computation, "instruction": c.name,
+                          "opcode": c.opcode, "verdict": str(c.verdict)}
+    if blame is not None:
+        out["blamed_pass"] = blame.pass_name
+        out["blame_confirmed"] = blame.confirmed
+    if finding:
+        out["finding"] = finding
+    return out
+
+
+def _reduce_and_write(module, values, report, worker, out_dir, blame, oracle, seed=None) -> str:
+    from .differential import diff
+    from .reduce import reduce_failure
+    from .report import markdown_report, write_finding
+
+    want = report.culprit.innermost().opcode if report.culprit else None
+
+    def fails(m, a) -> bool:
+        # the same kind of failure, blamed on the same opcode (rounding is not a failure)
+        r = diff(m, a, oracle=oracle, worker=worker)
+        if r.verdict != report.verdict:
+            return False
+        return want is None or (r.culprit is not None and r.culprit.innermost().opcode == want)
+
+    small, small_args = reduce_failure(module, values, fails)
+    final = diff(small, small_args, oracle=oracle, worker=worker)
+    culprit = final.culprit.innermost() if final.culprit else None
+    title = (f"XLA:CPU {final.verdict} in `{culprit.opcode}`" if culprit
+             else f"XLA {final.verdict} on a {len(small.entry.instructions)}-instruction module")
+    text = small.to_text()
+    md = markdown_report(title=title, verdict=final.verdict, module_text=text, inputs=small_args,
+                         expected=final.expected, actual=final.actual, summary=final.summary(),
+                         blamed_pass=blame.pass_name if blame else None,
+                         blame_confirmed=blame.confirmed if blame else None, seed=seed,
+                         oracle=oracle)
+    meta = {"verdict": final.verdict, "oracle": oracle, "seed": seed,
+            "culprit": culprit and {"opcode": culprit.opcode, "instruction": culprit.name},
+            "blamed_pass": blame.pass_name if blame else None,
+            "instructions": len(small.entry.instructions)}
+    os.makedirs(out_dir, exist_ok=True)
+    name = f"{final.verdict}-{culprit.opcode if culprit else 'module'}-{abs(hash(text)) % 10**8:08d}"
+    return write_finding(os.path.join(out_dir, name), module_text=text, inputs=small_args,
+                         expected=final.expected, actual=final.actual, report_md=md, meta=meta)
+
+
+def cmd_check(args) -> int:
+    """Evaluate BEFORE and AFTER with hloref on the same inputs; name the first
+    instruction (by name, in BEFORE's order) whose value differs."""
+    import hloref
+    from hloref.evaluator.interpreter import Interpreter
+    before = cli._load_module(args.before)
+    after = cli._load_module(args.after)
+    values = _coerce(before, _inputs(args, before))
+    traces: list[dict] = []
+    results = []
+    for module in (before, after):
+        trace: dict = {}
+
+        def observe(comp, instr, value, trace=trace, module=module):
+            if comp is module.entry:
+                trace[instr.name] = value
+
+        try:
+            vals = _coerce(module, values)
+        except HloError as exc:
+            raise cli.CliError(f"{module.source_name or 'module'}: the inputs do not fit: {exc}") from None
+        results.append(Interpreter(module, limits=cli._limits(args), observer=observe).run(vals))
+        traces.append(trace)
+    verdict = compare_values(results[1], results[0])
+    print(f"{args.before} vs {args.after}: {verdict}")
+    if not verdict.ok:
+        from hloref.evaluator.interpreter import _topological
+        for instr in _topological(before.entry):
+            if instr.name in traces[1] and instr.opcode != "parameter":
+                a, b = traces[0][instr.name], traces[1][instr.name]
+                try:
+                    v = compare_values(b, a, opcode=instr.opcode)
+                except Exception:  # noqa: BLE001 - different structure: not comparable by name
+                    continue
+                if not v.ok:
+                    print(f"first instruction (by name) whose value differs: %{instr.name} "
+                          f"({instr.opcode}): {v}")
+                    break
+    del hloref
+    return cli.EXIT_OK if verdict.ok else cli.EXIT_MISMATCH
+
+
+def cmd_check_dump(args) -> int:
+    from .blame import evaluate_snapshots, first_divergent, read_dump
+    import hloref
+    if not os.path.isdir(args.dir):
+        raise cli.CliError(f"{args.dir}: not a directory")
+    modules = read_dump(args.dir)
+    modules = {k: m for k, m in modules.items() if m.before}
+    if not modules:
+        raise cli.CliError(f"{args.dir}: no XLA dump (*.before_optimizations.txt) found")
+    any_bad = False
+    summary = []
+    for prefix, dm in sorted(modules.items()):
+        module = hloref.parse(open(dm.before, encoding="utf-8").read(), filename=dm.before)
+        values = _coerce(module, cli.random_arguments(module, args.seed))
+        try:
+            _, results = evaluate_snapshots(dm, values, limits=cli._limits(args))
+        except HloError as exc:
+            print(f"{prefix}: cannot evaluate the module before optimizations: {exc}")
+            summary.append({"module": prefix, "status": "error", "message": str(exc)})
+            continue
+        bad = first_divergent(results)
+        any_bad |= bad is not None
+        print(f"\n{prefix}: {len(results)} snapshots; first divergent: "
+              f"{bad.label if bad else 'none'}")
+        print("| # | snapshot | status | max ulp vs before | max rel |")
+        print("|---|---|---|---|---|")
+        for i, r in enumerate(results):
+            status = r.status if r.status != "ok" else r.verdict.kind
+            mark = " **first divergence**" if r is bad else ""
+            print(f"| {i} | {r.label}{mark} | {status} | {r.max_ulp:g} | {r.max_rel:g} |")
+        summary.append({"module": prefix, "first_divergent": bad.label if bad else None,
+                        "snapshots": [{"label": r.label, "status": r.status,
+                                       "verdict": r.verdict.kind if r.verdict else None,
+                                       "max_ulp": r.max_ulp, "max_rel": r.max_rel,
+                                       "message": r.message} for r in results]})
+        if args.plot:
+            _plot(results, prefix, args.plot if len(modules) == 1 else
+                  f"{os.path.splitext(args.plot)[0]}.{prefix}.png")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=2)
+    return cli.EXIT_MISMATCH if any_bad else cli.EXIT_OK
+
+
+def _plot(results, title, path) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return
+    ys = [max(r.max_ulp, 0.0) if r.status == "ok" else np.nan for r in results]
+    fig, ax = plt.subplots(figsize=(max(6, len(results) * 0.35), 4))
+    ax.plot(range(len(ys)), [y if np.isfinite(y) else np.nan for y in ys], marker="o")
+    ax.set_xticks(range(len(results)))
+    ax.set_xticklabels([r.label.split(": after ")[-1][:28] for r in results], rotation=75,
+                       fontsize=7)
+    ax.set_yscale("symlog")
+    ax.set_ylabel("max ULP vs before optimizations")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"plot written to {path}")
+
+
+def add_commands(sub) -> None:
+    def common(p):
+        p.add_argument("--inputs", help=".npz with arr_0, arr_1, ... (tuple parameters flattened)")
+        p.add_argument("--seed", type=int, help="seed for random inputs (default 0)")
+        p.add_argument("--max-bytes", type=int, help="memory budget for live values, in bytes")
+        p.add_argument("--max-while-iterations", type=int, help="iteration limit per while loop")
+
+    d = sub.add_parser("diff", help="compare hloref with XLA on a module")
+    d.add_argument("file")
+    d.add_argument("--oracle", choices=["xla", "tf"], default="xla")
+    common(d)
+    d.add_argument("--isolate", action="store_true",
+                   help="run every instruction alone on the oracle and list the verdicts")
+    d.add_argument("--blame", action="store_true",
+                   help="on a mismatch, find the first XLA pass that changes the answer")
+    d.add_argument("--reduce", metavar="OUT_DIR", help="on a mismatch, write a reduced finding here")
+    d.add_argument("--json", action="store_true", help="print the report as JSON")
+    d.add_argument("--timeout", type=float, default=120.0, help="oracle time limit (s)")
+    d.set_defaults(fn=cmd_diff)
+
+    c = sub.add_parser("check", help="compare two modules (before/after a pass) with hloref")
+    c.add_argument("before")
+    c.add_argument("after")
+    common(c)
+    c.set_defaults(fn=cmd_check)
+
+    cd = sub.add_parser("check-dump", help="evaluate every pass snapshot of an XLA dump directory")
+    cd.add_argument("dir")
+    cd.add_argument("--seed", type=int, default=0)
+    cd.add_argument("--plot", help="write a PNG of the error after each pass")
+    cd.add_argument("--json", help="write the per-module tables as JSON to this file")
+    cd.add_argument("--max-bytes", type=int)
+    cd.add_argument("--max-while-iterations", type=int)
+    cd.set_defaults(fn=cmd_check_dump)

@@ -1,0 +1,141 @@
+"""``compare``, ``select`` and ``clamp`` on the GPU (mirrors ``evaluator/compare.py``).
+
+FLOAT comparisons run in the compute type (narrow floats decoded exactly to f32);
+TOTALORDER compares sign-magnitude keys of the bit patterns, as the CPU's
+``total_order_keys``; integers compare as int64/uint64. ``select`` moves the storage
+bits unchanged (any element type, NaN payloads kept); a ``select`` of tuples reads its
+scalar predicate to the host. Complex ``compare``/``clamp`` fall back to the CPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from hloref.errors import HloEvalError
+from hloref.evaluator.narrow import STYLE_E8M0
+
+from .device import LOAD, f32_bits, f64_bits, host_scalar, type_class
+from .elementwise import _imax, _imin, _kind, apply, fmax, fmin
+from .registry import GpuFallback, gpu_op
+
+OP_FAMILY = True
+
+
+def _dfn(fn):
+    return cuda.jit(device=True)(fn)
+
+
+@_dfn
+def _key_f32(x, p):
+    b = f32_bits(x)
+    mag = b & np.int64(0x7FFFFFFF)
+    return -mag - np.int64(1) if (b >> np.int64(31)) != 0 else mag
+
+
+@_dfn
+def _key_f64(x, p):
+    b = f64_bits(x)
+    mag = b & np.int64(0x7FFFFFFFFFFFFFFF)
+    return -mag - np.int64(1) if b < 0 else mag
+
+
+@_dfn
+def _key_narrow(x, p):
+    b = np.int64(x)
+    if p[4] == STYLE_E8M0:  # unsigned format: the raw bits
+        return b
+    bits = p[0]
+    mag = b & ((np.int64(1) << (bits - 1)) - np.int64(1))
+    return -mag - np.int64(1) if ((b >> (bits - 1)) & np.int64(1)) != 0 else mag
+
+
+LOAD["key_f32"] = _key_f32
+LOAD["key_f64"] = _key_f64
+LOAD["key_narrow"] = _key_narrow
+
+
+@_dfn
+def _eq(a, b):
+    return np.int64(1) if a == b else np.int64(0)
+
+
+@_dfn
+def _ne(a, b):
+    return np.int64(1) if a != b else np.int64(0)
+
+
+@_dfn
+def _lt(a, b):
+    return np.int64(1) if a < b else np.int64(0)
+
+
+@_dfn
+def _le(a, b):
+    return np.int64(1) if a <= b else np.int64(0)
+
+
+@_dfn
+def _gt(a, b):
+    return np.int64(1) if a > b else np.int64(0)
+
+
+@_dfn
+def _ge(a, b):
+    return np.int64(1) if a >= b else np.int64(0)
+
+
+_DIRECTIONS = {"EQ": _eq, "NE": _ne, "LT": _lt, "LE": _le, "GT": _gt, "GE": _ge}
+
+
+@gpu_op("compare", note="complex: cpu fallback")
+def compare(a, b, *, shape, direction, type=None):
+    direction = str(direction)
+    if direction not in _DIRECTIONS:
+        raise HloEvalError(f"unknown comparison direction {direction}")
+    cls = type_class(a.et)
+    if cls not in ("sint", "uint", "pred", "f32", "f64", "narrow"):
+        raise GpuFallback(f"compare of {a.et.name} has no GPU kernel")
+    classes = None
+    if _kind(a.et) == "float" and type is not None and str(type) == "TOTALORDER":
+        classes = ("key_" + cls,) * 2
+    return apply(_DIRECTIONS[direction], (a, b), shape.element_type, in_classes=classes)
+
+
+@_dfn
+def _select(p, a, b):
+    return a if p != 0 else b
+
+
+@gpu_op("select")
+def select(pred, on_true, on_false, *, shape):
+    if isinstance(on_true, tuple):
+        if pred.ndim != 0:
+            raise HloEvalError("select of tuples needs a scalar predicate")
+        return on_true if bool(host_scalar(pred)) else on_false
+    return apply(_select, (pred, on_true, on_false), on_true.et, out_shape=on_true.shape,
+                 in_classes=("pred", "raw", "raw"), out_class="raw")
+
+
+@_dfn
+def _clamp_f(lo, x, hi):
+    return fmin(fmax(x, lo), hi)
+
+
+@_dfn
+def _clamp_i(lo, x, hi):
+    return _imin(_imax(x, lo), hi)
+
+
+@_dfn
+def _clamp_p(lo, x, hi):
+    return (x | lo) & hi
+
+
+@gpu_op("clamp", note="complex: cpu fallback")
+def clamp(lo, x, hi, *, shape):
+    kind = _kind(x.et)
+    fn = {"float": _clamp_f, "sint": _clamp_i, "uint": _clamp_i, "pred": _clamp_p}.get(kind)
+    if fn is None:
+        raise GpuFallback(f"clamp of {x.et.name} has no GPU kernel")
+    return apply(fn, (lo, x, hi), x.et, out_shape=x.shape)

@@ -1,0 +1,89 @@
+"""Constants, calls and control flow on the GPU (mirrors ``evaluator/control.py``).
+
+Called computations run in the GPU interpreter on device values. ``while`` reads
+only its predicate (one scalar) to the host per iteration; ``conditional`` reads its
+selector. Constants are copied to the device once per interpreter (cached per
+instruction, so a constant inside a loop body is not re-sent every iteration).
+"""
+
+from __future__ import annotations
+
+from hloref.errors import HloEvalError, HloLimitError
+from hloref.evaluator import control as cpu_control
+from hloref.values import TOKEN_VALUE
+
+from .device import host_scalar, to_device
+from .registry import gpu_op
+
+OP_FAMILY = True
+
+
+@gpu_op("constant")
+def constant(*, shape, literal, instruction_name, ctx):
+    key = id(literal)
+    hit = ctx.constants.get(key)
+    if hit is None or hit[0] is not literal:
+        value = cpu_control.constant(shape=shape, literal=literal, instruction_name=instruction_name)
+        hit = (literal, to_device(value))
+        ctx.constants[key] = hit
+    return hit[1]
+
+
+@gpu_op("call")
+def call(*args, shape, to_apply):
+    return to_apply(*args)
+
+
+@gpu_op("fusion")
+def fusion(*args, shape, calls, kind=None):
+    return calls(*args)
+
+
+@gpu_op("while")
+def while_(init, *, shape, condition, body, ctx, instruction_name):
+    limit = ctx.limits.max_while_iterations
+    state = init
+    iterations = 0
+    while bool(host_scalar(condition(state))):
+        if iterations >= limit:
+            raise HloLimitError(f"while loop still running after {limit} iterations "
+                                f"(Limits.max_while_iterations)", instruction=instruction_name)
+        state = body(state)
+        iterations += 1
+    return state
+
+
+@gpu_op("conditional")
+def conditional(selector, *args, shape, true_computation=None, false_computation=None,
+                branch_computations=None):
+    if branch_computations is None:
+        if true_computation is None or false_computation is None:
+            raise HloEvalError("conditional needs true_computation and false_computation, "
+                               "or branch_computations")
+        branch = true_computation if bool(host_scalar(selector)) else false_computation
+        return branch(args[0])
+    n = len(branch_computations)
+    index = int(host_scalar(selector))
+    if index < 0 or index >= n:
+        index = n - 1
+    return branch_computations[index](args[index])
+
+
+@gpu_op("opt-barrier")
+def opt_barrier(x, *, shape):
+    return x
+
+
+@gpu_op("after-all")
+def after_all(*tokens, shape):
+    return TOKEN_VALUE
+
+
+@gpu_op("add-dependency")
+def add_dependency(x, token, *, shape):
+    return x
+
+
+@gpu_op("domain")
+def domain(x, *, shape, domain=None):
+    return x

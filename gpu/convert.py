@@ -1,0 +1,122 @@
+"""``convert`` on the GPU (mirrors ``evaluator/convert.py``), same rules as the CPU:
+
+* float -> float: the exact value rounded once (narrow targets: ``encode_scalar`` from
+  the exact f64 value; f32 targets: f64 -> f32 round-to-nearest-even);
+* float -> int: NaN -> 0, out-of-range values saturate, the rest truncate toward 0;
+* int -> f32/f64: one rounding (hardware int -> float conversion, RNE); int -> narrow
+  float: through f64 rounded to odd above 2**53 (sticky bit), then one rounding;
+* int -> int: two's-complement wrap; anything -> pred: x != 0; pred -> 1/0.
+Complex sources or targets fall back to the CPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .device import DArray, trunc64, type_class
+from .elementwise import _kind, _same, apply
+from .registry import GpuFallback, gpu_op
+
+OP_FAMILY = True
+
+
+def _dfn(fn):
+    return cuda.jit(device=True)(fn)
+
+
+@_dfn
+def _nonzero(x):
+    return np.int64(1) if x != 0 else np.int64(0)
+
+
+@_dfn
+def _to_f64(x):
+    return np.float64(x)
+
+
+@_dfn
+def _u64_sticky(m):
+    """uint64 ``m`` -> f64, rounded to odd when it needs more than 53 bits."""
+    if m < np.uint64(9007199254740992):  # 2**53
+        return np.float64(m)
+    length = 0
+    t = m
+    while t != np.uint64(0):
+        t = t >> np.uint64(1)
+        length += 1
+    shift = length - 53
+    kept = m >> np.uint64(shift)
+    if (m & ((np.uint64(1) << np.uint64(shift)) - np.uint64(1))) != np.uint64(0):
+        kept = kept | np.uint64(1)
+    r = np.float64(kept)
+    for _ in range(shift):
+        r = r * 2.0
+    return r
+
+
+@_dfn
+def _s64_sticky(v):
+    if v < 0:
+        return -_u64_sticky(np.uint64(0) - np.uint64(v))
+    return _u64_sticky(np.uint64(v))
+
+
+_FLOAT_TO_INT: dict = {}
+
+
+def _float_to_int(et):
+    fn = _FLOAT_TO_INT.get(et.name)
+    if fn is not None:
+        return fn
+    lo, hi = float(et.min_value), float(et.max_value)
+    ilo, ihi = et.min_value, et.max_value
+    if et.kind == "sint":
+        @_dfn
+        def fn(x):
+            t = trunc64(np.float64(x))
+            if t != t:
+                return np.int64(0)
+            if t <= lo:
+                return np.int64(ilo)
+            if t >= hi:
+                return np.int64(ihi)
+            return np.int64(t)
+    else:
+        @_dfn
+        def fn(x):
+            t = trunc64(np.float64(x))
+            if t != t:
+                return np.uint64(0)
+            if t <= lo:
+                return np.uint64(ilo)
+            if t >= hi:
+                return np.uint64(ihi)
+            return np.uint64(t)
+    _FLOAT_TO_INT[et.name] = fn
+    return fn
+
+
+def convert_array(x: DArray, et) -> DArray:
+    src_kind, dst_kind = _kind(x.et), _kind(et)
+    ok = ("sint", "uint", "pred", "float")
+    if src_kind not in ok or dst_kind not in ok:
+        raise GpuFallback(f"convert {x.et.name} -> {et.name} has no GPU kernel")
+    if x.et == et:
+        return apply(_same, (x,), et, in_classes=("raw",), out_class="raw")
+    if dst_kind == "pred":
+        return apply(_nonzero, (x,), et)
+    if src_kind == "float" and dst_kind in ("sint", "uint"):
+        return apply(_float_to_int(et), (x,), et)
+    if src_kind in ("sint", "uint") and type_class(et) == "narrow":
+        return apply(_s64_sticky if src_kind == "sint" else _u64_sticky, (x,), et)
+    if src_kind == "pred" and dst_kind == "float":
+        return apply(_to_f64, (x,), et)
+    # int -> int (wrap on store), int -> f32/f64 (one rounding on store),
+    # float -> float (exact value, one rounding on store), pred -> int
+    return apply(_same, (x,), et)
+
+
+@gpu_op("convert", note="complex: cpu fallback")
+def convert(x, *, shape):
+    return convert_array(x, shape.element_type)

@@ -1,0 +1,247 @@
+"""Shape and data-movement ops on the GPU (mirrors ``evaluator/shape_ops.py``).
+
+broadcast, transpose, slice, reverse and copy are one affine gather kernel
+(``out[i] = src[base + sum_d digit_d(i) * stride_d]``, strides 0 for broadcast
+dimensions and negative for reversed ones); concatenate is one affine scatter per
+operand; pad and iota have their own kernels. All move storage bits unchanged, so
+they serve every element type (narrow floats, complex, sub-byte ints). reshape is free
+(the same flat buffer with a new shape). bitcast runs on the GPU when both shapes have
+the default layout and the same element type; otherwise on the CPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from hloref.errors import HloEvalError
+
+from . import config
+from .device import STORE, DArray, empty, type_class, type_params
+from .elementwise import launch
+from .registry import GpuFallback, gpu_op
+
+OP_FAMILY = True
+
+
+def row_major_strides(dims) -> tuple[int, ...]:
+    strides = [0] * len(dims)
+    s = 1
+    for d in range(len(dims) - 1, -1, -1):
+        strides[d] = s
+        s *= int(dims[d])
+    return tuple(strides)
+
+
+def _t(values) -> tuple[int, ...]:
+    """A non-empty int tuple for kernel arguments (rank 0 gets one dummy dimension)."""
+    values = tuple(int(v) for v in values)
+    return values if values else (1,)
+
+
+@cuda.jit
+def _gather(src, out, n, dims, strides, base):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        rem = i
+        off = base
+        for d in range(len(dims) - 1, -1, -1):
+            q = rem // dims[d]
+            off += (rem - q * dims[d]) * strides[d]
+            rem = q
+        out[i] = src[off]
+        i += step
+
+
+@cuda.jit
+def _scatter(src, out, n, dims, strides, base):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        rem = i
+        off = base
+        for d in range(len(dims) - 1, -1, -1):
+            q = rem // dims[d]
+            off += (rem - q * dims[d]) * strides[d]
+            rem = q
+        out[off] = src[i]
+        i += step
+
+
+def gather(x: DArray, out_dims, strides, base=0, et=None) -> DArray:
+    out = empty(out_dims, et or x.et)
+    dims = tuple(out_dims)
+    st = tuple(strides)
+    if not dims:
+        dims, st = (1,), (0,)
+    launch(_gather, out.size, x.data, out.data, out.size, _t(dims), _t(st) if st else (0,),
+           int(base))
+    return out
+
+
+@gpu_op("broadcast")
+def broadcast(x, *, shape, dimensions=()):
+    dims = tuple(dimensions)
+    if x.ndim != len(dims):
+        raise HloEvalError(f"broadcast: operand rank {x.ndim} but {len(dims)} dimensions")
+    xs = row_major_strides(x.shape)
+    strides = [0] * len(shape.dims)
+    for k, d in enumerate(dims):
+        strides[d] = xs[k] if x.shape[k] != 1 else 0
+    return gather(x, shape.dims, strides)
+
+
+@gpu_op("reshape")
+def reshape(x, *, shape, **_):
+    return x.reshape(shape.dims)
+
+
+@gpu_op("transpose")
+def transpose(x, *, shape, dimensions):
+    xs = row_major_strides(x.shape)
+    return gather(x, [x.shape[p] for p in dimensions], [xs[p] for p in dimensions])
+
+
+@gpu_op("slice")
+def slice_(x, *, shape, slice):
+    xs = row_major_strides(x.shape)
+    base = sum(d.start * s for d, s in zip(slice, xs))
+    return gather(x, shape.dims, [d.stride * s for d, s in zip(slice, xs)], base)
+
+
+@gpu_op("reverse")
+def reverse(x, *, shape, dimensions):
+    xs = list(row_major_strides(x.shape))
+    base = 0
+    for d in dimensions:
+        base += (x.shape[d] - 1) * xs[d] if x.shape[d] else 0
+        xs[d] = -xs[d]
+    return gather(x, x.shape, xs, base)
+
+
+def _deep_copy(value):
+    if isinstance(value, tuple):
+        return tuple(_deep_copy(v) for v in value)
+    if isinstance(value, DArray):
+        return gather(value, value.shape, row_major_strides(value.shape))
+    return value
+
+
+@gpu_op("copy")
+def copy(x, *, shape):
+    return _deep_copy(x)
+
+
+@gpu_op("concatenate")
+def concatenate(*xs, shape, dimensions):
+    (dim,) = tuple(dimensions)
+    out = empty(shape.dims, xs[0].et)
+    os = row_major_strides(shape.dims)
+    offset = 0
+    for x in xs:
+        if x.size:
+            launch(_scatter, x.size, x.data, out.data, x.size, _t(x.shape),
+                   _t(os) if os else (0,), offset * os[dim])
+        offset += x.shape[dim]
+    return out
+
+
+@cuda.jit
+def _pad(src, pv, out, n, dims, lo, step_, in_dims, in_strides):
+    i = cuda.grid(1)
+    gstep = cuda.gridsize(1)
+    while i < n:
+        rem = i
+        off = 0
+        inside = True
+        for d in range(len(dims) - 1, -1, -1):
+            q = rem // dims[d]
+            k = rem - q * dims[d] - lo[d]
+            rem = q
+            if k < 0 or k % step_[d] != 0:
+                inside = False
+            else:
+                idx = k // step_[d]
+                if idx >= in_dims[d]:
+                    inside = False
+                else:
+                    off += idx * in_strides[d]
+        if inside:
+            out[i] = src[off]
+        else:
+            out[i] = pv[0]
+        i += gstep
+
+
+@gpu_op("pad")
+def pad(x, value, *, shape, padding):
+    out = empty(shape.dims, x.et)
+    if x.ndim == 0:
+        return gather(x, (), ())
+    launch(_pad, out.size, x.data, value.data, out.data, out.size, _t(shape.dims),
+           _t(p.low for p in padding), _t(p.interior + 1 for p in padding), _t(x.shape),
+           _t(row_major_strides(x.shape)))
+    return out
+
+
+_IOTA: dict = {}
+
+
+def _iota_kernel(cls):
+    k = _IOTA.get(cls)
+    if k is not None:
+        return k
+    store = STORE[cls]
+    as_float = cls in ("f32", "f64", "narrow")
+
+    @cuda.jit
+    def k(out, n, stride, size, sp):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            v = (i // stride) % size
+            if as_float:
+                out[i] = store(np.float64(v), sp)
+            else:
+                out[i] = store(np.int64(v), sp)
+            i += step
+
+    _IOTA[cls] = k
+    return k
+
+
+@gpu_op("iota", note="complex: cpu fallback")
+def iota(*, shape, iota_dimension):
+    et = shape.element_type
+    cls = type_class(et)
+    if cls not in STORE or cls == "raw":
+        raise GpuFallback(f"iota of {et.name} has no GPU kernel")
+    out = empty(shape.dims, et)
+    stride = row_major_strides(shape.dims)[iota_dimension]
+    launch(_iota_kernel(cls), out.size, out.data, out.size, stride,
+           max(int(shape.dims[iota_dimension]), 1), type_params(et))
+    return out
+
+
+@gpu_op("bitcast", note="layout-changing or type-changing bitcast: cpu fallback")
+def bitcast(x, *, shape, operand_shapes):
+    src = operand_shapes[0]
+    default = tuple(range(len(shape.dims) - 1, -1, -1))
+    src_default = tuple(range(len(src.dims) - 1, -1, -1))
+    if (x.et != shape.element_type or tuple(shape.minor_to_major()) != default
+            or tuple(src.minor_to_major()) != src_default):
+        raise GpuFallback("bitcast that changes the layout or the element type")
+    if x.size != shape.size:
+        raise HloEvalError(f"bitcast of {x.size} elements to {shape.size}")
+    return x.reshape(shape.dims)
+
+
+@gpu_op("tuple")
+def tuple_(*xs, shape):
+    return tuple(xs)
+
+
+@gpu_op("get-tuple-element")
+def get_tuple_element(x, *, shape, index):
+    return x[index]

@@ -1,0 +1,408 @@
+"""The gpu backend against the cpu backend (bit for bit) and against XLA:CPU
+(``compare_values``), on small shapes, in the CUDA simulator or on a GPU."""
+
+from __future__ import annotations
+
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import hloref
+from hloref.errors import HloUnsupportedError
+from hloref.fuzz.compare import accumulation_atol, compare_values
+from hloref.types import element_type
+
+from hloref.gpu.device import SIMULATOR
+
+try:
+    from hloref.fuzz.oracles.errors import OracleError, OracleUnsupported
+    from hloref.fuzz.oracles.xla import available as xla_available, run_hlo
+    HAVE_XLA = xla_available()
+except Exception:  # pragma: no cover
+    HAVE_XLA = False
+
+RNG = np.random.default_rng(1234)
+FLOATS = ["f32", "bf16", "f16", "f8e4m3fn"]
+SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.5, 0.5]
+
+
+def values(tname, dims, *, kind="normal"):
+    et = element_type(tname)
+    n = int(np.prod(dims)) if dims else 1
+    if et.is_pred:
+        return RNG.integers(0, 2, dims).astype(bool)
+    if et.is_integer:
+        lo, hi = et.min_value, et.max_value
+        v = RNG.integers(lo, hi, n, endpoint=True, dtype=np.int64 if et.kind == "sint" else np.uint64)
+        if kind == "small":
+            v = RNG.integers(-3 if et.kind == "sint" else 0, 4, n).astype(v.dtype)
+        v[: min(3, n)] = 0 if et.kind == "uint" else [0, -1, lo][: min(3, n)]
+        return v.astype(et.dtype).reshape(dims)
+    v = RNG.standard_normal(n) * 3
+    if kind == "positive":
+        v = np.abs(v) + 0.25
+    if kind == "unit":
+        v = np.tanh(v) * 0.9
+    k = min(len(SPECIALS), n // 4) if kind == "normal" else 0
+    v[:k] = SPECIALS[:k]
+    return v.astype(et.dtype).reshape(dims)
+
+
+def module(params, root, out, extra=""):
+    lines = [f"  p{i} = {t} parameter({i})" for i, t in enumerate(params)]
+    return "HloModule m\n" + extra + "\nENTRY e {\n" + "\n".join(lines) + f"\n  ROOT r = {out} {root}\n}}\n"
+
+
+def bits_equal(a, b):
+    if isinstance(a, tuple):
+        return all(bits_equal(x, y) for x, y in zip(a, b))
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
+    if a.dtype.kind in "biu" or a.dtype == bool:
+        return np.array_equal(a, b)
+    nan_a = np.isnan(a.astype(np.float64)) if a.dtype.kind != "c" else np.isnan(a)
+    nan_b = np.isnan(b.astype(np.float64)) if b.dtype.kind != "c" else np.isnan(b)
+    av = a.view(f"u{a.dtype.itemsize}") if a.dtype.kind != "c" else a.view(np.uint8)
+    bv = b.view(f"u{b.dtype.itemsize}") if b.dtype.kind != "c" else b.view(np.uint8)
+    if a.dtype.kind == "c":
+        return np.array_equal(a, b, equal_nan=True)
+    return bool(np.all((av == bv) | (nan_a & nan_b)))
+
+
+def check(text, *args, opcode=None, exact=True, xla=True, atol=None, fallbacks=0):
+    """gpu vs cpu (bit-exact unless ``exact=False``) and gpu vs XLA."""
+    m = hloref.parse(text)
+    cpu = hloref.evaluate(m, *args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        gpu = hloref.evaluate(m, *args, backend="gpu")
+    report = hloref.gpu.last_report
+    assert report.total == fallbacks, str(report)
+    fallback_warnings = [w for w in caught if "runs on the CPU" in str(w.message)]
+    assert len(fallback_warnings) == len(report.counts)
+    if exact:
+        assert bits_equal(gpu, cpu), f"gpu {gpu!r}\ncpu {cpu!r}"
+    else:
+        verdict = compare_values(gpu, cpu, opcode=opcode, atol=atol)
+        assert verdict.ok, str(verdict)
+    if xla and HAVE_XLA:
+        try:
+            ref = run_hlo(text, *args)
+        except (OracleUnsupported, OracleError):
+            return gpu  # XLA:CPU cannot run this module (type or opcode it lacks)
+        verdict = compare_values(ref, gpu, opcode=opcode, atol=atol)
+        assert verdict.ok, str(verdict)
+    return gpu
+
+
+# ---------------------------------------------------------------- elementwise
+
+BINARY_FLOAT = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "remainder",
+                "power", "atan2"]
+UNARY_FLOAT = ["negate", "abs", "sign", "ceil", "floor", "round-nearest-afz", "round-nearest-even",
+               "exponential", "log", "sqrt", "rsqrt", "tanh", "sine", "cosine", "logistic",
+               "exponential-minus-one", "log-plus-one", "cbrt", "atan", "erf", "tan", "sinh",
+               "cosh", "asin", "acos", "asinh", "acosh", "atanh"]
+
+
+@pytest.mark.parametrize("t", FLOATS)
+def test_binary_float(t):
+    a, b = values(t, (5, 7)), values(t, (5, 7))
+    for op in BINARY_FLOAT:
+        check(module([f"{t}[5,7]"] * 2, f"{op}(p0, p1)", f"{t}[5,7]"), a, b, opcode=op,
+              xla=op not in ("power", "atan2") or t == "f32")
+
+
+@pytest.mark.parametrize("t", FLOATS)
+def test_unary_float(t):
+    kinds = {"log": "positive", "sqrt": "positive", "rsqrt": "positive", "log-plus-one": "positive",
+             "asin": "unit", "acos": "unit", "atanh": "unit", "acosh": "positive"}
+    for op in UNARY_FLOAT:
+        x = values(t, (6, 6), kind=kinds.get(op, "normal"))
+        if op == "acosh":
+            x = (np.abs(x.astype(np.float32)) + 1.0).astype(x.dtype)
+        check(module([f"{t}[6,6]"], f"{op}(p0)", f"{t}[6,6]"), x, opcode=op,
+              xla=t in ("f32", "bf16") and op not in ("tan", "sinh", "cosh", "acosh", "asinh"))
+    check(module([f"{t}[6,6]"], "is-finite(p0)", "pred[6,6]"), values(t, (6, 6)))
+
+
+INT_BINARY = ["add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "and",
+              "or", "xor", "shift-left", "shift-right-logical", "shift-right-arithmetic", "power"]
+
+
+@pytest.mark.parametrize("t", ["s32", "u8", "s8", "s64", "u32", "s4"])
+def test_binary_int(t):
+    a = values(t, (8, 8))
+    b = values(t, (8, 8))
+    b.reshape(-1)[:8] = np.array([0, 0, 1, 3, 7, 8, 31, 64]).astype(np.int64).astype(b.dtype)
+    b.reshape(-1)[8] = a.reshape(-1)[8]
+    if t[0] == "s":
+        a.reshape(-1)[9] = element_type(t).min_value
+        b.reshape(-1)[9] = -1  # INT_MIN / -1
+    for op in INT_BINARY:
+        y = values(t, (8, 8), kind="small") if op == "power" else b
+        check(module([f"{t}[8,8]"] * 2, f"{op}(p0, p1)", f"{t}[8,8]"), a, y, opcode=op,
+              xla=(t != "s4" and op != "power"))
+    for op in ["negate", "abs", "not", "popcnt", "count-leading-zeros", "sign"]:
+        if op in ("abs", "sign", "negate") and t[0] == "u":
+            continue
+        check(module([f"{t}[8,8]"], f"{op}(p0)", f"{t}[8,8]"), a, opcode=op, xla=t != "s4")
+    if t in ("s32", "u32", "s64"):
+        check(module([f"{t}[8,8]"] * 2, "mulhi(p0, p1)", f"{t}[8,8]"), a, b, xla=False)
+
+
+def test_pred_ops():
+    a, b = values("pred", (4, 4)), values("pred", (4, 4))
+    for op in ["and", "or", "xor", "maximum", "minimum", "add", "multiply"]:
+        check(module(["pred[4,4]"] * 2, f"{op}(p0, p1)", "pred[4,4]"), a, b, xla=False)
+    check(module(["pred[4,4]"], "not(p0)", "pred[4,4]"), a)
+
+
+# ---------------------------------------------------------------- compare, select, clamp, convert
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16", "f8e4m3fn", "s32", "u16", "pred"])
+def test_compare_select_clamp(t):
+    a, b = values(t, (4, 6)), values(t, (4, 6))
+    b.reshape(-1)[-3:] = a.reshape(-1)[-3:]
+    for d in ["EQ", "NE", "LT", "LE", "GT", "GE"]:
+        check(module([f"{t}[4,6]"] * 2, f"compare(p0, p1), direction={d}", "pred[4,6]"), a, b)
+        if element_type(t).is_float:
+            check(module([f"{t}[4,6]"] * 2, f"compare(p0, p1), direction={d}, type=TOTALORDER",
+                         "pred[4,6]"), a, b)
+    p = values("pred", (4, 6))
+    check(module(["pred[4,6]", f"{t}[4,6]", f"{t}[4,6]"], "select(p0, p1, p2)", f"{t}[4,6]"), p, a, b)
+    if t != "pred":
+        lo, hi = np.sort(values(t, (2,), kind="small" if t[0] in "su" else "positive"))
+        lo = np.asarray(-hi if t[0] in "sf" else lo, dtype=a.dtype)
+        check(module([f"{t}[]", f"{t}[4,6]", f"{t}[]"], "clamp(p0, p1, p2)", f"{t}[4,6]"),
+              lo, a, np.asarray(hi, a.dtype))
+
+
+CONVERT_TYPES = ["f32", "f64", "bf16", "f16", "f8e4m3fn", "f8e5m2", "s32", "u8", "s64", "s4", "pred"]
+
+
+def test_convert_matrix():
+    for src in CONVERT_TYPES:
+        x = values(src, (4, 4))
+        if element_type(src).is_float:
+            x = (x.astype(np.float64) * 40).astype(x.dtype)
+        for dst in CONVERT_TYPES:
+            check(module([f"{src}[4,4]"], "convert(p0)", f"{dst}[4,4]"), x,
+                  xla=not ({src, dst} & {"s4"}) and not (element_type(src).is_float and element_type(dst).is_integer))
+
+
+def test_narrow_floats_bit_exact_with_ml_dtypes():
+    x = np.linspace(-300, 300, 64).astype(np.float32)
+    for t, dt in [("bf16", ml_dtypes.bfloat16), ("f16", np.float16), ("f8e4m3fn", ml_dtypes.float8_e4m3fn)]:
+        out = hloref.evaluate(module(["f32[64]"], "convert(p0)", f"{t}[64]"), x, backend="gpu")
+        assert bits_equal(out, x.astype(dt))
+        back = hloref.evaluate(module([f"{t}[64]"], "convert(p0)", "f32[64]"), out, backend="gpu")
+        assert bits_equal(back, out.astype(np.float32))
+
+
+# ---------------------------------------------------------------- shape ops
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16", "s8", "c64"])
+def test_shape_ops(t):
+    x = values(t, (3, 4, 2)) if t != "c64" else (RNG.standard_normal((3, 4, 2)) + 1j).astype(np.complex64)
+    T = f"{t}[3,4,2]"
+    check(module([T], "transpose(p0), dimensions={2,0,1}", f"{t}[2,3,4]"), x)
+    check(module([T], "reshape(p0)", f"{t}[4,6]"), x)
+    check(module([T], "broadcast(p0), dimensions={0,2,3}", f"{t}[3,5,4,2]"), x)
+    check(module([T], "slice(p0), slice={[1:3], [0:4:3], [1:2]}", f"{t}[2,2,1]"), x)
+    check(module([T], "reverse(p0), dimensions={0,2}", T), x)
+    check(module([T], "copy(p0)", T), x)
+    check(module([T, T], "concatenate(p0, p1), dimensions={1}", f"{t}[3,8,2]"), x, x)
+    pv = x.reshape(-1)[:1].reshape(())
+    check(module([T, f"{t}[]"], "pad(p0, p1), padding=1_2_1x-1_0_0x0_1_2", f"{t}[8,3,5]"), x, pv)
+    s = values(t, ()) if t != "c64" else np.complex64(2 + 1j).reshape(())
+    check(module([f"{t}[]"], "broadcast(p0), dimensions={}", f"{t}[2,3]"), np.asarray(s))
+
+
+@pytest.mark.parametrize("t", ["s32", "u8", "f32", "bf16", "f8e4m3fn"])
+def test_iota(t):
+    check(module([], "iota(), iota_dimension=1", f"{t}[3,20]"))
+
+
+# ---------------------------------------------------------------- reduce, dot, convolution
+
+REDUCER = """
+{k} {{
+  x = {t}[] parameter(0)
+  y = {t}[] parameter(1)
+  ROOT r = {t}[] {op}(x, y)
+}}
+"""
+
+
+@pytest.mark.parametrize("t,op", [("f32", "add"), ("bf16", "add"), ("f32", "maximum"),
+                                  ("f8e4m3fn", "minimum"), ("s32", "add"), ("u8", "multiply"),
+                                  ("s32", "xor"), ("pred", "and"), ("f32", "multiply")])
+def test_reduce(t, op):
+    x = values(t, (4, 3, 5), kind="unit" if op == "multiply" else "normal")
+    if t.startswith("f") and op in ("add", "multiply"):
+        x = values(t, (4, 3, 5), kind="unit")
+    init = {"add": 0, "multiply": 1, "maximum": -np.inf, "minimum": np.inf, "xor": 0, "and": 1}[op]
+    if element_type(t).is_integer and op in ("maximum", "minimum"):
+        init = 0
+    init = np.asarray(init).astype(x.dtype)
+    xf = np.abs(x.astype(np.float64)) if t != "pred" else None
+    for dims, out in [("{1}", "[4,5]"), ("{2,0}", "[3]"), ("{0,1,2}", "[]")]:
+        atol = None
+        if xf is not None and t.startswith("f") and op == "add":
+            axes = tuple(int(d) for d in dims.strip("{}").split(","))
+            atol = accumulation_atol(60, xf.sum(axis=axes), element_type("f32"))
+        text = module([f"{t}[4,3,5]", f"{t}[]"], f"reduce(p0, p1), dimensions={dims}, to_apply=red",
+                      f"{t}{out}", extra=REDUCER.format(k="red", t=t, op=op))
+        check(text, x, init, opcode="reduce", exact=not (t.startswith("f") and op in ("add", "multiply")),
+              atol=atol)
+
+
+@pytest.mark.parametrize("ta,tr", [("f32", "f32"), ("bf16", "f32"), ("f8e4m3fn", "f32"),
+                                   ("s32", "s32"), ("f32", "bf16")])
+def test_dot(ta, tr):
+    a, b = values(ta, (2, 3, 4), kind="unit"), values(ta, (2, 4, 5), kind="unit")
+    if ta == "s32":
+        a, b = values(ta, (2, 3, 4)), values(ta, (2, 4, 5))
+    text = module([f"{ta}[2,3,4]", f"{ta}[2,4,5]"],
+                  "dot(p0, p1), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+                  "rhs_contracting_dims={1}", f"{tr}[2,3,5]")
+    atol = None
+    if ta != "s32":
+        atol = accumulation_atol(4, np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))),
+                                 element_type("f32"))
+    check(text, a, b, opcode="dot", exact=ta == "s32", atol=atol)
+    # no batch, two contracting dims, transposed operands
+    text = module([f"{ta}[4,3,2]", f"{ta}[5,4,2]"],
+                  "dot(p0, p1), lhs_contracting_dims={0,2}, rhs_contracting_dims={1,2}", f"{tr}[3,5]")
+    a2, b2 = np.ascontiguousarray(np.transpose(a, (2, 1, 0))), np.ascontiguousarray(np.transpose(b, (2, 1, 0)))
+    check(text, a2, b2, opcode="dot", exact=ta == "s32", atol=None if ta == "s32" else 1e-5)
+
+
+@pytest.mark.parametrize("case", [
+    ("f32[1,5,5,2]", "f32[3,3,2,4]", "f32[1,5,5,4]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"),
+    ("f32[2,4,7]", "f32[6,2,3]", "f32[2,6,3]",
+     "window={size=3 stride=2 pad=0_-1 lhs_dilate=1 rhs_dilate=1}, dim_labels=bf0_oi0->bf0, feature_group_count=2"),
+    ("f32[2,2,6]", "f32[3,2,2]", "f32[2,3,8]", "window={size=2 pad=2_1 lhs_dilate=2 rhs_dilate=2 rhs_reversal=1}, dim_labels=bf0_oi0->bf0"),
+    ("s32[1,2,5]", "s32[2,2,2]", "s32[1,2,4]", "window={size=2}, dim_labels=bf0_oi0->bf0"),
+    ("bf16[4,2,3]", "bf16[4,2,2]", "f32[2,4,2]", "window={size=2}, dim_labels=bf0_oi0->bf0, batch_group_count=2"),
+])
+def test_convolution(case):
+    lt, rt, ot, attrs = case
+    ldims = tuple(int(v) for v in lt[lt.index("[") + 1:-1].split(","))
+    rdims = tuple(int(v) for v in rt[rt.index("[") + 1:-1].split(","))
+    t = lt[:lt.index("[")]
+    x, w = values(t, ldims, kind="unit"), values(t, rdims, kind="unit")
+    if t == "s32":
+        x, w = values(t, ldims, kind="small"), values(t, rdims, kind="small")
+    check(module([lt, rt], f"convolution(p0, p1), {attrs}", ot), x, w, opcode="convolution",
+          exact=t == "s32", atol=None if t == "s32" else 1e-5)
+
+
+# ---------------------------------------------------------------- control flow and fallbacks
+
+WHILE = """HloModule w
+
+cond {
+  s = (s32[], f32[8], s8[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  s = (s32[], f32[8], s8[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = f32[8] get-tuple-element(s), index=1
+  k = s8[8] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  half = f32[] constant(0.5)
+  hb = f32[8] broadcast(half), dimensions={}
+  v2 = f32[8] multiply(v, hb)
+  c = s8[] constant(100)
+  cb = s8[8] broadcast(c), dimensions={}
+  k2 = s8[8] add(k, cb)
+  ROOT t = (s32[], f32[8], s8[8]) tuple(i2, v2, k2)
+}
+
+ENTRY e {
+  x = f32[8] parameter(0)
+  y = s8[8] parameter(1)
+  z = s32[] constant(0)
+  init = (s32[], f32[8], s8[8]) tuple(z, x, y)
+  ROOT w = (s32[], f32[8], s8[8]) while(init), condition=cond, body=body
+}
+"""
+
+
+def test_while_device_state():
+    out = check(WHILE, values("f32", (8,)), values("s8", (8,)))
+    assert int(out[0]) == 5
+
+
+def test_fallback_counted_and_warned():
+    a = (RNG.standard_normal(6) + 1j * RNG.standard_normal(6)).astype(np.complex64)
+    text = module(["c64[6]", "c64[6]"], "add(p0, p1)", "c64[6]")
+    check(text, a, a, fallbacks=1)
+    report = hloref.gpu.last_report
+    assert report.counts == {"add": 1} and "c64" in report.reasons["add"]
+    m = hloref.parse(text)
+    with pytest.raises(HloUnsupportedError):
+        hloref.gpu.evaluate_gpu(m, [a, a], fallback=False)
+
+
+def test_fallback_reducer_runs_on_cpu():
+    # a reducer that is not one op: the reduce falls back, its reducer runs on the CPU
+    red = """
+red {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  s = f32[] add(x, y)
+  ROOT m = f32[] multiply(s, s)
+}
+"""
+    text = module(["f32[3,4]", "f32[]"], "reduce(p0, p1), dimensions={1}, to_apply=red", "f32[3]",
+                  extra=red)
+    check(text, values("f32", (3, 4), kind="unit"), np.float32(0.5), fallbacks=1, xla=False)
+
+
+def test_opcode_without_gpu_kernel_falls_back():
+    from hloref.evaluator.registry import load_all
+    from hloref.gpu.registry import load_all as gpu_ops
+    missing = sorted(set(load_all()) - set(gpu_ops()))
+    assert hloref.gpu.gpu_status("parameter") == "yes"
+    for op in missing:
+        assert hloref.gpu.gpu_status(op).startswith("cpu fallback")
+    assert hloref.supported_opcodes("gpu") >= hloref.supported_opcodes("cpu")
+    if "real" in missing or "real" in gpu_ops():
+        z = (RNG.standard_normal(4) + 2j).astype(np.complex64)
+        check(module(["c64[4]"], "real(p0)", "f32[4]"), z, fallbacks=1, xla=False)
+
+
+def test_conditional():
+    text = """HloModule c
+t { p = f32[4] parameter(0)  ROOT n = f32[4] negate(p) }
+f { p = f32[4] parameter(0)  ROOT n = f32[4] abs(p) }
+ENTRY e {
+  b = pred[] parameter(0)
+  x = f32[4] parameter(1)
+  ROOT r = f32[4] conditional(b, x, x), true_computation=t, false_computation=f
+}
+"""
+    x = values("f32", (4,))
+    check(text, np.bool_(True), x)
+    check(text, np.bool_(False), x)
+
+
+@pytest.mark.skipif(SIMULATOR, reason="needs a real CUDA GPU (runs under the simulator otherwise)")
+def test_real_gpu_smoke():  # pragma: no cover - needs hardware
+    from numba import cuda
+    if not cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    a = values("f32", (64,))
+    check(module(["f32[64]"] * 2, "add(p0, p1)", "f32[64]"), a, a)

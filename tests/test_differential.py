@@ -1,0 +1,195 @@
+"""Differential testing against XLA: verdicts, isolation, pass blame, reduction.
+
+Planted differences (a hand-edited copy of a module, an edited pass snapshot) must be
+flagged and localised to the right instruction or pass; correct modules must give no
+mismatch; XLA dying in a worker must be a crash verdict, not our death.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hloref
+from hloref.cli import main
+from hloref.inputs import random_value
+
+pytest.importorskip("jax")
+
+from hloref.fuzz import diff  # noqa: E402
+from hloref.fuzz.blame import evaluate_snapshots, first_divergent, read_dump  # noqa: E402
+from hloref.fuzz.workers import OracleWorker  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MLP = (ROOT / "examples" / "mlp.hlo").read_text()
+MLP_BAD = MLP.replace("ROOT max.3 = f32[2,16]{1,0} maximum(", "ROOT max.3 = f32[2,16]{1,0} minimum(")
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = OracleWorker("xla", timeout=120)
+    yield w
+    w.close()
+
+
+def _args(module, seed=0):
+    rng = np.random.default_rng(seed)
+    return [random_value(p.shape, rng) for p in module.entry.parameters]
+
+
+def test_worker_abort_is_a_crash_verdict_and_the_worker_recovers(worker):
+    result = worker.abort_for_test()
+    assert result.kind == "crash"
+    assert result.signal == "SIGABRT"
+    assert "worker told to abort" in result.stderr_tail
+    module = hloref.parse(MLP)
+    again = worker.run(MLP, _args(module))
+    assert again.ok and again.value.shape == (2, 4)
+
+
+def test_worker_timeout_verdict(worker):
+    result = worker.hang_for_test(30, timeout=1)
+    assert result.kind == "timeout"
+    assert worker.run("HloModule m\nENTRY e {\n  ROOT c = s32[] constant(7)\n}\n", []).value == 7
+
+
+def test_xla_rejection_is_an_error_verdict_not_a_crash(worker):
+    result = worker.run("HloModule m\nENTRY e {\n  ROOT c = f32[] constant(1\n}\n", [])
+    assert result.kind == "error" and "parse" in result.message
+
+
+def test_planted_difference_is_flagged_and_localised(worker):
+    assert MLP_BAD != MLP
+    module = hloref.parse(MLP)
+    report = diff(module, _args(module), worker=worker, oracle_module=MLP_BAD)
+    assert report.verdict == "mismatch"
+    culprit = report.culprit.innermost()
+    assert (culprit.computation, culprit.name, culprit.opcode) == ("relu.1", "max.3", "maximum")
+    # hloref's value is the relu by hand: max(x, 0) of the same operand values
+    x = culprit.operands[0]
+    np.testing.assert_array_equal(culprit.expected, np.maximum(x, 0))
+
+
+def test_examples_have_no_mismatch(worker):
+    for path in sorted((ROOT / "examples").glob("*.hlo")):
+        module = hloref.parse(path.read_text())
+        for seed in range(2):
+            report = diff(module, _args(module, seed), worker=worker)
+            assert report.verdict == "match", f"{path.name} seed {seed}: {report.summary()}"
+
+
+def _jax_programs():
+    import jax
+    import jax.numpy as jnp
+    import ml_dtypes
+    rng = np.random.default_rng(0)
+
+    def f32(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    programs = [
+        ("attention", lambda q, k, v: jax.nn.softmax(q @ k.T / 4.0) @ v, (f32(8, 16), f32(8, 16), f32(8, 16))),
+        ("layernorm", lambda x: (x - x.mean(-1, keepdims=True)) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5),
+         (f32(4, 32),)),
+        ("bf16_mlp", lambda x, w: jnp.tanh(x @ w).astype(jnp.bfloat16),
+         (f32(4, 8).astype(ml_dtypes.bfloat16), f32(8, 8).astype(ml_dtypes.bfloat16))),
+        ("f16_gelu", lambda x: jax.nn.gelu(x), (f32(64).astype(np.float16),)),
+        ("fp8_dot", lambda a, b: jax.lax.dot(a, b, preferred_element_type=jnp.float32),
+         (f32(4, 8).astype(ml_dtypes.float8_e4m3fn), f32(8, 4).astype(ml_dtypes.float8_e5m2))),
+        ("int_ops", lambda a, b: (a * b + (a >> 2)) % 7, (rng.integers(-100, 100, 32).astype(np.int32),
+                                                           rng.integers(1, 50, 32).astype(np.int32))),
+        ("cumsum_loop", lambda x: jax.lax.fori_loop(0, 5, lambda i, c: c * 0.5 + x, x), (f32(16),)),
+        ("logsumexp", lambda x: jax.nn.logsumexp(x, axis=0), (f32(10, 6),)),
+    ]
+    out = []
+    for name, fn, args in programs:
+        text = jax.jit(fn).lower(*args).as_text(dialect="hlo")
+        out.append((name, text, text, args))
+        # XLA cannot recompile its own optimized output (fusions lack backend configs):
+        # hloref evaluates the optimized module, XLA the module it came from.
+        optimized = jax.jit(fn).lower(*args).compile().as_text()
+        out.append((name + "_optimized", optimized, text, args))
+    return out
+
+
+def test_jax_programs_have_no_false_mismatch(worker):
+    """Correct modules (lowered and XLA-optimized) from JAX: no mismatch verdicts."""
+    for name, text, oracle_text, args in _jax_programs():
+        module = hloref.parse(text)
+        report = diff(module, list(args), worker=worker, oracle_module=oracle_text)
+        assert report.verdict == "match", f"{name}: {report.summary()}"
+
+
+def test_check_command_names_the_instruction(tmp_path, capsys):
+    (tmp_path / "before.hlo").write_text(MLP)
+    (tmp_path / "after.hlo").write_text(MLP_BAD)
+    code = main(["check", str(tmp_path / "before.hlo"), str(tmp_path / "after.hlo"), "--seed", "1"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "%jit_relu_.1 (call)" in out
+    assert main(["check", str(tmp_path / "before.hlo"), str(tmp_path / "before.hlo")]) == 0
+
+
+def test_check_dump_finds_the_planted_pass(tmp_path, worker, capsys):
+    """A dump whose snapshots from 'fusion' on are edited is blamed on 'fusion'."""
+    dump = tmp_path / "dump"
+    module = hloref.parse(MLP)
+    result = worker.run(MLP, _args(module), debug_options={"xla_dump_to": str(dump),
+                                                           "xla_dump_hlo_pass_re": ".*"})
+    assert result.ok
+    modules = read_dump(str(dump))
+    (dm,) = [m for m in modules.values() if m.before and m.snapshots]
+    # the untouched dump: every snapshot agrees with the module before optimizations
+    _, results = evaluate_snapshots(dm, _args(module))
+    assert all(r.status == "ok" for r in results), [r.message for r in results]
+    assert first_divergent(results) is None
+    target = next(i for i, s in enumerate(dm.snapshots) if s.pass_name == "fusion")
+    for s in dm.snapshots[target:] + []:
+        text = Path(s.path).read_text()
+        edited = text.replace("maximum(", "minimum(")
+        assert edited != text
+        Path(s.path).write_text(edited)
+    if dm.after:
+        Path(dm.after).write_text(Path(dm.after).read_text().replace("maximum(", "minimum("))
+    _, results = evaluate_snapshots(dm, _args(module))
+    bad = first_divergent(results)
+    assert bad is not None and bad.label.endswith("after fusion")
+    code = main(["check-dump", str(dump), "--json", str(tmp_path / "out.json")])
+    out = capsys.readouterr().out
+    assert code == 1 and "after fusion **first divergence**" in out
+
+
+def test_reduction_of_a_planted_difference():
+    """A planted wrong answer (the oracle runs an edited module) is reduced to a
+    one-instruction reproducer with the reference value."""
+    from hloref.fuzz.reduce import reduce_failure
+
+    module = hloref.parse(MLP)
+    args = _args(module)
+    with OracleWorker("xla") as w:
+        def fails(m, a):
+            # the planted bug: XLA computes minimum where the module says maximum
+            bad_text = m.to_text().replace(" maximum(", " minimum(")
+            r = diff(m, a, worker=w, oracle_module=bad_text)
+            return r.verdict == "mismatch" and r.culprit is not None and \
+                r.culprit.innermost().opcode == "maximum"
+
+        small, small_args = reduce_failure(module, args, fails)
+    opcodes = sorted({i.opcode for c in small.computations.values() for i in c.instructions})
+    assert len(small.entry.instructions) <= 4, small.to_text()
+    assert "maximum" in opcodes
+
+
+def test_diff_cli_match_and_json(capsys):
+    code = main(["diff", str(ROOT / "examples" / "while_loop.hlo"), "--json"])
+    out = capsys.readouterr().out
+    assert code == 0 and '"verdict": "match"' in out
+
+
+def test_diff_cli_bad_input(tmp_path, capsys):
+    (tmp_path / "bad.hlo").write_text("HloModule m\nENTRY e {\n  ROOT x = f32[2 parameter(0)\n}\n")
+    code = main(["diff", str(tmp_path / "bad.hlo")])
+    assert code == 2 and "bad.hlo:3:" in capsys.readouterr().err
+
