@@ -144,6 +144,8 @@ class Interpreter:
         operand_index = [position[id(o)] for o in instr.operands]
         if instr.opcode == "parameter":
             return _Prepared(instr, None, {}, operand_index)
+        if instr.opcode == "async-start":
+            return self._prepare_async_start(instr, position, operand_index)
         entry = OPS.get(instr.opcode)
         if entry is None:
             reason = UNSUPPORTED.get(instr.opcode, "no evaluator is registered for this opcode")
@@ -167,6 +169,34 @@ class Interpreter:
             elif not has_default:
                 raise HloEvalError(f"{instr.opcode} needs attribute '{name}'", instruction=instr.name)
         return _Prepared(instr, entry.fn, kwargs, operand_index)
+
+    def _prepare_async_start(self, instr: Instruction, position, operand_index) -> _Prepared:
+        """``async-start`` runs the wrapped op (sugared ``X-start``) or the called
+        computation (``calls=``) and returns ``((operands...), result, context...)``."""
+        from .async_ops import context_values
+        shape = instr.shape
+        if not isinstance(shape, TupleShape) or len(shape.elements) < 2:
+            raise HloEvalError("async-start must have a tuple shape ((operands...), result, "
+                               "context...)", instruction=instr.name)
+        contexts = context_values(shape)
+        if instr.async_wrapped_opcode:
+            import dataclasses
+            inner_instr = dataclasses.replace(instr, opcode=instr.async_wrapped_opcode,
+                                              shape=shape.elements[1], async_wrapped_opcode=None)
+            inner = self._prepare(inner_instr, position)
+
+            def run(*operands):
+                return (tuple(operands), inner.fn(*operands, **inner.kwargs), *contexts)
+        else:
+            calls = instr.attrs.get("calls")
+            if calls is None:
+                raise HloEvalError("async-start needs calls= or a wrapped opcode",
+                                   instruction=instr.name)
+            called = self._bind(calls)
+
+            def run(*operands):
+                return (tuple(operands), called(*operands), *contexts)
+        return _Prepared(instr, run, {}, operand_index)
 
     def _bind(self, value):
         if isinstance(value, ComputationRef):

@@ -15,12 +15,15 @@ cholesky_expander.cc``)
     part (zero for a Hermitian matrix) does not enter the factorisation, but as in
     XLA:CPU's unblocked kernel (blocks of 128 columns) it leaves ``imag(a_jj) / L_jj``
     in the imaginary part of ``L_jj`` (except in a one-column block: ``n == 1``, or
-    the last column when ``n % 128 == 1``). The other triangle of the result is
+    the last column when ``n % 128 == 1``). That kernel also computes the diagonal as
+    ``d / sqrt(d)`` for the pivot ``d``, so a zero (or infinite) pivot leaves NaN on the
+    diagonal only (not an "error": ``sqrt(0)`` is not NaN), except in a one-column block
+    (``sqrt(d)``); hloref does the same. The other triangle of the result is
     **zero** (XLA:CPU builds the factor in a zero matrix). When a pivot's square root is
     NaN (the matrix, as read, is not positive definite, or holds NaN), the **whole
     matrix of that batch element is NaN**, as XLA:CPU's expander does
-    (``Select(seen_error, NaN, l)``); a zero pivot is not an error by itself (the
-    quotients below it become inf/NaN and the next pivot then fails).
+    (``Select(seen_error, NaN, l)``); a zero pivot is not an error by itself (see above;
+    the quotients below it become inf/NaN and the next pivot then fails).
 ``triangular-solve`` (``left_side``, ``lower``, ``unit_diagonal``, ``transpose_a``)
     Solves ``op(a) x = b`` (left) or ``x op(a) = b`` (right), ``op`` one of identity,
     transpose, conjugate transpose (ADJOINT). Only the ``lower``/upper triangle of ``a``
@@ -42,8 +45,10 @@ cholesky_expander.cc``)
     ``(grad_operand, grad_scale, grad_offset)`` with ``grad_offset = sum(dy)``,
     ``grad_scale = sum(dy * (x - mean)) / sqrt(var + eps)`` and ``grad_operand =
     scale / sqrt(var + eps) / N * (N dy - sum(dy) - (x - mean) * sum(dy (x - mean)) /
-    (var + eps))``. ``epsilon`` is used as the f64 value written in the text (XLA rounds
-    it to the element type first; for f32 that changes nothing visible after rounding).
+    (var + eps))``. ``epsilon`` is what XLA holds: the text value rounded to f32 (the
+    instruction stores a C++ ``float``), then rounded to the element type
+    (``BatchNormExpander`` converts it to the operand type), e.g. ``epsilon=0.001`` on
+    f64 data is ``0.0010000000474974513``.
 """
 
 from __future__ import annotations
@@ -108,12 +113,14 @@ def _cholesky_lower(a: np.ndarray) -> np.ndarray:
                 d = a[:, j, j] - np.sum(row * row, axis=1)
             root = np.sqrt(d)
             error |= np.isnan(root)
-            if complex_ and not (j == n - 1 and n % _BLOCK == 1):
+            if j == n - 1 and n % _BLOCK == 1:
+                L[:, j, j] = root  # a one-column block: the root itself
+            elif complex_:
                 # XLA's unblocked kernel divides the whole pivot, imaginary part
-                # included, by the real root: L[j, j] = sqrt(d) + i imag(a[j, j]) / sqrt(d)
-                L[:, j, j] = root + 1j * (a[:, j, j].imag / root)
+                # included, by the real root: L[j, j] = d / sqrt(d) + i imag(a[j, j]) / sqrt(d)
+                L[:, j, j] = d / root + 1j * (a[:, j, j].imag / root)
             else:
-                L[:, j, j] = root
+                L[:, j, j] = d / root  # NaN for d == 0 or inf, as in XLA
             if j + 1 < n:
                 below = a[:, j + 1:, j] - np.einsum("bik,bk->bi", L[:, j + 1:, :j],
                                                     row.conj() if complex_ else row)
@@ -257,6 +264,12 @@ def _feature_view(v: np.ndarray, ndim: int, feature_index: int) -> np.ndarray:
     return v.reshape(shape)
 
 
+def _epsilon(epsilon, et) -> float:
+    """``epsilon`` as XLA uses it: a C++ float, converted to the element type."""
+    eps32 = np.array([float(epsilon)], np.float64).astype(np.float32).astype(np.float64)
+    return float(to_float64(from_float64(eps32, et))[0])
+
+
 def _check_feature(x, feature_index):
     fi = int(feature_index)
     if not 0 <= fi < x.ndim:
@@ -273,7 +286,7 @@ def batch_norm_training(operand, scale, offset, *, shape, epsilon, feature_index
         mean = np.mean(x, axis=axes) if x.size else np.full(x.shape[fi], np.nan)
         centred = x - _feature_view(mean, x.ndim, fi)
         var = np.mean(centred * centred, axis=axes) if x.size else np.full(x.shape[fi], np.nan)
-        inv = 1.0 / np.sqrt(var + float(epsilon))
+        inv = 1.0 / np.sqrt(var + _epsilon(epsilon, et))
         y = (centred * _feature_view(inv * to_float64(scale), x.ndim, fi)
              + _feature_view(to_float64(offset), x.ndim, fi))
     return (_round(y, et), _round(mean, et), _round(var, et))
@@ -287,7 +300,7 @@ def batch_norm_inference(operand, scale, offset, mean, variance, *, shape, epsil
     x = to_float64(operand)
     nd = x.ndim
     with np.errstate(all="ignore"):
-        inv = 1.0 / np.sqrt(to_float64(variance) + float(epsilon))
+        inv = 1.0 / np.sqrt(to_float64(variance) + _epsilon(epsilon, et))
         y = ((x - _feature_view(to_float64(mean), nd, fi))
              * _feature_view(inv * to_float64(scale), nd, fi)
              + _feature_view(to_float64(offset), nd, fi))
@@ -304,7 +317,7 @@ def batch_norm_grad(operand, scale, mean, variance, grad_output, *, shape, epsil
     nd = x.ndim
     n = x.size // x.shape[fi] if x.shape[fi] else 0
     with np.errstate(all="ignore"):
-        var_eps = to_float64(variance) + float(epsilon)
+        var_eps = to_float64(variance) + _epsilon(epsilon, et)
         inv = 1.0 / np.sqrt(var_eps)
         centred = x - _feature_view(to_float64(mean), nd, fi)
         sum_dy = np.sum(dy, axis=axes)

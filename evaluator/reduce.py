@@ -77,7 +77,11 @@ def is_vectorizable(computation, module) -> bool:
 def _move_reduced_last(x: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     kept = [d for d in range(x.ndim) if d not in dims]
     moved = np.transpose(x, kept + list(dims))
-    return moved.reshape(moved.shape[:len(kept)] + (-1,))
+    # explicit length, not -1: numpy cannot infer -1 for a zero-size array
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    return moved.reshape(moved.shape[:len(kept)] + (n,))
 
 
 def _fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et) -> np.ndarray:

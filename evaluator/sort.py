@@ -230,43 +230,52 @@ def _stable_sort(p, n, keys, desc):
 
 
 @numba.njit(cache=True)
-def _introsort(p, first, last, depth, keys, desc):
-    while last - first > 16:
-        if depth == 0:
-            _merge_sort_with_buffer(p, first, last, np.empty(last - first, dtype=np.int64),
-                                    keys, desc)  # heap sort in libstdc++; not replayed
-            return
-        depth -= 1
-        # __move_median_to_first(first, first + 1, mid, last - 1)
-        a, b, c = first + 1, first + (last - first) // 2, last - 1
-        if _lt(keys, p[a], p[b], desc):
-            if _lt(keys, p[b], p[c], desc):
-                m = b
+def _introsort(p, first0, last0, depth0, keys, desc):
+    """libstdc++ ``__introsort_loop``. Its recursion runs on disjoint ranges, so an
+    explicit stack gives the same result (Numba's cache cannot hold recursive functions)."""
+    stack = np.empty(((depth0 + 1) * (depth0 + 1) + 64, 3), dtype=np.int64)
+    stack[0, 0], stack[0, 1], stack[0, 2] = first0, last0, depth0
+    top = 1
+    while top > 0:
+        top -= 1
+        first, last, depth = stack[top, 0], stack[top, 1], stack[top, 2]
+        while last - first > 16:
+            if depth == 0:
+                _merge_sort_with_buffer(p, first, last, np.empty(last - first, dtype=np.int64),
+                                        keys, desc)  # heap sort in libstdc++; not replayed
+                break
+            depth -= 1
+            # __move_median_to_first(first, first + 1, mid, last - 1)
+            a, b, c = first + 1, first + (last - first) // 2, last - 1
+            if _lt(keys, p[a], p[b], desc):
+                if _lt(keys, p[b], p[c], desc):
+                    m = b
+                elif _lt(keys, p[a], p[c], desc):
+                    m = c
+                else:
+                    m = a
             elif _lt(keys, p[a], p[c], desc):
+                m = a
+            elif _lt(keys, p[b], p[c], desc):
                 m = c
             else:
-                m = a
-        elif _lt(keys, p[a], p[c], desc):
-            m = a
-        elif _lt(keys, p[b], p[c], desc):
-            m = c
-        else:
-            m = b
-        p[first], p[m] = p[m], p[first]
-        # __unguarded_partition(first + 1, last, first)
-        lo, hi = first + 1, last
-        while True:
-            while lo < last and _lt(keys, p[lo], p[first], desc):
-                lo += 1
-            hi -= 1
-            while hi > first and _lt(keys, p[first], p[hi], desc):
+                m = b
+            p[first], p[m] = p[m], p[first]
+            # __unguarded_partition(first + 1, last, first)
+            lo, hi = first + 1, last
+            while True:
+                while lo < last and _lt(keys, p[lo], p[first], desc):
+                    lo += 1
                 hi -= 1
-            if not lo < hi:
-                break
-            p[lo], p[hi] = p[hi], p[lo]
-            lo += 1
-        _introsort(p, lo, last, depth, keys, desc)
-        last = lo
+                while hi > first and _lt(keys, p[first], p[hi], desc):
+                    hi -= 1
+                if not lo < hi:
+                    break
+                p[lo], p[hi] = p[hi], p[lo]
+                lo += 1
+            stack[top, 0], stack[top, 1], stack[top, 2] = lo, last, depth
+            top += 1
+            last = lo
 
 
 @numba.njit(cache=True)
@@ -402,7 +411,8 @@ def sort(*operands, shape, dimensions, to_apply, is_stable=False, ctx):
     (d,) = tuple(dimensions)
     moved = [np.moveaxis(x, d, -1) for x in operands]
     n = moved[0].shape[-1]
-    flat = [contiguous(m).reshape(-1, n) for m in moved]
+    rows = int(np.prod(moved[0].shape[:-1], dtype=np.int64))
+    flat = [contiguous(m).reshape(rows, n) for m in moved]
     if flat[0].shape[0] == 0 or n <= 1:
         outs = [x.copy() for x in operands]
     else:

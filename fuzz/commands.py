@@ -271,3 +271,6 @@ def add_commands(sub) -> None:
     cd.add_argument("--max-bytes", type=int)
     cd.add_argument("--max-while-iterations", type=int)
     cd.set_defaults(fn=cmd_check_dump)
+
+    from .campaign import add_fuzz_commands  # hloref fuzz / hloref replay
+    add_fuzz_commands(sub)

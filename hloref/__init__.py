@@ -19,7 +19,9 @@ def parse(text: str, *, filename: str | None = None, verify: bool = False) -> Mo
 
 
 def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, **kwargs):
-    """Evaluate the entry computation on numpy ``args``; returns an array or a tuple."""
+    """Evaluate the entry computation on numpy ``args``; returns an array or a tuple.
+
+    See ``hloref.api.evaluate`` for multi-device modules and infeed/outfeed queues."""
     from .api import evaluate as _evaluate
     return _evaluate(module_or_text, *args, backend=backend, limits=limits, **kwargs)
 

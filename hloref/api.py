@@ -73,8 +73,20 @@ def _describe(value) -> str:
     return type(value).__name__
 
 
-def evaluate(module_or_text, *args, backend: str = "cpu", limits=None):
-    """Evaluate the entry computation of a module on ``args`` (one per parameter)."""
+def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=None,
+             outfeed=None, host_recv=None, host_send=None, fallback: bool = True):
+    """Evaluate the entry computation of a module on ``args`` (one per parameter).
+
+    A module that runs on N = replica_count × num_partitions > 1 devices takes, for
+    each parameter, a sequence of N per-device values (device d = replica ×
+    num_partitions + partition) and returns a list of N per-device results.
+
+    ``infeed`` (values consumed in order by ``infeed``), ``outfeed`` (a list that
+    ``outfeed`` appends to), ``host_recv``/``host_send`` (dicts channel id → list, for
+    ``recv``/``send`` with ``is_host_transfer=true``) are the caller's queues; with
+    several devices, give one per device in a list. ``fallback`` (gpu backend): run ops
+    without a GPU kernel on the CPU (with a warning naming each); ``False`` raises
+    ``HloUnsupportedError`` instead."""
     module = _module(module_or_text)
     if backend not in BACKENDS:
         raise HloEvalError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
@@ -82,13 +94,42 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None):
     if len(args) != len(params):
         raise HloEvalError(f"the entry computation {module.entry.name} takes {len(params)} "
                            f"arguments, got {len(args)}")
+    from hloref.evaluator.collectives import DeviceIO, run_devices, single_device
+    n = module.replica_count * module.num_partitions
+    if n > 1:
+        for i, a in enumerate(args):
+            if not isinstance(a, (list, tuple)) or len(a) != n:
+                raise HloEvalError(f"argument {i}: the module runs on {n} devices: give a list "
+                                   f"of {n} per-device values")
+        per_device = [[coerce_argument(a[d], p.shape, f"argument {i} (%{p.name}) on device {d}")
+                       for i, (a, p) in enumerate(zip(args, params))] for d in range(n)]
+
+        def pick(q, d):
+            return q[d] if isinstance(q, list) and len(q) == n else None
+
+        ios = [DeviceIO(infeed=_deque(pick(infeed, d)), outfeed=pick(outfeed, d) or [],
+                        host_recv=pick(host_recv, d) or {}, host_send=pick(host_send, d) or {})
+               for d in range(n)]
+        if backend == "gpu":
+            raise HloEvalError("the gpu backend evaluates single-device modules only")
+        return run_devices(module, per_device, limits=limits, io=ios)
     values = [coerce_argument(a, p.shape, f"argument {i} (%{p.name})")
               for i, (a, p) in enumerate(zip(args, params))]
+    io = DeviceIO(infeed=_deque(infeed), outfeed=outfeed if outfeed is not None else [],
+                  host_recv=host_recv if host_recv is not None else {},
+                  host_send=host_send if host_send is not None else {})
     if backend == "gpu":
         from hloref.gpu import evaluate_gpu
-        return evaluate_gpu(module, values, limits=limits)
+        return evaluate_gpu(module, values, limits=limits, fallback=fallback)
     from hloref.evaluator.interpreter import Interpreter
-    return Interpreter(module, limits=limits, backend=backend).run(values)
+    interp = Interpreter(module, limits=limits, backend=backend)
+    interp.device = single_device(io)
+    return interp.run(values)
+
+
+def _deque(values):
+    from collections import deque
+    return deque(values or ())
 
 
 def supported_opcodes(backend: str = "cpu") -> frozenset[str]:

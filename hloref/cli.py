@@ -1,6 +1,6 @@
 """The ``hloref`` command line.
 
-``hloref run FILE.hlo [--inputs in.npz | --seed N] [--backend cpu|gpu] [--output out.npz] [--print]``
+``hloref run FILE.hlo [--inputs in.npz | --seed N] [--backend cpu|gpu] [--no-fallback] [--output out.npz] [--print]``
 ``hloref parse FILE.hlo [--verify] [--print]``
 ``hloref ops``
 ``hloref diff FILE.hlo --oracle xla|tf [--inputs | --seed] [--isolate] [--blame] [--reduce DIR] [--json]``
@@ -179,7 +179,8 @@ def cmd_run(args) -> int:
         values = unflatten_arguments(read_npz(args.inputs), [p.shape for p in params])
     else:
         values = random_arguments(module, args.seed if args.seed is not None else 0)
-    result = api.evaluate(module, *values, backend=args.backend, limits=_limits(args))
+    result = api.evaluate(module, *values, backend=args.backend, limits=_limits(args),
+                          fallback=not args.no_fallback)
     if args.output:
         from .values import Token
         write_npz(args.output, [v for v in flatten_value(result) if not isinstance(v, Token)])
@@ -215,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--inputs", help=".npz with arr_0, arr_1, ... (tuple parameters flattened)")
     run.add_argument("--seed", type=int, help="seed for random inputs (default 0)")
     run.add_argument("--backend", choices=["cpu", "gpu"], default="cpu")
+    run.add_argument("--no-fallback", action="store_true",
+                     help="gpu: fail on an op without a GPU kernel instead of running it on the CPU")
     run.add_argument("--output", help="write results to this .npz (tuples flattened)")
     run.add_argument("--print", action="store_true", help="print results (default without --output)")
     run.add_argument("--max-bytes", type=int, help="memory budget for live values, in bytes")

@@ -1,0 +1,449 @@
+"""Collectives, by simulating every replica and partition of the module.
+
+A module with ``replica_count × num_partitions = N > 1`` runs as N interpreters
+in N threads (``run_devices``), device ``d = replica * num_partitions +
+partition``. A collective instruction hands its value to the ``Hub``, which
+waits until every participant of its group has arrived (matching executions by
+instruction name and per-device execution count, so collectives inside loops
+pair up), then each device computes its own result from the group's values.
+
+Participants follow XLA's ``CollectiveOpGroupMode``: without ``channel_id``,
+``replica_groups`` list replica ids (within the device's partition); with
+``channel_id`` and ``use_global_device_ids=true`` they list global device ids;
+with ``channel_id`` alone they list replica ids across all partitions. Empty
+groups mean every device of that kind. Reductions apply the ``to_apply``
+computation over the group in group order. Semantics per op follow
+operation_semantics §AllReduce, §AllGather, §ReduceScatter, §AllToAll,
+§CollectivePermute, §CollectiveBroadcast, §RaggedAllToAll.
+
+Send/recv match within the module through ``channel_id`` (to the peer named by
+the ``_xla_send_recv_source_target_pairs`` frontend attribute, else the same
+device); host transfers (``is_host_transfer=true``), ``infeed`` and ``outfeed``
+use the queues of ``DeviceIO`` that the caller provides.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hloref.errors import HloEvalError, HloUnsupportedError
+from hloref.shapes import TupleShape
+from hloref.values import TOKEN_VALUE
+
+from .numeric import contiguous
+from .registry import op
+
+OP_FAMILY = True
+
+
+@dataclass
+class DeviceIO:
+    """Queues a caller provides: ``infeed`` values popped in order; ``outfeed`` list
+    appended to; host transfers by channel id (``host_recv[c]`` feeds ``recv``,
+    ``host_send[c]`` collects ``send``)."""
+
+    infeed: deque = field(default_factory=deque)
+    outfeed: list = field(default_factory=list)
+    host_recv: dict = field(default_factory=dict)
+    host_send: dict = field(default_factory=dict)
+
+
+class Hub:
+    """Rendezvous of the N device threads."""
+
+    def __init__(self, num_devices: int, timeout: float = 60.0):
+        self.num_devices = num_devices
+        self.timeout = timeout
+        self._cond = threading.Condition()
+        self._slots: dict = {}
+        self._mailboxes: dict = {}
+        self.failed: BaseException | None = None
+
+    def exchange(self, key, device: int, participants: list[int], value) -> dict[int, object]:
+        """Post ``value`` under ``key``; return every participant's value."""
+        with self._cond:
+            slot = self._slots.setdefault(key, {})
+            slot[device] = value
+            self._cond.notify_all()
+            ok = self._cond.wait_for(lambda: self.failed is not None or
+                                     all(p in slot for p in participants), self.timeout)
+            if self.failed is not None:
+                raise HloEvalError(f"another device failed: {self.failed}")
+            if not ok:
+                missing = [p for p in participants if p not in slot]
+                raise HloEvalError(f"collective {key[0]} waited {self.timeout:g} s for devices "
+                                   f"{missing}: they never reached it (mismatched collectives)")
+            return {p: slot[p] for p in participants}
+
+    def post(self, key, value) -> None:
+        with self._cond:
+            self._mailboxes.setdefault(key, deque()).append(value)
+            self._cond.notify_all()
+
+    def take(self, key):
+        with self._cond:
+            ok = self._cond.wait_for(lambda: self.failed is not None or self._mailboxes.get(key),
+                                     self.timeout)
+            if self.failed is not None:
+                raise HloEvalError(f"another device failed: {self.failed}")
+            if not ok:
+                raise HloEvalError(f"recv on channel {key[0]} waited {self.timeout:g} s: no send")
+            return self._mailboxes[key].popleft()
+
+    def fail(self, exc: BaseException) -> None:
+        with self._cond:
+            if self.failed is None:
+                self.failed = exc
+            self._cond.notify_all()
+
+
+@dataclass
+class Device:
+    replica: int
+    partition: int
+    replica_count: int
+    num_partitions: int
+    hub: Hub | None
+    io: DeviceIO
+    counters: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> int:
+        return self.replica * self.num_partitions + self.partition
+
+    def next_key(self, name: str):
+        n = self.counters.get(name, 0)
+        self.counters[name] = n + 1
+        return (name, n)
+
+
+def single_device(io: DeviceIO | None = None) -> Device:
+    return Device(0, 0, 1, 1, None, io or DeviceIO())
+
+
+def participants(device: Device, replica_groups, channel_id, use_global_device_ids) -> list[int]:
+    """Global device ids taking part with ``device``, in group order.
+
+    XLA's ``GetCollectiveOpGroupMode``: no channel_id → groups of replica ids (same
+    partition); channel_id without ``use_global_device_ids`` → groups of partition
+    ids (same replica); channel_id with ``use_global_device_ids=false`` → groups of
+    replica ids, all partitions of each; ``=true`` → groups of global device ids."""
+    groups = replica_groups.groups if replica_groups is not None else ()
+    if groups is None:
+        raise HloUnsupportedError("collective", "cpu", f"replica_groups {replica_groups.text} "
+                                  "could not be expanded")
+    r, p = device.replica, device.partition
+    R, P = device.replica_count, device.num_partitions
+    if channel_id is not None and use_global_device_ids is True:
+        for g in groups or (tuple(range(R * P)),):
+            if device.id in g:
+                return list(g)
+        raise HloEvalError(f"device {device.id} is in no replica group")
+    if channel_id is not None and use_global_device_ids is None:
+        for g in groups or (tuple(range(P)),):
+            if p in g:
+                return [r * P + q for q in g]
+        raise HloEvalError(f"partition {p} is in no replica group")
+    for g in groups or (tuple(range(R)),):
+        if r in g:
+            if channel_id is None:
+                return [rep * P + p for rep in g]
+            return [rep * P + part for rep in g for part in range(P)]
+    raise HloEvalError(f"replica {r} is in no replica group")
+
+
+def _device(ctx) -> Device:
+    dev = getattr(ctx, "device", None)
+    if dev is None:
+        dev = ctx.device = single_device()
+    return dev
+
+
+def _gather(ctx, name, group, value):
+    dev = _device(ctx)
+    key = dev.next_key(name)
+    if dev.hub is None or group == [dev.id]:
+        return {dev.id: value}
+    return dev.hub.exchange(key, dev.id, group, value)
+
+
+def _combine(to_apply, values: list):
+    acc = values[0]
+    for v in values[1:]:
+        acc = to_apply(*acc, *v) if isinstance(acc, tuple) else to_apply(acc, v)
+    return acc
+
+
+@op("replica-id")
+def replica_id(*, shape, ctx):
+    return np.asarray(_device(ctx).replica, np.uint32)
+
+
+@op("partition-id")
+def partition_id(*, shape, ctx):
+    return np.asarray(_device(ctx).partition, np.uint32)
+
+
+def _group(ctx, replica_groups, channel_id, use_global_device_ids):
+    flag = None if use_global_device_ids is None else _flag(use_global_device_ids)
+    return participants(_device(ctx), replica_groups, channel_id, flag)
+
+
+@op("all-reduce", "all-reduce-start")
+def all_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None, channel_id=None,
+               use_global_device_ids=None, constrain_layout=None):
+    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = _gather(ctx, instruction_name, group, tuple(xs))
+    ordered = [values[d] for d in group]
+    if len(xs) == 1:
+        out = _combine(to_apply, [v[0] for v in ordered])
+        return contiguous(np.asarray(out).astype(xs[0].dtype, copy=False))
+    acc = ordered[0]
+    for v in ordered[1:]:
+        acc = tuple(np.asarray(a) for a in _as_tuple(to_apply(*acc, *v)))
+    return tuple(np.asarray(a).astype(x.dtype, copy=False) for a, x in zip(acc, xs))
+
+
+def _as_tuple(v):
+    return v if isinstance(v, tuple) else (v,)
+
+
+@op("all-gather", "all-gather-start")
+def all_gather(*xs, shape, dimensions, ctx, instruction_name, opcode, replica_groups=None,
+               channel_id=None, use_global_device_ids=None, constrain_layout=None):
+    (dim,) = tuple(dimensions)
+    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = _gather(ctx, instruction_name, group, tuple(xs))
+    outs = tuple(np.concatenate([values[d][i] for d in group], axis=dim) for i in range(len(xs)))
+    result = outs[0] if len(xs) == 1 else outs
+    if opcode == "all-gather-start":  # (operands, results)
+        return (xs[0] if len(xs) == 1 else tuple(xs), result)
+    return result
+
+
+@op("all-gather-done", "collective-permute-done")
+def collective_done(start, *, shape):
+    return start[1]
+
+
+@op("all-reduce-done")
+def all_reduce_done(start, *, shape):
+    return start
+
+
+@op("reduce-scatter")
+def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, replica_groups=None,
+                   channel_id=None, use_global_device_ids=None, constrain_layout=None):
+    (dim,) = tuple(dimensions)
+    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = _gather(ctx, instruction_name, group, tuple(xs))
+    me = group.index(_device(ctx).id)
+    outs = []
+    for i, x in enumerate(xs):
+        reduced = np.asarray(_combine(to_apply, [values[d][i] for d in group]))
+        chunk = x.shape[dim] // len(group)
+        index = [slice(None)] * x.ndim
+        index[dim] = slice(me * chunk, (me + 1) * chunk)
+        outs.append(contiguous(reduced[tuple(index)].astype(x.dtype, copy=False)))
+    return outs[0] if len(xs) == 1 else tuple(outs)
+
+
+@op("all-to-all")
+def all_to_all(*xs, shape, ctx, instruction_name, dimensions=None, replica_groups=None,
+               channel_id=None, constrain_layout=None):
+    group = _group(ctx, replica_groups, channel_id, None)
+    values = _gather(ctx, instruction_name, group, tuple(xs))
+    me = group.index(_device(ctx).id)
+    if dimensions:
+        (dim,) = tuple(dimensions)
+        pieces = []
+        for d in group:
+            (x,) = values[d]
+            chunk = x.shape[dim] // len(group)
+            index = [slice(None)] * x.ndim
+            index[dim] = slice(me * chunk, (me + 1) * chunk)
+            pieces.append(x[tuple(index)])
+        return contiguous(np.concatenate(pieces, axis=dim))
+    # tuple form: operand j of every participant goes to participant j
+    return tuple(values[d][me] for d in group)
+
+
+def _pairs(source_target_pairs) -> list[tuple[int, int]]:
+    return [tuple(int(v) for v in p) for p in source_target_pairs]
+
+
+@op("collective-permute", "collective-permute-start")
+def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_name, opcode,
+                       channel_id=None, slice_sizes=None):
+    dev = _device(ctx)
+    pairs = _pairs(source_target_pairs)
+    group = sorted({d for pair in pairs for d in pair} | {dev.id})
+    # every device reaches the rendezvous with its value; devices outside all pairs too
+    key = dev.next_key(instruction_name)
+    everyone = list(range(dev.replica_count * dev.num_partitions))
+    values = {dev.id: x} if dev.hub is None else dev.hub.exchange(key, dev.id, everyone, x)
+    del group
+    src = [s for s, t in pairs if t == dev.id]
+    result = values[src[0]].copy() if src else np.zeros_like(x)
+    if opcode == "collective-permute-start":
+        contexts = [np.zeros((), np.uint32)] * (len(shape.elements) - 2) \
+            if isinstance(shape, TupleShape) else []
+        return (x, result, *contexts)
+    return result
+
+
+@op("collective-broadcast")
+def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None, channel_id=None,
+                         has_dynamic_root=None):
+    group = _group(ctx, replica_groups, channel_id, None)
+    values = _gather(ctx, instruction_name, group, tuple(xs))
+    root = values[group[0]]
+    return root[0].copy() if len(xs) == 1 else tuple(v.copy() for v in root)
+
+
+@op("ragged-all-to-all")
+def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, recv_sizes, *,
+                      shape, ctx, instruction_name, replica_groups=None, channel_id=None):
+    """Participant ``i`` sends ``data[input_offsets[j] : +send_sizes[j]]`` (along dim 0)
+    to participant ``j``, which places it at ``output_offsets[j]`` (as sent by ``i``)
+    of its output."""
+    group = _group(ctx, replica_groups, channel_id, None)
+    mine = (data, input_offsets.astype(np.int64), send_sizes.astype(np.int64),
+            output_offsets.astype(np.int64))
+    values = _gather(ctx, instruction_name, group, mine)
+    me = group.index(_device(ctx).id)
+    out = output.copy()
+    for d in group:
+        src, in_off, sizes, out_off = values[d]
+        n = int(sizes[me])
+        if n:
+            out[int(out_off[me]):int(out_off[me]) + n] = src[int(in_off[me]):int(in_off[me]) + n]
+    return out
+
+
+# ---------------------------------------------------------------- send / recv, feeds
+
+
+def _peer_pairs(frontend_attributes) -> list[tuple[int, int]] | None:
+    if frontend_attributes is None:
+        return None
+    m = re.search(r'_xla_send_recv_source_target_pairs="?\{([^"]*)\}"?', str(frontend_attributes))
+    if not m:
+        return None
+    return [tuple(int(v) for v in p.split(",")) for p in re.findall(r"\{([^{}]*)\}", "{" + m.group(1) + "}")]
+
+
+def _flag(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).lower() == "true" if value is not None else False
+
+
+@op("send")
+def send(data, token, *, shape, ctx, channel_id=None, is_host_transfer=None,
+         frontend_attributes=None):
+    dev = _device(ctx)
+    if _flag(is_host_transfer):
+        dev.io.host_send.setdefault(int(channel_id or 0), []).append(data.copy())
+    else:
+        pairs = _peer_pairs(frontend_attributes)
+        targets = [t for s, t in pairs if s == dev.id] if pairs else [dev.id]
+        for t in targets:
+            key = ("channel", int(channel_id or 0), t)
+            if dev.hub is None:
+                ctx.__dict__.setdefault("_mailbox", {}).setdefault(key, deque()).append(data.copy())
+            else:
+                dev.hub.post(key, data.copy())
+    return (data, np.zeros((), np.uint32), TOKEN_VALUE)
+
+
+@op("send-done")
+def send_done(start, *, shape, channel_id=None, is_host_transfer=None):
+    return TOKEN_VALUE
+
+
+@op("recv")
+def recv(token, *, shape, ctx, channel_id=None, is_host_transfer=None, frontend_attributes=None):
+    dev = _device(ctx)
+    data_shape = shape.elements[0]
+    if _flag(is_host_transfer):
+        queue = dev.io.host_recv.get(int(channel_id or 0))
+        if not queue:
+            raise HloEvalError(f"recv from the host on channel {channel_id}: the host queue is "
+                               f"empty (pass host_recv={{channel: [values]}})")
+        value = np.asarray(queue.pop(0) if isinstance(queue, list) else queue.popleft())
+    else:
+        key = ("channel", int(channel_id or 0), dev.id)
+        if dev.hub is None:
+            box = ctx.__dict__.get("_mailbox", {}).get(key)
+            if not box:
+                raise HloEvalError(f"recv on channel {channel_id}: no matching send ran before it")
+            value = box.popleft()
+        else:
+            value = dev.hub.take(key)
+    value = value.astype(data_shape.element_type.dtype, copy=False).reshape(data_shape.dims)
+    return (value, np.zeros((), np.uint32), TOKEN_VALUE)
+
+
+@op("recv-done")
+def recv_done(start, *, shape, channel_id=None, is_host_transfer=None):
+    return (start[0], TOKEN_VALUE)
+
+
+@op("infeed")
+def infeed(token, *, shape, ctx, infeed_config=None):
+    io = _device(ctx).io
+    if not io.infeed:
+        raise HloEvalError("infeed: the infeed queue is empty (pass infeed=[values])")
+    value = io.infeed.popleft()
+    data_shape = shape.elements[0]
+    from hloref.api import coerce_argument
+    return (coerce_argument(value, data_shape, "infeed value"), TOKEN_VALUE)
+
+
+@op("outfeed")
+def outfeed(data, token, *, shape, ctx, outfeed_config=None, outfeed_shape=None):
+    _device(ctx).io.outfeed.append(data)
+    return TOKEN_VALUE
+
+
+# ---------------------------------------------------------------- running N devices
+
+
+def run_devices(module, per_device_args: list[list], *, limits=None, io: list | None = None,
+                timeout: float = 60.0) -> list:
+    """Run the entry computation on every device in its own thread; results in device order."""
+    from .interpreter import Interpreter
+    R, P = module.replica_count, module.num_partitions
+    n = R * P
+    if len(per_device_args) != n:
+        raise HloEvalError(f"the module runs on {n} devices ({R} replicas × {P} partitions): "
+                           f"give one argument list per device, got {len(per_device_args)}")
+    hub = Hub(n, timeout)
+    results: list = [None] * n
+    errors: list = [None] * n
+
+    def work(d):
+        interp = Interpreter(module, limits=limits)
+        interp.device = Device(d // P, d % P, R, P, hub, io[d] if io else DeviceIO())
+        try:
+            results[d] = interp.run(per_device_args[d])
+        except BaseException as exc:  # noqa: BLE001 - reported below, others released
+            errors[d] = exc
+            hub.fail(exc)
+
+    threads = [threading.Thread(target=work, args=(d,), daemon=True) for d in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first = next((e for e in errors if e is not None and "another device failed" not in str(e)),
+                 next((e for e in errors if e is not None), None))
+    if first is not None:
+        raise first
+    return results

@@ -1,0 +1,106 @@
+"""``ragged-dot`` and ``scaled-dot`` (operation_semantics §RaggedDot, §ScaledDot).
+
+Both reduce to ``dot``'s arithmetic (f64 accumulation, one rounding to the result
+type).
+
+``ragged-dot(lhs, rhs, group_sizes)``: the lhs ragged dimension is cut into
+consecutive groups of ``group_sizes[i]`` elements (elements past the total belong
+to no group). Three modes, by where the ragged dimension sits:
+
+* non-contracting: rows of group ``i`` multiply ``rhs[i]`` (``rhs_group_dims``
+  names the group dimension, which the result drops); rows in no group give 0;
+* contracting: the result gains a leading group dimension; result ``[i]`` sums
+  only over the contracting indices in group ``i``;
+* batch: like ``dot`` (the groups only partition the batch).
+
+``scaled-dot(lhs, rhs, lhs_scale, rhs_scale)`` (operand order as the instruction
+has it): each operand is multiplied by its scale broadcast in blocks (block size
+per dimension = operand size / scale size), then ``dot``. A rank-0 scale is 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hloref.errors import HloEvalError, HloUnsupportedError
+
+from .dot import _operand, dot
+from .numeric import contiguous, finish, to_float64
+from .registry import op
+
+OP_FAMILY = True
+
+
+@op("ragged-dot")
+def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dims=(),
+               lhs_contracting_dims=(), rhs_contracting_dims=(), lhs_ragged_dims=(),
+               rhs_group_dims=(), operand_precision=None, algorithm=None):
+    if group_sizes.ndim != 1:
+        raise HloUnsupportedError("ragged-dot", "cpu", "group_sizes of rank > 1 (per-batch "
+                                  "group sizes) are not supported yet")
+    (ragged,) = tuple(lhs_ragged_dims)
+    et = shape.element_type
+    sizes = group_sizes.astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    a = _operand(lhs, et)
+    b = _operand(rhs, et)
+    dims = dict(lhs_batch_dims=lhs_batch_dims, rhs_batch_dims=rhs_batch_dims,
+                lhs_contracting_dims=lhs_contracting_dims, rhs_contracting_dims=rhs_contracting_dims)
+
+    def restrict(x, axis, lo, hi):
+        mask = np.zeros(x.shape[axis], bool)
+        mask[max(lo, 0):min(hi, x.shape[axis])] = True
+        shape_ = [1] * x.ndim
+        shape_[axis] = -1
+        return np.where(mask.reshape(shape_), x, 0)
+
+    from hloref.shapes import ArrayShape
+    from hloref.types import from_dtype
+    wide_et = from_dtype(a.dtype)
+    if ragged in lhs_contracting_dims:
+        out_dims = shape.dims[1:]
+        parts = [dot(restrict(a, ragged, starts[i], starts[i + 1]), b,
+                     shape=ArrayShape(wide_et, out_dims), **dims) for i in range(len(sizes))]
+        result = np.stack(parts) if parts else np.zeros((0,) + tuple(out_dims), a.dtype)
+    elif ragged in lhs_batch_dims:
+        result = dot(a, b, shape=ArrayShape(wide_et, shape.dims), **dims)
+    else:
+        (group_dim,) = tuple(rhs_group_dims)
+        # shift rhs dims past the group dim, which the plain dot must not see
+        def shift(ds):
+            return tuple(d - (d > group_dim) for d in ds)
+        sub_dims = dict(dims, rhs_batch_dims=shift(rhs_batch_dims),
+                        rhs_contracting_dims=shift(rhs_contracting_dims))
+        result = np.zeros(shape.dims, a.dtype)
+        for i in range(len(sizes)):
+            rows = restrict(a, ragged, starts[i], starts[i + 1])
+            result = result + dot(rows, np.take(b, i, axis=group_dim),
+                                  shape=ArrayShape(wide_et, shape.dims), **sub_dims)
+    if tuple(result.shape) != tuple(shape.dims):
+        raise HloEvalError(f"ragged-dot computed {list(result.shape)}, expected {list(shape.dims)}")
+    return contiguous(finish(result, et))
+
+
+def _apply_scale(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    wide = to_float64(x)
+    if scale.ndim == 0:
+        return wide
+    if scale.ndim != x.ndim:
+        raise HloEvalError(f"scaled-dot: scale of rank {scale.ndim} for an operand of rank {x.ndim}")
+    s = to_float64(scale)
+    for axis, (n, m) in enumerate(zip(x.shape, scale.shape)):
+        if m == 0 or n % m:
+            raise HloEvalError(f"scaled-dot: operand dimension {n} is not a multiple of the "
+                               f"scale's {m}")
+        s = np.repeat(s, n // m, axis=axis)
+    return wide * s
+
+
+@op("scaled-dot")
+def scaled_dot(lhs, rhs, lhs_scale, rhs_scale, *, shape, lhs_batch_dims=(), rhs_batch_dims=(),
+               lhs_contracting_dims=(), rhs_contracting_dims=(), operand_precision=None,
+               algorithm=None):
+    return dot(_apply_scale(lhs, lhs_scale), _apply_scale(rhs, rhs_scale), shape=shape,
+               lhs_batch_dims=lhs_batch_dims, rhs_batch_dims=rhs_batch_dims,
+               lhs_contracting_dims=lhs_contracting_dims, rhs_contracting_dims=rhs_contracting_dims)
+
