@@ -160,9 +160,11 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
 # --------------------------------------------------------------------------- scatter
 
 def _overwrite_combiner(comp, n: int) -> bool:
-    """True when the combiner returns its update parameters unchanged (``ROOT p1`` or
-    ``ROOT tuple(pN, ..., p2N-1)``)."""
+    """True when the combiner returns its update parameters unchanged (``ROOT p1``,
+    ``ROOT copy(p1)`` or ``ROOT tuple(pN, ..., p2N-1)``)."""
     root = comp.root
+    while root is not None and root.opcode == "copy":
+        root = root.operands[0]
     if root is None:
         return False
     if n == 1 and root.opcode == "parameter":
@@ -305,11 +307,11 @@ def _combine(outs, targets, ups, to_apply, ctx, n):
     comp = to_apply.computation
     if _overwrite_combiner(comp, n):
         # the last update to each target (in order) wins
-        rev = targets[::-1]
-        _, first_in_rev = np.unique(rev, return_index=True)
-        keep = targets.size - 1 - first_in_rev
+        last = np.full(outs[0].size, -1, dtype=np.int64)
+        np.maximum.at(last, targets, np.arange(targets.size, dtype=np.int64))
+        written = np.nonzero(last >= 0)[0]
         for o, u in zip(outs, ups):
-            o[targets[keep]] = u[keep]
+            o[written] = u[last[written]]
         return
     if n == 1:
         kind = simple_reducer(comp)

@@ -27,9 +27,14 @@ cholesky_expander.cc``)
 ``triangular-solve`` (``left_side``, ``lower``, ``unit_diagonal``, ``transpose_a``)
     Solves ``op(a) x = b`` (left) or ``x op(a) = b`` (right), ``op`` one of identity,
     transpose, conjugate transpose (ADJOINT). Only the ``lower``/upper triangle of ``a``
-    is read; with ``unit_diagonal`` the diagonal is not read either (taken as 1). Forward
-    or back substitution, vectorised over the batch dims and right-hand sides; a zero
-    diagonal gives inf/NaN as IEEE division does.
+    is read; with ``unit_diagonal`` the diagonal is not read either (taken as 1). As
+    XLA:CPU's ``TriangularSolveExpander`` does for a single diagonal block (n <= 128),
+    the triangle is inverted (substitution on the identity, vectorised over the batch)
+    and ``b`` multiplied by the inverse (``einsum``, no BLAS zero-skipping), so inf/NaN in
+    ``b`` or a zero diagonal spread as in XLA:CPU (checked: a NaN in ``b`` poisons its
+    whole column; a zero pivot makes every row that depends on it NaN). For n > 128 XLA
+    works block by block; finite results agree up to rounding, non-finite patterns may
+    differ.
 ``fft`` (``fft_type``, ``fft_length`` over the 1-3 innermost dims)
     ``numpy.fft`` (pocketfft) in c128/f64: FFT ``fftn``, IFFT ``ifftn`` (1/N scaled),
     RFFT ``rfftn`` (last dim ``n // 2 + 1``), IRFFT ``irfftn`` with ``s=fft_length``
@@ -208,11 +213,15 @@ def triangular_solve(a, b, *, shape, left_side=False, lower=False, unit_diagonal
         M_lower = not low
     if np.iscomplexobj(B) or np.iscomplexobj(T):
         T, B = T.astype(np.complex128), B.astype(np.complex128)
-    if left:
-        X = _substitute(T, B, M_lower)
-    else:  # X T = B  <=>  T^T X^T = B^T
-        X = np.swapaxes(_substitute(np.swapaxes(T, -1, -2), np.swapaxes(B, -1, -2),
-                                    not M_lower), -1, -2)
+    # XLA:CPU (TriangularSolveExpander, one diagonal block up to 128) multiplies b by the
+    # inverse of the triangle; doing the same keeps its inf/NaN patterns (0 * inf).
+    eye = np.broadcast_to(np.eye(n, dtype=T.dtype), T.shape)
+    inv = _substitute(T, np.array(eye), M_lower)
+    with np.errstate(all="ignore"):
+        if left:
+            X = np.einsum("bij,bjk->bik", inv, B, optimize=False)
+        else:
+            X = np.einsum("bij,bjk->bik", B, inv, optimize=False)
     return _round(X.reshape(tuple(shape.dims)), et)
 
 

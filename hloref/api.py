@@ -133,9 +133,9 @@ def _deque(values):
 
 
 def supported_opcodes(backend: str = "cpu") -> frozenset[str]:
-    from hloref.evaluator.registry import load_all
+    from hloref.evaluator.registry import INTERPRETER_OPCODES, load_all
     if backend == "cpu":
-        return frozenset(load_all()) | {"parameter"}
+        return frozenset(load_all()) | INTERPRETER_OPCODES
     if backend == "gpu":
         from hloref.gpu import supported_opcodes as gpu_supported
         return frozenset(gpu_supported())

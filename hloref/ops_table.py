@@ -10,7 +10,7 @@ __all__ = ["ops_table", "format_ops_table"]
 
 def ops_table() -> list[tuple[str, str, str]]:
     """Rows ``(opcode, cpu status, gpu status)`` for every XLA opcode."""
-    from hloref.evaluator.registry import UNSUPPORTED, load_all
+    from hloref.evaluator.registry import INTERPRETER_OPCODES, UNSUPPORTED, load_all
     cpu = load_all()
     try:
         from hloref.gpu import gpu_status
@@ -19,7 +19,7 @@ def ops_table() -> list[tuple[str, str, str]]:
             return "no (the GPU backend is not installed)"
     rows = []
     for opcode in ALL_OPCODES:
-        if opcode in cpu or opcode == "parameter":
+        if opcode in cpu or opcode in INTERPRETER_OPCODES:
             status = "yes"
         else:
             status = "no: " + UNSUPPORTED.get(opcode, "not implemented yet")

@@ -196,6 +196,23 @@ def test_triangular_solve_narrow(t):
     check(text, [a, b], "triangular-solve", atol=8 * EPS[t])
 
 
+@pytest.mark.parametrize("left", ["true", "false"])
+@pytest.mark.parametrize("lower", ["true", "false"])
+def test_triangular_solve_non_finite_like_xla(left, lower):
+    # XLA multiplies by the inverse triangle: NaN/inf spread along whole columns/rows
+    a = np.array([[2, 3, 1], [1, 4, 2], [1, 1, 5]], np.float32)
+    b = np.array([[np.inf, 1, 1], [1, np.nan, 1], [1, 1, 1]], np.float32)
+    singular = a.copy()
+    singular[1, 1] = 0
+    text = module("  a = f32[3,3] parameter(0)\n  b = f32[3,3] parameter(1)\n"
+                  f"  ROOT x = f32[3,3] triangular-solve(a, b), left_side={left}, "
+                  f"lower={lower}, unit_diagonal=false, transpose_a=NO_TRANSPOSE")
+    for args in ([a, b], [singular, np.ones((3, 3), np.float32)]):
+        xla, ours = check(text, args, "triangular-solve", atol=1e-5)
+        np.testing.assert_array_equal(np.isnan(ours), np.isnan(xla))
+        np.testing.assert_array_equal(np.isinf(ours), np.isinf(xla))
+
+
 def test_triangular_solve_exact_small():
     # [[2, 0], [1, 4]] x = [[2], [9]] -> x = [[1], [2]]; the upper triangle is garbage
     a = np.array([[2, 99], [1, 4]], np.float64)
