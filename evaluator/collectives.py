@@ -415,6 +415,9 @@ def outfeed(data, token, *, shape, ctx, outfeed_config=None, outfeed_shape=None)
 # ---------------------------------------------------------------- running N devices
 
 
+_SERIAL_KERNELS = threading.Lock()
+
+
 def run_devices(module, per_device_args: list[list], *, limits=None, io: list | None = None,
                 timeout: float = 60.0) -> list:
     """Run the entry computation on every device in its own thread; results in device order."""
@@ -437,11 +440,19 @@ def run_devices(module, per_device_args: list[list], *, limits=None, io: list | 
             errors[d] = exc
             hub.fail(exc)
 
+    from . import narrow
     threads = [threading.Thread(target=work, args=(d,), daemon=True) for d in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    # Numba's default threading layer cannot run parallel kernels from several Python
+    # threads at once: the device threads use the serial kernels.
+    with _SERIAL_KERNELS:
+        saved, narrow.PARALLEL_THRESHOLD = narrow.PARALLEL_THRESHOLD, None
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            narrow.PARALLEL_THRESHOLD = saved
     first = next((e for e in errors if e is not None and "another device failed" not in str(e)),
                  next((e for e in errors if e is not None), None))
     if first is not None:

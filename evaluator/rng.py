@@ -70,7 +70,6 @@ OP_FAMILY = True
 
 __all__ = ["threefry2x32", "philox4x32", "RNG_KEY", "RNG_STATE_INITIAL"]
 
-_M32 = np.uint64(0xFFFFFFFF)
 _U64 = np.uint64
 #: Key of the per-interpreter stream behind the ``rng`` op.
 RNG_KEY = 0x68C0_5EED_1234_ABCD

@@ -36,12 +36,28 @@ layouts and module-level attributes do not survive the trip through StableHLO.
 
 Element types (TF 2.21, each checked by a parameter -> convert -> result round trip)
 ------------------------------------------------------------------------------------
-See :data:`TF_DTYPES` for the working ones (pred, s4/s8/s16/s32/s64, u4..u64, f16, bf16,
-f32, f64, c64, c128, f8e4m3fn, f8e5m2, f8e4m3fnuz, f8e5m2fnuz, f8e4m3b11fnuz — the set
-depends on what the probe in the test suite found, see :data:`UNSUPPORTED_TYPES` for the
-rest with the reason). Unsupported types are detected before anything is compiled and
-raise :class:`OracleUnsupported`; so do ``token`` parameters/results and the ``bitcast``
-opcode (same reasons as for :mod:`.xla`).
+* cross the boundary as themselves (:data:`TF_DTYPES`): pred, s8, s16, s32, s64, u8, u16,
+  u32, u64, f16, bf16, f32, f64, c64, c128, f8e4m3fn, f8e5m2, f8e4m3fnuz, f8e5m2fnuz,
+  f8e4m3b11fnuz.
+* cross it as a carrier (:data:`BOUNDARY_TYPES`; ``main`` is wrapped in StableHLO so TF
+  only sees the carrier, while TF's XLA still computes in the module's own type):
+  s2/u2/s4/u4 as s8/u8 (``convert``), f4e2m1fn as f32 (``convert``), f8e4m3 / f8e3m4 /
+  f8e8m0fnu as u8 (``bitcast_convert``). Why: TF's tf.int4/tf.uint4 buffers hold one
+  element per byte but TF's XLA reads them *packed* (``s4[4] {0,1,-1,2}`` arrives as
+  ``{0,0,1,0}``: a real TF bug, worked around here); tf.int2/uint2/float4_e2m1fn have no
+  XLA_CPU_JIT kernels ("No registered '_Arg' OpKernel for XLA_CPU_JIT"); the other f8 types
+  have no TF dtype at all.
+* raise :class:`OracleUnsupported` before anything is compiled (:data:`UNSUPPORTED_TYPES`):
+  s1/u1 (hlo_to_stablehlo maps them to i1), f6e2m3fn/f6e3m2fn. Also ``token`` parameters or
+  results, the ``bitcast`` opcode (layouts are lost in StableHLO, as for :mod:`.xla`), and ops
+  with no portable StableHLO form (``ragged-dot``, ``stochastic-convert``: the artifact
+  serializer fails to legalize ``mhlo.*``), which :mod:`.xla` can run since it compiles the
+  bytecode directly.
+
+Other verdicts: TF's own errors (an unknown custom-call target, shape errors in
+XlaCallModule's shape refinement, XLA compile errors) are :class:`OracleError`; TF compiles
+at the first ``run``, so compile errors surface there. TF's XLA:CPU flushes subnormals to
+zero at run time, like jaxlib's.
 
 Debug options
 -------------
@@ -117,6 +133,7 @@ UNSUPPORTED_TYPES: dict[str, str] = {
 }
 _UNSUPPORTED_RE = re.compile(r"(?<![\w.%-])(" + "|".join(UNSUPPORTED_TYPES) + r")\[")
 _BITCAST_RE = re.compile(r"[\]})]\s+bitcast\(")
+_MHLO_ONLY_RE = re.compile(r"failed to legalize operation '(mhlo\.\w+)'")
 
 _cache: OrderedDict[str, "TfExecutable"] = OrderedDict()
 _cache_lock = threading.Lock()
@@ -376,6 +393,11 @@ class TfExecutable:
         try:
             self._artifact = _jaxmod.mlir.serialize_portable_artifact(bytecode, TARGET_VERSION)
         except Exception as e:
+            m = _MHLO_ONLY_RE.search(str(e))
+            if m:  # an op with no StableHLO form (ragged-dot, stochastic-convert...)
+                raise OracleUnsupported(f"TF oracle cannot express {m.group(1)}: it has no "
+                                        f"portable StableHLO form, and XlaCallModule takes only "
+                                        f"portable StableHLO") from e
             raise OracleError(f"could not serialize the StableHLO module for version "
                               f"{TARGET_VERSION}: {_message(e)}") from e
         self._specs = [tf.TensorSpec(tuple(s.dimensions()), dt)
@@ -454,7 +476,9 @@ class TfExecutable:
     def optimized_hlo(self) -> str | None:
         """The HLO text of the module after TF's XLA optimization passes (None when TF
         would not say)."""
-        return self._compiler_ir("optimized_hlo")
+        if not hasattr(self, "_optimized"):  # TF compiles again to answer: keep the answer
+            self._optimized = self._compiler_ir("optimized_hlo")
+        return self._optimized
 
     def tf_hlo(self) -> str | None:
         """The HLO module TF handed to its XLA (before XLA's passes)."""

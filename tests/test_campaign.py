@@ -1,0 +1,172 @@
+"""Fuzz campaigns end to end: a tiny real campaign against XLA, a planted finding
+(a fake oracle that perturbs or crashes) reduced, deduplicated, written atomically
+and replayed, and a killed campaign that resumes without losing a finding."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import hloref
+from hloref.cli import main
+
+pytest.importorskip("jax")
+
+from hloref.fuzz import campaign as C  # noqa: E402
+from hloref.fuzz.workers import OracleResult, OracleWorker  # noqa: E402
+
+PLANT = "HloModule m\n\nENTRY e {\n  a = f32[4] parameter(0)\n  b = f32[4] parameter(1)\n" \
+        "  c = f32[4] add(a, b)\n  d = f32[4] multiply(c, b)\n  e = f32[4] exponential(a)\n" \
+        "  ROOT t = (f32[4], f32[4]) tuple(d, e)\n}\n"
+
+
+class PlantedWorker:
+    """The real XLA oracle, except that any module with a ``multiply`` comes back off
+    by one (``mode="perturb"``) or kills the oracle (``mode="crash"``)."""
+
+    def __init__(self, mode: str, inner: OracleWorker):
+        self.mode = mode
+        self.inner = inner
+        self.seconds = 0.0
+        self.oracle = "xla"
+
+    def run(self, text, args, **kw):
+        if " multiply(" in text and self.mode == "crash":
+            return OracleResult("crash", message="planted crash", signal="SIGABRT")
+        r = self.inner.run(text, args, **kw)
+        self.seconds = self.inner.seconds
+        if r.ok and " multiply(" in text and self.mode == "perturb":
+            r.value = _perturb(r.value)
+        return r
+
+    def close(self):
+        pass
+
+
+def _perturb(value):
+    if isinstance(value, tuple):
+        return tuple(_perturb(v) for v in value)
+    return (value.astype(np.float64) + 1).astype(value.dtype) if value.dtype.kind == "f" else value
+
+
+@pytest.fixture(scope="module")
+def xla():
+    w = OracleWorker("xla", timeout=120)
+    yield w
+    w.close()
+
+
+def _findings(out):
+    return sorted(n for n in os.listdir(out) if os.path.isfile(os.path.join(out, n, "finding.json")))
+
+
+def test_tiny_campaign_end_to_end(tmp_path, capsys):
+    out, summary = tmp_path / "out", tmp_path / "summary.json"
+    junit = tmp_path / "junit.xml"
+    code = main(["fuzz", "--examples", "5", "--seed", "0", "--out", str(out), "--json-summary",
+                 str(summary), "--junit", str(junit), "--no-blame"])
+    data = json.loads(summary.read_text())
+    assert code == (1 if data["new_findings"] else 0)
+    for key in ("programs", "instructions", "seconds", "opcodes_covered", "element_types_covered",
+                "findings", "oracle_seconds"):
+        assert key in data
+    assert data["programs"] == 5 and data["instructions"] >= 5
+    assert data["opcodes_covered"] and data["element_types_covered"]
+    assert data["oracle_seconds"] > 0
+    assert "programs: 5" in capsys.readouterr().out
+    assert junit.read_text().startswith("<?xml")
+
+
+def test_planted_mismatch_is_reduced_deduplicated_and_replayed(tmp_path, xla):
+    out = str(tmp_path / "out")
+    opts = C.CampaignOptions(out=out, worker_factory=lambda o: PlantedWorker("perturb", xla),
+                             blame=False)
+    runner = C._Runner(opts, 0, 0, None, None)
+    module = hloref.parse(PLANT)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(4).astype(np.float32) for _ in range(2)]
+    first = runner.handle(module, args, "xla", {"seed": 1})
+    assert first.kind == "finding" and first.report.culprit.innermost().opcode == "multiply"
+    runner.handle(module, args, "xla", {"seed": 2})  # the same failure again: a duplicate
+    assert runner.stats.duplicates == 1
+    found = _findings(out)
+    assert len(found) == 1 and found[0].startswith("mismatch-multiply-")
+    d = os.path.join(out, found[0])
+    assert sorted(os.listdir(d)) == ["actual.npz", "expected.npz", "finding.json", "inputs.npz",
+                                     "module.hlo", "report.md"]
+    meta = json.load(open(os.path.join(d, "finding.json")))
+    assert meta["signature"]["opcodes"] == ["multiply"] and meta["verdict"] == "mismatch"
+    assert meta["seed"] == {"seed": 1}
+    reduced = hloref.parse(open(os.path.join(d, "module.hlo")).read())
+    assert {i.opcode for i in reduced.entry.instructions} <= {"parameter", "multiply"}
+    assert not [n for n in os.listdir(out) if n.startswith(".finding-")]  # nothing half-written
+    assert not os.listdir(os.path.join(out, "pending"))
+    # replay: the planted oracle still disagrees, the real one agrees (the "bug" is fixed)
+    again = C.replay([out], worker_factory=lambda o: PlantedWorker("perturb", xla))
+    assert [r["reproduces"] for r in again] == [True]
+    fixed = C.replay([d], worker_factory=lambda o: PlantedWorker("none", xla))
+    assert [r["reproduces"] for r in fixed] == [False]
+
+
+def test_planted_crash_is_a_finding(tmp_path, xla):
+    out = str(tmp_path / "out")
+    opts = C.CampaignOptions(out=out, worker_factory=lambda o: PlantedWorker("crash", xla))
+    runner = C._Runner(opts, 0, 0, None, None)
+    module = hloref.parse(PLANT)
+    args = [np.ones(4, np.float32), np.ones(4, np.float32)]
+    outcome = runner.handle(module, args, "xla", None)
+    assert outcome.kind == "finding" and outcome.verdict == "crash"
+    found = _findings(out)
+    assert len(found) == 1 and found[0].startswith("crash-")
+    reduced = open(os.path.join(out, found[0], "module.hlo")).read()
+    assert "multiply(" in reduced and "exponential(" not in reduced
+
+
+def test_known_differences_are_not_findings(tmp_path, xla):
+    text = ("HloModule m\n\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] parameter(1)\n"
+            "  ROOT c = f32[2] multiply(a, b)\n}\n")
+    module = hloref.parse(text)
+    # a subnormal times a large number: XLA:CPU flushes the input to zero
+    args = [np.array([1e-39, 1.0], np.float32), np.array([1e30, 1.0], np.float32)]
+    outcome = C.check_program(module, args, xla)
+    assert outcome.kind == "known" and outcome.known == "ftz"
+
+
+def test_killed_campaign_resumes_without_losing_findings(tmp_path, xla):
+    out = str(tmp_path / "out")
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    proc = subprocess.Popen([sys.executable, "-m", "hloref", "fuzz", "--time", "5m", "--out", out,
+                             "--seed", "3", "--no-blame"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        stats = os.path.join(out, ".stats", "worker-0.json")
+        while time.time() < deadline:
+            if os.path.exists(stats) and json.load(open(stats))["done"] >= 2:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the campaign made no progress")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    # a finding the killed run had recorded but not reduced yet
+    module = hloref.parse(PLANT)
+    args = [np.full(4, 2, np.float32), np.full(4, 3, np.float32)]
+    C._write_pending(out, "planted", module, args, {"oracle": "xla", "verdict": "mismatch",
+                                                    "seed": 7, "key": "planted"})
+    opts = C.CampaignOptions(out=out, examples=1, seed=3, blame=False, quiet=True,
+                             worker_factory=lambda o: PlantedWorker("perturb", xla))
+    summary = C.run_campaign(opts)
+    assert summary["totals"]["programs"] >= 3  # the killed run's programs are kept
+    assert any(n.startswith("mismatch-multiply-") for n in _findings(out))
+    assert not [n for n in os.listdir(os.path.join(out, "pending")) if not n.startswith(".")]
+    state = json.load(open(os.path.join(out, "campaign.json")))
+    assert state["examples_started"] >= 3
