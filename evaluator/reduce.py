@@ -84,54 +84,64 @@ def _move_reduced_last(x: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     return moved.reshape(moved.shape[:len(kept)] + (n,))
 
 
-def _fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et) -> np.ndarray:
-    """Reduce the last axis of ``x`` with a recognised reducer, then combine with ``init``."""
+def _fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.ndarray | None:
+    """Reduce ``x`` over ``axis`` (an int or tuple) with a recognised reducer, then
+    combine with ``init``. Works in place of a transposed copy: numpy reduces the
+    axes directly (float add/multiply accumulate in f64 on the fly)."""
     from .elementwise import _ieee_max_min  # shared NaN/±0 rule
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
+    kept = tuple(n for d, n in enumerate(x.shape) if d not in axes)
+    empty = any(x.shape[a] == 0 for a in axes)
     with np.errstate(all="ignore"):
         if et.is_float or et.is_complex:
             if kind in ("add", "multiply"):
-                wide, wide_init = to_float64(x), to_float64(init)
+                wide_dtype = np.complex128 if et.is_complex else np.float64
+                values = x if not et.is_narrow_float else to_float64(x)
+                wide_init = to_float64(init)
                 if kind == "add":
-                    total = wide.sum(axis=-1) + wide_init
+                    total = np.add.reduce(values, axis=axes, dtype=wide_dtype) + wide_init
                 else:
-                    total = wide.prod(axis=-1) * wide_init
+                    total = np.multiply.reduce(values, axis=axes, dtype=wide_dtype) * wide_init
                 return finish(np.asarray(total), et)
             if kind in ("maximum", "minimum"):
+                if et.is_complex:
+                    return None
                 take_max = kind == "maximum"
                 values, start = compute_array(x), compute_array(init)
                 fn = _ieee_max_min(take_max)
-                if values.shape[-1] == 0:
-                    return finish(np.broadcast_to(start, values.shape[:-1]).copy(), et)
-                if et.is_complex:
-                    return None
-                best = values.max(axis=-1) if take_max else values.min(axis=-1)
+                if empty:
+                    return finish(np.broadcast_to(start, kept).copy(), et)
+                best = values.max(axis=axes) if take_max else values.min(axis=axes)
                 is_zero = best == 0
                 if np.any(is_zero):
                     zeros = values == 0
                     signs = np.signbit(values)
                     if take_max:  # +0 wins if any +0 is present
-                        pick_neg = ~np.any(zeros & ~signs, axis=-1)
+                        pick_neg = ~np.any(zeros & ~signs, axis=axes)
                     else:  # -0 wins if any -0 is present
-                        pick_neg = np.any(zeros & signs, axis=-1)
+                        pick_neg = np.any(zeros & signs, axis=axes)
                     best = np.where(is_zero, np.where(pick_neg, -0.0, 0.0).astype(best.dtype), best)
                 return finish(fn(best, start), et)
             return None
-        if et.is_integer or et.is_pred:
-            dt = int_compute_dtype(et) if et.is_integer else np.dtype(np.int64)
-            values, start = x.astype(dt), init.astype(dt)
+        if et.is_pred:
+            ufunc = {"add": np.logical_or, "multiply": np.logical_and, "maximum": np.logical_or,
+                     "minimum": np.logical_and, "and": np.logical_and, "or": np.logical_or,
+                     "xor": np.logical_xor}[kind]
+            acc = ufunc.reduce(x, axis=axes) if not empty else np.broadcast_to(init, kept)
+            return np.asarray(ufunc(acc, init)).astype(bool)
+        if et.is_integer:
+            dt = int_compute_dtype(et)
             ufunc = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
                      "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
                      "xor": np.bitwise_xor}[kind]
-            if et.is_pred:
-                ufunc = {"add": np.logical_or, "multiply": np.logical_and, "maximum": np.logical_or,
-                         "minimum": np.logical_and, "and": np.logical_and, "or": np.logical_or,
-                         "xor": np.logical_xor}[kind]
-                values, start = x, init
-                acc = ufunc.reduce(values, axis=-1) if values.shape[-1] else np.broadcast_to(start, values.shape[:-1])
-                return np.asarray(ufunc(acc, start)).astype(bool)
-            if values.shape[-1] == 0:
-                return finish(np.broadcast_to(start, values.shape[:-1]).copy(), et)
-            acc = ufunc.reduce(values, axis=-1)
+            start = init.astype(dt)
+            if empty:
+                return finish(np.broadcast_to(start, kept).copy(), et)
+            if kind in ("add", "multiply"):
+                acc = ufunc.reduce(x, axis=axes, dtype=dt)
+            else:
+                acc = ufunc.reduce(x.astype(dt), axis=axes)
             return finish(np.asarray(ufunc(acc, start)), et)
     return None
 
@@ -198,14 +208,14 @@ def reduce(*operands, shape, dimensions, to_apply, ctx):
         raise HloEvalError(f"reduce takes N inputs and N init values, got {len(operands)} operands")
     inputs, inits = list(operands[:n]), list(operands[n:])
     dims = tuple(dimensions)
-    moved = [_move_reduced_last(x, dims) for x in inputs]
     result_shapes = shape.elements if isinstance(shape, TupleShape) else (shape,)
     if n == 1:
         kind = simple_reducer(to_apply.computation)
         if kind is not None and element_type_of(inputs[0]) == result_shapes[0].element_type:
-            out = _fast_reduce(kind, moved[0], inits[0], result_shapes[0].element_type)
+            out = _fast_reduce(kind, inputs[0], inits[0], result_shapes[0].element_type, axis=dims)
             if out is not None:
                 return contiguous(out.reshape(result_shapes[0].dims))
+    moved = [_move_reduced_last(x, dims) for x in inputs]
     apply, vectorized = reducer_applier(to_apply, ctx)
     outs = (tree_reduce if vectorized else sequential_reduce)(apply, moved, inits)
     outs = [contiguous(o.reshape(s.dims)).astype(s.element_type.dtype, copy=False)
