@@ -223,3 +223,45 @@ def mulhi64_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     else:
         _mulhi_u_kernel(a, b, out)
     return out
+
+
+@numba.njit(cache=True)
+def _sum_f64_3d(x, out):
+    """out[o, i] = sum over r of x[o, r, i], accumulated in f64 in index order."""
+    n_outer, n_red, n_inner = x.shape
+    for o in range(n_outer):
+        for i in range(n_inner):
+            out[o, i] = 0.0
+        for r in range(n_red):
+            for i in range(n_inner):
+                out[o, i] += x[o, r, i]
+
+
+@numba.njit(cache=True, fastmath={"reassoc"})
+def _sum_rows_f64(x, out):
+    """out[o] = sum of x[o, :] in f64; reassociation lets LLVM keep several partial
+    sums (SIMD), which changes only the order of exact-ish f64 additions."""
+    n_outer, n_red = x.shape
+    for o in range(n_outer):
+        acc = 0.0
+        for r in range(n_red):
+            acc += np.float64(x[o, r])
+        out[o] = acc
+
+
+def sum_f64(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray | None:
+    """f64 sum of an f32/f64 array over adjacent ``axes`` (None if not adjacent)."""
+    axes = tuple(sorted(axes))
+    if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or not x.flags.c_contiguous:
+        return None
+    if x.dtype not in (np.float32, np.float64):
+        return None
+    outer = int(np.prod(x.shape[:axes[0]], dtype=np.int64))
+    red = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    inner = int(np.prod(x.shape[axes[-1] + 1:], dtype=np.int64))
+    out = np.empty((outer, inner), np.float64)
+    if inner == 1:
+        _sum_rows_f64(x.reshape(outer, red), out.reshape(outer))
+    else:
+        _sum_f64_3d(x.reshape(outer, red, inner), out)
+    return out.reshape(tuple(n for d, n in enumerate(x.shape) if d not in axes))

@@ -100,7 +100,11 @@ def _fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.
                 values = x if not et.is_narrow_float else to_float64(x)
                 wide_init = to_float64(init)
                 if kind == "add":
-                    total = np.add.reduce(values, axis=axes, dtype=wide_dtype) + wide_init
+                    from .kernels import sum_f64
+                    total = sum_f64(values, axes) if not et.is_complex else None
+                    if total is None:
+                        total = np.add.reduce(values, axis=axes, dtype=wide_dtype)
+                    total = total + wide_init
                 else:
                     total = np.multiply.reduce(values, axis=axes, dtype=wide_dtype) * wide_init
                 return finish(np.asarray(total), et)
