@@ -64,7 +64,7 @@ def cmd_diff(args) -> int:
             print(blame.table())
         if finding:
             print(f"\nreduced reproducer written to {finding}")
-    if report.verdict == "match":
+    if report.verdict in ("match", "known-gap"):
         return cli.EXIT_OK
     if report.verdict in ("mismatch", "crash", "timeout"):
         return cli.EXIT_MISMATCH

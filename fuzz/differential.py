@@ -25,7 +25,7 @@ from hloref.errors import HloError
 from hloref.ir import Computation, Instruction, Module
 from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
 
-from .compare import Verdict, accumulation_atol, compare_values
+from .compare import Verdict, accumulation_atol, compare_values, known_gap
 from .workers import OracleResult, OracleWorker
 
 __all__ = ["DiffReport", "IsolatedInstruction", "diff", "isolate", "isolated_module"]
@@ -57,8 +57,9 @@ class IsolatedInstruction:
 
 @dataclass
 class DiffReport:
-    """``verdict``: match, mismatch, crash, timeout, unsupported, error (hloref or oracle
-    rejected the module)."""
+    """``verdict``: match, mismatch, known-gap (a documented implementation-defined
+    difference, ``compare.KNOWN_GAPS``), crash, timeout, unsupported, error (hloref or
+    the oracle rejected the module)."""
 
     verdict: str
     oracle: str
@@ -69,6 +70,8 @@ class DiffReport:
     culprit: IsolatedInstruction | None = None
     isolated: list[IsolatedInstruction] = field(default_factory=list)
     explained_by_rounding: bool = False
+    #: key of ``compare.KNOWN_GAPS`` explaining a difference (verdict ``known-gap``)
+    known_gap: str | None = None
     oracle_result: OracleResult | None = None
     hloref_seconds: float = 0.0
     oracle_seconds: float = 0.0
@@ -83,6 +86,9 @@ class DiffReport:
             lines.append(self.message)
         if self.comparison is not None and not self.comparison.ok:
             lines.append(f"final result: {self.comparison}")
+        if self.known_gap:
+            from .compare import KNOWN_GAPS
+            lines.append(f"known semantic gap ({self.known_gap}): {KNOWN_GAPS[self.known_gap]}")
         if self.explained_by_rounding:
             lines.append("every instruction agrees in isolation: the final difference is "
                          "rounding accumulated along the program, not a miscompilation")
@@ -290,6 +296,11 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
             return report
         if report.culprit is None and localize and _looks_like_rounding(report.comparison, ours):
             report.explained_by_rounding = True
+            return report
+        gap = known_gap(module, values)
+        if gap is not None:
+            report.verdict = "known-gap"
+            report.known_gap = gap
             return report
         report.verdict = "mismatch"
         if report.culprit is None:
