@@ -82,17 +82,33 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
     # most one of the two counts above 1, so output features are (BG, G, O') ordered.
     xg = x.reshape((bg, n // bg, g, ci) + x.shape[2:])
     wg = w.reshape((bg, g, o // (g * bg), ci) + w.shape[2:])
-    acc = np.zeros((bg, n // bg, g, wg.shape[2]) + tuple(out_spatial),
-                   np.result_type(x.dtype, w.dtype))
-    if all(s > 0 for s in out_spatial):
+    op_ = wg.shape[2]
+    kernel_positions = list(itertools.product(*(range(s) for s in w.shape[2:])))
+    out_size = int(np.prod(out_spatial, dtype=np.int64))
+    if out_size and kernel_positions and ci:
+        # im2col: patches (BG, G, N/BG * out, C/G * K) @ kernel (BG, G, C/G * K, O')
+        patches = np.empty((bg, n // bg, g, ci, len(kernel_positions)) + tuple(out_spatial),
+                           x.dtype)
+        for kk, k in enumerate(kernel_positions):
+            region = tuple(slice(ki * wd.window_dilation,
+                                 ki * wd.window_dilation + (os - 1) * wd.stride + 1, wd.stride)
+                           for ki, wd, os in zip(k, wdims, out_spatial))
+            patches[:, :, :, :, kk] = xg[(slice(None),) * 4 + region]
+        nsp = len(out_spatial)
+        lhs = patches.transpose((0, 2, 1) + tuple(range(5, 5 + nsp)) + (3, 4)).reshape(
+            bg, g, (n // bg) * out_size, ci * len(kernel_positions))
+        rhs = wg.reshape(bg, g, op_, ci, len(kernel_positions)).transpose(0, 1, 3, 4, 2).reshape(
+            bg, g, ci * len(kernel_positions), op_)
         with np.errstate(all="ignore"):
-            for k in itertools.product(*(range(s) for s in w.shape[2:])):
-                region = tuple(slice(ki * wd.window_dilation,
-                                     ki * wd.window_dilation + (os - 1) * wd.stride + 1, wd.stride)
-                               for ki, wd, os in zip(k, wdims, out_spatial))
-                xs = xg[(slice(None),) * 4 + region]  # (BG, N/BG, G, C/G, out...)
-                wk = wg[(slice(None),) * 4 + k]        # (BG, G, O', C/G)
-                acc += np.einsum("bngc...,bgoc->bngo...", xs, wk, optimize=True)
+            if bg * g == 1:
+                prod = np.matmul(lhs[0, 0], rhs[0, 0])[None, None]
+            else:
+                prod = np.matmul(lhs, rhs)
+        # (BG, G, N/BG, out..., O') -> (BG, N/BG, G, O', out...)
+        prod = prod.reshape((bg, g, n // bg) + tuple(out_spatial) + (op_,))
+        acc = prod.transpose((0, 2, 1, 3 + nsp) + tuple(range(3, 3 + nsp)))
+    else:
+        acc = np.zeros((bg, n // bg, g, op_) + tuple(out_spatial), np.result_type(x.dtype, w.dtype))
     result = acc.transpose((1, 0, 2, 3) + tuple(range(4, acc.ndim)))  # (N/BG, BG, G, O', ...)
     result = result.reshape((n // bg, o) + tuple(out_spatial))
     out_order = (dn.output_batch_dimension, dn.output_feature_dimension) + tuple(dn.output_spatial_dimensions)

@@ -59,7 +59,8 @@ def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contractin
     a, lhs_free = _arrange(_operand(lhs, et), lhs_batch_dims, lhs_contracting_dims, True)
     b, rhs_free = _arrange(_operand(rhs, et), rhs_batch_dims, rhs_contracting_dims, False)
     with np.errstate(all="ignore"):
-        product = np.matmul(a, b)
+        # numpy's stacked matmul with a batch of one is much slower than the 2-D BLAS call
+        product = np.matmul(a[0], b[0])[None] if a.shape[0] == 1 else np.matmul(a, b)
     batch_dims = [lhs.shape[d] for d in lhs_batch_dims]
     product = product.reshape(batch_dims + lhs_free + rhs_free)
     if et.is_pred:
