@@ -45,9 +45,19 @@ def _bits_unsigned(x: np.ndarray) -> np.ndarray:
         x.astype(np.uint64) & mask
 
 
-@numba.vectorize(["float64(float64)"], cache=True)
+@numba.njit(cache=True)
+def _erf_kernel(x, out):
+    for i in range(x.size):
+        out[i] = math.erf(x[i])
+
+
 def _erf64(x):
-    return math.erf(x)
+    """erf of an f64 array (Numba's ``math.erf``: the host libm's)."""
+    x = np.asarray(x, np.float64)
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty_like(flat)
+    _erf_kernel(flat, out)
+    return out.reshape(x.shape)
 
 
 def _logistic(x):

@@ -514,7 +514,12 @@ class _Runner:
     def handle(self, module, args, oracle: str, seed_info) -> Outcome:
         worker = self.worker(oracle)
         w0 = getattr(worker, "seconds", 0.0)
-        outcome = check_program(module, args, worker, oracle=oracle, timeout=self.opts.timeout)
+        try:
+            outcome = check_program(module, args, worker, oracle=oracle, timeout=self.opts.timeout)
+        except Exception as exc:  # noqa: BLE001 - a bug in hloref/diff: count it, go on
+            self.stats.outcomes["internal-error"] += 1
+            self.stats.rejected[f"internal error: {type(exc).__name__}: {exc}"[:120]] += 1
+            return Outcome("rejected", "error", message=str(exc))
         self.stats.oracle_seconds += getattr(worker, "seconds", 0.0) - w0
         if outcome.report is not None:
             self.stats.hloref_seconds += getattr(outcome.report, "hloref_seconds", 0.0)
@@ -526,7 +531,12 @@ class _Runner:
             self.stats.rejected[(outcome.message or "").splitlines()[0][:120]
                                 if outcome.message else outcome.verdict] += 1
         elif outcome.kind == "finding":
-            self.record(module, args, outcome, oracle, seed_info)
+            try:
+                self.record(module, args, outcome, oracle, seed_info)
+            except Exception as exc:  # noqa: BLE001 - a campaign never dies on one program
+                self.stats.outcomes["internal-error"] += 1
+                print(f"hloref fuzz: could not record a finding: {type(exc).__name__}: {exc}",
+                      file=sys.stderr)
         return outcome
 
     def record(self, module, args, outcome: Outcome, oracle: str, seed_info) -> None:

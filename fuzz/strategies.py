@@ -1538,7 +1538,8 @@ def random_inputs(module: Module, seed: int, mode: str = "normal") -> list:
 def _value(shape: Shape, rng, mode, hint):
     if isinstance(shape, TupleShape):
         return tuple(_value(s, rng, mode, None) for s in shape.elements)
-    return _random_array(shape, rng, mode, hint)
+    # always an ndarray (numpy hands back scalars for 0-d draws), of the exact dtype
+    return np.asarray(_random_array(shape, rng, mode, hint)).astype(shape.element_type.dtype)
 
 
 def inputs_for(module: Module, *, modes=("normal", "normal", "normal", "wide", "special")
