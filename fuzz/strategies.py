@@ -493,7 +493,9 @@ class _Builder:
 def _identity(et: ElementType, kind: str):
     if kind == "add" or kind == "or":
         return 0 if not et.is_pred else False
-    if kind == "multiply" or kind == "and":
+    if kind == "and":  # all bits set
+        return True if et.is_pred else (-1 if et.is_signed_integer else et.max_value)
+    if kind == "multiply":
         return 1 if not et.is_pred else True
     if et.is_pred:
         return kind == "minimum"
