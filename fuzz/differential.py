@@ -135,6 +135,15 @@ def _has_token(shape) -> bool:
     return any(isinstance(s, TokenShape) for s in flatten_shape(shape))
 
 
+def _magnitude(value):
+    """|value| in the value's own dtype (complex: |z| + 0j), for accumulation bounds."""
+    if not isinstance(value, np.ndarray) or value.dtype.kind in "biu" or value.dtype == np.bool_:
+        return value
+    if value.dtype.kind == "c":
+        return np.abs(value).astype(value.dtype)
+    return np.abs(value.astype(np.float64)).astype(value.dtype)
+
+
 def _accumulation_atol(module: Module, instr: Instruction, operands: list):
     """Σ|terms| bound for accumulating ops: the op evaluated by hloref on |operands|."""
     from hloref.evaluator.interpreter import Interpreter
@@ -142,8 +151,7 @@ def _accumulation_atol(module: Module, instr: Instruction, operands: list):
         return None
     try:
         iso = isolated_module(module, instr)
-        abs_ops = [np.abs(o.astype(np.float64)).astype(o.dtype) if isinstance(o, np.ndarray)
-                   and o.dtype.kind not in "biu" and o.dtype != np.bool_ else o for o in operands]
+        abs_ops = [_magnitude(o) for o in operands]
         magnitude = Interpreter(iso).run(abs_ops)
     except Exception:  # noqa: BLE001 - a bound is best effort; fall back to no atol
         return None
