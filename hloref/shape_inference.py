@@ -316,6 +316,10 @@ def infer_convert(operand: Shape, *, result_element_type: ElementType | None = N
     et = _req(result_element_type, "result_element_type")
     if not et.is_array:
         raise ShapeError(f"convert: result element type must be an array type, got {et.name}")
+    if a.element_type.is_complex and not et.is_complex:
+        # XLA's ShapeInference::InferConvertShape: complex -> real needs real()/imag()
+        raise ShapeError(f"convert: cannot convert complex {a.element_type.name} to "
+                         f"{et.name}; use real or imag first")
     return _mk(et, a.dims)
 
 
