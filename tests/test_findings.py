@@ -1,0 +1,57 @@
+"""Stored findings: hloref's reference values checked by hand, and each still
+reproduces on the pinned jaxlib (``hloref replay``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import hloref
+from hloref.cli import read_npz
+
+ROOT = Path(__file__).resolve().parents[1] / "findings" / "xla-cpu-jaxlib-0.10.2"
+
+
+def _load(name):
+    d = ROOT / name
+    module = hloref.parse((d / "module.hlo").read_text())
+    arrays = read_npz(str(d / "inputs.npz"))
+    args = [a.view(p.shape.element_type.dtype) if a.dtype != p.shape.element_type.dtype else a
+            for a, p in zip(arrays, module.entry.parameters)]
+    return module, args
+
+
+def test_sort_s2_reference_is_the_sorted_permutation():
+    module, args = _load("sort-s2-not-a-permutation")
+    out = hloref.evaluate(module, *args)
+    row = args[0].astype(np.int8)[0]
+    np.testing.assert_array_equal(out.astype(np.int8)[0], np.sort(row))
+
+
+def test_convert_f4e2m1fn_reference_truncates():
+    module, args = _load("convert-f4e2m1fn-to-s64-saturates")
+    x = np.array([-6, 6, -1.5, 0.5, 4], ml_dtypes.float4_e2m1fn)
+    text = "HloModule m\nENTRY e {\n  p = f4e2m1fn[5] parameter(0)\n  ROOT c = s64[5] convert(p)\n}\n"
+    assert hloref.evaluate(text, x).tolist() == [-6, 6, -1, 0, 4]
+    assert hloref.evaluate(module, *args).item() == int(np.trunc(float(args[0])))
+
+
+def test_concatenate_and_divide_references():
+    module, args = _load("concatenate-s2-aborts")
+    out = hloref.evaluate(module, *args)
+    np.testing.assert_array_equal(out.astype(np.int8),
+                                  np.concatenate([args[0], args[0]], axis=1).astype(np.int8))
+    module, args = _load("divide-u2-constant-zero-sigfpe")
+    assert int(hloref.evaluate(module, *args)) == 3  # u2: 0 / 0 = all ones
+
+
+def test_findings_still_reproduce():
+    pytest.importorskip("jax")
+    from hloref.fuzz.campaign import replay
+    results = replay([str(ROOT)])
+    assert len(results) == 5
+    not_reproducing = [r["path"] for r in results if not r["reproduces"]]
+    assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
