@@ -34,11 +34,13 @@ DTYPE_ULPS: dict[str, float] = {
     "f8e8m0fnu": 1, "c64": 2, "c128": 2,
 }
 
-#: Extra ULPs per opcode for f32 (and narrower, after rounding) where XLA:CPU uses
-#: approximations; XLA's accuracy budgets (HLO_SURFACE §4.8) plus one for our rounding.
+#: Extra ULPs per opcode where XLA:CPU uses approximations: XLA's accuracy budgets
+#: (HLO_SURFACE §4.8) plus one for our rounding, widened where XLA was measured
+#: further off (erf f32: 4 ULP below 1; tanh f64: 6 ULP just above -1). Applied to
+#: every float width (narrow types round them away).
 OPCODE_ULPS: dict[str, float] = {
-    "exponential": 7, "exponential-minus-one": 7, "log": 2, "log-plus-one": 2, "tanh": 4,
-    "atan": 4, "atan2": 4, "erf": 3, "tan": 3, "sine": 2, "cosine": 2, "cbrt": 2, "rsqrt": 2,
+    "exponential": 7, "exponential-minus-one": 7, "log": 2, "log-plus-one": 2, "tanh": 8,
+    "atan": 4, "atan2": 4, "erf": 5, "tan": 3, "sine": 2, "cosine": 2, "cbrt": 2, "rsqrt": 2,
     "sqrt": 1, "power": 8, "logistic": 8, "sinh": 8, "cosh": 8, "asin": 4, "acos": 4,
     "asinh": 8, "acosh": 8, "atanh": 8,
 }
@@ -86,7 +88,7 @@ def tolerance_for(et: ElementType, opcode: str | None = None, *, atol: float = 0
     if not (et.is_float or et.is_complex):
         return Tolerance(0, 0.0, ftz)
     ulps = DTYPE_ULPS.get(et.name, 2)
-    if opcode in OPCODE_ULPS and et.name != "f64":
+    if opcode in OPCODE_ULPS:
         ulps = max(ulps, OPCODE_ULPS[opcode])
     return Tolerance(ulps, atol, ftz)
 

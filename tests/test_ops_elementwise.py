@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import zlib
+
 import mpmath
 import numpy as np
 import pytest
@@ -143,6 +145,15 @@ def _e8m0_normal_in_f32(v):
     return v[(bits >= 67) & (bits <= 187) | (bits == 0xFF)]
 
 
+def _e8m0_ftz(ours, theirs):
+    """XLA:CPU computes f8e8m0fnu results in f32 and flushes a result below 2^-126 to 0,
+    which f8e8m0fnu encodes as NaN; hloref rounds it to 2^-127 (0x00, ml_dtypes' rule).
+    Where exactly that happened, take hloref's value (a KNOWN_DIFFERENCES entry)."""
+    if theirs.dtype != dtype("f8e8m0fnu"):
+        return theirs
+    return np.where((ours.view(np.uint8) == 0) & np.isnan(theirs.astype(np.float32)), ours, theirs)
+
+
 def _tolerance(opcode: str, t: str, ours, x=None, y=None):
     """(Tolerance or None, atol or None) for one leaf, with the reasons inline."""
     e = et(t)
@@ -162,8 +173,13 @@ def _tolerance(opcode: str, t: str, ours, x=None, y=None):
         from hloref.fuzz.compare import OPCODE_ULPS
         if opcode in OPCODE_ULPS:
             # compare.py gives f64 only DTYPE_ULPS (2) but XLA's own f64 budgets are higher
-            # (accuracy_budget.h: tanh 4, cbrt 2); seen: tanh off by 3 ULP.
-            tol = Tolerance(5, 0.0, True)
+            # (accuracy_budget.h: tanh 4, cbrt 2); seen: tanh off by 6 ULP just above -1
+            # (where the result's ULP is half that of the binade the budget is measured in).
+            tol = Tolerance(8, 0.0, True)
+    if opcode == "erf" and t == "f32":
+        # just below 1 the result's ULP is 2^-24; XLA's erf (2 ULP budget measured on the
+        # binade above) was seen 4 ULP off at -0.99998
+        tol = Tolerance(5, 0.0, True)
     return tol, atol
 
 
@@ -173,7 +189,8 @@ def _check_leaves(ops, t, ours, theirs, text, x=None, y=None):
         if (o, t) in XLA_DIFFERS:
             continue  # see KNOWN_DIFFERENCES; pinned by hand in test_semantics_edge_cases.py
         tol, atol = _tolerance(o, t, ours[i], x, y)
-        v = compare_values(theirs[i], ours[i], opcode=o, tolerance=tol, atol=atol)
+        w = _e8m0_ftz(ours[i], theirs[i])
+        v = compare_values(w, ours[i], opcode=o, tolerance=tol, atol=atol)
         if not v.ok:
             failures.append(f"{o} {t}: {v}")
     assert not failures, "\n".join(failures)
@@ -200,7 +217,7 @@ def test_unary_ops_vs_xla(t):
         assert t in r.types or t in r.rejected, f"{r.opcode} {t} is neither tested nor skipped"
     if not ops:
         pytest.skip(f"no unary op takes {t}")
-    rng = np.random.default_rng(hash(t) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(t.encode()))
     x = _inputs(t, rng)
     dims = x.shape
     text = _tuple_module([f"x = {shape_text(t, dims)} parameter(0)"],
@@ -277,7 +294,7 @@ def test_binary_ops_vs_xla(t):
         assert t in r.types or t in r.rejected or r.opcode == "complex", \
             f"{r.opcode} {t} is neither tested nor skipped"
     ops = [r for r in BINARY if t in r.types and r.opcode != "complex"]
-    rng = np.random.default_rng(hash(t) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(t.encode()))
     x, y = _binary_inputs(t, rng)
     dims = x.shape
     s = shape_text(t, dims)
@@ -406,8 +423,9 @@ def test_select_clamp_vs_xla(t):
         v = compare_values(w, o, tolerance=Tolerance(0, 0.0, True))
         assert v.ok, f"{t} {exprs[i][1]}: {v}"
         if et(t).is_float and et(t).bits >= 8:  # values are moved, not computed: same bits
-            np.testing.assert_array_equal(o.view(f"u{o.dtype.itemsize}"),
-                                          w.view(f"u{w.dtype.itemsize}"), err_msg=exprs[i][1])
+            keep = ~np.isnan(o.astype(np.float32))  # (XLA's clamp may flip a NaN's sign)
+            np.testing.assert_array_equal(o.view(f"u{o.dtype.itemsize}")[keep],
+                                          w.view(f"u{w.dtype.itemsize}")[keep], err_msg=exprs[i][1])
 
 
 # ------------------------------------------------------------------ convert
@@ -447,12 +465,22 @@ def test_convert_vs_xla(src):
     x = _convert_inputs(src, rng)
     s = shape_text(src, x.shape)
     targets = [t for t in CONVERT_TYPES if t != src]
+    if et(src).is_complex:  # skipped: XLA:CPU aborts the process compiling complex -> pred
+        targets.remove("pred")
     exprs = [(shape_text(t, x.shape), "convert(x)") for t in targets]
     text = _tuple_module([f"x = {s} parameter(0)"], exprs)
     ours, theirs = run_hloref(text, x), run_xla(text, x)
     fails = []
     for t, o, w in zip(targets, ours, theirs):
         tol = Tolerance(0, 0.0, True)  # a conversion is one exact or correctly rounded value
+        w = _e8m0_ftz(o, w)
+        if src == "f4e2m1fn" and et(t).is_integer:
+            # KNOWN_DIFFERENCES: XLA:CPU saturates +-6.0 (f4e2m1fn's max) to the integer
+            # type's max/min; hloref gives 6/-6 (it fits). Pinned by hand here instead.
+            want = np.trunc(x.astype(np.float64))
+            want = np.clip(want, int(et(t).min_value), int(et(t).max_value))
+            assert [int(a) for a in o.tolist()] == [int(b) for b in want.tolist()], t
+            continue
         v = compare_values(w, o, tolerance=tol)
         if not v.ok:
             fails.append(f"{src}->{t}: {v}")
