@@ -47,7 +47,7 @@ from hypothesis.errors import InvalidArgument
 from hloref.attrs import (ComputationRef, ConvDimensionNumbers, Enum, PaddingDim, SliceDim, Window,
                           WindowDim)
 from hloref.ir import Computation, Instruction, Module, ProgramShape
-from hloref.shape_inference import ShapeError, infer_shape
+from hloref.shape_inference import infer_shape
 from hloref.shapes import ArrayShape, Layout, Shape, TupleShape
 from hloref.types import ARRAY_TYPES, ELEMENT_TYPES, ElementType
 
@@ -419,7 +419,6 @@ class _Builder:
             return self.add("reshape", [s], shape=ArrayShape(et, dims))
         # grow: broadcast a scalar or a matching sub-shape
         if n >= 1:
-            kept = [i for i, d in enumerate(dims) if d > 0]
             sub = None
             if v.shape.rank <= len(dims):
                 # broadcast v along new dims when its dims are a subsequence of ``dims``

@@ -65,8 +65,8 @@ def gpu_kernel_opcodes() -> frozenset[str]:
 
 def supported_opcodes() -> frozenset[str]:
     """Opcodes the gpu backend evaluates: its kernels plus every CPU op (by fallback)."""
-    from hloref.evaluator.registry import load_all
-    return frozenset(load_all()) | gpu_kernel_opcodes()
+    from hloref.evaluator.registry import INTERPRETER_OPCODES, load_all
+    return frozenset(load_all()) | gpu_kernel_opcodes() | INTERPRETER_OPCODES
 
 
 def gpu_status(opcode: str) -> str:

@@ -13,7 +13,6 @@ the CPU.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import cuda
 
 from hloref.attrs import Window, WindowDim

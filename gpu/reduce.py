@@ -20,7 +20,7 @@ from numba import cuda
 from hloref.evaluator.reduce import simple_reducer
 from hloref.shapes import TupleShape
 
-from .device import LOAD, STORE, DArray, empty, type_class, type_params
+from .device import LOAD, STORE, empty, type_class, type_params
 from .elementwise import _add, _and_pred, _imax, _imin, _kind, _mul, _or_pred, _xor, fmax, fmin, launch
 from .registry import GpuFallback, gpu_op
 from .shape_ops import _t, row_major_strides

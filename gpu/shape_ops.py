@@ -16,7 +16,6 @@ from numba import cuda
 
 from hloref.errors import HloEvalError
 
-from . import config
 from .device import STORE, DArray, empty, type_class, type_params
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op

@@ -768,7 +768,6 @@ class _Parser:
         if s.accept(":"):
             while not s.at("}"):
                 s.skip_ws()
-                lpos = s.pos
                 if s.accept("SC"):
                     letter = "SC"
                 else:

@@ -28,7 +28,7 @@ from .attrs import ComputationRef
 from .errors import HloVerifyError
 from .ir import Computation, Instruction, Module
 from .shape_inference import DECLARED, ShapeError, infer_shape, same_shape, shape_str
-from .shapes import ArrayShape, TupleShape
+from .shapes import ArrayShape
 
 __all__ = ["verify_module", "verify_computation", "OPCODE_ARITY", "MIN_OPERANDS",
            "REQUIRED_ATTRS", "KNOWN_OPCODES"]

@@ -8,7 +8,6 @@ Every round trip is checked three ways: ``parse(print(m)) == m`` (structural),
 from __future__ import annotations
 
 import glob
-import math
 import os
 import subprocess
 import sys

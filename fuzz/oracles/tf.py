@@ -81,6 +81,7 @@ from typing import Any
 import numpy as np
 
 from .errors import OracleError, OracleUnsupported
+from .xla import _flatten_arg, _has_token, _rebuild, _shape_str  # shared leaf handling
 
 __all__ = ["TfExecutable", "compile_hlo", "run_hlo", "available", "clear_cache",
            "native_module", "native_function", "tf_modules", "OracleError", "OracleUnsupported",
@@ -204,17 +205,8 @@ def clear_cache() -> None:
         _cache.clear()
 
 
-def _shape_str(shape) -> str:
-    try:
-        return str(shape)
-    except Exception:  # pragma: no cover
-        return repr(shape)
 
 
-def _has_token(shape) -> bool:
-    if shape.is_tuple():
-        return any(_has_token(s) for s in shape.tuple_shapes())
-    return shape.is_token()
 
 
 def _leaves(shape, out: list) -> list:
@@ -489,41 +481,8 @@ class TfExecutable:
         return f"<TfExecutable ({params}) -> {_shape_str(self.result_shape)}>"
 
 
-def _flatten_arg(a, shape, where: str, out: list) -> None:
-    if shape.is_tuple():
-        subs = shape.tuple_shapes()
-        if not isinstance(a, (tuple, list)) or len(a) != len(subs):
-            raise OracleError(f"{where}: expected a tuple of {len(subs)} for "
-                              f"{_shape_str(shape)}, got {type(a).__name__}"
-                              + (f" of {len(a)}" if isinstance(a, (tuple, list)) else ""))
-        for j, (x, s) in enumerate(zip(a, subs)):
-            _flatten_arg(x, s, f"{where}[{j}]", out)
-        return
-    if not shape.is_array():
-        raise OracleUnsupported(f"{where}: cannot pass a value of shape {_shape_str(shape)}")
-    want = np.dtype(shape.numpy_dtype())
-    dims = tuple(shape.dimensions())
-    if isinstance(a, (tuple, list)):
-        raise OracleError(f"{where}: expected an array for {_shape_str(shape)}, got a "
-                          f"{type(a).__name__}")
-    arr = np.asarray(a)
-    if arr.dtype != want:
-        raise OracleError(f"{where}: dtype {arr.dtype} does not match the parameter's "
-                          f"element type ({_shape_str(shape)} wants {want})")
-    if arr.shape != dims:
-        raise OracleError(f"{where}: shape {arr.shape} does not match the parameter's "
-                          f"dimensions {dims} ({_shape_str(shape)})")
-    out.append(arr if arr.flags.c_contiguous else arr.copy(order="C"))
 
 
-def _rebuild(shape, leaves):
-    if shape.is_tuple():
-        return tuple(_rebuild(s, leaves) for s in shape.tuple_shapes())
-    leaf = next(leaves)
-    want = np.dtype(shape.numpy_dtype())
-    if leaf.dtype != want:  # pragma: no cover - defensive
-        leaf = leaf.view(want) if leaf.dtype.itemsize == want.itemsize else leaf.astype(want)
-    return leaf
 
 
 # -- module-level API ------------------------------------------------------------------

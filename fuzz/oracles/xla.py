@@ -276,7 +276,7 @@ def _flatten_arg(a, shape, where: str, out: list) -> None:
     if arr.shape != dims:
         raise OracleError(f"{where}: shape {arr.shape} does not match the parameter's "
                           f"dimensions {dims} ({_shape_str(shape)})")
-    out.append(np.ascontiguousarray(arr))
+    out.append(arr if arr.flags.c_contiguous else arr.copy(order="C"))
 
 
 def _rebuild(shape, leaves):
