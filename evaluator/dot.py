@@ -52,15 +52,76 @@ def _operand(x: np.ndarray, et) -> np.ndarray:
     return x.astype(int_compute_dtype(et))
 
 
+def _round_bf16(x: np.ndarray) -> np.ndarray:
+    """f64 values rounded to bf16 (once, to nearest even), back in f64."""
+    from hloref.types import BF16
+    from . import narrow
+    return narrow.to_f64(narrow.from_float(x, BF16))
+
+
+def _round_tf32(x: np.ndarray) -> np.ndarray:
+    """f64 values rounded to f32, then to TF32 (10 mantissa bits, nearest even), in f64."""
+    f = x.astype(np.float32)
+    bits = f.view(np.uint32)
+    finite = np.isfinite(f)
+    rounded = (bits + np.uint32(0x0FFF) + ((bits >> np.uint32(13)) & np.uint32(1))) & \
+        np.uint32(0xFFFFE000)
+    return np.where(finite, rounded.view(np.float32), f).astype(np.float64)
+
+
+def _split(x: np.ndarray, rnd, parts: int) -> list[np.ndarray]:
+    """``x`` as a sum of ``parts`` terms, each rounded by ``rnd`` (hi, mid, lo...)."""
+    out = []
+    rest = x
+    for _ in range(parts):
+        term = rnd(rest)
+        out.append(term)
+        rest = rest - term
+    return out
+
+
+#: dot algorithms (``algorithm=``, xla_data.proto PrecisionConfig.Algorithm): how the
+#: operands are rounded and which partial products are summed. (rounding, parts,
+#: product index pairs); ``None`` means a plain dot.
+_ALGORITHMS = {
+    "dot_bf16_bf16_f32": ("bf16", 1, [(0, 0)]),
+    "dot_bf16_bf16_bf16": ("bf16", 1, [(0, 0)]),
+    "dot_bf16_bf16_f32_x3": ("bf16", 2, [(0, 0), (0, 1), (1, 0)]),
+    "dot_bf16_bf16_f32_x6": ("bf16", 3, [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (2, 0)]),
+    "dot_bf16_bf16_f32_x9": ("bf16", 3, [(i, j) for i in range(3) for j in range(3)]),
+    "dot_tf32_tf32_f32": ("tf32", 1, [(0, 0)]),
+    "dot_tf32_tf32_f32_x3": ("tf32", 2, [(0, 0), (0, 1), (1, 0)]),
+    "dot_f16_f16_f32": ("f16", 1, [(0, 0)]),
+    "dot_f16_f16_f16": ("f16", 1, [(0, 0)]),
+}
+
+
+def _matmul(a, b):
+    with np.errstate(all="ignore"):
+        # numpy's stacked matmul with a batch of one is much slower than the 2-D BLAS call
+        return np.matmul(a[0], b[0])[None] if a.shape[0] == 1 else np.matmul(a, b)
+
+
 @op("dot")
 def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contracting_dims=(),
         rhs_contracting_dims=(), operand_precision=None, algorithm=None):
+    """``algorithm=`` is emulated: operands are split into the algorithm's bf16/TF32/f16
+    parts and the algorithm's partial products summed (in f64, rounded once), e.g.
+    ``dot_bf16_bf16_f32_x3`` = hi·hi + hi·lo + lo·hi. ``operand_precision`` does not
+    change the reference value (it only permits cheaper arithmetic)."""
     et = shape.element_type
     a, lhs_free = _arrange(_operand(lhs, et), lhs_batch_dims, lhs_contracting_dims, True)
     b, rhs_free = _arrange(_operand(rhs, et), rhs_batch_dims, rhs_contracting_dims, False)
-    with np.errstate(all="ignore"):
-        # numpy's stacked matmul with a batch of one is much slower than the 2-D BLAS call
-        product = np.matmul(a[0], b[0])[None] if a.shape[0] == 1 else np.matmul(a, b)
+    spec = _ALGORITHMS.get(str(algorithm)) if algorithm is not None else None
+    if spec is not None and a.dtype == np.float64:
+        kind, parts, pairs = spec
+        rnd = {"bf16": _round_bf16, "tf32": _round_tf32,
+               "f16": lambda v: v.astype(np.float16).astype(np.float64)}[kind]
+        a_parts, b_parts = _split(a, rnd, parts), _split(b, rnd, parts)
+        # smallest terms first, so the large ones are added last
+        product = sum(_matmul(a_parts[i], b_parts[j]) for i, j in reversed(pairs))
+    else:
+        product = _matmul(a, b)
     batch_dims = [lhs.shape[d] for d in lhs_batch_dims]
     product = product.reshape(batch_dims + lhs_free + rhs_free)
     if et.is_pred:

@@ -94,38 +94,14 @@ def _report_json(report, blame, finding) -> dict:
 
 
 def _reduce_and_write(module, values, report, worker, out_dir, blame, oracle, seed=None) -> str:
-    from .differential import diff
-    from .reduce import reduce_failure
-    from .report import markdown_report, write_finding
-
-    want = report.culprit.innermost().opcode if report.culprit else None
-
-    def fails(m, a) -> bool:
-        # the same kind of failure, blamed on the same opcode (rounding is not a failure)
-        r = diff(m, a, oracle=oracle, worker=worker)
-        if r.verdict != report.verdict:
-            return False
-        return want is None or (r.culprit is not None and r.culprit.innermost().opcode == want)
-
-    small, small_args = reduce_failure(module, values, fails)
-    final = diff(small, small_args, oracle=oracle, worker=worker)
-    culprit = final.culprit.innermost() if final.culprit else None
-    title = (f"XLA:CPU {final.verdict} in `{culprit.opcode}`" if culprit
-             else f"XLA {final.verdict} on a {len(small.entry.instructions)}-instruction module")
-    text = small.to_text()
-    md = markdown_report(title=title, verdict=final.verdict, module_text=text, inputs=small_args,
-                         expected=final.expected, actual=final.actual, summary=final.summary(),
-                         blamed_pass=blame.pass_name if blame else None,
-                         blame_confirmed=blame.confirmed if blame else None, seed=seed,
-                         oracle=oracle)
-    meta = {"verdict": final.verdict, "oracle": oracle, "seed": seed,
-            "culprit": culprit and {"opcode": culprit.opcode, "instruction": culprit.name},
-            "blamed_pass": blame.pass_name if blame else None,
-            "instructions": len(small.entry.instructions)}
-    os.makedirs(out_dir, exist_ok=True)
-    name = f"{final.verdict}-{culprit.opcode if culprit else 'module'}-{abs(hash(text)) % 10**8:08d}"
-    return write_finding(os.path.join(out_dir, name), module_text=text, inputs=small_args,
-                         expected=final.expected, actual=final.actual, report_md=md, meta=meta)
+    """``--reduce``: the campaign's shared reduction (``campaign.reduce_and_write``);
+    pass blame already ran here when ``--blame`` was given, so it is not repeated."""
+    from .campaign import reduce_and_write
+    extra = {"blamed_pass": blame.pass_name, "blame_confirmed": blame.confirmed} if blame else None
+    path, _signature, _new = reduce_and_write(module, values, report, worker, out_dir,
+                                              oracle=oracle, seed=seed, blame=blame is None,
+                                              extra_meta=extra)
+    return path
 
 
 def cmd_check(args) -> int:

@@ -247,6 +247,10 @@ KNOWN_GAPS: dict[str, str] = {
         "convolution with base dilation (lhs_dilate > 1) and inf/NaN kernel values: the spec "
         "defines the holes as zeros (0 * inf = NaN, hloref); XLA:CPU skips those taps. Edge "
         "padding is multiplied by both (NaN)."),
+    "dot-algorithm-ignored-by-xla-cpu": (
+        "dot with a reduced-precision algorithm= (dot_bf16_bf16_f32*, dot_tf32*, dot_f16*): "
+        "hloref computes what the algorithm computes (operands split into bf16/TF32/f16 "
+        "parts); XLA:CPU ignores the algorithm and computes a full-precision f32 dot."),
     "non-associative-reducer": (
         "a reducer that is not associative: the order of reduction is implementation-defined "
         "(XLA folds left to right, hloref pairs neighbours)."),
@@ -284,6 +288,11 @@ def known_gap(module, values: dict) -> str | None:
     from hloref.evaluator.reduce import simple_reducer
     for comp in module.computations.values():
         for instr in comp.instructions:
+            algorithm = str(instr.attrs.get("algorithm", "unset"))
+            if instr.opcode == "dot" and algorithm not in (
+                    "unset", "dot_f32_f32_f32", "dot_f64_f64_f64", "dot_any_f8_any_f8_f32",
+                    "dot_any_f8_any_f8_f32_fast_accum"):
+                return "dot-algorithm-ignored-by-xla-cpu"
             if instr.opcode == "convolution":
                 window = instr.attrs.get("window")
                 kernel = values.get((comp.name, instr.operands[1].name)) \

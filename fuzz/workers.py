@@ -79,19 +79,19 @@ class _Channel:
 
 
 def _child_main(oracle: str) -> None:
-    """The worker process: ``python -m hloref.fuzz.workers ORACLE``; jobs on stdin,
+    """The worker process (``python -m hloref.fuzz.worker_main ORACLE``); jobs on stdin,
     answers on stdout (which nothing else may write to: it is moved aside first)."""
     rfd = os.dup(0)
     wfd = os.dup(1)
     os.dup2(2, 1)  # stray prints from XLA/TF go to stderr, not into the protocol
     conn = _Channel(rfd, wfd)
     if oracle == "xla":
-        from .oracles import xla as backend
+        from hloref.fuzz.oracles import xla as backend
     elif oracle == "tf":
-        from .oracles import tf as backend
+        from hloref.fuzz.oracles import tf as backend
     else:
         raise SystemExit(f"unknown oracle {oracle}")
-    from .oracles.errors import OracleError, OracleUnsupported
+    from hloref.fuzz.oracles.errors import OracleError, OracleUnsupported
     conn.send(("ready", None))
     while True:
         try:
@@ -143,7 +143,7 @@ class OracleWorker:
         fd, self._stderr_path = tempfile.mkstemp(prefix=f"hloref-{self.oracle}-", suffix=".stderr")
         stderr = os.fdopen(fd, "wb")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "hloref.fuzz.workers", self.oracle],
+            [sys.executable, "-m", "hloref.fuzz.worker_main", self.oracle],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, close_fds=True)
         stderr.close()
         self._conn = _Channel(self._proc.stdout.fileno(), self._proc.stdin.fileno())
@@ -264,6 +264,3 @@ class OracleWorker:
     def hang_for_test(self, seconds: float, timeout: float) -> OracleResult:
         return self._submit(("sleep", seconds), timeout)
 
-
-if __name__ == "__main__":
-    _child_main(sys.argv[1])

@@ -52,6 +52,6 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 5
+    assert len(results) == 6
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
