@@ -804,7 +804,6 @@ class _Parser:
                     inner = s.balanced_raw(stop_at_newline=False, stop_at_comma=False)
                     s.expect(")", f"after '{letter}(' in layout")
                     other.append((letter, inner))
-                del lpos
         s.expect("}", "to end layout")
         if m2m and len(m2m) != rank:
             raise s.error(f"layout has {len(m2m)} dimensions but the shape has rank {rank}", s.pos - 1)
