@@ -432,7 +432,6 @@ class _Builder:
             if sub is not None:
                 return self.add("broadcast", [v], {"dimensions": sub},
                                 shape=ArrayShape(et, dims))
-            del kept
             flat = self.add("reshape", [v], shape=ArrayShape(et, (n,))) if v.shape.rank != 1 else v
             i = self.draw(st.integers(0, n - 1))
             s = self.add("slice", [flat], {"slice": (SliceDim(i, i + 1, 1),)})
