@@ -207,6 +207,8 @@ def check_program(module, args, worker, *, oracle: str = "xla", timeout: float =
         score = math.log2(1.0 + (mu if np.isfinite(mu) else 2.0 ** 64))
     if v == "match":
         return Outcome("match", v, report, score=score)
+    if v == "known-gap":  # a documented implementation-defined difference (compare.KNOWN_GAPS)
+        return Outcome("known", v, report, known=report.known_gap, score=score)
     if v in ("error", "unsupported"):
         return Outcome("rejected", v, report, message=report.message)
     if v == "mismatch":
@@ -912,7 +914,8 @@ def replay(paths, *, worker_factory=None, timeout: float = 60.0) -> list[dict]:
                 module, values = _load_program(d)
                 r = diff(module, values, oracle=oracle, worker=workers[oracle], timeout=timeout)
                 verdict = r.verdict
-                known = known_difference(r) if verdict == "mismatch" else None
+                known = known_difference(r) if verdict == "mismatch" else \
+                    (r.known_gap if verdict == "known-gap" else None)
                 reproduces = verdict == meta.get("verdict") and not known
                 message = r.summary().splitlines()[0]
             except Exception as exc:  # noqa: BLE001

@@ -251,6 +251,11 @@ KNOWN_GAPS: dict[str, str] = {
         "dot with a reduced-precision algorithm= (dot_bf16_bf16_f32*, dot_tf32*, dot_f16*): "
         "hloref computes what the algorithm computes (operands split into bf16/TF32/f16 "
         "parts); XLA:CPU ignores the algorithm and computes a full-precision f32 dot."),
+    "rounding-through-discontinuity": (
+        "every instruction agrees with XLA in isolation, but a rounding difference that the "
+        "policy allows (accumulation order, narrow-float rounding) reached a discontinuous "
+        "op (float->int convert, compare, floor/ceil/round, sign, is-finite) and flipped "
+        "its result."),
     "non-associative-reducer": (
         "a reducer that is not associative: the order of reduction is implementation-defined "
         "(XLA folds left to right, hloref pairs neighbours)."),
@@ -324,3 +329,24 @@ def known_gap(module, values: dict) -> str | None:
 def _maybe_non_associative(computation) -> bool:
     return any(i.opcode in ("subtract", "divide", "power", "remainder", "atan2")
                for i in computation.instructions)
+
+
+_DISCONTINUOUS = frozenset({"convert", "compare", "floor", "ceil", "round-nearest-afz",
+                            "round-nearest-even", "sign", "is-finite", "reduce-precision",
+                            "stochastic-convert", "sort", "topk"})
+
+
+def has_discontinuity(module) -> bool:
+    """Whether some instruction can turn a tiny rounding difference into a large one."""
+    for comp in module.computations.values():
+        for instr in comp.instructions:
+            if instr.opcode in _DISCONTINUOUS:
+                if instr.opcode == "convert":
+                    src = instr.operands[0].shape
+                    dst = instr.shape
+                    if not (getattr(src, "element_type", None) and src.element_type.is_float
+                            and getattr(dst, "element_type", None)
+                            and not dst.element_type.is_float):
+                        continue
+                return True
+    return False
