@@ -256,6 +256,10 @@ KNOWN_GAPS: dict[str, str] = {
         "policy allows (accumulation order, narrow-float rounding) reached a discontinuous "
         "op (float->int convert, compare, floor/ceil/round, sign, is-finite) and flipped "
         "its result."),
+    "tf-fast-min-max": (
+        "the tf oracle (TensorFlow 2.21's older XLA) computes maximum/minimum/clamp (and "
+        "max/min reducers) with fast min/max that does not propagate NaN; hloref and "
+        "jaxlib's XLA:CPU propagate it (IEEE-754 maximum/minimum)."),
     "non-associative-reducer": (
         "a reducer that is not associative: the order of reduction is implementation-defined "
         "(XLA folds left to right, hloref pairs neighbours)."),
@@ -287,10 +291,17 @@ def _is_identity(kind: str, value: np.ndarray) -> bool:
     return False
 
 
-def known_gap(module, values: dict) -> str | None:
+def known_gap(module, values: dict, oracle: str = "xla") -> str | None:
     """The ``KNOWN_GAPS`` key that applies to ``module``, given hloref's value of every
     entry instruction (``values[(computation, name)]``), or None."""
     from hloref.evaluator.reduce import simple_reducer
+    if oracle == "tf" and any(i.opcode in ("maximum", "minimum", "clamp")
+                              for _, i in module.instructions()):
+        nan_seen = any(isinstance(v, np.ndarray) and v.dtype.kind not in "biu" and
+                       v.dtype != np.bool_ and v.size and
+                       bool(np.isnan(v.astype(np.complex128)).any()) for v in values.values())
+        if nan_seen:
+            return "tf-fast-min-max"
     for comp in module.computations.values():
         for instr in comp.instructions:
             algorithm = str(instr.attrs.get("algorithm", "unset"))

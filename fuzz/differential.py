@@ -310,7 +310,7 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
         if report.culprit is None and localize and _looks_like_rounding(report.comparison, ours):
             report.explained_by_rounding = True
             return report
-        gap = known_gap(module, values)
+        gap = known_gap(module, values, oracle)
         if gap is None and report.culprit is None and localize and has_discontinuity(module):
             gap = "rounding-through-discontinuity"
         if gap is not None:

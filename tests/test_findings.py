@@ -52,6 +52,17 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 6
+    assert len(results) == 7
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
+
+
+def test_log1p_reference_is_within_one_ulp_of_mpmath():
+    import mpmath
+    module, args = _load("log-plus-one-f64-15-ulp")
+    got = hloref.evaluate(module, *args)
+    mpmath.mp.prec = 200
+    x = float(args[0].ravel()[0])
+    exact = mpmath.log1p(mpmath.mpf(x))
+    err = abs(mpmath.mpf(float(got.ravel()[0])) - exact) / mpmath.mpf(np.spacing(abs(float(exact))))
+    assert err <= 1
