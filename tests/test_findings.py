@@ -52,7 +52,7 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 7
+    assert len(results) == 9
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
@@ -66,3 +66,12 @@ def test_log1p_reference_is_within_one_ulp_of_mpmath():
     exact = mpmath.log1p(mpmath.mpf(x))
     err = abs(mpmath.mpf(float(got.ravel()[0])) - exact) / mpmath.mpf(np.spacing(abs(float(exact))))
     assert err <= 1
+
+
+def test_clz_and_s4_wrap_references():
+    module, args = _load("clz-s8-constant-folding")
+    assert int(hloref.evaluate(module, *args)) == 0  # -3 = 0b11111101: no leading zeros
+    module, args = _load("s4-add-does-not-wrap")
+    x = args[0].astype(np.int8)
+    wrapped = ((x.astype(np.int16) * 2 + 8) % 16 - 8).astype(np.int8)  # two's complement, 4 bits
+    np.testing.assert_array_equal(hloref.evaluate(module, *args), wrapped)
