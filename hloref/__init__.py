@@ -32,8 +32,15 @@ def supported_opcodes(backend: str = "cpu") -> frozenset[str]:
     return _supported(backend)
 
 
+def __getattr__(name):
+    if name == "Limits":
+        from hloref.evaluator.interpreter import Limits
+        return Limits
+    raise AttributeError(f"module 'hloref' has no attribute {name!r}")
+
+
 __all__ = [
-    "parse", "evaluate", "supported_opcodes", "Module", "Computation", "Instruction",
+    "parse", "evaluate", "supported_opcodes", "Limits", "Module", "Computation", "Instruction",
     "ElementType", "element_type", "ELEMENT_TYPES", "HloError", "HloParseError",
     "HloVerifyError", "HloUnsupportedError", "HloEvalError", "HloLimitError",
 ]
