@@ -13,6 +13,10 @@ to no group). Three modes, by where the ragged dimension sits:
   only over the contracting indices in group ``i``;
 * batch: like ``dot`` (the groups only partition the batch).
 
+``group_sizes`` of rank > 1 (StableHLO ``ragged_dot`` modes 1 and 2, ``[b, g]``):
+its leading dimensions index the lhs batch dimensions (in ``lhs_batch_dims``
+order) and each batch element has its own partition of the ragged dimension.
+
 ``scaled-dot(lhs, rhs, lhs_scale, rhs_scale)`` (operand order as the instruction
 has it): each operand is multiplied by its scale broadcast in blocks (block size
 per dimension = operand size / scale size), then ``dot``. A rank-0 scale is 1.
@@ -35,32 +39,46 @@ OP_FAMILY = True
 def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dims=(),
                lhs_contracting_dims=(), rhs_contracting_dims=(), lhs_ragged_dims=(),
                rhs_group_dims=(), operand_precision=None, algorithm=None):
-    if group_sizes.ndim != 1:
-        raise HloUnsupportedError("ragged-dot", "cpu", "group_sizes of rank > 1 (per-batch "
-                                  "group sizes) are not supported yet")
     (ragged,) = tuple(lhs_ragged_dims)
     et = shape.element_type
-    sizes = group_sizes.astype(np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)])
     a = _operand(lhs, et)
     b = _operand(rhs, et)
     dims = dict(lhs_batch_dims=lhs_batch_dims, rhs_batch_dims=rhs_batch_dims,
                 lhs_contracting_dims=lhs_contracting_dims, rhs_contracting_dims=rhs_contracting_dims)
+    lead = tuple(lhs_batch_dims)[:group_sizes.ndim - 1]
+    if group_sizes.ndim > 1:
+        # per-batch group sizes: group_sizes[b..., i] partitions lhs[b...] (StableHLO
+        # ragged_dot modes 1 and 2: group_sizes [b, g])
+        if ragged in lhs_batch_dims:
+            raise HloEvalError("ragged-dot: group_sizes of rank > 1 with a ragged batch dimension")
+        want = tuple(lhs.shape[d] for d in lead)
+        if len(lead) != group_sizes.ndim - 1 or tuple(group_sizes.shape[:-1]) != want:
+            raise HloUnsupportedError("ragged-dot", "cpu", f"group_sizes of shape "
+                                      f"{list(group_sizes.shape)}: only (lhs batch dims "
+                                      f"{list(want)}..., groups) is supported")
+    sizes = group_sizes.astype(np.int64)
+    starts = np.concatenate([np.zeros(sizes.shape[:-1] + (1,), np.int64),
+                             np.cumsum(sizes, axis=-1)], axis=-1)
+    ngroups = sizes.shape[-1]
+    positions = np.arange(a.shape[ragged])
+    axes = list(lead) + [ragged]
+    order = np.argsort(axes)
+    expand = [1] * a.ndim
+    for d in axes:
+        expand[d] = a.shape[d]
 
-    def restrict(x, axis, lo, hi):
-        mask = np.zeros(x.shape[axis], bool)
-        mask[max(lo, 0):min(hi, x.shape[axis])] = True
-        shape_ = [1] * x.ndim
-        shape_[axis] = -1
-        return np.where(mask.reshape(shape_), x, 0)
+    def restrict(x, i):
+        """``x`` (the lhs) with the elements outside group ``i`` zeroed."""
+        mask = (starts[..., i, None] <= positions) & (positions < starts[..., i + 1, None])
+        return np.where(np.transpose(mask, order).reshape(expand), x, 0)
 
     from hloref.shapes import ArrayShape
     from hloref.types import from_dtype
     wide_et = from_dtype(a.dtype)
     if ragged in lhs_contracting_dims:
         out_dims = shape.dims[1:]
-        parts = [dot(restrict(a, ragged, starts[i], starts[i + 1]), b,
-                     shape=ArrayShape(wide_et, out_dims), **dims) for i in range(len(sizes))]
+        parts = [dot(restrict(a, i), b,
+                     shape=ArrayShape(wide_et, out_dims), **dims) for i in range(ngroups)]
         result = np.stack(parts) if parts else np.zeros((0,) + tuple(out_dims), a.dtype)
     elif ragged in lhs_batch_dims:
         result = dot(a, b, shape=ArrayShape(wide_et, shape.dims), **dims)
@@ -72,8 +90,8 @@ def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dim
         sub_dims = dict(dims, rhs_batch_dims=shift(rhs_batch_dims),
                         rhs_contracting_dims=shift(rhs_contracting_dims))
         result = np.zeros(shape.dims, a.dtype)
-        for i in range(len(sizes)):
-            rows = restrict(a, ragged, starts[i], starts[i + 1])
+        for i in range(ngroups):
+            rows = restrict(a, i)
             result = result + dot(rows, np.take(b, i, axis=group_dim),
                                   shape=ArrayShape(wide_et, shape.dims), **sub_dims)
     if tuple(result.shape) != tuple(shape.dims):

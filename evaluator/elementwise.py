@@ -86,7 +86,7 @@ def _expm1_complex(z):
     # exp(x)cos(y) - 1 = expm1(x)cos(y) - 2 sin(y/2)^2: no cancellation for small |z|
     x, y = z.real, z.imag
     re = np.expm1(x) * np.cos(y) - 2.0 * np.sin(y / 2) ** 2
-    return re + 1j * (np.exp(x) * np.sin(y))
+    return re + 1j * np.where(y == 0, y, np.exp(x) * np.sin(y))  # C99 G.6.3.1: exp(x + i0) = exp(x) + i0
 
 
 def _log1p_complex(z):

@@ -17,6 +17,7 @@ from hloref.errors import HloEvalError, HloLimitError, HloUnsupportedError
 from hloref.ir import Computation, Instruction, Module
 from hloref.shapes import ArrayShape, Shape, TupleShape, byte_size
 
+from .indexing import DYNAMIC_SOURCES, _is_partial, dynamic_step
 from .registry import OPS, UNSUPPORTED, Called, load_all
 
 __all__ = ["Limits", "Interpreter"]
@@ -60,6 +61,7 @@ class Interpreter:
         self.backend = backend
         self.live_bytes = 0
         self._plans: dict[str, tuple[list[_Prepared], list[int], int]] = {}
+        self._dynamic: dict[str, bool] = {}
 
     # -- public -------------------------------------------------------------
     def run(self, args: list) -> object:
@@ -80,6 +82,8 @@ class Interpreter:
             raise HloEvalError(
                 f"computation {comp.name} takes {len(params)} arguments, got {len(args)}")
         env: list = [None] * len(plan)
+        #: runtime dimension sizes per value (``indexing.dynamic_step``); only when needed
+        dyn: list | None = [None] * len(plan) if self._has_dynamic(comp) else None
         budget = self.limits.max_bytes
         for index, step in enumerate(plan):
             instr = step.instr
@@ -96,7 +100,14 @@ class Interpreter:
                     instruction=instr.name)
             operands = [env[i] for i in step.operand_index]
             try:
-                value = step.fn(*operands, **step.kwargs)
+                if dyn is not None and (instr.opcode in DYNAMIC_SOURCES or any(
+                        dyn[i] is not None for i in step.operand_index)):
+                    # runtime dimension sizes (set-dimension-size): a side table
+                    value, dyn[index] = dynamic_step(
+                        instr, step.fn, step.kwargs, operands,
+                        [dyn[i] for i in step.operand_index], backend=self.backend)
+                else:
+                    value = step.fn(*operands, **step.kwargs)
             except (HloEvalError, HloUnsupportedError):
                 raise
             except HloLimitError:
@@ -118,10 +129,22 @@ class Interpreter:
                         self.live_bytes -= _value_bytes(env[i])
                     env[i] = None
         result = env[root_index]
+        if dyn is not None and dyn[root_index] is not None and comp is not self.module.entry \
+                and _is_partial(dyn[root_index]):
+            raise HloUnsupportedError(
+                comp.root.opcode, self.backend, "a called computation returning a value with a "
+                "runtime dynamic size below its bound", instruction=comp.root.name)
         for i, v in enumerate(env):
             if v is not None and i != root_index and plan[i].instr.opcode != "parameter":
                 self.live_bytes -= _value_bytes(v)
         return result
+
+    def _has_dynamic(self, comp: Computation) -> bool:
+        cached = self._dynamic.get(comp.name)
+        if cached is None:
+            cached = any(i.opcode in DYNAMIC_SOURCES for i in comp.instructions)
+            self._dynamic[comp.name] = cached
+        return cached
 
     # -- planning -------------------------------------------------------------
     def _plan(self, comp: Computation):

@@ -112,11 +112,64 @@ def _logical(flat: np.ndarray, shape: ArrayShape) -> np.ndarray:
     return contiguous(np.transpose(arr, inverse))
 
 
+def _packed_bits(shape: ArrayShape) -> int:
+    """``n`` of an ``E(n)`` layout that packs sub-byte elements (0: one element a byte)."""
+    n = shape.layout.element_size_bits if shape.layout is not None else 0
+    if n and n < 8:
+        if n not in (1, 2, 4):
+            raise HloEvalError(f"bitcast: E({n}) packing is not 1, 2 or 4 bits")
+        if shape.element_type.bits > n:
+            raise HloEvalError(f"bitcast: E({n}) is narrower than {shape.element_type.name}")
+        return n
+    return 0
+
+
+def pack_bits(flat: np.ndarray, bits: int) -> np.ndarray:
+    """Pack ``bits``-wide elements (their low bits) into bytes as XLA does
+    (``xla/util.h`` ``PackIntN``): element ``j`` of a byte sits at bit
+    ``bits * (8 / bits - j - 1)``, so the first element takes the most significant
+    bits; a partial last byte is zero-filled at the bottom."""
+    per = 8 // bits
+    raw = flat.view(np.uint8).astype(np.uint8) & np.uint8((1 << bits) - 1)
+    padded = np.zeros(-(-raw.size // per) * per, np.uint8)
+    padded[:raw.size] = raw
+    shifts = (bits * (per - 1 - np.arange(per))).astype(np.uint8)
+    return np.bitwise_or.reduce(padded.reshape(-1, per) << shifts, axis=1).astype(np.uint8)
+
+
+def unpack_bits(data: np.ndarray, bits: int, count: int, dtype) -> np.ndarray:
+    """Inverse of ``pack_bits``: ``count`` elements of ``dtype`` (a one-byte numpy or
+    ml_dtypes type storing its value in the low bits) from packed bytes."""
+    per = 8 // bits
+    shifts = (bits * (per - 1 - np.arange(per))).astype(np.uint8)
+    raw = ((data.reshape(-1, 1) >> shifts) & np.uint8((1 << bits) - 1)).astype(np.uint8).ravel()
+    return contiguous(raw[:count]).view(dtype)
+
+
 @op("bitcast")
 def bitcast(x, *, shape, operand_shapes):
-    """Reinterpret the operand's memory (in its layout) as the result shape (in its layout)."""
+    """Reinterpret the operand's memory (in its layout) as the result shape (in its layout).
+
+    An ``E(n)`` layout (``s4[8]{0:E(4)}``) packs ``8/n`` sub-byte elements a byte
+    (``pack_bits``); the memory is then the packed bytes."""
     operand_shape = operand_shapes[0]
     flat = _physical(x, operand_shape)
+    in_bits, out_bits = _packed_bits(operand_shape), _packed_bits(shape)
+    if in_bits or out_bits:
+        data = pack_bits(flat, in_bits) if in_bits else contiguous(flat).view(np.uint8).ravel()
+        if out_bits:
+            need = -(-shape.size * out_bits // 8)
+            if data.size != need:
+                raise HloEvalError(f"bitcast of {data.size} bytes to {shape.size} elements "
+                                   f"packed {out_bits} bits each ({need} bytes)")
+            flat = unpack_bits(data, out_bits, shape.size, shape.element_type.dtype)
+        else:
+            itemsize = shape.element_type.dtype.itemsize
+            if data.size != shape.size * itemsize:
+                raise HloEvalError(f"bitcast of {data.size} bytes to {shape.size} elements "
+                                   f"of {itemsize} bytes")
+            flat = data.view(shape.element_type.dtype)
+        return _logical(flat, shape)
     if x.dtype != shape.element_type.dtype:
         if x.dtype.itemsize != shape.element_type.dtype.itemsize:
             raise HloEvalError("bitcast between element types of different widths")

@@ -144,9 +144,56 @@ def _magnitude(value):
     return np.abs(value.astype(np.float64)).astype(value.dtype)
 
 
-def _accumulation_atol(module: Module, instr: Instruction, operands: list):
-    """Σ|terms| bound for accumulating ops: the op evaluated by hloref on |operands|."""
+_EXPANDED = frozenset({"batch-norm-training", "batch-norm-inference", "batch-norm-grad",
+                       "cholesky", "triangular-solve"})
+
+
+_COMPLEX_FORMULA = frozenset({"sine", "cosine", "power", "atan2"})
+
+
+def _expander_atol(instr: Instruction, operands: list, expected):
+    """Error bounds for ops XLA:CPU expands into element-type arithmetic
+    (``compare.batch_norm_atol``, ``cholesky_atol``, ``triangular_solve_atol``)."""
+    from . import compare
+    shapes = flatten_shape(instr.shape)
+    if not shapes or not isinstance(shapes[0], ArrayShape):
+        return None
+    et = shapes[0].element_type
+    if not (et.is_float or et.is_complex):
+        return None
+    a = instr.attrs
+    try:
+        if instr.opcode.startswith("batch-norm"):
+            if et.is_complex:
+                return None
+            bounds = compare.batch_norm_atol(instr.opcode, operands, epsilon=a.get("epsilon", 0.0),
+                                             feature_index=a.get("feature_index", 0), et=et)
+        elif instr.opcode == "cholesky":
+            bounds = [compare.cholesky_atol(operands[0], expected, lower=a.get("lower", True),
+                                            et=et)]
+        else:
+            bounds = [compare.triangular_solve_atol(
+                operands[0], expected, left_side=a.get("left_side", False),
+                lower=a.get("lower", False), unit_diagonal=a.get("unit_diagonal", False),
+                transpose_a=a.get("transpose_a", "NO_TRANSPOSE"), et=et)]
+    except Exception:  # noqa: BLE001 - a bound is best effort
+        return None
+    if isinstance(instr.shape, TupleShape):
+        return {(i,): np.asarray(b, np.float64) for i, b in enumerate(bounds)}
+    return {(): np.asarray(bounds[0], np.float64)} if bounds else None
+
+
+def _accumulation_atol(module: Module, instr: Instruction, operands: list, expected=None):
+    """Σ|terms| bound for accumulating ops: the op evaluated by hloref on |operands|;
+    expansion error bounds for batch norm, cholesky and triangular-solve."""
     from hloref.evaluator.interpreter import Interpreter
+    if instr.opcode in _EXPANDED:
+        return _expander_atol(instr, operands, expected)
+    if instr.opcode in _COMPLEX_FORMULA and isinstance(instr.shape, ArrayShape) and \
+            instr.shape.element_type.is_complex:
+        from .compare import complex_formula_atol
+        bound = complex_formula_atol(instr.opcode, operands, instr.shape.element_type)
+        return None if bound is None else {(): np.nan_to_num(bound, nan=np.inf)}
     if instr.opcode not in _ACCUMULATING or not isinstance(instr.shape, (ArrayShape, TupleShape)):
         return None
     try:
@@ -210,7 +257,7 @@ def isolate(module: Module, values: dict, worker: OracleWorker, *,
             if result.kind in ("unsupported", "error"):
                 continue  # the oracle cannot run this instruction alone: no evidence either way
         else:
-            atol = _accumulation_atol(module, instr, operands)
+            atol = _accumulation_atol(module, instr, operands, values[key])
             verdict = compare_values(result.value, values[key], opcode=instr.opcode, atol=atol)
         entry = IsolatedInstruction(comp.name, instr.name, instr.opcode, verdict, text, operands,
                                     values[key], result.value)
@@ -307,12 +354,18 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
             report.culprit = bad[0] if bad else None
         if report.comparison.ok:
             return report
-        if report.culprit is None and localize and _looks_like_rounding(report.comparison, ours):
+        if report.culprit is None and localize and (
+                _looks_like_rounding(report.comparison, ours) or
+                _root_bound_explains(module, values, result.value, ours)):
             report.explained_by_rounding = True
             return report
         gap = known_gap(module, values, oracle)
         if gap is None and report.culprit is None and localize and has_discontinuity(module):
             gap = "rounding-through-discontinuity"
+        if gap is None and report.culprit is None and localize:
+            from .compare import narrow_accumulation_feeds_accumulation
+            if narrow_accumulation_feeds_accumulation(module):
+                gap = "narrow-accumulation-propagated"
         if gap is not None:
             report.verdict = "known-gap"
             report.known_gap = gap
@@ -326,6 +379,21 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
     finally:
         if own_worker:
             worker.close()
+
+
+def _root_bound_explains(module: Module, values: dict, actual, ours) -> bool:
+    """The final difference is within the root instruction's own error bound (an
+    accumulating or expanded root that agreed in isolation under that bound)."""
+    root = module.entry.root
+    if root.opcode not in _ACCUMULATING and root.opcode not in _EXPANDED and \
+            root.opcode not in _COMPLEX_FORMULA:
+        return False
+    try:
+        operands = [values[(module.entry.name, o.name)] for o in root.operands]
+    except KeyError:
+        return False
+    atol = _accumulation_atol(module, root, operands, ours)
+    return atol is not None and compare_values(actual, ours, opcode=root.opcode, atol=atol).ok
 
 
 def _looks_like_rounding(comparison: Verdict, ours) -> bool:

@@ -60,8 +60,12 @@ def conditional(selector, *args, shape, true_computation=None, false_computation
         if true_computation is None or false_computation is None:
             raise HloEvalError("conditional needs true_computation and false_computation, "
                                "or branch_computations")
-        branch = true_computation if bool(host_scalar(selector)) else false_computation
-        return branch(args[0])
+        if len(args) != 2:
+            raise HloEvalError(f"a pred conditional takes a true and a false operand, got "
+                               f"{len(args)}")
+        if bool(host_scalar(selector)):
+            return true_computation(args[0])
+        return false_computation(args[1])
     n = len(branch_computations)
     index = int(host_scalar(selector))
     if index < 0 or index >= n:

@@ -193,3 +193,104 @@ def test_diff_cli_bad_input(tmp_path, capsys):
     code = main(["diff", str(tmp_path / "bad.hlo")])
     assert code == 2 and "bad.hlo:3:" in capsys.readouterr().err
 
+
+
+# ---------------------------------------------------------------- expander / formula bounds
+
+BN_INFERENCE = """HloModule m
+ENTRY e {
+  x = f32[1,4,3] parameter(0)
+  s = f32[3] parameter(1)
+  o = f32[3] parameter(2)
+  v = f32[3] parameter(3)
+  ROOT y = f32[1,4,3] batch-norm-inference(x, s, o, o, v), epsilon=0.5, feature_index=2
+}
+"""
+
+
+def test_batch_norm_expansion_cancellation_is_not_a_mismatch(worker):
+    # XLA computes x*ts + (offset - mean*ts): with x == mean = 2.5e18 and |ts| ~ 3e18 the
+    # two products cancel in f32 and the result is off by ~1e29 (camp10 finding)
+    x = np.full((1, 4, 3), 2.526497e18, np.float32)
+    s = np.array([-4.2466855e18, -8.4675441e18, -8.9184912e18], np.float32)
+    o = np.array([2.526497e18, -8.467544e18, 2.526497e18], np.float32)
+    v = np.array([1.1232744, 0.541326, 2.8250308], np.float32)
+    report = diff(BN_INFERENCE, [x, s, o, v], worker=worker)
+    assert report.verdict == "match", report.summary()
+    # a planted difference on well-conditioned data is still flagged
+    x2 = np.random.default_rng(0).standard_normal((1, 4, 3)).astype(np.float32)
+    o2, v2 = np.zeros(3, np.float32), np.ones(3, np.float32)
+    s2 = np.ones(3, np.float32)
+    bad = BN_INFERENCE.replace("batch-norm-inference(x, s, o, o, v)",
+                               "batch-norm-inference(x, s, o, o, o)")  # variance 0, not 1
+    report = diff(BN_INFERENCE, [x2, s2, o2, v2], worker=worker, oracle_module=bad)
+    assert report.verdict == "mismatch", report.summary()
+
+
+def test_batch_norm_training_f16_lost_variance_and_planted(worker):
+    text = """HloModule m
+ENTRY e {
+  x = f16[3,2,1] parameter(0)
+  p = f16[3] parameter(1)
+  ROOT t = (f16[3,2,1], f16[3], f16[3]) batch-norm-training(x, p, p), epsilon=0.001, feature_index=0
+}
+"""
+    x = np.array([[[-1.09], [-1.141]], [[-1.864], [0.967]], [[-0.2134], [0.849]]], np.float16)
+    p = np.array([-0.2231, 2.346, 0.3743], np.float16)
+    assert diff(text, [x, p], worker=worker).verdict == "match"
+    bad = text.replace("epsilon=0.001", "epsilon=0.25")
+    assert diff(text, [x, p], worker=worker, oracle_module=bad).verdict == "mismatch"
+
+
+def test_triangular_and_cholesky_bounds_and_planted(worker):
+    from hloref.fuzz.compare import cholesky_atol, triangular_solve_atol
+    from hloref.types import from_dtype
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((4, 4)) + 4 * np.eye(4)
+    x = rng.standard_normal((4, 2))
+    b = np.tril(a) @ x
+    bound = triangular_solve_atol(a, x, left_side=True, lower=True, unit_diagonal=False,
+                                  transpose_a="NO_TRANSPOSE", et=from_dtype(np.float64))
+    assert np.all(bound < 1e-13) and np.all(bound > 0)  # tight: n·u·cond, not a blanket
+    spd = a @ a.T
+    L = np.linalg.cholesky(spd)
+    cb = cholesky_atol(spd, L, lower=True, et=from_dtype(np.float64))
+    assert np.all(cb[np.tril_indices(4)] < 1e-12)
+    text = """HloModule m
+ENTRY e {
+  a = f64[4,4] parameter(0)
+  b = f64[4,2] parameter(1)
+  ROOT x = f64[4,2] triangular-solve(a, b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE
+}
+"""
+    assert diff(text, [a, b], worker=worker).verdict == "match"
+    bad = text.replace("lower=true", "lower=true, unit_diagonal=true")
+    assert diff(text, [a, b], worker=worker, oracle_module=bad).verdict == "mismatch"
+
+
+def test_complex_formula_budget_and_planted(worker):
+    text = "HloModule m\nENTRY e {\n p = c64[1] parameter(0)\n ROOT r = c64[1] sine(p)\n}\n"
+    z = np.array([-0.020676358 + 0.005808184j], np.complex64)  # XLA: sinh cancellation
+    assert diff(text, [z], worker=worker).verdict == "match"
+    bad = text.replace("sine(p)", "cosine(p)")
+    assert diff(text, [z], worker=worker, oracle_module=bad).verdict == "mismatch"
+    e = "HloModule m\nENTRY e {\n p = c64[1] parameter(0)\n ROOT r = c64[1] exponential-minus-one(p)\n}\n"
+    out = hloref.evaluate(e, np.array([9.05279e8 + 0j], np.complex64))
+    assert np.isinf(out.real[0]) and out.imag[0] == 0  # C99 G.6.3.1: exp(+inf + i0) = inf + i0
+
+
+def test_conv_padding_with_inf_kernel_is_a_known_gap(worker):
+    text = """HloModule m
+ENTRY e {
+  a = f32[1,4,1] parameter(0)
+  k = f32[1,1,1] parameter(1)
+  ROOT c = f32[1,3,1] convolution(a, k), window={size=1 stride=2 pad=1_0}, dim_labels=b0f_0io->b0f
+}
+"""
+    a = np.ones((1, 4, 1), np.float32)
+    k = np.full((1, 1, 1), np.inf, np.float32)
+    report = diff(text, [a, k], worker=worker)  # spec: 0 * inf = NaN; XLA skips the pad tap
+    assert report.verdict == "known-gap" and report.known_gap == "conv-padding-nonfinite"
+    report = diff(text, [a, np.full((1, 1, 1), 2.0, np.float32)], worker=worker,
+                  oracle_module=text.replace("pad=1_0", "pad=0_1"))
+    assert report.verdict == "mismatch"

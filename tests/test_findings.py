@@ -52,7 +52,7 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 9
+    assert len(results) == 11
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
@@ -75,3 +75,40 @@ def test_clz_and_s4_wrap_references():
     x = args[0].astype(np.int8)
     wrapped = ((x.astype(np.int16) * 2 + 8) % 16 - 8).astype(np.int8)  # two's complement, 4 bits
     np.testing.assert_array_equal(hloref.evaluate(module, *args), wrapped)
+
+
+def test_convolution_f8_reference_is_f8_representable():
+    module, args = _load("convolution-f8-convert-skips-f8-rounding")
+    out = np.asarray(hloref.evaluate(module, *args)).astype(np.float32)
+    # the convert sees the convolution's f8e4m3fn result: every value is an f8 value
+    finite = np.isfinite(out)
+    roundtrip = out[finite].astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    np.testing.assert_array_equal(roundtrip, out[finite])
+    stored = read_npz(str(ROOT / "convolution-f8-convert-skips-f8-rounding" / "actual.npz"))[0]
+    xla_values = np.asarray(stored).astype(np.float32)
+    xla_values = xla_values[np.isfinite(xla_values)]
+    assert np.any(xla_values.astype(ml_dtypes.float8_e4m3fn).astype(np.float32) != xla_values)
+
+
+def test_atanh_f4_reference_saturates_inf():
+    module, args = _load("atanh-f4e2m1fn-constant-folding")
+    out = hloref.evaluate(module, *args)
+    atanh = np.asarray(out[1]).astype(np.float32)
+    # constant {0,1,0,0,0},{0,-1,0,2,2},{-2,0,1,0,0}: atanh(±1) = ±inf -> ±6 (f4e2m1fn max,
+    # as XLA's runtime convert and ml_dtypes saturate), |x| > 1 -> NaN -> 0
+    assert np.array(np.inf).astype(ml_dtypes.float4_e2m1fn).astype(np.float32) == 6
+    np.testing.assert_array_equal(atanh, [[0, 6, 0, 0, 0], [0, -6, 0, 0, 0], [0, 0, 6, 0, 0]])
+
+
+def test_tf_asin_f8e8m0fnu_reference_rounds_to_two():
+    import mpmath
+    d = ROOT.parent / "tf-2.21" / "asin-f8e8m0fnu-nan"
+    module = hloref.parse((d / "module.hlo").read_text())
+    args = [a.view(p.shape.element_type.dtype) if a.dtype != p.shape.element_type.dtype else a
+            for a, p in zip(read_npz(str(d / "inputs.npz")), module.entry.parameters)]
+    x = float(np.asarray(args[0]).astype(np.float32).ravel()[0])
+    assert x == 1.0
+    exact = float(mpmath.asin(1))  # pi/2: between 1 and 2, nearer 2 (powers of two only)
+    assert abs(exact - 2) < abs(exact - 1)
+    out = np.asarray(hloref.evaluate(module, *args)).astype(np.float32).ravel()
+    assert out[0] == 2.0 == float(np.array(exact).astype(ml_dtypes.float8_e8m0fnu))

@@ -111,3 +111,28 @@ def test_token_result_by_hand():
     from hloref.values import TOKEN_VALUE
     body = "  ROOT t = token[] after-all()"
     assert run_hloref(module(body)) is TOKEN_VALUE
+
+
+def test_pred_conditional_passes_each_branch_its_own_operand():
+    """The false branch gets operand 2 (found by the fuzzer: it used to get operand 1)."""
+    text = """HloModule m
+t {
+  a = f32[2] parameter(0)
+  ROOT n = f32[2] negate(a)
+}
+f {
+  b = f32[3] parameter(0)
+  ROOT s = f32[2] slice(b), slice={[1:3]}
+}
+ENTRY e {
+  p = pred[] parameter(0)
+  x = f32[2] parameter(1)
+  y = f32[3] parameter(2)
+  ROOT c = f32[2] conditional(p, x, y), true_computation=t, false_computation=f
+}"""
+    import numpy as np
+    import hloref
+    x = np.array([1, 2], np.float32)
+    y = np.array([5, 6, 7], np.float32)
+    np.testing.assert_array_equal(hloref.evaluate(text, np.bool_(True), x, y), [-1, -2])
+    np.testing.assert_array_equal(hloref.evaluate(text, np.bool_(False), x, y), [6, 7])
