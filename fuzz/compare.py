@@ -278,6 +278,13 @@ KNOWN_GAPS: dict[str, str] = {
         "(asin/acos/atanh/log/sqrt outside their domain) into a type that cannot hold it "
         "(f4e2m1fn: no NaN, no inf) as a bit pattern of its own (-3.0, 2.0); the value is "
         "implementation-defined; hloref and jaxlib's XLA:CPU give 0."),
+    "tf-transcendental-accuracy": (
+        "the tf oracle (TensorFlow 2.21's older XLA) computes f32/f64 cbrt and cosh less "
+        "accurately than the ULP budget: cbrt 3 ULP (f32) and 30 ULP (f64) where jaxlib "
+        "0.10.2's XLA is within 1.1 ULP on the same inputs; cosh 15 ULP (f32, x = 64) and "
+        "13 ULP (f64, x = 355.3), the same values jaxlib's own cosh expansion (jnp.cosh) "
+        "gives: exp(|x| - log 2) amplifies the argument's rounding by |x|/2 ULP. jaxlib's "
+        "XLA:CPU rejects an HLO cosh, so only the tf oracle runs it."),
     "non-associative-reducer": (
         "a reducer that is not associative: the order of reduction is implementation-defined "
         "(XLA folds left to right, hloref pairs neighbours)."),
@@ -320,6 +327,10 @@ def known_gap(module, values: dict, oracle: str = "xla") -> str | None:
                        bool(np.isnan(v.astype(np.complex128)).any()) for v in values.values())
         if nan_seen:
             return "tf-fast-min-max"
+    if oracle == "tf" and any(i.opcode in ("cbrt", "cosh") and
+                              getattr(getattr(i.shape, "element_type", None), "name", "")
+                              in ("f32", "f64") for _, i in module.instructions()):
+        return "tf-transcendental-accuracy"
     if oracle == "tf" and tf_nan_to_nanless(module, values):
         return "tf-nan-to-nanless-type"
     for comp in module.computations.values():

@@ -52,7 +52,7 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 11
+    assert len(results) == 13
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
@@ -112,3 +112,30 @@ def test_tf_asin_f8e8m0fnu_reference_rounds_to_two():
     assert abs(exact - 2) < abs(exact - 1)
     out = np.asarray(hloref.evaluate(module, *args)).astype(np.float32).ravel()
     assert out[0] == 2.0 == float(np.array(exact).astype(ml_dtypes.float8_e8m0fnu))
+
+
+def test_reduce_s2_maximum_of_broadcast_reference():
+    module, args = _load("reduce-s2-maximum-of-broadcast")
+    v = int(np.asarray(args[0]).astype(np.int8))
+    assert v == 1
+    # max over three copies of v and the init -2 (the s2 minimum, the identity) is v
+    assert np.asarray(hloref.evaluate(module, *args)).astype(np.int8).tolist() == [v, v, v]
+
+
+def test_convert_f8e8m0fnu_negative_reference_is_nan():
+    module, args = _load("convert-f8e8m0fnu-negative-constant-folding")
+    out = np.asarray(hloref.evaluate(module, *args))
+    # f8e8m0fnu has no sign bit: a negative value converts to NaN (0xFF), as ml_dtypes does
+    assert np.isnan(np.array(-2147483648.0, np.float32).astype(ml_dtypes.float8_e8m0fnu).astype(np.float32))
+    assert out.view(np.uint8).item() == 0xFF
+
+
+def test_tf_atan2_zero_zero_reference_is_zero():
+    d = ROOT.parent / "tf-2.21" / "atan2-zero-zero-nan"
+    module = hloref.parse((d / "module.hlo").read_text())
+    args = [a.view(p.shape.element_type.dtype) if a.dtype != p.shape.element_type.dtype else a
+            for a, p in zip(read_npz(str(d / "inputs.npz")), module.entry.parameters)]
+    out = np.asarray(hloref.evaluate(module, *args)).astype(np.float32)
+    # xor(p, p) = 0 -> atan2(+0, +0) = +0 (C99 F.9.1.4)
+    assert out.item() == 0.0 and not np.signbit(out.item())
+    assert np.arctan2(np.float32(0), np.float32(0)) == 0
