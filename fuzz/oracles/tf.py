@@ -81,7 +81,7 @@ from typing import Any
 import numpy as np
 
 from .errors import OracleError, OracleUnsupported
-from .xla import _flatten_arg, _has_token, _rebuild, _shape_str  # shared leaf handling
+from .xla import _flatten_arg, _rebuild, _shape_str, load_program  # shared with XLA
 
 __all__ = ["TfExecutable", "compile_hlo", "run_hlo", "available", "clear_cache",
            "native_module", "native_function", "tf_modules", "OracleError", "OracleUnsupported",
@@ -132,8 +132,6 @@ UNSUPPORTED_TYPES: dict[str, str] = {
     "f6e2m3fn": "TF 2.21 has no float6 dtypes (and XLA:CPU cannot compile them)",
     "f6e3m2fn": "TF 2.21 has no float6 dtypes (and XLA:CPU cannot compile them)",
 }
-_UNSUPPORTED_RE = re.compile(r"(?<![\w.%-])(" + "|".join(UNSUPPORTED_TYPES) + r")\[")
-_BITCAST_RE = re.compile(r"[\]})]\s+bitcast\(")
 _MHLO_ONLY_RE = re.compile(r"failed to legalize operation '(mhlo\.\w+)'")
 
 _cache: OrderedDict[str, "TfExecutable"] = OrderedDict()
@@ -332,34 +330,9 @@ class TfExecutable:
             raise OracleUnsupported("TF oracle cannot set XLA debug options per module (TF reads "
                                     "them once from XLA_FLAGS); got "
                                     + ", ".join(sorted(self.debug_options)))
-        m = _UNSUPPORTED_RE.search(text)
-        if m:
-            t = m.group(1)
-            raise OracleUnsupported(f"TF oracle does not support element type {t}: "
-                                    f"{UNSUPPORTED_TYPES[t]}")
-        if _BITCAST_RE.search(text):
-            raise OracleUnsupported("TF oracle cannot compile `bitcast`: layouts are lost on the "
-                                    "way through StableHLO and XLA rejects bitcast before layout "
-                                    "assignment")
         xc, _jaxmod = _jaxlib()
-        try:
-            hm = xc.hlo.hlo_module_from_text(text)
-        except Exception as e:
-            raise OracleError(f"XLA (jaxlib) could not parse the module: {_message(e)}") from e
-        proto = hm.as_serialized_hlo_module_proto()
-        try:
-            ps = xc.XlaComputation(proto).program_shape()
-            self.parameter_shapes = tuple(ps.parameter_shapes())
-            self.result_shape = ps.result_shape()
-        except Exception as e:
-            raise OracleError(f"XLA could not compute the program shape: {_message(e)}") from e
-        for i, s in enumerate(self.parameter_shapes):
-            if _has_token(s):
-                raise OracleUnsupported(f"TF oracle cannot pass token parameters "
-                                        f"(parameter {i}: {_shape_str(s)})")
-        if _has_token(self.result_shape):
-            raise OracleUnsupported(f"TF oracle cannot return tokens (result shape "
-                                    f"{_shape_str(self.result_shape)})")
+        proto, self.parameter_shapes, self.result_shape = load_program(
+            text, xc, "TF oracle", UNSUPPORTED_TYPES)
         self._in_leaves = [s for p in self.parameter_shapes for s in _leaves(p, [])]
         self._out_leaves = _leaves(self.result_shape, [])
         st = _tf()

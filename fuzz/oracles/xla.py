@@ -90,7 +90,6 @@ UNSUPPORTED_TYPES: dict[str, str] = {
     "f6e2m3fn": "XLA:CPU codegen crashes on f6 types (invalid bitcast i6 to i8)",
     "f6e3m2fn": "XLA:CPU codegen crashes on f6 types (invalid bitcast i6 to i8)",
 }
-_UNSUPPORTED_RE = re.compile(r"(?<![\w.%-])(" + "|".join(UNSUPPORTED_TYPES) + r")\[")
 # ``bitcast`` as an opcode (after a shape), not ``bitcast-convert``.
 _BITCAST_RE = re.compile(r"[\]})]\s+bitcast\(")
 
@@ -144,6 +143,42 @@ def _shape_str(shape) -> str:
         return repr(shape)
 
 
+def load_program(text: str, xc, who: str, unsupported_types: dict[str, str]):
+    """Checks and parsing shared by the jaxlib-based oracles: refuse element types and
+    opcodes the oracle cannot run, parse with XLA, read the program shape, refuse tokens.
+
+    Returns ``(serialized HloModuleProto, parameter shapes, result shape)``."""
+    pattern = re.compile(r"(?<![\w.%-])(" + "|".join(unsupported_types) + r")\[")
+    m = pattern.search(text)
+    if m:
+        t = m.group(1)
+        raise OracleUnsupported(f"{who} does not support element type {t}: "
+                                f"{unsupported_types[t]}")
+    if _BITCAST_RE.search(text):
+        raise OracleUnsupported(f"{who} cannot compile `bitcast`: layouts are lost on the way "
+                                "through StableHLO and XLA rejects bitcast before layout "
+                                "assignment")
+    try:
+        hm = xc.hlo.hlo_module_from_text(text)
+    except Exception as e:
+        raise OracleError(f"XLA could not parse the module: {_message(e)}") from e
+    proto = hm.as_serialized_hlo_module_proto()
+    try:
+        ps = xc.XlaComputation(proto).program_shape()
+        parameter_shapes = tuple(ps.parameter_shapes())
+        result_shape = ps.result_shape()
+    except Exception as e:
+        raise OracleError(f"XLA could not compute the program shape: {_message(e)}") from e
+    for i, sh in enumerate(parameter_shapes):
+        if _has_token(sh):
+            raise OracleUnsupported(f"{who} cannot pass token parameters "
+                                    f"(parameter {i}: {_shape_str(sh)})")
+    if _has_token(result_shape):
+        raise OracleUnsupported(f"{who} cannot return tokens (result shape "
+                                f"{_shape_str(result_shape)})")
+    return proto, parameter_shapes, result_shape
+
+
 class XlaExecutable:
     """An HLO module compiled by XLA:CPU; ``run(*args)`` executes it."""
 
@@ -152,35 +187,10 @@ class XlaExecutable:
         self.debug_options = dict(debug_options or {})
         self.parameter_shapes: tuple = ()
         self.result_shape = None
-        m = _UNSUPPORTED_RE.search(text)
-        if m:
-            t = m.group(1)
-            raise OracleUnsupported(f"XLA:CPU oracle does not support element type {t}: "
-                                    f"{UNSUPPORTED_TYPES[t]}")
-        if _BITCAST_RE.search(text):
-            raise OracleUnsupported("XLA:CPU oracle cannot compile `bitcast`: layouts are lost on "
-                                    "the way through StableHLO and XLA rejects bitcast before "
-                                    "layout assignment")
         jax, xc, _jaxmod, be, dev = _jax()
         self._device = dev
-        try:
-            hm = xc.hlo.hlo_module_from_text(text)
-        except Exception as e:
-            raise OracleError(f"XLA could not parse the module: {_message(e)}") from e
-        proto = hm.as_serialized_hlo_module_proto()
-        try:
-            ps = xc.XlaComputation(proto).program_shape()
-            self.parameter_shapes = tuple(ps.parameter_shapes())
-            self.result_shape = ps.result_shape()
-        except Exception as e:
-            raise OracleError(f"XLA could not compute the program shape: {_message(e)}") from e
-        for i, s in enumerate(self.parameter_shapes):
-            if _has_token(s):
-                raise OracleUnsupported(f"XLA:CPU oracle cannot pass token parameters "
-                                        f"(parameter {i}: {_shape_str(s)})")
-        if _has_token(self.result_shape):
-            raise OracleUnsupported(f"XLA:CPU oracle cannot return tokens (result shape "
-                                    f"{_shape_str(self.result_shape)})")
+        proto, self.parameter_shapes, self.result_shape = load_program(
+            text, xc, "XLA:CPU oracle", UNSUPPORTED_TYPES)
         try:
             mlir = _jaxmod.mlir.hlo_to_stablehlo(proto)
         except Exception as e:
