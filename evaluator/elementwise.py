@@ -273,13 +273,18 @@ _arith("subtract", np.subtract, np.subtract)
 _arith("multiply", np.multiply, np.multiply)
 
 
+def _int_divrem(a, b, et, *, remainder: bool):
+    """XLA's integer divide/remainder (x/0 = -1, x%0 = x, INT_MIN/-1 = INT_MIN)."""
+    x, y = np.broadcast_arrays(*_int_args(a, b))
+    out = kernels.divrem_array(x, y, remainder=remainder)
+    return wrap_int(out.reshape(x.shape), et)
+
+
 @op("divide")
 def divide(a, b, *, shape):
     et = _et(shape)
     if et.is_integer:
-        x, y = _int_args(a, b)
-        out = kernels.divrem_array(*np.broadcast_arrays(x, y), remainder=False)
-        return wrap_int(out.reshape(np.broadcast_shapes(x.shape, y.shape)), et)
+        return _int_divrem(a, b, et, remainder=False)
     if et.is_complex:
         with np.errstate(all="ignore"):
             return finish((a.astype(np.complex128) / b.astype(np.complex128)), et)
@@ -290,9 +295,7 @@ def divide(a, b, *, shape):
 def remainder(a, b, *, shape):
     et = _et(shape)
     if et.is_integer:
-        x, y = _int_args(a, b)
-        out = kernels.divrem_array(*np.broadcast_arrays(x, y), remainder=True)
-        return wrap_int(out.reshape(np.broadcast_shapes(x.shape, y.shape)), et)
+        return _int_divrem(a, b, et, remainder=True)
     return float_compute(np.fmod, a, b, et=et)
 
 
@@ -392,28 +395,24 @@ def _shift_amounts(b):
     return _bits_unsigned(b)
 
 
-@op("shift-left")
-def shift_left(a, b, *, shape):
+def _logical_shift(a, b, shape, shift):
+    """Shift the element's bits (as unsigned); amounts >= the width give 0."""
     et = _et(shape)
     _check_shift(et)
-    x = _bits_unsigned(a)
-    n = _shift_amounts(b)
-    x, n = np.broadcast_arrays(x, n)
+    x, n = np.broadcast_arrays(_bits_unsigned(a), _shift_amounts(b))
     too_big = n >= np.uint64(et.bits)
-    out = np.where(too_big, np.uint64(0), x << np.where(too_big, np.uint64(0), n))
+    out = np.where(too_big, np.uint64(0), shift(x, np.where(too_big, np.uint64(0), n)))
     return wrap_int(out.view(np.int64) if et.kind == "sint" else out, et)
+
+
+@op("shift-left")
+def shift_left(a, b, *, shape):
+    return _logical_shift(a, b, shape, np.left_shift)
 
 
 @op("shift-right-logical")
 def shift_right_logical(a, b, *, shape):
-    et = _et(shape)
-    _check_shift(et)
-    x = _bits_unsigned(a)
-    n = _shift_amounts(b)
-    x, n = np.broadcast_arrays(x, n)
-    too_big = n >= np.uint64(et.bits)
-    out = np.where(too_big, np.uint64(0), x >> np.where(too_big, np.uint64(0), n))
-    return wrap_int(out.view(np.int64) if et.kind == "sint" else out, et)
+    return _logical_shift(a, b, shape, np.right_shift)
 
 
 @op("shift-right-arithmetic")
