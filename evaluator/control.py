@@ -35,13 +35,12 @@ def fusion(*args, shape, calls, kind=None):
     return calls(*args)
 
 
-@op("while")
-def while_(init, *, shape, condition, body, ctx, instruction_name):
-    """``while condition(state): state = body(state)``; stops past ``max_while_iterations``."""
-    limit = ctx.limits.max_while_iterations
+def run_while(init, condition, body, *, limit: int, instruction_name: str, to_host=np.asarray):
+    """``while condition(state): state = body(state)``; stops past ``limit`` iterations.
+    ``to_host`` reads the predicate (the GPU backend passes its device-to-host read)."""
     state = init
     iterations = 0
-    while bool(np.asarray(condition(state))):
+    while bool(to_host(condition(state))):
         if iterations >= limit:
             raise HloLimitError(f"while loop still running after {limit} iterations "
                                 f"(Limits.max_while_iterations)", instruction=instruction_name)
@@ -50,11 +49,11 @@ def while_(init, *, shape, condition, body, ctx, instruction_name):
     return state
 
 
-@op("conditional")
-def conditional(selector, *args, shape, true_computation=None, false_computation=None,
-                branch_computations=None):
-    """pred selector: true → ``true_computation``; s32 selector: ``branch_computations[i]``,
-    and an index outside [0, N) runs the last branch."""
+def run_conditional(selector, args, *, true_computation=None, false_computation=None,
+                    branch_computations=None, to_host=np.asarray):
+    """pred selector: true → ``true_computation(args[0])``, false →
+    ``false_computation(args[1])``; s32 selector: ``branch_computations[i](args[i])``, and
+    an index outside [0, N) runs the last branch."""
     if branch_computations is None:
         if true_computation is None or false_computation is None:
             raise HloEvalError("conditional needs true_computation and false_computation, "
@@ -62,12 +61,28 @@ def conditional(selector, *args, shape, true_computation=None, false_computation
         if len(args) != 2:
             raise HloEvalError(f"a pred conditional takes a true and a false operand, got "
                                f"{len(args)}")
-        return true_computation(args[0]) if bool(selector) else false_computation(args[1])
+        if bool(to_host(selector)):
+            return true_computation(args[0])
+        return false_computation(args[1])
     n = len(branch_computations)
-    index = int(np.asarray(selector))
+    index = int(to_host(selector))
     if index < 0 or index >= n:
         index = n - 1
     return branch_computations[index](args[index])
+
+
+@op("while")
+def while_(init, *, shape, condition, body, ctx, instruction_name):
+    return run_while(init, condition, body, limit=ctx.limits.max_while_iterations,
+                     instruction_name=instruction_name)
+
+
+@op("conditional")
+def conditional(selector, *args, shape, true_computation=None, false_computation=None,
+                branch_computations=None):
+    return run_conditional(selector, args, true_computation=true_computation,
+                           false_computation=false_computation,
+                           branch_computations=branch_computations)
 
 
 @op("opt-barrier")

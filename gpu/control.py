@@ -8,7 +8,6 @@ instruction, so a constant inside a loop body is not re-sent every iteration).
 
 from __future__ import annotations
 
-from hloref.errors import HloEvalError, HloLimitError
 from hloref.evaluator import control as cpu_control
 from hloref.values import TOKEN_VALUE
 
@@ -41,36 +40,17 @@ def fusion(*args, shape, calls, kind=None):
 
 @gpu_op("while")
 def while_(init, *, shape, condition, body, ctx, instruction_name):
-    limit = ctx.limits.max_while_iterations
-    state = init
-    iterations = 0
-    while bool(host_scalar(condition(state))):
-        if iterations >= limit:
-            raise HloLimitError(f"while loop still running after {limit} iterations "
-                                f"(Limits.max_while_iterations)", instruction=instruction_name)
-        state = body(state)
-        iterations += 1
-    return state
+    return cpu_control.run_while(init, condition, body, limit=ctx.limits.max_while_iterations,
+                                 instruction_name=instruction_name, to_host=host_scalar)
 
 
 @gpu_op("conditional")
 def conditional(selector, *args, shape, true_computation=None, false_computation=None,
                 branch_computations=None):
-    if branch_computations is None:
-        if true_computation is None or false_computation is None:
-            raise HloEvalError("conditional needs true_computation and false_computation, "
-                               "or branch_computations")
-        if len(args) != 2:
-            raise HloEvalError(f"a pred conditional takes a true and a false operand, got "
-                               f"{len(args)}")
-        if bool(host_scalar(selector)):
-            return true_computation(args[0])
-        return false_computation(args[1])
-    n = len(branch_computations)
-    index = int(host_scalar(selector))
-    if index < 0 or index >= n:
-        index = n - 1
-    return branch_computations[index](args[index])
+    return cpu_control.run_conditional(selector, args, true_computation=true_computation,
+                                       false_computation=false_computation,
+                                       branch_computations=branch_computations,
+                                       to_host=host_scalar)
 
 
 @gpu_op("opt-barrier")
