@@ -115,7 +115,8 @@ class Interpreter:
             except Exception as exc:  # an op body failed: name the instruction
                 if getattr(exc, "__module__", "").startswith("hloref"):
                     raise
-                raise HloEvalError(f"{instr.opcode} failed: {type(exc).__name__}: {exc}",
+                where = "" if self.backend == "cpu" else f" on the {self.backend} backend"
+                raise HloEvalError(f"{instr.opcode} failed{where}: {type(exc).__name__}: {exc}",
                                    instruction=instr.name) from exc
             if isinstance(value, np.generic):
                 value = np.asarray(value)
@@ -230,11 +231,11 @@ class Interpreter:
 
 
 def _value_bytes(value) -> int:
-    if isinstance(value, np.ndarray):
-        return value.nbytes
+    """Bytes held by a value: host arrays, device arrays (anything with ``nbytes``),
+    tuples of them; tokens hold none."""
     if isinstance(value, tuple):
         return sum(_value_bytes(v) for v in value)
-    return 0
+    return int(getattr(value, "nbytes", 0))
 
 
 def _topological(comp: Computation) -> list[Instruction]:

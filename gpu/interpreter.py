@@ -24,12 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hloref.errors import HloEvalError, HloLimitError, HloUnsupportedError
+from hloref.errors import HloUnsupportedError
 from hloref.evaluator.interpreter import Interpreter, Limits, _Prepared
 from hloref.ir import Computation
-from hloref.shapes import byte_size
 
-from .device import DArray, to_device, to_host
+from .device import to_device, to_host
 from .registry import GPU_OPS, GpuFallback, load_all as load_gpu_ops
 
 __all__ = ["GpuInterpreter", "FallbackReport", "Limits"]
@@ -62,14 +61,6 @@ class FallbackReport:
         return "; ".join(f"{op} x{n} ({self.reasons[op]})" for op, n in sorted(self.counts.items()))
 
 
-def _nbytes(value) -> int:
-    if isinstance(value, (DArray, np.ndarray)):
-        return value.nbytes
-    if isinstance(value, tuple):
-        return sum(_nbytes(v) for v in value)
-    return 0
-
-
 class GpuInterpreter(Interpreter):
     def __init__(self, module, *, limits: Limits | None = None, fallback: bool = True):
         super().__init__(module, limits=limits, backend="gpu")
@@ -80,58 +71,13 @@ class GpuInterpreter(Interpreter):
         self._cpu = Interpreter(module, limits=self.limits, backend="cpu")
         self.constants: dict[int, object] = {}  # id(instr) -> device value
 
-    # -- public -------------------------------------------------------------
-    def run(self, args: list) -> object:
-        """Evaluate the entry computation on *device* arguments (see ``to_device``)."""
-        self.live_bytes = sum(_nbytes(a) for a in args)
-        if self.live_bytes > self.limits.max_bytes:
-            raise HloLimitError(
-                f"the arguments take {self.live_bytes} bytes, over the memory budget of "
-                f"{self.limits.max_bytes} bytes (Limits.max_bytes)")
-        return self.call(self.module.entry, args)
+    # The instruction loop (memory budget, last-use release, error naming) is the CPU
+    # Interpreter's: values here are device arrays, whose ``nbytes`` the budget counts.
 
-    def call(self, comp: Computation, args: list) -> object:
-        """Evaluate ``comp`` on device argument values (one per parameter)."""
-        plan, last_use, root_index = self._plan(comp)
-        params = comp.parameters
-        if len(args) != len(params):
-            raise HloEvalError(
-                f"computation {comp.name} takes {len(params)} arguments, got {len(args)}")
-        env: list = [None] * len(plan)
-        budget = self.limits.max_bytes
-        for index, step in enumerate(plan):
-            instr = step.instr
-            if instr.opcode == "parameter":
-                env[index] = args[instr.parameter_number]
-                continue
-            need = byte_size(instr.shape)
-            if self.live_bytes + need > budget:
-                raise HloLimitError(
-                    f"its result needs {need} bytes while {self.live_bytes} bytes are live: "
-                    f"over the memory budget of {budget} bytes (Limits.max_bytes)",
-                    instruction=instr.name)
-            operands = [env[i] for i in step.operand_index]
-            try:
-                value = step.fn(*operands, **step.kwargs)
-            except (HloEvalError, HloUnsupportedError, HloLimitError):
-                raise
-            except Exception as exc:
-                if getattr(exc, "__module__", "").startswith("hloref"):
-                    raise
-                raise HloEvalError(f"{instr.opcode} failed on the gpu backend: "
-                                   f"{type(exc).__name__}: {exc}", instruction=instr.name) from exc
-            env[index] = value
-            self.live_bytes += _nbytes(value)
-            for i in step.operand_index:
-                if last_use[i] == index and i != root_index and env[i] is not None:
-                    if plan[i].instr.opcode != "parameter":
-                        self.live_bytes -= _nbytes(env[i])
-                    env[i] = None
-        result = env[root_index]
-        for i, v in enumerate(env):
-            if v is not None and i != root_index and plan[i].instr.opcode != "parameter":
-                self.live_bytes -= _nbytes(v)
-        return result
+    def _has_dynamic(self, comp: Computation) -> bool:
+        # runtime dimension sizes are tracked on the CPU backend only; on the GPU,
+        # set/get-dimension-size fall back to the CPU ops (static sizes)
+        return False
 
     # -- planning -------------------------------------------------------------
     def _prepare(self, instr, position) -> _Prepared:
