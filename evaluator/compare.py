@@ -29,14 +29,12 @@ def total_order_keys(x: np.ndarray) -> np.ndarray:
     """int64 keys whose integer order is the TOTALORDER of the float values ``x``."""
     et = element_type_of(x)
     fmt = et.float_format
-    width = x.dtype.itemsize * 8
     bits = x.view(np.dtype(f"u{x.dtype.itemsize}")).astype(np.uint64)
     if not fmt.signed:  # f8e8m0fnu: raw bits
         return bits.astype(np.int64)
     sign_bit = np.uint64(1) << np.uint64(et.bits - 1)
     magnitude = (bits & (sign_bit - np.uint64(1))).astype(np.int64)
     negative = (bits & sign_bit) != 0
-    del width
     keys = np.where(negative, -magnitude - 1, magnitude)
     if fmt.nan_style == "fnuz":
         # the single NaN is the -0 pattern (0x80): it decodes as a negative NaN and sorts

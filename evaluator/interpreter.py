@@ -15,7 +15,7 @@ import numpy as np
 from hloref.attrs import ComputationRef
 from hloref.errors import HloEvalError, HloLimitError, HloUnsupportedError
 from hloref.ir import Computation, Instruction, Module
-from hloref.shapes import ArrayShape, Shape, TupleShape, byte_size
+from hloref.shapes import TupleShape, byte_size
 
 from .indexing import DYNAMIC_SOURCES, _is_partial, dynamic_step
 from .registry import OPS, UNSUPPORTED, Called, load_all
@@ -261,12 +261,3 @@ def _topological(comp: Computation) -> list[Instruction]:
                 if id(dep) not in seen:
                     stack.append((dep, False))
     return order
-
-
-def result_shape_leaves(shape: Shape) -> list[ArrayShape]:
-    if isinstance(shape, TupleShape):
-        out = []
-        for e in shape.elements:
-            out.extend(result_shape_leaves(e))
-        return out
-    return [shape]

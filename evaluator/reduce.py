@@ -16,6 +16,8 @@ Accumulation (see ``docs/semantics.md``):
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from hloref.errors import HloEvalError
@@ -58,8 +60,21 @@ def simple_reducer(computation) -> str | None:
     return root.opcode
 
 
+_VECTORIZABLE_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def is_vectorizable(computation, module) -> bool:
-    """True when every instruction (nested calls included) is an elementwise op on scalars."""
+    """True when every instruction (nested calls included) is an elementwise op on scalars.
+
+    Cached per computation: a reducer inside a loop body is checked once, not per
+    iteration."""
+    cached = _VECTORIZABLE_CACHE.get(computation)
+    if cached is None:
+        cached = _VECTORIZABLE_CACHE[computation] = _check_vectorizable(computation, module)
+    return cached
+
+
+def _check_vectorizable(computation, module) -> bool:
     for instr in computation.instructions:
         if instr.opcode in ("call", "fusion"):
             for name in instr.called_computation_names():
@@ -198,13 +213,6 @@ def sequential_reduce(apply, xs: list[np.ndarray], inits: list[np.ndarray]):
     return outs
 
 
-def reducer_applier(to_apply, ctx):
-    """A function applying the reducer to arrays, and whether it is vectorised."""
-    if is_vectorizable(to_apply.computation, ctx.module):
-        return to_apply, True
-    return to_apply, False
-
-
 @op("reduce")
 def reduce(*operands, shape, dimensions, to_apply, ctx):
     n = len(operands) // 2
@@ -220,8 +228,8 @@ def reduce(*operands, shape, dimensions, to_apply, ctx):
             if out is not None:
                 return contiguous(out.reshape(result_shapes[0].dims))
     moved = [_move_reduced_last(x, dims) for x in inputs]
-    apply, vectorized = reducer_applier(to_apply, ctx)
-    outs = (tree_reduce if vectorized else sequential_reduce)(apply, moved, inits)
+    vectorized = is_vectorizable(to_apply.computation, ctx.module)
+    outs = (tree_reduce if vectorized else sequential_reduce)(to_apply, moved, inits)
     outs = [contiguous(o.reshape(s.dims)).astype(s.element_type.dtype, copy=False)
             for o, s in zip(outs, result_shapes)]
     return outs[0] if n == 1 else tuple(outs)
