@@ -79,10 +79,21 @@ def test_run_tuple_parameter_and_raw_bits(tmp_path, capsys):
     assert "bf16[3]" in out and "s8[2]" in out
 
 
-def test_run_seed_prints(capsys):
-    code, out, err = _run(["run", str(EXAMPLES / "while_loop.hlo"), "--seed", "3"], capsys)
+def test_run_seed_prints_and_matches_xla(tmp_path, capsys):
+    """``--seed`` inputs are deterministic: XLA on the same seeded inputs agrees."""
+    code, out, err = _run(["run", str(EXAMPLES / "while_loop.hlo"), "--seed", "3", "--print",
+                           "--output", str(tmp_path / "out.npz")], capsys)
     assert code == 0, err
     assert "tuple" in out or "f32" in out
+    xla = pytest.importorskip("hloref.fuzz.oracles.xla")
+    import hloref
+    from hloref.cli import flatten_value, random_arguments
+    text = (EXAMPLES / "while_loop.hlo").read_text()
+    expected = flatten_value(xla.run_hlo(text, *random_arguments(hloref.parse(text), 3)))
+    with np.load(tmp_path / "out.npz") as data:
+        ours = [data[f"arr_{i}"] for i in range(len(expected))]
+    for a, b in zip(ours, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("argv_tail, needle", [
