@@ -20,28 +20,49 @@ from hloref.attrs import Window, WindowDim
 from hloref.errors import HloEvalError
 
 from .dot import _operand
-from .numeric import contiguous, finish
+from .numeric import contiguous, element_type_of, finish
 from .registry import op
 
 OP_FAMILY = True
 
 
-def _dilate_and_pad(x: np.ndarray, window: tuple[WindowDim, ...]) -> np.ndarray:
-    """Base-dilate and pad the spatial dims (axes 2...) of ``x`` with zeros."""
-    for axis, w in enumerate(window, start=2):
-        n = x.shape[axis]
+def _padded_channels_last(lhs: np.ndarray, et, dn, window: tuple[WindowDim, ...]) -> np.ndarray:
+    """The input as (batch, spatial..., feature) in the compute type, base-dilated and
+    padded with zeros (negative padding crops), built in one pass over the input."""
+    order = (dn.input_batch_dimension,) + tuple(dn.input_spatial_dimensions) + \
+        (dn.input_feature_dimension,)
+    src = np.transpose(lhs, order)
+    if et.is_narrow_float or not (element_type_of(lhs).dtype == et.dtype and et.dtype in
+                                  (np.dtype(np.float32), np.dtype(np.float64))):
+        src = _operand(src, et)  # exact widening / integer conversion as dot does it
+        dtype = src.dtype
+    else:
+        dtype = np.dtype(np.float64)  # f32/f64: widened exactly while copying below
+    out_shape, place, crop = [src.shape[0]], [slice(None)], [slice(None)]
+    for axis, w in enumerate(window, start=1):
+        n = src.shape[axis]
         inner = n + max(n - 1, 0) * (w.base_dilation - 1)
-        lo, hi = max(w.padding_low, 0), max(w.padding_high, 0)
-        shape = list(x.shape)
-        shape[axis] = lo + inner + hi
-        out = np.zeros(shape, x.dtype)
-        place = [slice(None)] * x.ndim
-        place[axis] = slice(lo, lo + inner, w.base_dilation)
-        out[tuple(place)] = x
-        crop = [slice(None)] * x.ndim
-        crop[axis] = slice(max(-w.padding_low, 0), shape[axis] - max(-w.padding_high, 0))
-        x = out[tuple(crop)]
-    return x
+        lo, hi = w.padding_low, w.padding_high
+        full = max(lo, 0) + inner + max(hi, 0)
+        # crop the negative padding off the padded extent
+        c0, c1 = max(-lo, 0), full - max(-hi, 0)
+        size = max(c1 - c0, 0)
+        out_shape.append(size)
+        # source positions max(lo,0) + i*dilation (i in [0, n)) that land in [c0, c1)
+        first = max(lo, 0)
+        i0 = 0 if first >= c0 else -(-(c0 - first) // w.base_dilation)
+        i1 = min(n, (c1 - 1 - first) // w.base_dilation + 1) if c1 > first else 0
+        i1 = max(i1, i0)
+        start = first + i0 * w.base_dilation - c0
+        stop = start + (i1 - i0 - 1) * w.base_dilation + 1 if i1 > i0 else start
+        place.append(slice(start, stop, w.base_dilation) if i1 > i0 else slice(0, 0))
+        crop.append(slice(i0, i1))
+    out_shape.append(src.shape[-1])
+    place.append(slice(None))
+    crop.append(slice(None))
+    out = np.zeros(out_shape, dtype)
+    out[tuple(place)] = src[tuple(crop)]
+    return out
 
 
 @op("convolution")
@@ -56,65 +77,66 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
         WindowDim(size=rhs.shape[d]) for d in dn.kernel_spatial_dimensions)
     if len(wdims) != nsp:
         raise HloEvalError(f"window has {len(wdims)} dimensions, dim_labels {nsp} spatial dimensions")
-    x = np.transpose(_operand(lhs, et), (dn.input_batch_dimension, dn.input_feature_dimension)
-                     + tuple(dn.input_spatial_dimensions))
-    w = np.transpose(_operand(rhs, et), (dn.kernel_output_feature_dimension,
-                                        dn.kernel_input_feature_dimension)
-                     + tuple(dn.kernel_spatial_dimensions))
-    for axis, wd in enumerate(wdims, start=2):
+    # channels last: x (N, spatial..., C); w (spatial..., CI, O)
+    x = _padded_channels_last(lhs, et, dn, wdims)
+    w = np.transpose(_operand(rhs, et), tuple(dn.kernel_spatial_dimensions)
+                     + (dn.kernel_input_feature_dimension, dn.kernel_output_feature_dimension))
+    for axis, wd in enumerate(wdims):
         if wd.window_reversal:
             w = np.flip(w, axis=axis)
-    x = _dilate_and_pad(x, wdims)
-    n, c = x.shape[:2]
-    o, ci = w.shape[:2]
+    n, c = x.shape[0], x.shape[-1]
+    ci, o = w.shape[-2:]
     g, bg = feature_group_count, batch_group_count
     if c != ci * g or o % g or o % bg or n % bg:
         raise HloEvalError(f"convolution: input features {c}, kernel input features {ci}, "
                            f"output features {o}, batch {n} do not fit feature_group_count={g}, "
                            f"batch_group_count={bg}")
     out_spatial = []
-    for axis, wd in enumerate(wdims, start=2):
+    for axis, wd in enumerate(wdims):
         span = (w.shape[axis] - 1) * wd.window_dilation + 1
-        size = x.shape[axis] - span
+        size = x.shape[1 + axis] - span
         out_spatial.append(size // wd.stride + 1 if size >= 0 else 0)
-    # groups: x (BG, N/BG, G, C/G, ...), w (BG, G, O/(G*BG), C/G, ...)
-    # groups: x (BG, N/BG, G, C/G, ...), w (BG, G, O/(G*BG), C/G, ...); XLA allows at
-    # most one of the two counts above 1, so output features are (BG, G, O') ordered.
-    xg = x.reshape((bg, n // bg, g, ci) + x.shape[2:])
-    wg = w.reshape((bg, g, o // (g * bg), ci) + w.shape[2:])
-    op_ = wg.shape[2]
-    kernel_positions = list(itertools.product(*(range(s) for s in w.shape[2:])))
+    out_spatial = tuple(out_spatial)
+    nb = n // bg
+    op_ = o // (g * bg)
+    # groups: x (BG, N/BG, spatial..., G, CI); w (spatial..., CI, BG, G, O'). XLA allows
+    # at most one of the two counts above 1; output features are ordered (BG, G, O').
+    xg = x.reshape((bg, nb) + x.shape[1:-1] + (g, ci))
+    kernel_positions = list(itertools.product(*(range(s) for s in w.shape[:nsp])))
+    kk_count = len(kernel_positions)
     out_size = int(np.prod(out_spatial, dtype=np.int64))
-    if out_size and kernel_positions and ci:
-        # im2col: patches (BG, G, N/BG * out, C/G * K) @ kernel (BG, G, C/G * K, O')
-        patches = np.empty((bg, n // bg, g, ci, len(kernel_positions)) + tuple(out_spatial),
-                           x.dtype)
+    if out_size and kk_count and ci:
+        # im2col straight into GEMM layout: patches (BG, G, N/BG, out..., K, CI)
+        patches = np.empty((bg, g, nb) + out_spatial + (kk_count, ci), x.dtype)
+        # the (BG, N/BG, out..., G, CI) view of one window position, as (BG, G, N/BG, out..., CI)
+        to_gemm = (0, 2 + nsp, 1) + tuple(range(2, 2 + nsp)) + (3 + nsp,)
         for kk, k in enumerate(kernel_positions):
             region = tuple(slice(ki * wd.window_dilation,
                                  ki * wd.window_dilation + (os - 1) * wd.stride + 1, wd.stride)
                            for ki, wd, os in zip(k, wdims, out_spatial))
-            patches[:, :, :, :, kk] = xg[(slice(None),) * 4 + region]
-        nsp = len(out_spatial)
-        lhs = patches.transpose((0, 2, 1) + tuple(range(5, 5 + nsp)) + (3, 4)).reshape(
-            bg, g, (n // bg) * out_size, ci * len(kernel_positions))
-        rhs = wg.reshape(bg, g, op_, ci, len(kernel_positions)).transpose(0, 1, 3, 4, 2).reshape(
-            bg, g, ci * len(kernel_positions), op_)
+            patches[..., kk, :] = xg[(slice(None), slice(None)) + region].transpose(to_gemm)
+        lhs_m = patches.reshape(bg, g, nb * out_size, kk_count * ci)
+        rhs_m = w.reshape((kk_count * ci, bg, g, op_)).transpose(1, 2, 0, 3)
         with np.errstate(all="ignore"):
             if bg * g == 1:
-                prod = np.matmul(lhs[0, 0], rhs[0, 0])[None, None]
+                prod = np.matmul(lhs_m[0, 0], rhs_m[0, 0])[None, None]
             else:
-                prod = np.matmul(lhs, rhs)
-        # (BG, G, N/BG, out..., O') -> (BG, N/BG, G, O', out...)
-        prod = prod.reshape((bg, g, n // bg) + tuple(out_spatial) + (op_,))
-        acc = prod.transpose((0, 2, 1, 3 + nsp) + tuple(range(3, 3 + nsp)))
+                prod = np.matmul(lhs_m, rhs_m)
+        # (BG, G, N/BG, out..., O') -> (N/BG, out..., BG, G, O')
+        prod = prod.reshape((bg, g, nb) + out_spatial + (op_,))
+        acc = prod.transpose((2,) + tuple(range(3, 3 + nsp)) + (0, 1, 3 + nsp))
     else:
-        acc = np.zeros((bg, n // bg, g, op_) + tuple(out_spatial), np.result_type(x.dtype, w.dtype))
-    result = acc.transpose((1, 0, 2, 3) + tuple(range(4, acc.ndim)))  # (N/BG, BG, G, O', ...)
-    result = result.reshape((n // bg, o) + tuple(out_spatial))
-    out_order = (dn.output_batch_dimension, dn.output_feature_dimension) + tuple(dn.output_spatial_dimensions)
-    result = np.transpose(result, np.argsort(out_order))
+        acc = np.zeros((nb,) + out_spatial + (bg, g, op_), np.result_type(x.dtype, w.dtype))
+    result = acc.reshape((nb,) + out_spatial + (o,))  # copies only when it must
+    # (batch, spatial..., feature) -> the output dimension order
+    logical = (dn.output_batch_dimension,) + tuple(dn.output_spatial_dimensions) + \
+        (dn.output_feature_dimension,)
+    result = np.transpose(result, np.argsort(logical))
     if tuple(result.shape) != tuple(shape.dims):
         raise HloEvalError(f"convolution computed dimensions {list(result.shape)}, the "
                            f"instruction says {list(shape.dims)}")
+    if et.dtype in (np.dtype(np.float32), np.dtype(np.float64)) and result.dtype.kind == "f":
+        out = np.empty(result.shape, et.dtype)
+        np.copyto(out, result, casting="unsafe")  # one rounding, one pass, C order
+        return out
     return contiguous(finish(result, et))
-

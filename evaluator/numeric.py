@@ -14,6 +14,10 @@ The rules (see ``docs/semantics.md``):
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from hloref.types import ElementType, from_dtype
@@ -23,7 +27,57 @@ from . import narrow
 __all__ = [
     "element_type_of", "compute_array", "finish", "wrap_int", "int_compute_dtype",
     "to_float64", "from_float64", "float_compute", "float_compute_f64", "as_type", "contiguous",
+    "apply_ufunc", "THREADS", "THREAD_THRESHOLD",
 ]
+
+#: Worker threads for large elementwise ufunc calls (numpy releases the GIL inside a
+#: ufunc loop, so chunks of one call run in parallel). ``HLOREF_THREADS=1`` turns it off.
+THREADS: int = max(1, int(os.environ.get("HLOREF_THREADS", "0") or 0) or (os.cpu_count() or 1))
+#: Calls on fewer elements than this run in the calling thread: below it the hand-off
+#: costs more than the second core gains (measured on the 2-core development machine:
+#: f32 add breaks even near 2**17 elements, f64-computed exp near 2**14).
+THREAD_THRESHOLD: int = 1 << 17
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _thread_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="hloref-ufunc")
+        return _pool
+
+
+def apply_ufunc(fn: np.ufunc, xs, compute_dtype, out_dtype, *, threshold: int | None = None):
+    """``fn(*xs)`` computed in ``compute_dtype`` and cast (rounded once) into a new
+    ``out_dtype`` array, without a full-size temporary in the compute type: numpy casts
+    each buffer-sized block as it goes. Operands must have one shape. Large calls are
+    split into contiguous chunks that run on a small thread pool."""
+    xs = [contiguous(x) for x in xs]
+    same = all(x.shape == xs[0].shape for x in xs)
+    shape = xs[0].shape if same else np.broadcast_shapes(*(x.shape for x in xs))
+    out = np.empty(shape, out_dtype)
+    n = out.size
+    limit = THREAD_THRESHOLD if threshold is None else threshold
+    with np.errstate(all="ignore"):
+        if THREADS < 2 or n < limit or not same:
+            fn(*xs, out=out, dtype=compute_dtype, casting="unsafe")
+            return out
+        flat_out = out.reshape(-1)
+        flat_xs = [x.reshape(-1) for x in xs]
+        step = -(-n // THREADS)
+
+        def run(lo):
+            with np.errstate(all="ignore"):
+                fn(*(x[lo:lo + step] for x in flat_xs), out=flat_out[lo:lo + step],
+                   dtype=compute_dtype, casting="unsafe")
+
+        for future in [_thread_pool().submit(run, lo) for lo in range(0, n, step)]:
+            future.result()
+    return out
+
 
 
 def element_type_of(x: np.ndarray) -> ElementType:
@@ -98,12 +152,26 @@ def from_float64(values: np.ndarray, et: ElementType) -> np.ndarray:
 
 def float_compute(fn, *xs: np.ndarray, et: ElementType) -> np.ndarray:
     """Apply an arithmetic ``fn`` in the compute type of float ``et`` and round once."""
+    if isinstance(fn, np.ufunc) and et.dtype in _WIDE and all(x.dtype == et.dtype for x in xs):
+        return apply_ufunc(fn, xs, et.dtype, et.dtype)
     with np.errstate(all="ignore"):
         return finish(fn(*(compute_array(x) for x in xs)), et)
 
 
+_WIDE = {np.dtype(np.float32): np.dtype(np.float64), np.dtype(np.float64): np.dtype(np.float64),
+         np.dtype(np.complex64): np.dtype(np.complex128),
+         np.dtype(np.complex128): np.dtype(np.complex128)}
+
+
 def float_compute_f64(fn, *xs: np.ndarray, et: ElementType) -> np.ndarray:
     """Apply a transcendental ``fn``: in f64 (c128) for types up to f32 (c64), round once."""
+    if isinstance(fn, np.ufunc) and all(x.dtype == et.dtype for x in xs):
+        if et.is_narrow_float:  # exact f32 decode, f64 compute, one rounding from f64
+            wide = apply_ufunc(fn, [compute_array(x) for x in xs], np.float64, np.float64,
+                               threshold=THREAD_THRESHOLD // 8)
+            return narrow.from_float(wide, et)
+        if et.dtype in _WIDE:
+            return apply_ufunc(fn, xs, _WIDE[et.dtype], et.dtype, threshold=THREAD_THRESHOLD // 8)
     with np.errstate(all="ignore"):
         if et.dtype in (np.dtype(np.float64), np.dtype(np.complex128)):
             return np.asarray(fn(*xs)).astype(et.dtype, copy=False)
