@@ -42,6 +42,14 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+def _forget_pool_after_fork() -> None:
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()  # the parent's threads do not exist here
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def _thread_pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
