@@ -14,7 +14,8 @@ with ``channel_id`` alone they list replica ids across all partitions. Empty
 groups mean every device of that kind. Reductions apply the ``to_apply``
 computation over the group in group order. Semantics per op follow
 operation_semantics §AllReduce, §AllGather, §ReduceScatter, §AllToAll,
-§CollectivePermute, §CollectiveBroadcast, §RaggedAllToAll.
+§CollectivePermute, §CollectiveBroadcast, §RaggedAllToAll; ``collective-reduce`` follows
+upstream XLA's ``collective_reduce_thunk.cc`` (not in operation_semantics yet).
 
 Send/recv match within the module through ``channel_id`` (to the peer named by
 the ``_xla_send_recv_source_target_pairs`` frontend attribute, else the same
@@ -304,6 +305,44 @@ def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None,
     values = _gather(ctx, instruction_name, group, tuple(xs))
     root = values[group[0]]
     return root[0].copy() if len(xs) == 1 else tuple(v.copy() for v in root)
+
+
+@op("collective-reduce")
+def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None,
+                      channel_id=None, use_global_device_ids=None, has_dynamic_root=None):
+    """A reduce to one root (upstream ``collective_reduce_thunk.cc``: ``ncclReduce`` per
+    operand). Each operand is reduced with ``to_apply`` over the group, in group order;
+    the root, rank 0 of the group or, with ``has_dynamic_root=true``, the rank the
+    trailing s32 operand gives per reduced operand, receives the reduction. Upstream
+    leaves the other participants' results undefined; hloref gives them zeros."""
+    data = list(xs)
+    roots = None
+    if _flag(has_dynamic_root):
+        roots = np.asarray(data.pop()).reshape(-1).astype(np.int64)
+        if roots.size < len(data):
+            raise HloEvalError(f"collective-reduce: the root operand holds {roots.size} ranks "
+                               f"for {len(data)} reduced operands")
+    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = _gather(ctx, instruction_name, group, (tuple(data), roots))
+    me = _device(ctx).id
+    outs = []
+    for i, x in enumerate(data):
+        rank = 0
+        if roots is not None:
+            ranks = {int(values[d][1][i]) for d in group}
+            if len(ranks) != 1:
+                raise HloEvalError(f"collective-reduce: the participants {group} give different "
+                                   f"root ranks {sorted(ranks)} for operand {i}")
+            (rank,) = ranks
+            if not 0 <= rank < len(group):
+                raise HloEvalError(f"collective-reduce dynamic root {rank} at index {i} is out of "
+                                   f"range [0, {len(group)})")
+        if group[rank] == me:
+            reduced = _combine(to_apply, [values[d][0][i] for d in group])
+            outs.append(contiguous(np.asarray(reduced).astype(x.dtype, copy=False)))
+        else:
+            outs.append(np.zeros_like(x))
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 @op("ragged-all-to-all")

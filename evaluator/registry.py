@@ -63,12 +63,6 @@ def unsupported(opcode: str, reason: str) -> None:
 #: Opcodes the interpreter loop dispatches itself (not through ``OPS``).
 INTERPRETER_OPCODES = frozenset({"parameter", "async-start"})
 
-unsupported("shuffle", "new upstream opcode (after jaxlib 0.10.2's XLA); its semantics are not "
-            "documented in operation_semantics.md yet, and no XLA hloref can test against has it")
-unsupported("collective-reduce", "new upstream opcode (after jaxlib 0.10.2's XLA); its semantics "
-            "are not documented in operation_semantics.md yet, and no XLA hloref can test "
-            "against has it")
-
 
 def load_all() -> dict[str, OpEntry]:
     """Import every op-family module of this package so that its ``@op`` registrations run.

@@ -1,12 +1,13 @@
 """Shape and data-movement ops: broadcast, reshape, transpose, slice, concatenate,
 pad, reverse, copy, bitcast, iota, tuple, get-tuple-element (operation_semantics
-§Broadcast, §Reshape, §Transpose, §Slice, §Concatenate, §Pad, §Rev, §Iota)."""
+§Broadcast, §Reshape, §Transpose, §Slice, §Concatenate, §Pad, §Rev, §Iota); shuffle
+(upstream XLA's shuffle expander)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from hloref.errors import HloEvalError
+from hloref.errors import HloEvalError, HloUnsupportedError
 from hloref.shapes import ArrayShape
 
 from .numeric import contiguous, finish, from_float64
@@ -200,4 +201,40 @@ def tuple_(*xs, shape):
 @op("get-tuple-element")
 def get_tuple_element(x, *, shape, index):
     return x[index]
+
+
+@op("shuffle")
+def shuffle(x, *, shape, dimensions, mode, shifts=(), indices=None):
+    """Moves elements along ``dimensions`` (upstream ``shuffle_expander.cc`` and
+    ``xla/shuffle.cc``; not in operation_semantics yet).
+
+    ``mode=rotate``: a left rotation by ``shifts[k]`` along ``dimensions[k]``,
+    ``result[..., i, ...] = x[..., (i + shifts[k]) mod n, ...]``.
+    ``mode=permute``: ``result[i] = x[j]`` where ``j[dimensions[k]] = indices[i][k]`` and
+    ``j[d] = i[d]`` for the other dimensions; ``indices`` dims of size 1 are shared
+    and the coordinate dimension may be left out for one shuffled dimension. The
+    expansion is an elementwise ``gather``, so out-of-range coordinates clamp."""
+    mode = str(mode)
+    if mode == "rotate":
+        out = x
+        for d, s in zip(dimensions, shifts):
+            n = x.shape[d]
+            if n:
+                out = np.take(out, (np.arange(n) + int(s) % n) % n, axis=d)
+        return contiguous(np.array(out, copy=True))
+    if mode == "permute":
+        idx = np.asarray(indices.value)
+        if idx.dtype.kind == "u":
+            idx = np.minimum(idx, np.iinfo(np.int64).max)
+        idx = idx.astype(np.int64)
+        if idx.ndim == x.ndim:
+            idx = idx[..., None]
+        idx = np.broadcast_to(idx, x.shape + (len(dimensions),))
+        coords = list(np.indices(x.shape, sparse=True))
+        for k, d in enumerate(dimensions):
+            coords[d] = np.clip(idx[..., k], 0, max(x.shape[d] - 1, 0))
+        return contiguous(x[tuple(coords)])
+    raise HloUnsupportedError("shuffle", "cpu", f"mode={mode}: hloref evaluates the rotate and "
+                              "permute modes only (the HLO text form of this mode was not in the "
+                              "upstream sources hloref was written from)")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "Raw", "ComputationRef", "WindowDim", "Window", "ConvDimensionNumbers", "SliceDim",
-    "PaddingDim", "ReplicaGroups", "Enum",
+    "PaddingDim", "ReplicaGroups", "Enum", "LiteralAttr",
 ]
 
 
@@ -110,3 +110,12 @@ class ReplicaGroups:
 
     groups: tuple[tuple[int, ...], ...] | None
     text: str
+
+
+@dataclass(frozen=True, eq=False)
+class LiteralAttr:
+    """An attribute holding a shaped literal, ``indices=s32[3,1]{1,0} { {2}, {0}, {1} }``
+    (``shuffle`` in permute mode): the shape as written (layout kept) and the value."""
+
+    shape: object  # an ArrayShape
+    value: object  # a numpy array of the shape's element type

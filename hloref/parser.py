@@ -58,21 +58,23 @@ dimensions fft_length slice_sizes dynamic_slice_sizes lhs_contracting_dims rhs_c
 lhs_batch_dims rhs_batch_dims lhs_ragged_dims rhs_group_dims offset_dims collapsed_slice_dims
 start_index_map operand_batching_dims start_indices_batching_dims update_window_dims
 inserted_window_dims scatter_dims_to_operand_dims input_batching_dims
-scatter_indices_batching_dims
+scatter_indices_batching_dims shifts
 """.split())
 INT_ATTRS = frozenset("""
 index iota_dimension feature_group_count batch_group_count index_vector_dim k feature_index
 exponent_bits mantissa_bits channel_id
 """.split())
-BOOL_ATTRS = frozenset("indices_are_sorted unique_indices is_stable largest".split())
+BOOL_ATTRS = frozenset("indices_are_sorted unique_indices is_stable largest has_dynamic_root".split())
 FLOAT_ATTRS = frozenset(["epsilon"])
-ENUM_ATTRS = frozenset("direction type fft_type distribution algorithm kind".split())
+ENUM_ATTRS = frozenset("direction type fft_type distribution algorithm kind mode".split())
 ENUM_LIST_ATTRS = frozenset(["operand_precision"])
 STRING_ATTRS = frozenset(["custom_call_target"])
 COMP_ATTRS = frozenset("""
 to_apply calls condition body true_computation false_computation select scatter
 """.split())
 COMP_LIST_ATTRS = frozenset(["branch_computations", "called_computations"])
+#: Attributes holding a shaped literal (``shuffle``'s ``indices=s32[4]{0} {3, 1, 0, 2}``).
+LITERAL_ATTRS = frozenset(["indices"])
 CONTROL_PREDECESSORS = "control-predecessors"
 
 _DXD_RE = re.compile(r"\d+(?:x\d+)*")
@@ -541,7 +543,18 @@ class _Parser:
             return A.ReplicaGroups(_derive_groups(str(raw)), str(raw))
         if key == "source_target_pairs":
             return self.pairs(key)
+        if key in LITERAL_ATTRS and self._at_shape():
+            return self.literal_attr(key)
         return self.raw_value()
+
+    def literal_attr(self, key: str) -> A.LiteralAttr:
+        s = self.s
+        s.skip_ws()
+        pos = s.pos
+        shape = self.shape()
+        if not isinstance(shape, ArrayShape):
+            raise s.error(f"'{key}' must hold an array literal, found shape {shape}", pos)
+        return A.LiteralAttr(shape, self.literal(shape))
 
     def comp_ref_list(self, key: str) -> list[A.ComputationRef]:
         s = self.s

@@ -242,6 +242,8 @@ def attr_to_text(key: str, value: Any) -> str:
         return _window_to_text(value)
     if isinstance(value, A.ConvDimensionNumbers):
         return _dim_labels_to_text(value)
+    if isinstance(value, A.LiteralAttr):
+        return shape_to_text(value.shape) + " " + literal_to_text(value.value, value.shape)
     if isinstance(value, (tuple, list)):
         if key == "padding" or (value and isinstance(value[0], A.PaddingDim)):
             return "x".join(f"{p.low}_{p.high}" + (f"_{p.interior}" if p.interior else "")

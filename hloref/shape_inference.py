@@ -1391,6 +1391,72 @@ def infer_collective_permute(*operands: Shape, source_target_pairs=None, **_):
 infer_collective_broadcast = infer_copy
 
 
+def infer_collective_reduce(*operands: Shape, to_apply=None, has_dynamic_root=None, **_):
+    """``collective-reduce``: the shapes of the reduced operands, as ``all-reduce``; with
+    ``has_dynamic_root=true`` the last operand is the s32 array of root ranks (one per
+    reduced operand) and is not part of the result (upstream
+    ``collective_reduce_thunk.cc``)."""
+    data = list(operands)
+    if has_dynamic_root is True:
+        if len(data) < 2:
+            raise ShapeError("collective-reduce: has_dynamic_root=true needs the reduced "
+                             "operands and a trailing s32 root operand")
+        root = _arr(data.pop(), "collective-reduce root operand")
+        if root.element_type != S32:
+            raise ShapeError(f"collective-reduce: the root operand must be s32, got "
+                             f"{shape_str(root)}")
+    try:
+        return infer_all_reduce(*data, to_apply=to_apply)
+    except ShapeError as exc:
+        raise ShapeError(str(exc).replace("all-reduce", "collective-reduce")) from None
+
+
+def _permute_indices_shape(operand: ArrayShape, dims: tuple[int, ...], indices) -> None:
+    """``indices`` hold, for every element of the result, the coordinates (along
+    ``dims``, in that order) of the operand element it takes: dims of the operand
+    (or 1, shared along that dimension) plus a trailing dimension of ``len(dims)``
+    coordinates, which may be left out when one dimension is shuffled
+    (``shuffle_expander.cc``, ``MakeShuffleStartIndices``)."""
+    shape = getattr(indices, "shape", None)
+    if not isinstance(shape, ArrayShape):
+        raise ShapeError("shuffle: mode=permute needs indices=<integer array literal>")
+    if not shape.element_type.is_integer:
+        raise ShapeError(f"shuffle: indices must be integers, got {shape_str(shape)}")
+    lead = shape.dims
+    if shape.rank == operand.rank + 1:
+        if shape.dims[-1] != len(dims):
+            raise ShapeError(f"shuffle: the last dimension of indices {shape_str(shape)} must hold "
+                             f"{len(dims)} coordinates (one per shuffled dimension)")
+        lead = shape.dims[:-1]
+    elif not (shape.rank == operand.rank and len(dims) == 1):
+        raise ShapeError(f"shuffle: indices {shape_str(shape)} must have rank "
+                         f"{operand.rank + 1} (operand rank + 1)"
+                         + (f" or {operand.rank}" if len(dims) == 1 else ""))
+    for d, (i, o) in enumerate(zip(lead, operand.dims)):
+        if i not in (o, 1):
+            raise ShapeError(f"shuffle: dimension {d} of indices {shape_str(shape)} is {i}; it "
+                             f"must be the operand's {o} or 1")
+
+
+def infer_shuffle(operand: Shape, *, dimensions=None, mode=None, shifts=None, indices=None,
+                  **_):
+    """``shuffle``: the operand's shape; ``dimensions`` are the shuffled dimensions;
+    ``mode=rotate`` takes one shift per dimension, ``mode=permute`` an indices literal.
+    Other modes (upstream also declares multi-rotate) are accepted unchecked."""
+    a = _arr(operand, "shuffle operand")
+    dims = _ints(_req(dimensions, "dimensions"), "dimensions")
+    _dims_in_range(dims, a.rank, "dimensions")
+    mode = str(_req(mode, "mode"))
+    if mode == "rotate":
+        n = len(_ints(_req(shifts, "shifts"), "shifts"))
+        if n != len(dims):
+            raise ShapeError(f"shuffle: mode=rotate takes one shift per dimension: "
+                             f"{len(dims)} dimensions, {n} shifts")
+    elif mode == "permute":
+        _permute_indices_shape(a, dims, _req(indices, "indices"))
+    return a
+
+
 def infer_replica_id(**_):
     """``replica-id``: u32[]."""
     return _mk(U32, ())
@@ -1413,7 +1479,7 @@ DECLARED = frozenset({
     "send", "send-done", "async-start", "async-update", "async-done", "all-reduce-start",
     "all-reduce-done", "all-gather-start", "all-gather-done", "collective-permute-start",
     "collective-permute-done", "copy-start", "copy-done", "ragged-all-to-all", "ragged-dot",
-    "scaled-dot", "scan", "shuffle", "collective-reduce",
+    "scaled-dot", "scan",
 })
 
 #: Opcode → which keyword ``infer_shape`` fills from the declared result shape.
@@ -1449,7 +1515,7 @@ for _op in ("compare", "select", "clamp", "convert", "bitcast-convert", "stochas
             "triangular-solve", "batch-norm-training", "batch-norm-inference", "batch-norm-grad",
             "rng", "rng-bit-generator", "rng-get-and-update-state", "all-reduce", "all-gather",
             "reduce-scatter", "all-to-all", "collective-permute", "collective-broadcast",
-            "replica-id", "partition-id"):
+            "collective-reduce", "shuffle", "replica-id", "partition-id"):
     INFER[_op] = globals()["infer_" + _op.replace("-", "_")]
 for _op in DECLARED:
     INFER[_op] = infer_declared

@@ -72,7 +72,7 @@ MIN_OPERANDS: dict[str, int] = {
     "concatenate": 1, "scatter": 3, "sort": 1, "reduce": 2, "reduce-window": 2, "map": 1,
     "convolution": 2, "conditional": 1, "dynamic-reshape": 1, "dynamic-slice": 1,
     "dynamic-update-slice": 2, "all-reduce": 1, "all-gather": 1, "reduce-scatter": 1,
-    "all-to-all": 1, "collective-permute": 1, "rng": 2,
+    "all-to-all": 1, "collective-permute": 1, "rng": 2, "collective-reduce": 1,
 }
 
 #: Attributes an opcode cannot do without (``HloParser::CreateInstruction``).
@@ -99,7 +99,8 @@ REQUIRED_ATTRS: dict[str, tuple[str, ...]] = {
     "all-reduce-start": ("to_apply",), "reduce-scatter": ("to_apply", "dimensions"),
     "all-gather": ("dimensions",), "all-gather-start": ("dimensions",),
     "collective-permute": ("source_target_pairs",), "domain": ("domain",),
-    "async-start": ("calls",),
+    "async-start": ("calls",), "shuffle": ("dimensions", "mode"),
+    "collective-reduce": ("to_apply",),
 }
 
 
@@ -115,7 +116,7 @@ def _expected_params(instr: Instruction, attr: str) -> int | None:
             return 2 * n
         if op == "scatter":
             return 2 * ((n - 1) // 2)
-        if op in ("all-reduce", "all-reduce-start", "reduce-scatter"):
+        if op in ("all-reduce", "all-reduce-start", "reduce-scatter", "collective-reduce"):
             return 2
         return None
     if attr == "calls" and op == "fusion":
