@@ -13,13 +13,15 @@ attrs) -> value``; ``@custom_call("Name")`` adds one. An unknown target raises
 * ``__op$block_scaled_dot``: (lhs, rhs, lhs_scale, rhs_scale[, global_scale]),
   both operands contracted on their last dimension, scales broadcast in blocks
   along it, leading dimensions batch (XLA's BlockScalingRewriter expansion);
-* cuBLAS GEMM (``__cublas$gemm``, ``__cublas$lt$matmul``): ``alpha * dot +
-  beta * C`` with the dot dimensions and epilogue (DEFAULT, RELU, BIAS, BIAS_RELU)
-  of ``gemm_backend_config``; a trailing workspace result is zeros;
-* cuDNN forward convolution (``__cudnn$convForward``,
-  ``__cudnn$convBiasActivationForward``): the instruction's window/dim_labels/
-  group counts, then ``conv_result_scale``, bias, side input and activation
-  (kNone, kRelu) from ``cudnn_conv_backend_config``; a trailing scratch result is zeros.
+* vendor-library targets that XLA:CPU and XLA:GPU emit in optimized modules
+  (oneDNN ``__onednn$matmul``/``convolution``/``layernorm``/``softmax``; cuBLAS GEMM
+  with its epilogues; cuDNN forward and backward convolutions, ``__cudnn$norm`` and the
+  forward fused-attention ``__cudnn$fmha*`` calls) live in ``custom_call_vendor.py``;
+  LAPACK targets in ``custom_call_lapack.py``.
+
+``kind=kCustom`` fusions that XLA:CPU emits (``__ynn_fusion``, ``__onednn_fusion``,
+``__xnn_fusion`` backend configs) are not custom calls: they compute their fused
+computation and are evaluated by ``fusion``.
 """
 
 from __future__ import annotations
@@ -129,73 +131,6 @@ def _split_result(shape):
     if isinstance(shape, TupleShape):
         return shape.elements[0], shape.elements[1:]
     return shape, ()
-
-
-@custom_call("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8")
-def _cublas_gemm(operands, shape, attrs):
-    from .dot import dot
-    config = _backend_config(attrs.get("backend_config")).get("gemm_backend_config", {})
-    dn = config.get("dot_dimension_numbers", {})
-
-    def ints(key):
-        return tuple(int(v) for v in dn.get(key, []))
-
-    main, workspace = _split_result(shape)
-    from hloref.types import F64
-    wide = ArrayShape(F64 if not main.element_type.is_complex else main.element_type, main.dims)
-    out = dot(operands[0], operands[1], shape=wide,
-              lhs_contracting_dims=ints("lhs_contracting_dimensions"),
-              rhs_contracting_dims=ints("rhs_contracting_dimensions"),
-              lhs_batch_dims=ints("lhs_batch_dimensions"),
-              rhs_batch_dims=ints("rhs_batch_dimensions"))
-    out = out * float(config.get("alpha_real", 1.0))
-    epilogue = config.get("epilogue", "DEFAULT")
-    rest = list(operands[2:])
-    beta = float(config.get("beta", 0.0))
-    if beta and rest and epilogue in ("DEFAULT", "RELU"):
-        out = out + beta * to_float64(rest.pop(0))
-    if epilogue in ("BIAS", "BIAS_RELU"):
-        if not rest:
-            raise HloEvalError("cuBLAS epilogue BIAS without a bias operand")
-        bias = to_float64(rest.pop(0))
-        out = out + bias.reshape((1,) * (out.ndim - bias.ndim) + bias.shape)
-    if epilogue in ("RELU", "BIAS_RELU"):
-        out = np.maximum(out, 0)
-    elif epilogue not in ("DEFAULT", "BIAS"):
-        raise HloUnsupportedError("custom-call", "cpu", f"cuBLAS epilogue {epilogue}")
-    result = contiguous(finish(out, main.element_type))
-    return (result, *(_zeros_like_shape(w) for w in workspace)) if workspace else result
-
-
-@custom_call("__cudnn$convForward", "__cudnn$convBiasActivationForward")
-def _cudnn_conv(operands, shape, attrs):
-    from .convolution import convolution
-    from hloref.types import F64
-    config = _backend_config(attrs.get("backend_config")).get("cudnn_conv_backend_config", {})
-    main, workspace = _split_result(shape)
-    wide = ArrayShape(F64, main.dims)
-    out = convolution(operands[0], operands[1], shape=wide, dim_labels=attrs["dim_labels"],
-                      window=attrs.get("window"),
-                      feature_group_count=int(attrs.get("feature_group_count", 1)),
-                      batch_group_count=int(attrs.get("batch_group_count", 1)))
-    out = out * float(config.get("conv_result_scale", 1.0))
-    rest = list(operands[2:])
-    if rest:  # bias along the output feature dimension
-        bias = to_float64(rest.pop(0))
-        feature = attrs["dim_labels"].output_feature_dimension
-        shape_ = [1] * out.ndim
-        shape_[feature] = -1
-        out = out + bias.reshape(shape_)
-    side_scale = float(config.get("side_input_scale", 0.0))
-    if rest and side_scale:
-        out = out + side_scale * to_float64(rest.pop(0))
-    mode = config.get("activation_mode", "kNone")
-    if mode == "kRelu":
-        out = np.maximum(out, 0)
-    elif mode not in ("kNone", None):
-        raise HloUnsupportedError("custom-call", "cpu", f"cuDNN activation {mode}")
-    result = contiguous(finish(out, main.element_type))
-    return (result, *(_zeros_like_shape(w) for w in workspace)) if workspace else result
 
 
 @op("custom-call")
