@@ -13,9 +13,11 @@ to no group). Three modes, by where the ragged dimension sits:
   only over the contracting indices in group ``i``;
 * batch: like ``dot`` (the groups only partition the batch).
 
-``group_sizes`` of rank > 1 (StableHLO ``ragged_dot`` modes 1 and 2, ``[b, g]``):
-its leading dimensions index the lhs batch dimensions (in ``lhs_batch_dims``
-order) and each batch element has its own partition of the ragged dimension.
+``group_sizes`` of rank > 1 (``[b..., x..., g]``, as ``jax.lax.ragged_dot_general``
+defines it, ``_group_prefix``): its leading dimensions index the lhs batch dimensions
+(in ``lhs_batch_dims`` order), then the lhs dimensions of the ragged dimension's kind
+that precede it; each such index has its own partition of the ragged dimension.
+Checked against jax's reference expansion run by XLA:CPU.
 
 ``scaled-dot(lhs, rhs, lhs_scale, rhs_scale)`` (operand order as the instruction
 has it): each operand is multiplied by its scale broadcast in blocks (block size
@@ -45,17 +47,17 @@ def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dim
     b = _operand(rhs, et)
     dims = dict(lhs_batch_dims=lhs_batch_dims, rhs_batch_dims=rhs_batch_dims,
                 lhs_contracting_dims=lhs_contracting_dims, rhs_contracting_dims=rhs_contracting_dims)
-    lead = tuple(lhs_batch_dims)[:group_sizes.ndim - 1]
+    lead = _group_prefix(lhs.ndim, ragged, lhs_batch_dims, lhs_contracting_dims) \
+        if group_sizes.ndim > 1 else ()
     if group_sizes.ndim > 1:
-        # per-batch group sizes: group_sizes[b..., i] partitions lhs[b...] (StableHLO
-        # ragged_dot modes 1 and 2: group_sizes [b, g])
-        if ragged in lhs_batch_dims:
-            raise HloEvalError("ragged-dot: group_sizes of rank > 1 with a ragged batch dimension")
+        # per-batch group sizes [b..., x..., g] (jax.lax.ragged_dot_general): the leading
+        # dims index the lhs batch dims, then the lhs dims of the ragged dim's kind that
+        # precede it; each such index has its own partition of the ragged dimension
         want = tuple(lhs.shape[d] for d in lead)
-        if len(lead) != group_sizes.ndim - 1 or tuple(group_sizes.shape[:-1]) != want:
+        if tuple(group_sizes.shape[:-1]) != want:
             raise HloUnsupportedError("ragged-dot", "cpu", f"group_sizes of shape "
-                                      f"{list(group_sizes.shape)}: only (lhs batch dims "
-                                      f"{list(want)}..., groups) is supported")
+                                      f"{list(group_sizes.shape)}: expected {list(want)} + "
+                                      f"[groups] (lhs dims {list(lead)}, then the groups)")
     sizes = group_sizes.astype(np.int64)
     starts = np.concatenate([np.zeros(sizes.shape[:-1] + (1,), np.int64),
                              np.cumsum(sizes, axis=-1)], axis=-1)
@@ -81,6 +83,8 @@ def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dim
                      shape=ArrayShape(wide_et, out_dims), **dims) for i in range(ngroups)]
         result = np.stack(parts) if parts else np.zeros((0,) + tuple(out_dims), a.dtype)
     elif ragged in lhs_batch_dims:
+        # the groups only partition the batch: every batch element is multiplied (also
+        # those past the total of group_sizes), as jax's ragged_dot_general does
         result = dot(a, b, shape=ArrayShape(wide_et, shape.dims), **dims)
     else:
         (group_dim,) = tuple(rhs_group_dims)
@@ -97,6 +101,21 @@ def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dim
     if tuple(result.shape) != tuple(shape.dims):
         raise HloEvalError(f"ragged-dot computed {list(result.shape)}, expected {list(shape.dims)}")
     return contiguous(finish(result, et))
+
+
+def _group_prefix(rank, ragged, batch, contracting):
+    """The lhs dims indexed by group_sizes' leading dims (``[b..., x..., g]``, JAX's
+    ``_ragged_dot_prefix_dims``): the batch dims in ``lhs_batch_dims`` order, then, by
+    the ragged dim's kind, the non-contracting dims before it (in dimension order), the
+    contracting dims before it (in ``lhs_contracting_dims`` order), or for a ragged batch
+    dim only the batch dims before it."""
+    batch, contracting = list(batch), list(contracting)
+    if ragged in batch:
+        return tuple(batch[:batch.index(ragged)])
+    if ragged in contracting:
+        return tuple(batch + contracting[:contracting.index(ragged)])
+    free = [d for d in range(rank) if d not in batch and d not in contracting]
+    return tuple(batch + free[:free.index(ragged)])
 
 
 def _apply_scale(x: np.ndarray, scale: np.ndarray) -> np.ndarray:

@@ -31,16 +31,9 @@ Semantics decisions:
   its result a runtime size ``n`` in dimension ``d`` (``0 <= n <= bound``, else
   ``HloEvalError``); the data keeps its full static (bound) extent and the
   elements past ``n`` are padding whose values are unspecified. The interpreter
-  keeps the runtime sizes in a side table next to each value (``dynamic_step``
-  below); a value whose sizes all equal its bounds is static. Sizes propagate
-  through elementwise ops, ``compare``/``select``/``clamp``, ``convert``,
-  same-width ``bitcast-convert``, ``copy``, ``broadcast``, ``reshape`` that leaves
-  each dynamic dimension intact, ``transpose``, ``tuple``/``get-tuple-element``;
-  ``reduce`` reduces only the first ``n`` elements of a dynamic reduced dimension;
-  ``get-dimension-size`` reads the size (the static size when none was set). Any
-  other op given an operand whose runtime size is below its bound raises
-  ``HloUnsupportedError`` naming it. The padding of a dynamic result (also of the
-  entry result) is returned as is.
+  keeps the runtime sizes in a side table next to each value and propagates them
+  (``evaluator/dynamic.py``, which documents the rules per op);
+  ``get-dimension-size`` reads the size (the static size when none was set).
 
 Implementation: gather computes the full flat index array (one int64 per result
 element) and takes from the flat operand in one ``np.take``. Scatter computes the
@@ -391,132 +384,6 @@ def set_dimension_size(operand, size, *, shape, dimensions):
     return operand.copy()
 
 
-#: Opcodes whose result carries its operands' runtime sizes dimension for dimension.
-_SAME_SHAPE_FAMILIES = frozenset({"elementwise", "compare", "convert"})
-_SAME_SHAPE_OPCODES = frozenset({"copy", "reduce-precision", "stochastic-convert"})
-#: Opcodes ``dynamic_step`` handles even when no operand carries runtime sizes.
-DYNAMIC_SOURCES = frozenset({"set-dimension-size"})
-
-
-def _normal(sizes, dims):
-    """``None`` when ``sizes`` equal the static ``dims`` (a static value)."""
-    if sizes is None:
-        return None
-    sizes = tuple(int(s) for s in sizes)
-    return None if sizes == tuple(dims) else sizes
-
-
-def _is_partial(sizes) -> bool:
-    """Whether a side-table entry (sizes, or a list of entries for a tuple) is dynamic."""
-    if sizes is None:
-        return False
-    if isinstance(sizes, list):
-        return any(_is_partial(s) for s in sizes)
-    return True
-
-
-def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
-    """Evaluate ``instr`` where runtime dimension sizes are involved.
-
-    ``sizes[i]`` is operand ``i``'s side-table entry: ``None`` (static), a tuple of
-    runtime sizes (an array), or a list of entries (a tuple value). Returns
-    ``(value, entry)`` for the result."""
-    from hloref.errors import HloUnsupportedError
-    from .registry import OPS
-    opcode = instr.opcode
-
-    def unsupported(why):
-        return HloUnsupportedError(opcode, backend, f"operand with a runtime dynamic size below "
-                                   f"its bound: {why}", instruction=instr.name)
-
-    if opcode == "set-dimension-size":
-        operand, size = operands[0], operands[1]
-        (d,) = tuple(kwargs["dimensions"])
-        n = int(np.asarray(size))
-        bound = operand.shape[d]
-        if not 0 <= n <= bound:
-            raise HloEvalError(f"set-dimension-size: size {n} outside [0, {bound}] for "
-                               f"dimension {d}", instruction=instr.name)
-        if _is_partial(sizes[1]):
-            raise unsupported("the size operand")
-        base = list(sizes[0] or operand.shape)
-        base[d] = n
-        return fn(*operands, **kwargs), _normal(base, operand.shape)
-    if opcode == "get-dimension-size":
-        (d,) = tuple(kwargs["dimensions"])
-        s = sizes[0]
-        return np.array(s[d] if s else operands[0].shape[d], dtype=np.int32), None
-    if opcode == "tuple":
-        return fn(*operands, **kwargs), list(sizes)
-    if opcode == "get-tuple-element":
-        entry = sizes[0][kwargs["index"]] if isinstance(sizes[0], list) else None
-        return fn(*operands, **kwargs), entry
-    if any(isinstance(s, list) and _is_partial(s) for s in sizes):
-        raise unsupported("a tuple holding a dynamic value")
-    entry = OPS.get(opcode)
-    family = entry.family if entry is not None else ""
-    shape = instr.shape
-    if family in _SAME_SHAPE_FAMILIES or opcode in _SAME_SHAPE_OPCODES or (
-            opcode == "bitcast-convert" and operands[0].ndim == len(shape.dims)):
-        merged = None
-        for x, s in zip(operands, sizes):
-            if s is None or x.ndim != len(shape.dims):
-                continue  # a static operand, or a scalar (clamp/select bounds)
-            if merged is not None and tuple(merged) != tuple(s):
-                raise HloEvalError(f"{opcode}: operands have different runtime dimension "
-                                   f"sizes {list(merged)} and {list(s)}", instruction=instr.name)
-            merged = s
-        return fn(*operands, **kwargs), _normal(merged, shape.dims)
-    if opcode == "broadcast":
-        out = list(shape.dims)
-        for k, d in enumerate(tuple(kwargs.get("dimensions", ()))):
-            out[d] = sizes[0][k]
-        return fn(*operands, **kwargs), _normal(out, shape.dims)
-    if opcode == "transpose":
-        perm = tuple(kwargs["dimensions"])
-        return fn(*operands, **kwargs), _normal([sizes[0][p] for p in perm], shape.dims)
-    if opcode == "reshape":
-        return fn(*operands, **kwargs), _reshape_sizes(operands[0].shape, sizes[0], shape.dims,
-                                                       unsupported)
-    if opcode == "reduce":
-        n = len(operands) // 2
-        if any(_is_partial(s) for s in sizes[n:]):
-            raise unsupported("an init value")
-        merged = None
-        for s in sizes[:n]:
-            if s is not None:
-                if merged is not None and tuple(merged) != tuple(s):
-                    raise HloEvalError("reduce: inputs have different runtime dimension sizes",
-                                       instruction=instr.name)
-                merged = s
-        dims = tuple(kwargs["dimensions"])
-        cut = tuple(np.s_[:merged[k]] if k in dims else np.s_[:] for k in range(len(merged)))
-        inputs = [contiguous(x[cut]) for x in operands[:n]]
-        value = fn(*inputs, *operands[n:], **kwargs)
-        kept = [merged[k] for k in range(len(merged)) if k not in dims]
-        leaves = shape.elements if isinstance(shape, TupleShape) else (shape,)
-        entries = [_normal(kept, leaf.dims) for leaf in leaves]
-        return value, (entries if isinstance(shape, TupleShape) else entries[0])
-    raise unsupported("hloref propagates runtime sizes only through elementwise ops, broadcast, "
-                      "reshape of static dimensions, transpose, convert, reduce and tuples")
-
-
-def _reshape_sizes(in_dims, in_sizes, out_dims, unsupported):
-    """Runtime sizes of a reshape's result: each dynamic input dimension must survive
-    as a result dimension of the same bound with the same extents before and after it."""
-    in_dims, out_dims = tuple(in_dims), tuple(out_dims)
-    out = list(out_dims)
-    for d, (n, bound) in enumerate(zip(in_sizes, in_dims)):
-        if n == bound:
-            continue
-        before = math.prod(in_dims[:d])
-        candidates = [e for e in range(len(out_dims))
-                      if out_dims[e] == bound and math.prod(out_dims[:e]) == before]
-        # several candidates (degenerate size-1 dimensions): XLA's choice is not
-        # specified (XLA:CPU loses the size), so refuse rather than guess
-        match = candidates[0] if len(candidates) == 1 else None
-        if match is None:
-            raise unsupported(f"reshape {list(in_dims)} -> {list(out_dims)} merges or splits "
-                              f"dynamic dimension {d}")
-        out[match] = n
-    return _normal(out, out_dims)
+# The runtime-size machinery (side table, propagation rules) lives in ``dynamic.py``;
+# re-exported here for callers of the old location.
+from .dynamic import DYNAMIC_SOURCES, _is_partial, dynamic_step  # noqa: E402,F401

@@ -17,7 +17,7 @@ from hloref.errors import HloEvalError, HloLimitError, HloUnsupportedError
 from hloref.ir import Computation, Instruction, Module
 from hloref.shapes import TupleShape, byte_size
 
-from .indexing import DYNAMIC_SOURCES, _is_partial, dynamic_step
+from .dynamic import CONTROL_OPCODES, DYNAMIC_SOURCES, is_partial, trim, dynamic_step
 from .registry import OPS, UNSUPPORTED, Called, load_all
 
 __all__ = ["Limits", "Interpreter"]
@@ -61,10 +61,13 @@ class Interpreter:
         self.backend = backend
         self.live_bytes = 0
         self._plans: dict[str, tuple[list[_Prepared], list[int], int]] = {}
-        self._dynamic: dict[str, bool] = {}
+        self._dynamic: bool | None = None
 
     # -- public -------------------------------------------------------------
-    def run(self, args: list) -> object:
+    def run(self, args: list, sizes: list | None = None) -> object:
+        """Evaluate the entry computation. ``sizes`` (one side-table entry per argument,
+        see ``evaluator/dynamic.py``) gives runtime sizes of bounded dynamic parameters;
+        a result with runtime sizes below its bounds is returned cut to them."""
         entry = self.module.entry
         for a in args:
             self.live_bytes += _value_bytes(a)
@@ -72,23 +75,38 @@ class Interpreter:
             raise HloLimitError(
                 f"the arguments take {self.live_bytes} bytes, over the memory budget of "
                 f"{self.limits.max_bytes} bytes (Limits.max_bytes)")
-        return self.call(entry, args)
+        value, entry_sizes = self.call_sized(entry, args, sizes)
+        return trim(value, entry_sizes)
 
     def call(self, comp: Computation, args: list) -> object:
         """Evaluate ``comp`` on argument values (one per parameter)."""
+        result, sizes = self.call_sized(comp, args, None)
+        if is_partial(sizes):
+            raise HloUnsupportedError(
+                comp.root.opcode, self.backend, "a called computation returning a value with a "
+                "runtime dynamic size below its bound, called by an op that does not carry "
+                "runtime sizes", instruction=comp.root.name)
+        return result
+
+    def call_sized(self, comp: Computation, args: list, arg_sizes: list | None):
+        """Evaluate ``comp``; ``arg_sizes`` are the arguments' runtime-size entries
+        (``None``: all static). Returns ``(value, the root's runtime-size entry)``."""
         plan, last_use, root_index = self._plan(comp)
         params = comp.parameters
         if len(args) != len(params):
             raise HloEvalError(
                 f"computation {comp.name} takes {len(params)} arguments, got {len(args)}")
         env: list = [None] * len(plan)
-        #: runtime dimension sizes per value (``indexing.dynamic_step``); only when needed
-        dyn: list | None = [None] * len(plan) if self._has_dynamic(comp) else None
+        #: runtime dimension sizes per value (``dynamic.dynamic_step``); only when needed
+        tracked = self._has_dynamic(comp) or is_partial(arg_sizes)
+        dyn: list | None = [None] * len(plan) if tracked else None
         budget = self.limits.max_bytes
         for index, step in enumerate(plan):
             instr = step.instr
             if instr.opcode == "parameter":
                 env[index] = args[instr.parameter_number]
+                if dyn is not None and arg_sizes is not None:
+                    dyn[index] = arg_sizes[instr.parameter_number]
                 if self.observer is not None:
                     self.observer(comp, instr, env[index])
                 continue
@@ -100,7 +118,10 @@ class Interpreter:
                     instruction=instr.name)
             operands = [env[i] for i in step.operand_index]
             try:
-                if dyn is not None and (instr.opcode in DYNAMIC_SOURCES or any(
+                if dyn is not None and instr.opcode in CONTROL_OPCODES:
+                    value, dyn[index] = self._control_step(
+                        step, operands, [dyn[i] for i in step.operand_index])
+                elif dyn is not None and (instr.opcode in DYNAMIC_SOURCES or any(
                         dyn[i] is not None for i in step.operand_index)):
                     # runtime dimension sizes (set-dimension-size): a side table
                     value, dyn[index] = dynamic_step(
@@ -130,22 +151,60 @@ class Interpreter:
                         self.live_bytes -= _value_bytes(env[i])
                     env[i] = None
         result = env[root_index]
-        if dyn is not None and dyn[root_index] is not None and comp is not self.module.entry \
-                and _is_partial(dyn[root_index]):
-            raise HloUnsupportedError(
-                comp.root.opcode, self.backend, "a called computation returning a value with a "
-                "runtime dynamic size below its bound", instruction=comp.root.name)
+        root_sizes = dyn[root_index] if dyn is not None else None
         for i, v in enumerate(env):
             if v is not None and i != root_index and plan[i].instr.opcode != "parameter":
                 self.live_bytes -= _value_bytes(v)
-        return result
+        return result, root_sizes
 
     def _has_dynamic(self, comp: Computation) -> bool:
-        cached = self._dynamic.get(comp.name)
-        if cached is None:
-            cached = any(i.opcode in DYNAMIC_SOURCES for i in comp.instructions)
-            self._dynamic[comp.name] = cached
-        return cached
+        """Whether runtime sizes are tracked: the module has a source of them
+        (``set-dimension-size``, ``dynamic-reshape``) in any computation."""
+        if self._dynamic is None:
+            self._dynamic = any(i.opcode in DYNAMIC_SOURCES
+                                for c in self.module.computations.values()
+                                for i in c.instructions)
+        return self._dynamic
+
+    def _control_step(self, step: _Prepared, operands: list, sizes: list):
+        """call / fusion / while / conditional with runtime sizes passed into the called
+        computations' parameters and read back from their roots."""
+        instr, kw = step.instr, step.kwargs
+        opcode = instr.opcode
+        if opcode in ("call", "fusion"):
+            called = kw["to_apply" if opcode == "call" else "calls"]
+            return self.call_sized(called.computation, operands, sizes)
+        if opcode == "while":
+            state, state_sizes = operands[0], sizes[0]
+            cond, body = kw["condition"].computation, kw["body"].computation
+            limit = self.limits.max_while_iterations
+            iterations = 0
+            while True:
+                pred, pred_sizes = self.call_sized(cond, [state], [state_sizes])
+                if not bool(np.asarray(pred)):
+                    return state, state_sizes
+                if iterations >= limit:
+                    raise HloLimitError(f"while loop still running after {limit} iterations "
+                                        f"(Limits.max_while_iterations)", instruction=instr.name)
+                state, state_sizes = self.call_sized(body, [state], [state_sizes])
+                iterations += 1
+        # conditional
+        selector, args = operands[0], operands[1:]
+        branches = kw.get("branch_computations")
+        if branches is None:
+            if kw.get("true_computation") is None or kw.get("false_computation") is None:
+                raise HloEvalError("conditional needs true_computation and false_computation, "
+                                   "or branch_computations", instruction=instr.name)
+            if len(args) != 2:
+                raise HloEvalError(f"a pred conditional takes a true and a false operand, got "
+                                   f"{len(args)}", instruction=instr.name)
+            index = 0 if bool(np.asarray(selector)) else 1
+            branches = (kw["true_computation"], kw["false_computation"])
+        else:
+            index = int(np.asarray(selector))
+            if index < 0 or index >= len(branches):
+                index = len(branches) - 1
+        return self.call_sized(branches[index].computation, [args[index]], [sizes[1 + index]])
 
     # -- planning -------------------------------------------------------------
     def _plan(self, comp: Computation):

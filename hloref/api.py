@@ -86,7 +86,11 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
     ``recv``/``send`` with ``is_host_transfer=true``) are the caller's queues; with
     several devices, give one per device in a list. ``fallback`` (gpu backend): run ops
     without a GPU kernel on the CPU (with a warning naming each); ``False`` raises
-    ``HloUnsupportedError`` instead."""
+    ``HloUnsupportedError`` instead.
+
+    A parameter with bounded dynamic dimensions (``f32[<=8]``) takes an array shorter
+    than the bound there: its extent is the runtime size. A result with runtime sizes
+    below its bounds comes back cut to them (cpu backend)."""
     module = _module(module_or_text)
     if backend not in BACKENDS:
         raise HloEvalError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
@@ -113,18 +117,46 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
         if backend == "gpu":
             raise HloEvalError("the gpu backend evaluates single-device modules only")
         return run_devices(module, per_device, limits=limits, io=ios)
-    values = [coerce_argument(a, p.shape, f"argument {i} (%{p.name})")
-              for i, (a, p) in enumerate(zip(args, params))]
+    values, sizes = [], []
+    for i, (a, p) in enumerate(zip(args, params)):
+        a, s = _bounded_argument(a, p.shape)
+        values.append(coerce_argument(a, p.shape, f"argument {i} (%{p.name})"))
+        sizes.append(s)
+    dynamic = any(s is not None for s in sizes)
     io = DeviceIO(infeed=_deque(infeed), outfeed=outfeed if outfeed is not None else [],
                   host_recv=host_recv if host_recv is not None else {},
                   host_send=host_send if host_send is not None else {})
     if backend == "gpu":
+        if dynamic:
+            from .errors import HloUnsupportedError
+            raise HloUnsupportedError("parameter", "gpu", "arguments shorter than their bounded "
+                                      "dynamic dimensions (runtime sizes are tracked on the cpu "
+                                      "backend only)")
         from hloref.gpu import evaluate_gpu
         return evaluate_gpu(module, values, limits=limits, fallback=fallback)
     from hloref.evaluator.interpreter import Interpreter
     interp = Interpreter(module, limits=limits, backend=backend)
     interp.device = single_device(io)
-    return interp.run(values)
+    return interp.run(values, sizes if dynamic else None)
+
+
+def _bounded_argument(value, shape: Shape):
+    """An argument for a parameter with bounded dynamic dimensions (``f32[<=8]``) may be
+    shorter than the bound in those dimensions: its extent is the runtime size. Returns
+    ``(value padded to the bound, runtime sizes or None)``; anything else is returned
+    unchanged for ``coerce_argument`` to check."""
+    if not isinstance(shape, ArrayShape) or not any(shape.dynamic):
+        return value, None
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, (tuple, list)) or np.ndim(value) == len(shape.dims):
+            try:
+                value = np.asarray(value, dtype=shape.element_type.dtype)
+            except (TypeError, ValueError, OverflowError):
+                return value, None
+        else:
+            return value, None
+    from hloref.evaluator.dynamic import entry_sizes
+    return entry_sizes(value, shape)
 
 
 def _deque(values):

@@ -1,0 +1,404 @@
+"""Bounded dynamic shapes: runtime dimension sizes carried beside values.
+
+A value of shape ``f32[<=8]`` is stored at its bound extent (8 elements); the
+interpreter keeps its runtime size in a side table (``sizes``: ``None`` for a static
+value, a tuple of ints for an array, a list of entries for a tuple value). Elements
+past the runtime size are padding with unspecified contents. ``dynamic_step``
+evaluates one instruction given its operands' entries and returns the result's
+entry. The rules follow XLA's dynamic padder (``xla/service/dynamic_padder.cc``,
+``dynamic_dimension_inference.cc``), measured on XLA:CPU (jaxlib 0.10.2):
+
+* **valid-part ops** (``slice``, ``pad``, ``concatenate``, ``reverse``, ``sort``,
+  ``dot``, ``reduce``, ``reduce-window``, ``dynamic-reshape``): the op is evaluated on
+  the operands' valid parts only (``x[:n0, :n1, ...]``) and the result written at the
+  origin of a bound-sized buffer; the result's runtime sizes are its valid extents.
+  So a ``slice`` ``[s:l:k]`` of ``n`` valid elements has ``ceil((min(n, l) - s) / k)``
+  (at least 0), ``pad`` has ``lo + n + (n - 1) * interior + hi``, ``concatenate``
+  packs the valid parts one after the other (sum of the sizes), ``reverse`` and
+  ``sort`` reverse/sort the valid elements, ``dot`` contracts over the valid
+  indices only. Padding never reaches a valid element.
+* **pass-through** (elementwise, ``compare``/``select``/``clamp``, ``convert``,
+  same-width ``bitcast-convert``, ``map``, ``copy``, ``broadcast``, ``transpose``,
+  ``reshape`` keeping each dynamic dimension whole, ``dynamic-slice`` taking a whole
+  dynamic dimension, ``dynamic-update-slice`` into a dynamic operand (starts clamped
+  against the bound, as XLA:CPU does: writes into the padding are lost)).
+* a ``dynamic-slice`` of part of a dynamic dimension is static (XLA drops the
+  dynamism); it is evaluated only when the clamped window lies inside the valid
+  part, else ``HloUnsupportedError`` (XLA would read padding).
+* a result dimension that the instruction's shape declares static (no ``<=``) but
+  that would have fewer valid elements than its extent raises
+  ``HloUnsupportedError`` for the same reason.
+* Control flow (``call``, ``fusion``, ``while``, ``conditional``) is handled by the
+  interpreter, which passes sizes into called computations' parameters and reads
+  them back from their roots.
+
+Anything else given a value whose runtime size is below its bound raises
+``HloUnsupportedError`` naming the op: no silent wrong results.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hloref.errors import HloEvalError, HloUnsupportedError
+from hloref.shapes import ArrayShape, TupleShape
+
+from .numeric import contiguous
+
+__all__ = ["DYNAMIC_SOURCES", "CONTROL_OPCODES", "dynamic_step", "is_partial", "_is_partial",
+           "valid_part", "embed", "trim"]
+
+#: Opcodes whose result carries its operands' runtime sizes dimension for dimension.
+_SAME_SHAPE_FAMILIES = frozenset({"elementwise", "compare", "convert"})
+_SAME_SHAPE_OPCODES = frozenset({"copy", "reduce-precision", "stochastic-convert", "map"})
+#: Opcodes whose result is operand 0 itself (tuples included).
+_FORWARD_OPCODES = frozenset({"opt-barrier", "domain", "add-dependency"})
+#: Opcodes ``dynamic_step`` handles even when no operand carries runtime sizes.
+DYNAMIC_SOURCES = frozenset({"set-dimension-size", "dynamic-reshape"})
+#: Opcodes that call computations with sizes (handled by the interpreter).
+CONTROL_OPCODES = frozenset({"call", "fusion", "while", "conditional"})
+
+
+def _normal(sizes, dims):
+    """``None`` when ``sizes`` equal the static ``dims`` (a static value)."""
+    if sizes is None:
+        return None
+    sizes = tuple(int(s) for s in sizes)
+    return None if sizes == tuple(dims) else sizes
+
+
+def is_partial(sizes) -> bool:
+    """Whether a side-table entry (sizes, or a list of entries for a tuple) is dynamic."""
+    if sizes is None:
+        return False
+    if isinstance(sizes, list):
+        return any(is_partial(s) for s in sizes)
+    return True
+
+
+_is_partial = is_partial
+
+
+def valid_part(x: np.ndarray, sizes) -> np.ndarray:
+    """The valid region ``x[:n0, :n1, ...]`` (a view); ``x`` itself when static."""
+    if sizes is None:
+        return x
+    return x[tuple(slice(0, int(n)) for n in sizes)]
+
+
+def embed(valid: np.ndarray, dims) -> np.ndarray:
+    """``valid`` at the origin of a zero-filled array of the bound ``dims``."""
+    dims = tuple(dims)
+    if tuple(valid.shape) == dims:
+        return contiguous(valid)
+    out = np.zeros(dims, dtype=valid.dtype)
+    out[tuple(slice(0, n) for n in valid.shape)] = valid
+    return out
+
+
+def trim(value, sizes):
+    """A value cut to its runtime sizes (tuples leaf by leaf): what the entry returns."""
+    if sizes is None:
+        return value
+    if isinstance(sizes, list):
+        return tuple(trim(v, s) for v, s in zip(value, sizes))
+    return contiguous(valid_part(value, sizes))
+
+
+def _with_dims(shape, dims_per_leaf):
+    if isinstance(shape, TupleShape):
+        return TupleShape(tuple(s.with_dims(d) for s, d in zip(shape.elements, dims_per_leaf)))
+    return shape.with_dims(dims_per_leaf[0])
+
+
+def _merge(opcode, instr, sizes_list, rank=None):
+    """One runtime size per dimension from several operands of the same dimensions:
+    the dynamic operands must agree; static operands take their size."""
+    merged = None
+    for s in sizes_list:
+        if s is None or (rank is not None and len(s) != rank):
+            continue
+        if merged is not None and tuple(merged) != tuple(s):
+            raise HloEvalError(f"{opcode}: operands have different runtime dimension "
+                               f"sizes {list(merged)} and {list(s)}", instruction=instr.name)
+        merged = s
+    return merged
+
+
+def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
+    """Evaluate ``instr`` where runtime dimension sizes are involved.
+
+    ``sizes[i]`` is operand ``i``'s side-table entry: ``None`` (static), a tuple of
+    runtime sizes (an array), or a list of entries (a tuple value). Returns
+    ``(value, entry)`` for the result."""
+    from .registry import OPS
+    opcode = instr.opcode
+    shape = instr.shape
+
+    def unsupported(why):
+        return HloUnsupportedError(opcode, backend, f"operand with a runtime dynamic size below "
+                                   f"its bound: {why}", instruction=instr.name)
+
+    def finish(valid, leaf_shape=shape):
+        """Embed a valid-part result in its bound shape; its sizes are its extents."""
+        out_sizes = tuple(valid.shape)
+        for d, (n, bound) in enumerate(zip(out_sizes, leaf_shape.dims)):
+            if n > bound:
+                raise HloEvalError(f"{opcode}: runtime size {n} exceeds the bound {bound} of "
+                                   f"result dimension {d}", instruction=instr.name)
+            if n < bound and not leaf_shape.dynamic[d]:
+                raise unsupported(f"result dimension {d} is static ({bound}) in the "
+                                  f"instruction's shape but only {n} of its elements are "
+                                  f"defined (XLA reads padding there)")
+        return embed(valid, leaf_shape.dims), _normal(out_sizes, leaf_shape.dims)
+
+    if opcode == "set-dimension-size":
+        operand, size = operands[0], operands[1]
+        (d,) = tuple(kwargs["dimensions"])
+        n = int(np.asarray(size))
+        bound = operand.shape[d]
+        if not 0 <= n <= bound:
+            raise HloEvalError(f"set-dimension-size: size {n} outside [0, {bound}] for "
+                               f"dimension {d}", instruction=instr.name)
+        if is_partial(sizes[1]):
+            raise unsupported("the size operand")
+        base = list(sizes[0] or operand.shape)
+        base[d] = n
+        return fn(*operands, **kwargs), _normal(base, operand.shape)
+    if opcode == "get-dimension-size":
+        (d,) = tuple(kwargs["dimensions"])
+        s = sizes[0]
+        return np.array(s[d] if s else operands[0].shape[d], dtype=np.int32), None
+    if opcode == "tuple":
+        return fn(*operands, **kwargs), list(sizes)
+    if opcode == "get-tuple-element":
+        entry = sizes[0][kwargs["index"]] if isinstance(sizes[0], list) else None
+        return fn(*operands, **kwargs), entry
+    if opcode in _FORWARD_OPCODES or (opcode == "copy" and isinstance(sizes[0], list)):
+        return fn(*operands, **kwargs), sizes[0]
+    if any(isinstance(s, list) and is_partial(s) for s in sizes):
+        raise unsupported("a tuple holding a dynamic value")
+    if opcode == "dynamic-reshape":
+        return _dynamic_reshape(instr, operands, sizes, finish)
+    entry = OPS.get(opcode)
+    family = entry.family if entry is not None else ""
+    if family in _SAME_SHAPE_FAMILIES or opcode in _SAME_SHAPE_OPCODES or (
+            opcode == "bitcast-convert" and operands[0].ndim == len(shape.dims)):
+        merged = _merge(opcode, instr, [s for x, s in zip(operands, sizes)
+                                        if x.ndim == len(shape.dims)])
+        return fn(*operands, **kwargs), _normal(merged, shape.dims)
+    if opcode == "broadcast":
+        out = list(shape.dims)
+        for k, d in enumerate(tuple(kwargs.get("dimensions", ()))):
+            out[d] = sizes[0][k]
+        return fn(*operands, **kwargs), _normal(out, shape.dims)
+    if opcode == "transpose":
+        perm = tuple(kwargs["dimensions"])
+        return fn(*operands, **kwargs), _normal([sizes[0][p] for p in perm], shape.dims)
+    if opcode == "reshape":
+        return fn(*operands, **kwargs), _reshape_sizes(operands[0].shape, sizes[0], shape.dims,
+                                                       unsupported)
+    if opcode in ("slice", "reverse"):
+        return finish(fn(valid_part(operands[0], sizes[0]), **kwargs))
+    if opcode == "pad":
+        if is_partial(sizes[1]):
+            raise unsupported("the padding value")
+        x = valid_part(operands[0], sizes[0])
+        out = [max(p.low + p.high + n + max(n - 1, 0) * p.interior, 0)
+               for n, p in zip(x.shape, kwargs["padding"])]
+        return finish(fn(x, operands[1], **{**kwargs, "shape": shape.with_dims(out)}))
+    if opcode == "concatenate":
+        (axis,) = tuple(kwargs["dimensions"])
+        rank = len(shape.dims)
+        other = _merge(opcode, instr, [None if s is None else
+                                       tuple(v for k, v in enumerate(s) if k != axis)
+                                       for s in sizes])
+        parts = []
+        for x, s in zip(operands, sizes):
+            cut = list(s or x.shape)
+            if other is not None:
+                for k, v in zip([k for k in range(rank) if k != axis], other):
+                    cut[k] = v
+            parts.append(valid_part(x, cut))
+        return finish(np.concatenate(parts, axis=axis))
+    if opcode == "sort":
+        merged = _merge(opcode, instr, sizes)
+        cut = [valid_part(x, merged) for x in operands]
+        dims = tuple(cut[0].shape)
+        leaves = shape.elements if isinstance(shape, TupleShape) else (shape,)
+        value = fn(*cut, **{**kwargs, "shape": _with_dims(shape, [dims] * len(leaves))})
+        if isinstance(shape, TupleShape):
+            done = [finish(v, leaf) for v, leaf in zip(value, leaves)]
+            return tuple(v for v, _ in done), [e for _, e in done]
+        return finish(value)
+    if opcode == "dot":
+        return _dot(instr, fn, kwargs, operands, sizes, finish, unsupported)
+    if opcode == "reduce":
+        return _reduce(instr, fn, kwargs, operands, sizes, unsupported)
+    if opcode == "reduce-window":
+        return _reduce_window(instr, fn, kwargs, operands, sizes, finish, unsupported)
+    if opcode == "dynamic-slice":
+        return _dynamic_slice(instr, fn, kwargs, operands, sizes, unsupported)
+    if opcode == "dynamic-update-slice":
+        if any(is_partial(s) for s in sizes[1:]):
+            raise unsupported("the update of a dynamic-update-slice (XLA:CPU fails to compile "
+                              "a dynamic update; its padding would be written)")
+        return fn(*operands, **kwargs), sizes[0]
+    raise unsupported("hloref propagates runtime sizes through elementwise ops, broadcast, "
+                      "reshape of static dimensions, transpose, slice, pad, concatenate, "
+                      "reverse, sort, dot, reduce, reduce-window, dynamic-slice, "
+                      "dynamic-update-slice, tuples and control flow")
+
+
+def _dot(instr, fn, kwargs, operands, sizes, finish, unsupported):
+    lhs, rhs = operands
+    ls = list(sizes[0] or lhs.shape)
+    rs = list(sizes[1] or rhs.shape)
+    lb, rb = tuple(kwargs.get("lhs_batch_dims", ())), tuple(kwargs.get("rhs_batch_dims", ()))
+    lc = tuple(kwargs.get("lhs_contracting_dims", ()))
+    rc = tuple(kwargs.get("rhs_contracting_dims", ()))
+    if kwargs.get("sparsity") is not None:
+        raise unsupported("sparse dot")
+    for a, b in list(zip(lb, rb)) + list(zip(lc, rc)):
+        la, rb_ = lhs.shape[a], rhs.shape[b]
+        na = ls[a] if ls[a] != la else None
+        nb = rs[b] if rs[b] != rb_ else None
+        if na is not None and nb is not None and na != nb:
+            raise HloEvalError(f"dot: paired dimensions have different runtime sizes {na} and "
+                               f"{nb}", instruction=instr.name)
+        n = na if na is not None else nb
+        if n is not None:
+            ls[a] = rs[b] = n
+    x, y = valid_part(lhs, ls), valid_part(rhs, rs)
+    lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
+    out = [ls[d] for d in lb] + [ls[d] for d in lf] + [rs[d] for d in rf]
+    return finish(fn(x, y, **{**kwargs, "shape": instr.shape.with_dims(out)}))
+
+
+def _reduce(instr, fn, kwargs, operands, sizes, unsupported):
+    shape = instr.shape
+    n = len(operands) // 2
+    if any(is_partial(s) for s in sizes[n:]):
+        raise unsupported("an init value")
+    merged = _merge("reduce", instr, sizes[:n])
+    dims = tuple(kwargs["dimensions"])
+    cut = tuple(np.s_[:merged[k]] if k in dims else np.s_[:] for k in range(len(merged)))
+    inputs = [contiguous(x[cut]) for x in operands[:n]]
+    value = fn(*inputs, *operands[n:], **kwargs)
+    kept = [merged[k] for k in range(len(merged)) if k not in dims]
+    leaves = shape.elements if isinstance(shape, TupleShape) else (shape,)
+    entries = [_normal(kept, leaf.dims) for leaf in leaves]
+    return value, (entries if isinstance(shape, TupleShape) else entries[0])
+
+
+def _reduce_window(instr, fn, kwargs, operands, sizes, finish, unsupported):
+    """Valid-part evaluation where each dynamic dimension has an unpadded, undilated
+    base (XLA's output size ``(n - dilated window) // stride + 1``, PADDING_VALID)."""
+    from .windows import _window_dims
+    shape = instr.shape
+    n = len(operands) // 2
+    if any(is_partial(s) for s in sizes[n:]):
+        raise unsupported("an init value")
+    merged = _merge("reduce-window", instr, sizes[:n])
+    wdims = _window_dims(kwargs.get("window"), operands[0].ndim)
+    out = []
+    for d, (m, bound, w) in enumerate(zip(merged, operands[0].shape, wdims)):
+        if m != bound and (w.padding_low or w.padding_high or w.base_dilation != 1):
+            raise unsupported(f"reduce-window with padding or base dilation on dynamic "
+                              f"dimension {d} (XLA:CPU crashes on it; not evaluated)")
+        if m == bound:
+            out.append(shape.elements[0].dims[d] if isinstance(shape, TupleShape)
+                       else shape.dims[d])
+        else:
+            span = (w.size - 1) * w.window_dilation + 1
+            out.append(max((m - span) // w.stride + 1, 0) if m >= span else 0)
+    cut = [valid_part(x, merged) for x in operands[:n]]
+    leaves = shape.elements if isinstance(shape, TupleShape) else (shape,)
+    if any(v == 0 for v in out):  # no window fits: an empty result
+        values = [np.zeros(out, leaf.element_type.dtype) for leaf in leaves]
+    else:
+        value = fn(*cut, *operands[n:], **{**kwargs, "shape": _with_dims(shape, [out] * len(leaves))})
+        values = list(value) if isinstance(shape, TupleShape) else [value]
+    done = [finish(v, leaf) for v, leaf in zip(values, leaves)]
+    if isinstance(shape, TupleShape):
+        return tuple(v for v, _ in done), [e for _, e in done]
+    return done[0]
+
+
+def _dynamic_slice(instr, fn, kwargs, operands, sizes, unsupported):
+    from .indexing import _scalar_index
+    x = operands[0]
+    if any(is_partial(s) for s in sizes[1:]):
+        raise unsupported("a start index")
+    s = sizes[0]
+    slice_sizes = tuple(kwargs["dynamic_slice_sizes"])
+    out = list(slice_sizes)
+    for d, (n, bound, size) in enumerate(zip(s, x.shape, slice_sizes)):
+        if n == bound:
+            continue
+        if size == bound:  # the whole dimension: starts clamp to 0, the size carries over
+            out[d] = n
+            continue
+        start = min(max(_scalar_index(operands[1 + d]), 0), bound - size)
+        if start + size > n:
+            raise unsupported(f"dynamic-slice window [{start}, {start + size}) of dimension "
+                              f"{d} reaches past its runtime size {n} (XLA reads padding)")
+    value = fn(*operands, **kwargs)
+    return value, _normal(out, instr.shape.dims)
+
+
+def _dynamic_reshape(instr, operands, sizes, finish):
+    """``dynamic-reshape(x, d0, d1, ...)``: the valid elements of ``x`` in row-major
+    order, laid out as ``d0 x d1 x ...`` (each within its bound)."""
+    shape = instr.shape
+    x = valid_part(operands[0], sizes[0])
+    dims = [int(np.asarray(v)) for v in operands[1:]]
+    for d, (n, bound) in enumerate(zip(dims, shape.dims)):
+        if not 0 <= n <= bound:
+            raise HloEvalError(f"dynamic-reshape: size {n} outside [0, {bound}] for dimension "
+                               f"{d}", instruction=instr.name)
+    if math.prod(dims) != x.size:
+        raise HloEvalError(f"dynamic-reshape: {x.size} valid elements cannot take the "
+                           f"dimensions {dims}", instruction=instr.name)
+    valid = contiguous(x).reshape(dims)
+    return embed(valid, shape.dims), _normal(dims, shape.dims)
+
+
+def _reshape_sizes(in_dims, in_sizes, out_dims, unsupported):
+    """Runtime sizes of a reshape's result: each dynamic input dimension must survive
+    as a result dimension of the same bound with the same extents before and after it."""
+    in_dims, out_dims = tuple(in_dims), tuple(out_dims)
+    out = list(out_dims)
+    for d, (n, bound) in enumerate(zip(in_sizes, in_dims)):
+        if n == bound:
+            continue
+        before = math.prod(in_dims[:d])
+        candidates = [e for e in range(len(out_dims))
+                      if out_dims[e] == bound and math.prod(out_dims[:e]) == before]
+        # several candidates (degenerate size-1 dimensions): XLA's choice is not
+        # specified (XLA:CPU loses the size), so refuse rather than guess
+        match = candidates[0] if len(candidates) == 1 else None
+        if match is None:
+            raise unsupported(f"reshape {list(in_dims)} -> {list(out_dims)} merges or splits "
+                              f"dynamic dimension {d}")
+        out[match] = n
+    return _normal(out, out_dims)
+
+
+def entry_sizes(value, shape):
+    """For an entry argument of a shape with bounded dynamic dimensions: the array
+    padded to the bound and its runtime sizes (``None`` when it has the full extent).
+    An argument shorter than the bound in a dynamic dimension gives that size."""
+    if not isinstance(shape, ArrayShape) or not any(shape.dynamic) \
+            or not isinstance(value, np.ndarray) or value.ndim != len(shape.dims):
+        return value, None
+    dims = tuple(shape.dims)
+    if tuple(value.shape) == dims:
+        return value, None
+    for d, (n, bound) in enumerate(zip(value.shape, dims)):
+        if n != bound and (not shape.dynamic[d] or n > bound or bound < 0):
+            return value, None  # not a runtime size: the caller's check reports it
+    return embed(value, dims), tuple(int(n) for n in value.shape)
