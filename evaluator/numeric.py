@@ -34,9 +34,12 @@ __all__ = [
 #: ufunc loop, so chunks of one call run in parallel). ``HLOREF_THREADS=1`` turns it off.
 THREADS: int = max(1, int(os.environ.get("HLOREF_THREADS", "0") or 0) or (os.cpu_count() or 1))
 #: Calls on fewer elements than this run in the calling thread: below it the hand-off
-#: costs more than the second core gains (measured on the 2-core development machine:
-#: f32 add breaks even near 2**17 elements, f64-computed exp near 2**14).
+#: (about 0.1 ms) costs more than the second core gains. Measured on the 2-core
+#: development machine for f32 computed in f64: sin breaks even near 2**16 elements,
+#: exp near 2**18; memory-bound arithmetic is never split.
 THREAD_THRESHOLD: int = 1 << 17
+#: ``threshold`` for calls that should never be split (memory-bound arithmetic).
+UNTHREADED: int = 1 << 62
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -82,7 +85,9 @@ def apply_ufunc(fn: np.ufunc, xs, compute_dtype, out_dtype, *, threshold: int | 
                 fn(*(x[lo:lo + step] for x in flat_xs), out=flat_out[lo:lo + step],
                    dtype=compute_dtype, casting="unsafe")
 
-        for future in [_thread_pool().submit(run, lo) for lo in range(0, n, step)]:
+        futures = [_thread_pool().submit(run, lo) for lo in range(step, n, step)]
+        run(0)  # the first chunk in this thread
+        for future in futures:
             future.result()
     return out
 
@@ -161,7 +166,8 @@ def from_float64(values: np.ndarray, et: ElementType) -> np.ndarray:
 def float_compute(fn, *xs: np.ndarray, et: ElementType) -> np.ndarray:
     """Apply an arithmetic ``fn`` in the compute type of float ``et`` and round once."""
     if isinstance(fn, np.ufunc) and et.dtype in _WIDE and all(x.dtype == et.dtype for x in xs):
-        return apply_ufunc(fn, xs, et.dtype, et.dtype)
+        # memory-bound: a second thread measured slower (f32 add of 2**20: 0.20 -> 0.32 ms)
+        return apply_ufunc(fn, xs, et.dtype, et.dtype, threshold=UNTHREADED)
     with np.errstate(all="ignore"):
         return finish(fn(*(compute_array(x) for x in xs)), et)
 
@@ -175,11 +181,10 @@ def float_compute_f64(fn, *xs: np.ndarray, et: ElementType) -> np.ndarray:
     """Apply a transcendental ``fn``: in f64 (c128) for types up to f32 (c64), round once."""
     if isinstance(fn, np.ufunc) and all(x.dtype == et.dtype for x in xs):
         if et.is_narrow_float:  # exact f32 decode, f64 compute, one rounding from f64
-            wide = apply_ufunc(fn, [compute_array(x) for x in xs], np.float64, np.float64,
-                               threshold=THREAD_THRESHOLD // 8)
+            wide = apply_ufunc(fn, [compute_array(x) for x in xs], np.float64, np.float64)
             return narrow.from_float(wide, et)
         if et.dtype in _WIDE:
-            return apply_ufunc(fn, xs, _WIDE[et.dtype], et.dtype, threshold=THREAD_THRESHOLD // 8)
+            return apply_ufunc(fn, xs, _WIDE[et.dtype], et.dtype)
     with np.errstate(all="ignore"):
         if et.dtype in (np.dtype(np.float64), np.dtype(np.complex128)):
             return np.asarray(fn(*xs)).astype(et.dtype, copy=False)
