@@ -38,15 +38,22 @@ class Limits:
 
 
 class _Prepared:
-    """An instruction with its op function and keyword arguments resolved once."""
+    """An instruction with its op function and keyword arguments resolved once.
 
-    __slots__ = ("instr", "fn", "kwargs", "operand_index")
+    ``_plan`` adds what the loop needs per step: ``need`` (result bytes, checked
+    against the budget), ``release`` (operands whose last use this is) and
+    ``parameter`` (the parameter number, or ``None``)."""
+
+    __slots__ = ("instr", "fn", "kwargs", "operand_index", "need", "release", "parameter")
 
     def __init__(self, instr, fn, kwargs, operand_index):
         self.instr = instr
         self.fn = fn
         self.kwargs = kwargs
         self.operand_index = operand_index
+        self.need = 0
+        self.release = ()
+        self.parameter = None
 
 
 class Interpreter:
@@ -60,7 +67,7 @@ class Interpreter:
         self.limits = limits or Limits()
         self.backend = backend
         self.live_bytes = 0
-        self._plans: dict[str, tuple[list[_Prepared], list[int], int]] = {}
+        self._plans: dict[str, tuple[list[_Prepared], int, int]] = {}
         self._dynamic: bool | None = None
 
     # -- public -------------------------------------------------------------
@@ -91,26 +98,26 @@ class Interpreter:
     def call_sized(self, comp: Computation, args: list, arg_sizes: list | None):
         """Evaluate ``comp``; ``arg_sizes`` are the arguments' runtime-size entries
         (``None``: all static). Returns ``(value, the root's runtime-size entry)``."""
-        plan, last_use, root_index = self._plan(comp)
-        params = comp.parameters
-        if len(args) != len(params):
+        plan, n_params, root_index = self._plan(comp)
+        if len(args) != n_params:
             raise HloEvalError(
-                f"computation {comp.name} takes {len(params)} arguments, got {len(args)}")
+                f"computation {comp.name} takes {n_params} arguments, got {len(args)}")
         env: list = [None] * len(plan)
+        held: list = [0] * len(plan)  # bytes each computed value added to live_bytes
         #: runtime dimension sizes per value (``dynamic.dynamic_step``); only when needed
         tracked = self._has_dynamic(comp) or is_partial(arg_sizes)
         dyn: list | None = [None] * len(plan) if tracked else None
         budget = self.limits.max_bytes
         for index, step in enumerate(plan):
             instr = step.instr
-            if instr.opcode == "parameter":
-                env[index] = args[instr.parameter_number]
+            if step.parameter is not None:
+                env[index] = args[step.parameter]
                 if dyn is not None and arg_sizes is not None:
-                    dyn[index] = arg_sizes[instr.parameter_number]
+                    dyn[index] = arg_sizes[step.parameter]
                 if self.observer is not None:
                     self.observer(comp, instr, env[index])
                 continue
-            need = byte_size(instr.shape)
+            need = step.need
             if self.live_bytes + need > budget:
                 raise HloLimitError(
                     f"its result needs {need} bytes while {self.live_bytes} bytes are live: "
@@ -144,17 +151,19 @@ class Interpreter:
             env[index] = value
             if self.observer is not None:
                 self.observer(comp, instr, value)
-            self.live_bytes += _value_bytes(value)
-            for i in step.operand_index:
-                if last_use[i] == index and i != root_index and env[i] is not None:
-                    if plan[i].instr.opcode != "parameter":
-                        self.live_bytes -= _value_bytes(env[i])
+            held[index] = nbytes = _value_bytes(value)
+            self.live_bytes += nbytes
+            for i in step.release:
+                if env[i] is not None:
+                    self.live_bytes -= held[i]  # 0 for parameters: the caller holds them
                     env[i] = None
         result = env[root_index]
         root_sizes = dyn[root_index] if dyn is not None else None
+        # everything computed here is released, the root too: the caller counts the
+        # result as its own instruction's value (or, in a loop, as the next argument)
         for i, v in enumerate(env):
-            if v is not None and i != root_index and plan[i].instr.opcode != "parameter":
-                self.live_bytes -= _value_bytes(v)
+            if v is not None:
+                self.live_bytes -= held[i]
         return result, root_sizes
 
     def _has_dynamic(self, comp: Computation) -> bool:
@@ -219,7 +228,16 @@ class Interpreter:
             for j in step.operand_index:
                 last_use[j] = max(last_use[j], i)
         root_index = position[id(comp.root)]
-        result = (plan, last_use, root_index)
+        n_params = 0
+        for i, step in enumerate(plan):
+            if step.instr.opcode == "parameter":
+                step.parameter = step.instr.parameter_number
+                n_params += 1
+            else:
+                step.need = byte_size(step.instr.shape)
+            step.release = tuple(sorted({j for j in step.operand_index
+                                         if last_use[j] == i and j != root_index}))
+        result = (plan, n_params, root_index)
         self._plans[comp.name] = result
         return result
 
