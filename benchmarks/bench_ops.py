@@ -27,16 +27,9 @@ import time
 import numpy as np
 
 import hloref
+from timing import paired, single
 
 
-def _time(fn, repeat):
-    fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
 
 
 def _module(params: str, body: str, extra: str = "") -> str:
@@ -131,26 +124,26 @@ def main(argv=None):
     print(f"{'case':44s} {'hloref ms':>10s} {'ref ms':>10s} {'ratio':>7s}  reference")
     for name, text, inputs, reference, kind in op_cases():
         module = hloref.parse(text)
-        t_ours = _time(lambda: hloref.evaluate(module, *inputs), args.repeat)
         if kind == "xla":
             exe = compile_hlo(text)
-            t_ref = _time(lambda: exe.run(*inputs), args.repeat)
+            reference = (lambda exe=exe: exe.run(*inputs))
             label = "XLA:CPU run (compile excluded)"
         else:
-            t_ref = _time(reference, args.repeat)
             label = "numpy"
-        print(f"{name:44s} {t_ours * 1e3:10.2f} {t_ref * 1e3:10.2f} {t_ours / t_ref:7.2f}  {label}")
+        t_ours, t_ref, ratio = paired(lambda: hloref.evaluate(module, *inputs), reference,
+                                      args.repeat)
+        print(f"{name:44s} {t_ours * 1e3:10.2f} {t_ref * 1e3:10.2f} {ratio:7.2f}  {label}")
 
     text, inputs = transformer_block()
     module = hloref.parse(text)
-    t_ours = _time(lambda: hloref.evaluate(module, *inputs), args.repeat)
+    t_ours = single(lambda: hloref.evaluate(module, *inputs), args.repeat)
     t0 = time.perf_counter()
     from hloref.fuzz.oracles import xla
     xla.clear_cache()
     exe = compile_hlo(text)
     exe.run(*inputs)
     t_compile_run = time.perf_counter() - t0
-    t_run = _time(lambda: exe.run(*inputs), args.repeat)
+    t_run = single(lambda: exe.run(*inputs), args.repeat)
     n_instr = sum(len(c.instructions) for c in module.computations.values())
     print(f"\ntransformer block from JAX ({n_instr} instructions): hloref evaluate "
           f"{t_ours * 1e3:.1f} ms; XLA:CPU compile+run {t_compile_run * 1e3:.1f} ms "
