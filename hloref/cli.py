@@ -202,8 +202,11 @@ def cmd_parse(args) -> int:
 
 
 def cmd_ops(args) -> int:
-    from .ops_table import format_ops_table
-    print(format_ops_table())
+    from .ops_table import format_ops_table, format_type_matrix
+    if not args.types_only:
+        print(format_ops_table())
+        print()
+    print(format_type_matrix())
     return EXIT_OK
 
 
@@ -231,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_parse)
 
     ops = sub.add_parser("ops", help="opcodes and element types each backend supports")
+    ops.add_argument("--types-only", action="store_true",
+                     help="print only the opcode × element-type table")
     ops.set_defaults(fn=cmd_ops)
 
     from hloref.fuzz.commands import add_commands

@@ -1,11 +1,69 @@
-"""The table ``hloref ops`` prints: opcodes and element types per backend."""
+"""The tables ``hloref ops`` prints: each opcode's status per backend, and the
+opcode × element-type table (which array types each opcode takes, by XLA's shape
+rules as ``hloref/shape_inference.py`` implements them)."""
 
 from __future__ import annotations
 
 from .opcodes import ALL_OPCODES
 from .types import ARRAY_TYPES
 
-__all__ = ["ops_table", "format_ops_table"]
+__all__ = ["ops_table", "format_ops_table", "element_types_for", "type_matrix",
+           "format_type_matrix"]
+
+#: Operand element kinds of the opcodes (other than the elementwise ones, whose kinds
+#: come from ``shape_inference.UNARY_KINDS``/``BINARY_KINDS``) that XLA's shape
+#: inference restricts: letters f(loat) c(omplex) s(igned) u(nsigned) p(red), as in
+#: ``shape_inference._expect_kind``. Opcodes absent here take every array type.
+_KINDS = {
+    "stochastic-convert": "f", "reduce-precision": "f", "fft": "fc", "cholesky": "fc",
+    "triangular-solve": "fc", "batch-norm-training": "f", "batch-norm-inference": "f",
+    "batch-norm-grad": "f", "rng": "fsup",
+}
+#: Opcodes whose array types are fixed by the opcode itself.
+_FIXED = {"replica-id": ("u32",), "partition-id": ("u32",), "rng-get-and-update-state": ("u64",),
+          "after-all": ()}
+#: Short column headers for the type table.
+_SHORT = {"f8e5m2": "e5m2", "f8e4m3": "e4m3", "f8e4m3fn": "e4m3fn", "f8e4m3b11fnuz": "e4m3b11",
+          "f8e5m2fnuz": "e5m2fnuz", "f8e4m3fnuz": "e4m3fnuz", "f8e3m4": "e3m4",
+          "f4e2m1fn": "e2m1fn", "f8e8m0fnu": "e8m0fnu"}
+
+
+def element_types_for(opcode: str) -> tuple[str, ...]:
+    """Names of the array element types ``opcode`` takes (its main operand's, or its
+    result's for opcodes without array operands), in ``ARRAY_TYPES`` order."""
+    from .shape_inference import BINARY_KINDS, UNARY_KINDS, _element_kind_ok
+    if opcode in _FIXED:
+        return _FIXED[opcode]
+    if opcode == "complex":
+        return ("f32", "f64")
+    kinds = UNARY_KINDS.get(opcode) or BINARY_KINDS.get(opcode) or _KINDS.get(opcode, "fcsup")
+    return tuple(t.name for t in ARRAY_TYPES if _element_kind_ok(t, kinds))
+
+
+def type_matrix() -> list[tuple[str, tuple[bool, ...]]]:
+    """Rows ``(opcode, one flag per ARRAY_TYPES entry)``: the opcode takes that type and
+    the cpu backend evaluates it."""
+    supported = {row[0] for row in ops_table() if row[1] == "yes"}
+    rows = []
+    for opcode in ALL_OPCODES:
+        names = set(element_types_for(opcode)) if opcode in supported else set()
+        rows.append((opcode, tuple(t.name in names for t in ARRAY_TYPES)))
+    return rows
+
+
+def format_type_matrix() -> str:
+    rows = type_matrix()
+    width = max(len(r[0]) for r in rows)
+    heads = [_SHORT.get(t.name, t.name) for t in ARRAY_TYPES]
+    lines = ["opcode × element type (x: XLA's shape rules accept it and hloref's cpu backend "
+             "evaluates it; .: XLA rejects it)",
+             f"{'':<{width}} " + " ".join(heads)]
+    for opcode, flags in rows:
+        cells = " ".join(("x" if f else ".").center(len(h)) for f, h in zip(flags, heads))
+        lines.append(f"{opcode:<{width}} {cells}")
+    lines.append("after-all takes and gives tokens only; tuple-shaped ops take tuples of the "
+                 "types shown.")
+    return "\n".join(lines)
 
 
 def ops_table() -> list[tuple[str, str, str]]:

@@ -201,13 +201,16 @@ _UNARY_KINDS: dict[str, str] = {
     **{op: "f" for op in ("floor", "ceil", "round-nearest-afz", "round-nearest-even",
                           "is-finite", "erf")},
     **{op: "fc" for op in ("cosine", "sine", "tan", "exponential", "exponential-minus-one",
-                           "log", "log-plus-one", "logistic", "rsqrt", "sqrt", "cbrt",
+                           "log", "log-plus-one", "logistic", "rsqrt", "sqrt",
                            "tanh", "acos", "acosh", "asin", "asinh", "atan", "atanh",
                            "cosh", "sinh")},
+    # XLA's InferUnaryOpShape: "Expected element type in shape to be floating for cbrt"
+    "cbrt": "f",
     "real": "fc", "imag": "fc", "abs": "fcs", "sign": "fcs", "negate": "fcsu",
     "count-leading-zeros": "su", "popcnt": "su", "not": "psu",
 }
 UNARY_OPCODES = frozenset(_UNARY_KINDS)
+UNARY_KINDS = dict(_UNARY_KINDS)  # public copy (hloref ops' type table)
 
 
 def _make_unary(opcode: str) -> Callable[..., Shape]:
@@ -238,6 +241,7 @@ _BINARY_KINDS: dict[str, str] = {
     "mulhi": "su",
 }
 BINARY_OPCODES = frozenset(_BINARY_KINDS)
+BINARY_KINDS = dict(_BINARY_KINDS)  # public copy (hloref ops' type table)
 
 
 def _make_binary(opcode: str) -> Callable[..., Shape]:
