@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .convert import convert_array
-from .numeric import contiguous, element_type_of, finish, int_compute_dtype, to_float64
+from .numeric import contiguous, element_type_of, finish, int_compute_dtype, scratch, to_float64
 from .registry import op
 
 OP_FAMILY = True
@@ -110,6 +110,10 @@ def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contractin
     ``dot_bf16_bf16_f32_x3`` = hi·hi + hi·lo + lo·hi. ``operand_precision`` does not
     change the reference value (it only permits cheaper arithmetic)."""
     et = shape.element_type
+    if algorithm is None and et.dtype in _F32_F64 and lhs.dtype in _F32_F64 and \
+            rhs.dtype in _F32_F64:
+        return _dot_f64(lhs, rhs, et, lhs_batch_dims, rhs_batch_dims, lhs_contracting_dims,
+                        rhs_contracting_dims)
     a, lhs_free = _arrange(_operand(lhs, et), lhs_batch_dims, lhs_contracting_dims, True)
     b, rhs_free = _arrange(_operand(rhs, et), rhs_batch_dims, rhs_contracting_dims, False)
     spec = _ALGORITHMS.get(str(algorithm)) if algorithm is not None else None
@@ -127,3 +131,37 @@ def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contractin
     if et.is_pred:
         return product != 0
     return contiguous(finish(product, et))
+
+
+_F32_F64 = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _widened(x, batch, contracting, contract_last: bool, slot: int):
+    """``_arrange`` of an f32/f64 operand, widened exactly to f64 in one copy into a
+    scratch buffer."""
+    batch, contracting = list(batch), list(contracting)
+    free = [d for d in range(x.ndim) if d not in batch and d not in contracting]
+    order = batch + free + contracting if contract_last else batch + contracting + free
+    view = np.transpose(x, order)
+    buf = scratch(view.shape, np.float64, slot)
+    np.copyto(buf, view)
+    b = int(np.prod([x.shape[d] for d in batch], dtype=np.int64))
+    f = int(np.prod([x.shape[d] for d in free], dtype=np.int64))
+    k = int(np.prod([x.shape[d] for d in contracting], dtype=np.int64))
+    return buf.reshape((b, f, k) if contract_last else (b, k, f)), [x.shape[d] for d in free]
+
+
+def _dot_f64(lhs, rhs, et, lhs_batch, rhs_batch, lhs_contracting, rhs_contracting):
+    """The plain f32/f64 dot: f64 operands and product in scratch buffers (no fresh
+    multi-megabyte temporaries), one rounding into the new result array."""
+    a, lhs_free = _widened(lhs, lhs_batch, lhs_contracting, True, 0)
+    b, rhs_free = _widened(rhs, rhs_batch, rhs_contracting, False, 1)
+    product = scratch((a.shape[0], a.shape[1], b.shape[2]), np.float64, 2)
+    with np.errstate(all="ignore"):
+        if a.shape[0] == 1:  # the 2-D BLAS call: much faster than a stacked batch of one
+            np.matmul(a[0], b[0], out=product[0])
+        else:
+            np.matmul(a, b, out=product)
+    out = np.empty([lhs.shape[d] for d in lhs_batch] + lhs_free + rhs_free, et.dtype)
+    np.copyto(out, product.reshape(out.shape), casting="unsafe")  # one rounding
+    return out

@@ -27,7 +27,7 @@ from . import narrow
 __all__ = [
     "element_type_of", "compute_array", "finish", "wrap_int", "int_compute_dtype",
     "to_float64", "from_float64", "float_compute", "float_compute_f64", "as_type", "contiguous",
-    "apply_ufunc", "THREADS", "THREAD_THRESHOLD",
+    "apply_ufunc", "THREADS", "THREAD_THRESHOLD", "scratch",
 ]
 
 #: Worker threads for large elementwise ufunc calls (numpy releases the GIL inside a
@@ -205,3 +205,31 @@ def contiguous(x: np.ndarray) -> np.ndarray:
     """``x`` in C order (copied only if needed); unlike ``np.ascontiguousarray`` keeps 0-d."""
     x = np.asarray(x)
     return x if x.flags.c_contiguous else x.copy(order="C")
+
+
+
+#: Largest scratch buffer kept per thread and slot (bytes); bigger requests get a
+#: fresh array each time.
+SCRATCH_MAX = 256 << 20
+_scratch = threading.local()
+
+
+def scratch(shape, dtype, slot: int) -> np.ndarray:
+    """A reusable uninitialised C-order array for a temporary that dies before the op
+    returns (BLAS operands and products). Freshly allocated multi-megabyte arrays
+    cost a page fault per 4 KiB page on first touch; on the development machine (a
+    VM) that made a 512x512 f64 dgemm with fresh operands 5.1 ms instead of 2.2 ms.
+    One buffer per thread and ``slot``; never return a scratch array from an op."""
+    dtype = np.dtype(dtype)
+    n = dtype.itemsize
+    for d in shape:
+        n *= int(d)
+    if n > SCRATCH_MAX:
+        return np.empty(shape, dtype)
+    buffers = getattr(_scratch, "buffers", None)
+    if buffers is None:
+        buffers = _scratch.buffers = {}
+    buf = buffers.get(slot)
+    if buf is None or buf.nbytes < n:
+        buf = buffers[slot] = np.empty(max(n, 1 << 16), np.uint8)
+    return buf[:n].view(dtype).reshape(shape)
