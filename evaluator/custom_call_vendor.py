@@ -553,17 +553,23 @@ def _uncanon(xc, batch, feature, spatial):
     return np.transpose(xc, np.argsort((batch, feature, *spatial)))
 
 
-@custom_call("__cudnn$convBackwardInput")
-def _cudnn_conv_backward_input(operands, shape, attrs):
-    target = "__cudnn$convBackwardInput"
+def _backward_conv_setup(target, shape, attrs):
+    """(dim_labels, cudnn_conv_backend_config, main result shape, scratch shapes,
+    feature_group_count) of a cuDNN backward convolution."""
     dn = attrs["dim_labels"]
     if dn is None:
         raise HloEvalError(f"{target} needs dim_labels")
     if int(attrs.get("batch_group_count") or 1) != 1:
         raise _unsupported(target, "batch_group_count > 1")
-    config = _gpu_config(attrs, "cudnn_conv_backend_config")
     main, extra = _split_result(shape)
-    g = int(attrs.get("feature_group_count") or 1)
+    return (dn, _gpu_config(attrs, "cudnn_conv_backend_config"), main, extra,
+            int(attrs.get("feature_group_count") or 1))
+
+
+@custom_call("__cudnn$convBackwardInput")
+def _cudnn_conv_backward_input(operands, shape, attrs):
+    target = "__cudnn$convBackwardInput"
+    dn, config, main, extra, g = _backward_conv_setup(target, shape, attrs)
     dy = _canon(to_float64(operands[0]), dn.output_batch_dimension, dn.output_feature_dimension,
                 dn.output_spatial_dimensions)
     w = _canon(to_float64(operands[1]), dn.kernel_output_feature_dimension,
@@ -592,14 +598,7 @@ def _cudnn_conv_backward_input(operands, shape, attrs):
 @custom_call("__cudnn$convBackwardFilter")
 def _cudnn_conv_backward_filter(operands, shape, attrs):
     target = "__cudnn$convBackwardFilter"
-    dn = attrs["dim_labels"]
-    if dn is None:
-        raise HloEvalError(f"{target} needs dim_labels")
-    if int(attrs.get("batch_group_count") or 1) != 1:
-        raise _unsupported(target, "batch_group_count > 1")
-    config = _gpu_config(attrs, "cudnn_conv_backend_config")
-    main, extra = _split_result(shape)
-    g = int(attrs.get("feature_group_count") or 1)
+    dn, config, main, extra, g = _backward_conv_setup(target, shape, attrs)
     x = _canon(to_float64(operands[0]), dn.input_batch_dimension, dn.input_feature_dimension,
                dn.input_spatial_dimensions)
     dy = _canon(to_float64(operands[1]), dn.output_batch_dimension, dn.output_feature_dimension,
