@@ -137,6 +137,7 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
                            f"instruction says {list(shape.dims)}")
     if et.dtype in (np.dtype(np.float32), np.dtype(np.float64)) and result.dtype.kind == "f":
         out = np.empty(result.shape, et.dtype)
-        np.copyto(out, result, casting="unsafe")  # one rounding, one pass, C order
+        with np.errstate(over="ignore", invalid="ignore"):  # f64 -> f32 overflow is inf
+            np.copyto(out, result, casting="unsafe")  # one rounding, one pass, C order
         return out
     return contiguous(finish(result, et))

@@ -163,5 +163,6 @@ def _dot_f64(lhs, rhs, et, lhs_batch, rhs_batch, lhs_contracting, rhs_contractin
         else:
             np.matmul(a, b, out=product)
     out = np.empty([lhs.shape[d] for d in lhs_batch] + lhs_free + rhs_free, et.dtype)
-    np.copyto(out, product.reshape(out.shape), casting="unsafe")  # one rounding
+    with np.errstate(over="ignore", invalid="ignore"):  # f64 -> f32 overflow is inf
+        np.copyto(out, product.reshape(out.shape), casting="unsafe")  # one rounding
     return out

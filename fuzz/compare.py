@@ -288,7 +288,25 @@ KNOWN_GAPS: dict[str, str] = {
     "non-associative-reducer": (
         "a reducer that is not associative: the order of reduction is implementation-defined "
         "(XLA folds left to right, hloref pairs neighbours)."),
+    "batch-norm-nonfinite": (
+        "batch-norm-* with an inf/NaN scale, offset, mean or variance: hloref evaluates the "
+        "documented (x - mean) * scale / sqrt(variance + epsilon) + offset; XLA's "
+        "batchnorm_expander (both oracles) rearranges it as x * (scale * rsqrt(...)) + "
+        "(offset - mean * scale * rsqrt(...)), which turns inf - inf into NaN where the "
+        "documented formula gives ±inf (mean = scale = offset = -inf: -inf vs NaN)."),
 }
+
+def _any_nonfinite(comp, operands, values: dict) -> bool:
+    """Whether one of ``operands`` holds inf or NaN; an unknown value counts as one."""
+    for operand in operands:
+        v = values.get((comp.name, operand.name))
+        if v is None:
+            return True
+        if isinstance(v, np.ndarray) and v.dtype.kind not in "biu" and v.dtype != np.bool_ \
+                and v.size and not np.all(np.isfinite(v.astype(np.float64))):
+            return True
+    return False
+
 
 _IDENTITY = {"add": 0.0, "or": 0, "xor": 0}
 
@@ -335,6 +353,10 @@ def known_gap(module, values: dict, oracle: str = "xla") -> str | None:
         return "tf-nan-to-nanless-type"
     for comp in module.computations.values():
         for instr in comp.instructions:
+            if instr.opcode.startswith("batch-norm-") and _any_nonfinite(
+                    comp, instr.operands[1:4] if instr.opcode == "batch-norm-grad"
+                    else instr.operands[1:], values):  # scale, offset, mean, variance
+                return "batch-norm-nonfinite"
             algorithm = str(instr.attrs.get("algorithm", "unset"))
             if instr.opcode == "dot" and algorithm not in (
                     "unset", "dot_f32_f32_f32", "dot_f64_f64_f64", "dot_any_f8_any_f8_f32",

@@ -294,3 +294,23 @@ ENTRY e {
     report = diff(text, [a, np.full((1, 1, 1), 2.0, np.float32)], worker=worker,
                   oracle_module=text.replace("pad=1_0", "pad=0_1"))
     assert report.verdict == "mismatch"
+
+
+def test_batch_norm_with_infinite_parameters_is_a_known_gap(worker):
+    # found by a campaign (seed 11): mean = scale = offset = -inf, variance 1.46
+    text = """HloModule m
+ENTRY e {
+  x = f32[1,3] parameter(0)
+  v = f32[1] parameter(1)
+  p = f32[1] parameter(2)
+  ROOT b = f32[1,3] batch-norm-inference(x, p, p, p, v), epsilon=0.001, feature_index=0
+}
+"""
+    x = np.array([[-0.007592494, 0.23368078, 0.5786753]], np.float32)
+    v, p = np.array([1.4592637], np.float32), np.array([-np.inf], np.float32)
+    # the documented formula by hand: (x + inf) * (-inf / sqrt(1.4602637)) - inf = -inf
+    np.testing.assert_array_equal(hloref.evaluate(text, x, v, p), np.full((1, 3), -np.inf))
+    report = diff(text, [x, v, p], worker=worker)  # XLA: inf - inf = NaN at x < 0
+    assert report.verdict == "known-gap" and report.known_gap == "batch-norm-nonfinite"
+    finite = np.array([0.5], np.float32)
+    assert diff(text, [x, v, finite], worker=worker).verdict == "match"
