@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -314,3 +315,32 @@ ENTRY e {
     assert report.verdict == "known-gap" and report.known_gap == "batch-norm-nonfinite"
     finite = np.array([0.5], np.float32)
     assert diff(text, [x, v, finite], worker=worker).verdict == "match"
+
+
+def test_tuple_root_difference_within_the_producers_bound_is_rounding(worker):
+    # found by a campaign (seed 11): XLA compiles the solve differently when it feeds a
+    # tuple; X[:, 1:, 0] are exact zeros (B is A's first columns) and XLA's 1e-8 values
+    # are within triangular-solve's error bound, which the tuple root must inherit
+    text = """HloModule m
+ENTRY e {
+  a = f32[2,3,3] parameter(0)
+  b = f32[2,3,2] parameter(1)
+  s = f8e8m0fnu[3] parameter(2)
+  t = f32[2,3,2] triangular-solve(a, b), left_side=true, lower=true, unit_diagonal=false, transpose_a=NO_TRANSPOSE
+  ROOT r = (f8e8m0fnu[3], f32[2,3,2]) tuple(s, t)
+}
+"""
+    a = np.array([[[2.3210129737854004, 0.29576802253723145, -0.4713149964809418],
+                   [0.06681700050830841, 1.8769675493240356, -0.0666220411658287],
+                   [-0.09559641778469086, 0.4451749920845032, -2.1822383403778076]],
+                  [[-2.019951105117798, 0.26827576756477356, -0.4121306240558624],
+                   [0.28481385111808777, 1.8198453187942505, -0.2928304970264435],
+                   [-0.3068871796131134, -0.0696895495057106, -2.277127265930176]]], np.float32)
+    b = np.ascontiguousarray(a[:, :, :2])
+    s = np.full(3, 255, np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    report = diff(text, [a, b, s], worker=worker)
+    assert report.verdict == "match", report
+    # the same module with the solve perturbed far beyond its bound still mismatches
+    bad = text.replace("ROOT r = (f8e8m0fnu[3], f32[2,3,2]) tuple(s, t)",
+                       "n = f32[2,3,2] negate(t)\n  ROOT r = (f8e8m0fnu[3], f32[2,3,2]) tuple(s, n)")
+    assert diff(text, [a, b, s], worker=worker, oracle_module=bad).verdict == "mismatch"
