@@ -147,7 +147,7 @@ def compare_values(actual, expected, *, opcode: str | None = None,
             return Verdict("mismatch", f"shape {a.shape} vs expected {e.shape}", leaf=path)
         et = from_dtype(e.dtype)
         tol = tolerance or tolerance_for(et, opcode)
-        leaf_atol = atol[path] if isinstance(atol, dict) else atol
+        leaf_atol = atol.get(path) if isinstance(atol, dict) else atol  # none for int leaves
         verdict = _compare_array(a, e, et, tol, leaf_atol)
         if not verdict.ok:
             verdict.leaf = path

@@ -344,3 +344,15 @@ ENTRY e {
     bad = text.replace("ROOT r = (f8e8m0fnu[3], f32[2,3,2]) tuple(s, t)",
                        "n = f32[2,3,2] negate(t)\n  ROOT r = (f8e8m0fnu[3], f32[2,3,2]) tuple(s, n)")
     assert diff(text, [a, b, s], worker=worker, oracle_module=bad).verdict == "mismatch"
+
+
+def test_bounds_for_some_leaves_only():
+    # a variadic reduce (value, index): the accumulation bound exists for the float leaf
+    # only; the integer leaf compares exactly (a campaign hit KeyError (0,) here)
+    from hloref.fuzz.compare import compare_values
+    ours = (np.array([1.0, 2.0], np.float32), np.array([3, 4], np.int32))
+    bound = {(0,): np.full(2, 0.5)}
+    assert compare_values((ours[0] + np.float32(0.25), ours[1]), ours, opcode="reduce",
+                          atol=bound).ok
+    assert not compare_values((ours[0], ours[1] + 1), ours, opcode="reduce", atol=bound).ok
+    assert compare_values(ours, ours, opcode="reduce", atol={(1,): np.zeros(2)}).ok
