@@ -521,6 +521,7 @@ class _Runner:
         except Exception as exc:  # noqa: BLE001 - a bug in hloref/diff: count it, go on
             self.stats.outcomes["internal-error"] += 1
             self.stats.rejected[f"internal error: {type(exc).__name__}: {exc}"[:120]] += 1
+            self._save_internal_error(module, args, oracle, exc)
             return Outcome("rejected", "error", message=str(exc))
         self.stats.oracle_seconds += getattr(worker, "seconds", 0.0) - w0
         if outcome.report is not None:
@@ -540,6 +541,27 @@ class _Runner:
                 print(f"hloref fuzz: could not record a finding: {type(exc).__name__}: {exc}",
                       file=sys.stderr)
         return outcome
+
+    def _save_internal_error(self, module, args, oracle: str, exc: Exception) -> None:
+        """Keep what hloref failed on, as ``internal-errors/KEY/`` with ``module.hlo`` and
+        ``inputs.npz`` (the layout of a pending finding) and ``traceback.txt``, so the
+        bug can be reproduced; never raises."""
+        import traceback
+
+        from .report import _save_npz
+        try:
+            text = module.to_text()
+            key = hashlib.sha256(text.encode()).hexdigest()[:12]
+            where = os.path.join(self.opts.out, "internal-errors", key)
+            os.makedirs(where, exist_ok=True)
+            with open(os.path.join(where, "module.hlo"), "w", encoding="utf-8") as f:
+                f.write(text)
+            _save_npz(os.path.join(where, "inputs.npz"), tuple(args))
+            with open(os.path.join(where, "traceback.txt"), "w", encoding="utf-8") as f:
+                f.write(f"oracle: {oracle}\n")
+                f.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        except Exception:  # noqa: BLE001 - best effort; the count is already taken
+            pass
 
     def record(self, module, args, outcome: Outcome, oracle: str, seed_info) -> None:
         t0 = time.perf_counter()

@@ -170,3 +170,23 @@ def test_killed_campaign_resumes_without_losing_findings(tmp_path, xla):
     assert not [n for n in os.listdir(os.path.join(out, "pending")) if not n.startswith(".")]
     state = json.load(open(os.path.join(out, "campaign.json")))
     assert state["examples_started"] >= 3
+
+
+def test_internal_error_keeps_the_program(tmp_path, xla, monkeypatch):
+    def broken(*a, **k):
+        raise KeyError((0,))  # the shape of a real campaign bug (fixed in compare.py)
+
+    monkeypatch.setattr(C, "check_program", broken)
+    out = str(tmp_path / "out")
+    runner = C._Runner(C.CampaignOptions(out=out, worker_factory=lambda o: xla), 0, 0, None, None)
+    module = hloref.parse(PLANT)
+    args = [np.ones(4, np.float32), np.full(4, 2, np.float32)]
+    outcome = runner.handle(module, args, "xla", None)
+    assert outcome.kind == "rejected" and runner.stats.outcomes["internal-error"] == 1
+    (key,) = os.listdir(os.path.join(out, "internal-errors"))
+    d = os.path.join(out, "internal-errors", key)
+    assert sorted(os.listdir(d)) == ["inputs.npz", "module.hlo", "traceback.txt"]
+    assert "KeyError: (0,)" in open(os.path.join(d, "traceback.txt")).read()
+    again, again_args = C._load_program(d)
+    assert again.to_text() == module.to_text()
+    np.testing.assert_array_equal(again_args[1], args[1])
