@@ -147,8 +147,7 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
     for od, sd in zip(obd, start_indices_batching_dims):
         base += _batch_coordinate(batch_shape, sd, index_vector_dim) * strides[od]
     off = _window_offsets(dims, strides, offset_operand_dims, offset_sizes)
-    flat_index = base[:, None] + off[None, :]
-    canonical = np.take(operand.reshape(-1), flat_index).reshape(batch_shape + offset_sizes)
+    canonical = _take_windows(operand, base, off).reshape(batch_shape + offset_sizes)
     n_b = len(batch_shape)
     offset_set = {d: i for i, d in enumerate(offset_dims)}
     perm, bi = [], 0
@@ -159,6 +158,32 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
             perm.append(bi)
             bi += 1
     return contiguous(np.transpose(canonical, perm))
+
+
+@numba.njit(cache=True)
+def _gather_kernel(src, base, off, out):
+    n, m = out.shape
+    for i in range(n):
+        b = base[i]
+        for j in range(m):
+            out[i, j] = src[b + off[j]]
+
+
+_BITS_VIEW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _take_windows(operand: np.ndarray, base: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """``operand.flat[base[i] + off[j]]`` as an (i, j) array, without materialising the
+    (i, j) index matrix (100k windows of 128 elements made a 100 MB one). Elements
+    are moved as raw bits, so one kernel per element width serves every type."""
+    bits = _BITS_VIEW.get(operand.dtype.itemsize)
+    flat = np.ascontiguousarray(operand).reshape(-1)
+    if bits is None:  # c128: 16-byte elements
+        return np.take(flat, base[:, None] + off[None, :])
+    out = np.empty((base.size, off.size), bits)
+    _gather_kernel(flat.view(bits), base.astype(np.int64, copy=False),
+                   off.astype(np.int64, copy=False), out)
+    return out.view(operand.dtype)
 
 
 # --------------------------------------------------------------------------- scatter
