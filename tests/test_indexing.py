@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import hloref
-from hloref.types import from_dtype
+from hloref.types import ARRAY_TYPES, element_type, from_dtype
 
 pytest.importorskip("jax")
 from hloref.fuzz.compare import compare_values  # noqa: E402
@@ -559,3 +559,18 @@ ENTRY main {
     x = rng.standard_normal((1000, 64)).astype(np.float32)
     i = rng.integers(0, 1000, (20000, 1)).astype(np.int32)
     np.testing.assert_array_equal(hloref.evaluate(text, x, i), x[i[:, 0]])
+
+
+@pytest.mark.parametrize("t", [t.name for t in ARRAY_TYPES])
+def test_gather_rows_every_element_type_against_numpy_indexing(t):
+    from hloref.evaluator.numeric import as_type
+    et = element_type(t)
+    raw = np.arange(18).reshape(6, 3) % (2 if et.is_pred or et.bits < 4 else 7)
+    table = as_type(raw.astype(np.float64) if et.is_float or et.is_complex else raw, et)
+    idx = np.array([[5], [0], [3], [3], [-2], [9]], np.int32)  # last two clamp to 0 and 5
+    text = (f"HloModule m\nENTRY e {{\n  t = {t}[6,3] parameter(0)\n  i = s32[6,1] parameter(1)\n"
+            f"  ROOT g = {t}[6,2] gather(t, i), offset_dims={{1}}, collapsed_slice_dims={{0}}, "
+            f"start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,2}}\n}}\n")
+    out = hloref.evaluate(text, table, idx)
+    expected = table[np.clip(idx[:, 0], 0, 5), :2]
+    assert out.dtype == table.dtype and out.tobytes() == expected.tobytes()
