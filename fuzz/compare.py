@@ -288,23 +288,79 @@ KNOWN_GAPS: dict[str, str] = {
     "non-associative-reducer": (
         "a reducer that is not associative: the order of reduction is implementation-defined "
         "(XLA folds left to right, hloref pairs neighbours)."),
-    "batch-norm-nonfinite": (
-        "batch-norm-* with an inf/NaN scale, offset, mean or variance: hloref evaluates the "
-        "documented (x - mean) * scale / sqrt(variance + epsilon) + offset; XLA's "
-        "batchnorm_expander (both oracles) rearranges it as x * (scale * rsqrt(...)) + "
-        "(offset - mean * scale * rsqrt(...)), which turns inf - inf into NaN where the "
-        "documented formula gives ±inf (mean = scale = offset = -inf: -inf vs NaN)."),
+    "batch-norm-rearranged": (
+        "batch-norm-* with an inf/NaN scale, offset, mean or variance, or where XLA's "
+        "rearranged products overflow: hloref evaluates the documented (x - mean) * scale / "
+        "sqrt(variance + epsilon) + offset; XLA's batchnorm_expander (both oracles) computes "
+        "x * (scale * rsqrt(...)) + (offset - mean * scale * rsqrt(...)), which turns "
+        "inf - inf into NaN where the documented formula gives ±inf (mean = scale = offset "
+        "= -inf), and overflows when x and mean are both near 1e27 though x - mean is 0."),
+    "complex-branch-cut-signed-zero": (
+        "a complex value on a branch cut (e.g. a negative real number with a zero imaginary "
+        "part) reaches power/log/sqrt/an inverse trig function, and the sign of that zero "
+        "differs: every instruction agrees in isolation (signed zeros compare equal), but "
+        "the sign picks the side of the cut, e.g. XLA:CPU's cos(4 + 0i) = -0.654 - 0i where "
+        "C99 (ccos(z) = ccosh(iz)), numpy and hloref give -0.654 + 0i, so a following "
+        "power(z, z) flips the sign of its imaginary part."),
 }
 
-def _any_nonfinite(comp, operands, values: dict) -> bool:
-    """Whether one of ``operands`` holds inf or NaN; an unknown value counts as one."""
-    for operand in operands:
-        v = values.get((comp.name, operand.name))
-        if v is None:
-            return True
-        if isinstance(v, np.ndarray) and v.dtype.kind not in "biu" and v.dtype != np.bool_ \
-                and v.size and not np.all(np.isfinite(v.astype(np.float64))):
-            return True
+def _batch_norm_rearranged(comp, instr, values: dict) -> bool:
+    """Whether XLA's rearranged batch norm can differ from the documented formula: a
+    non-finite scale/offset/mean/variance, or |x| * |scale| / sqrt(variance + epsilon)
+    (or the same with the mean) beyond the element type's range. Unknown values count."""
+    params = instr.operands[1:4] if instr.opcode == "batch-norm-grad" else instr.operands[1:]
+    arrays = [values.get((comp.name, o.name)) for o in [instr.operands[0], *params]]
+    if any(not isinstance(v, np.ndarray) for v in arrays):
+        return True
+    wide = [v.astype(np.float64) for v in arrays]
+    if any(w.size and not np.all(np.isfinite(w)) for w in wide[1:]):
+        return True
+    if instr.opcode != "batch-norm-inference":
+        return False
+    x, scale, _, mean, variance = wide
+    fi = int(instr.attrs.get("feature_index", 0))
+    eps = float(instr.attrs.get("epsilon", 0.0))
+    shape = [1] * x.ndim
+    shape[fi] = -1
+    with np.errstate(all="ignore"):
+        factor = np.abs(scale) / np.sqrt(np.abs(variance) + eps)
+        finite_x = np.where(np.isfinite(x), np.abs(x), 0.0)  # inf x: both forms give inf
+        big = max(float(np.nanmax(finite_x * factor.reshape(shape), initial=0)),
+                  float(np.nanmax(np.abs(mean) * factor, initial=0)))
+    limit = float(np.finfo(np.float32).max) if arrays[0].dtype.itemsize <= 4 else \
+        float(np.finfo(np.float64).max)
+    return big > limit / 2
+
+
+#: Complex functions with a branch cut and the test for lying on it (z: c128 array).
+_BRANCH_CUTS = {
+    "power": lambda z: (z.imag == 0) & (z.real < 0),
+    "log": lambda z: (z.imag == 0) & (z.real < 0),
+    "log-plus-one": lambda z: (z.imag == 0) & (z.real < -1),
+    "sqrt": lambda z: (z.imag == 0) & (z.real < 0),
+    "rsqrt": lambda z: (z.imag == 0) & (z.real < 0),
+    "asin": lambda z: (z.imag == 0) & (np.abs(z.real) > 1),
+    "acos": lambda z: (z.imag == 0) & (np.abs(z.real) > 1),
+    "atanh": lambda z: (z.imag == 0) & (np.abs(z.real) > 1),
+    "acosh": lambda z: (z.imag == 0) & (z.real < 1),
+    "asinh": lambda z: (z.real == 0) & (np.abs(z.imag) > 1),
+    "atan": lambda z: (z.real == 0) & (np.abs(z.imag) > 1),
+}
+
+
+def complex_branch_cut(module, values: dict) -> bool:
+    """Whether a complex operand of a function with a branch cut lies on the cut, where
+    the sign of a zero part decides the result (``complex-branch-cut-signed-zero``)."""
+    for comp in module.computations.values():
+        for instr in comp.instructions:
+            on_cut = _BRANCH_CUTS.get(instr.opcode)
+            if on_cut is None:
+                continue
+            for operand in instr.operands:
+                v = values.get((comp.name, operand.name))
+                if isinstance(v, np.ndarray) and v.dtype.kind == "c" and v.size and \
+                        bool(np.any(on_cut(v.astype(np.complex128)))):
+                    return True
     return False
 
 
@@ -353,10 +409,9 @@ def known_gap(module, values: dict, oracle: str = "xla") -> str | None:
         return "tf-nan-to-nanless-type"
     for comp in module.computations.values():
         for instr in comp.instructions:
-            if instr.opcode.startswith("batch-norm-") and _any_nonfinite(
-                    comp, instr.operands[1:4] if instr.opcode == "batch-norm-grad"
-                    else instr.operands[1:], values):  # scale, offset, mean, variance
-                return "batch-norm-nonfinite"
+            if instr.opcode.startswith("batch-norm-") and _batch_norm_rearranged(
+                    comp, instr, values):
+                return "batch-norm-rearranged"
             algorithm = str(instr.attrs.get("algorithm", "unset"))
             if instr.opcode == "dot" and algorithm not in (
                     "unset", "dot_f32_f32_f32", "dot_f64_f64_f64", "dot_any_f8_any_f8_f32",

@@ -363,6 +363,10 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
         if gap is None and report.culprit is None and localize and has_discontinuity(module):
             gap = "rounding-through-discontinuity"
         if gap is None and report.culprit is None and localize:
+            from .compare import complex_branch_cut
+            if complex_branch_cut(module, values):
+                gap = "complex-branch-cut-signed-zero"
+        if gap is None and report.culprit is None and localize:
             from .compare import narrow_accumulation_feeds_accumulation
             if narrow_accumulation_feeds_accumulation(module):
                 gap = "narrow-accumulation-propagated"

@@ -312,7 +312,7 @@ ENTRY e {
     # the documented formula by hand: (x + inf) * (-inf / sqrt(1.4602637)) - inf = -inf
     np.testing.assert_array_equal(hloref.evaluate(text, x, v, p), np.full((1, 3), -np.inf))
     report = diff(text, [x, v, p], worker=worker)  # XLA: inf - inf = NaN at x < 0
-    assert report.verdict == "known-gap" and report.known_gap == "batch-norm-nonfinite"
+    assert report.verdict == "known-gap" and report.known_gap == "batch-norm-rearranged"
     finite = np.array([0.5], np.float32)
     assert diff(text, [x, v, finite], worker=worker).verdict == "match"
 
@@ -356,3 +356,43 @@ def test_bounds_for_some_leaves_only():
                           atol=bound).ok
     assert not compare_values((ours[0], ours[1] + 1), ours, opcode="reduce", atol=bound).ok
     assert compare_values(ours, ours, opcode="reduce", atol={(1,): np.zeros(2)}).ok
+
+
+
+def test_batch_norm_rearranged_overflow_is_a_known_gap(worker):
+    # found by a campaign (seed 12): x = mean = -3.08e27, so x - mean = 0 and the
+    # documented formula gives the offset; XLA's x * (scale * inv) overflows f32
+    text = """HloModule m
+ENTRY e {
+  x = f32[1,2] parameter(0)
+  v = f32[1] parameter(1)
+  p = f32[1] parameter(2)
+  ROOT b = f32[1,2] batch-norm-inference(x, p, p, p, v), epsilon=0.5, feature_index=0
+}
+"""
+    x = np.array([[-3.0822045e27, 1.0]], np.float32)
+    v, p = np.array([2.337741], np.float32), np.array([-3.0822045e27], np.float32)
+    out = hloref.evaluate(text, x, v, p)
+    assert out[0, 0] == p[0]  # 0 * scale / sqrt(v + eps) + offset, by hand
+    report = diff(text, [x, v, p], worker=worker)
+    assert report.verdict == "known-gap" and report.known_gap == "batch-norm-rearranged"
+
+
+def test_complex_power_on_the_branch_cut_is_a_known_gap(worker):
+    # found by a campaign (seed 12): XLA's cos(4 + 0i) has imaginary part -0 (C99 and
+    # numpy: +0), and power(z, z) at a negative real z picks its side of the cut by it
+    text = """HloModule m
+ENTRY e {
+  x = c128[2] parameter(0)
+  c = c128[2] cosine(x)
+  ROOT p = c128[2] power(c, c)
+}
+"""
+    x = np.array([4 + 0j, 6 + 0j])
+    z = np.cos(4 + 0j)  # -0.6536 + 0i
+    expected0 = np.exp(z * (np.log(-z.real) + 1j * np.pi))  # principal log: arg = +pi
+    np.testing.assert_allclose(hloref.evaluate(text, x)[0], expected0, rtol=1e-14)
+    report = diff(text, [x], worker=worker)
+    assert report.verdict == "known-gap" and report.known_gap == "complex-branch-cut-signed-zero"
+    off_cut = np.array([4 + 0.5j, 6 + 0j])  # cos(4 + 0.5i) is off the real axis
+    assert diff(text, [off_cut], worker=worker).verdict == "match"
