@@ -97,6 +97,12 @@ def window_view(padded: np.ndarray, wdims) -> np.ndarray:
         tuple(s * w.window_dilation for s, w in zip(padded.strides, wdims))
     if 0 in out or 0 in sizes:
         return np.empty(out + sizes, padded.dtype)
+    if padded.dtype.kind == "V" or padded.dtype.type.__module__.startswith("ml_dtypes"):
+        # as_strided rebuilds the dtype from the array interface, where some ml_dtypes
+        # types (float8_e5m2: '<f1') are not understood: stride the raw bits instead
+        bits = np.dtype(f"u{padded.dtype.itemsize}")
+        return np.lib.stride_tricks.as_strided(padded.view(bits), out + sizes, strides,
+                                               writeable=False).view(padded.dtype)
     return np.lib.stride_tricks.as_strided(padded, out + sizes, strides, writeable=False)
 
 
