@@ -77,7 +77,10 @@ def _from_bits(bits: np.ndarray, et) -> np.ndarray:
 def bitcast_convert(x, *, shape):
     src, dst = element_type_of(x), shape.element_type
     if src.is_complex or dst.is_complex:
-        raise HloEvalError("bitcast-convert does not take complex types")
+        if src == dst:  # the only complex form XLA accepts: the same type, bits unchanged
+            return x.copy()
+        raise HloEvalError(f"bitcast-convert between {src.name} and {dst.name}: XLA converts "
+                           f"complex values only to the same complex type")
     if src.is_pred and dst.is_pred:
         return x.copy()
     ib, ob = src.bits, dst.bits

@@ -105,6 +105,16 @@ def test_bitcast_convert_complex_rejected(src, dst):
         evaluate(text, x)
 
 
+@pytest.mark.parametrize("t", ["c64", "c128"])
+def test_bitcast_convert_complex_to_itself_vs_xla(t):
+    # the one complex form XLA accepts (a campaign saw hloref refuse it)
+    text = (f"HloModule bc\nENTRY main {{\n  x = {t}[3] parameter(0)\n"
+            f"  ROOT r = {t}[3] bitcast-convert(x)\n}}\n")
+    x = np.array([1 + 2j, -0.0 - 3.5j, np.nan + 1j], element_type(t).dtype)
+    ours, theirs = evaluate(text, x), run_hlo(text, x)
+    assert ours.tobytes() == x.tobytes() == theirs.tobytes()
+
+
 @seed(11)
 @SETTINGS
 @given(shape=st.lists(st.integers(0, 3), max_size=3), vseed=st.integers(0, 2**16),
