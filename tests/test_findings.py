@@ -52,7 +52,7 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 13
+    assert len(results) == 14
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
@@ -139,3 +139,13 @@ def test_tf_atan2_zero_zero_reference_is_zero():
     # xor(p, p) = 0 -> atan2(+0, +0) = +0 (C99 F.9.1.4)
     assert out.item() == 0.0 and not np.signbit(out.item())
     assert np.arctan2(np.float32(0), np.float32(0)) == 0
+
+
+def test_multiply_f8e3m4_reference_is_f8_rounded():
+    module, args = _load("multiply-f8e3m4-convert-skips-f8-rounding")
+    x = args[0].astype(np.float64)
+    # by hand: f8e3m4 has 4 mantissa bits (step 1/16 in [1, 2)) and max 15.5, with inf:
+    # 1.3125^2 = 1.7227 -> 1.75; 1.1875^2 = 1.4102 -> 1.4375; 16 and 132.25 overflow
+    assert x.tolist() == [[1.3125, 1.1875], [-4.0, -11.5]]
+    out = hloref.evaluate(module, *args).astype(np.float64)
+    assert out.tolist() == [[1.75, 1.4375], [np.inf, np.inf]]
