@@ -149,3 +149,17 @@ def test_multiply_f8e3m4_reference_is_f8_rounded():
     assert x.tolist() == [[1.3125, 1.1875], [-4.0, -11.5]]
     out = hloref.evaluate(module, *args).astype(np.float64)
     assert out.tolist() == [[1.75, 1.4375], [np.inf, np.inf]]
+
+
+def test_tf_atanh_f64_reference_is_within_half_an_ulp_and_tf_is_not():
+    import mpmath
+    mpmath.mp.prec = 200
+    d = ROOT.parent / "tf-2.21" / "atanh-f64-104-ulp"
+    module = hloref.parse((d / "module.hlo").read_text())
+    (x,) = read_npz(str(d / "inputs.npz"))
+    exact = mpmath.atanh(mpmath.mpf(float(x[0])))
+    ours = float(hloref.evaluate(module, x)[0])
+    (theirs,) = read_npz(str(d / "actual.npz"))  # what TF 2.21 returned
+    ulp = float(np.spacing(ours))
+    assert abs(float(mpmath.mpf(ours) - exact)) <= 0.5 * ulp
+    assert abs(float(mpmath.mpf(float(theirs[0])) - exact)) > 100 * ulp
