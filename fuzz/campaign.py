@@ -983,15 +983,24 @@ def _make_property():
     return test_hlo_property
 
 
-try:
-    test_hlo_property = _make_property()
-    #: ``fuzz_one_input(buffer: bytes)``: the property on one input (HypoFuzz, Atheris).
-    fuzz_one_input = test_hlo_property.hypothesis.fuzz_one_input
-except ImportError:  # pragma: no cover - hypothesis is a test dependency
-    test_hlo_property = None
-    fuzz_one_input = None
-if test_hlo_property is not None:
-    test_hlo_property.__test__ = False  # run through fuzz_one_input or by hand, not collected
+_PROPERTY: dict = {}
+
+
+def __getattr__(name: str):
+    """``test_hlo_property`` and ``fuzz_one_input(buffer: bytes)`` (the property on one
+    input, for HypoFuzz/Atheris), built on first use: building them imports Hypothesis
+    and the strategies, which ``hloref run`` should not pay for at start-up."""
+    if name not in ("test_hlo_property", "fuzz_one_input"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _PROPERTY:
+        try:
+            prop = _make_property()
+            prop.__test__ = False  # run through fuzz_one_input or by hand, not collected
+            _PROPERTY.update(test_hlo_property=prop,
+                             fuzz_one_input=prop.hypothesis.fuzz_one_input)
+        except ImportError:  # pragma: no cover - hypothesis is a test dependency
+            _PROPERTY.update(test_hlo_property=None, fuzz_one_input=None)
+    return _PROPERTY[name]
 
 
 # --------------------------------------------------------------------------- CLI
