@@ -190,3 +190,11 @@ def test_internal_error_keeps_the_program(tmp_path, xla, monkeypatch):
     again, again_args = C._load_program(d)
     assert again.to_text() == module.to_text()
     np.testing.assert_array_equal(again_args[1], args[1])
+
+
+def test_fuzz_one_input_is_built_lazily_and_runs():
+    import importlib
+    campaign = importlib.import_module("hloref.fuzz.campaign")
+    fuzz_one_input = campaign.fuzz_one_input  # built on first access
+    assert callable(fuzz_one_input) and campaign.test_hlo_property.__test__ is False
+    fuzz_one_input(bytes(256))  # the all-zero buffer draws the simplest program; it agrees
