@@ -209,8 +209,9 @@ def contiguous(x: np.ndarray) -> np.ndarray:
 
 
 #: Largest scratch buffer kept per thread and slot (bytes); bigger requests get a
-#: fresh array each time.
-SCRATCH_MAX = 256 << 20
+#: fresh array each time (there the O(n^3) product dwarfs the page faults). Three
+#: slots (dot's operands and product) keep at most 96 MiB per thread.
+SCRATCH_MAX = 32 << 20
 _scratch = threading.local()
 
 
