@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import hloref
+
 pytest.importorskip("jax")
 
 from hlo_builders import (accumulation_atol, compare_values, dtype, et, module,  # noqa: E402
@@ -236,3 +238,18 @@ def test_convolution_configs(cfg, t, ot):
     atol = accumulation_atol(k, mag, et(ot)) if et(ot).is_float else None
     v = compare_values(theirs, ours, opcode="convolution", atol=atol)
     assert v.ok, f"{text}\n{v}"
+
+
+def test_dot_results_do_not_alias_scratch_buffers():
+    # f32/f64 dots widen into reused per-thread buffers: a result must stay intact
+    # after the next dot, and equal the exact f64 product rounded once (by numpy)
+    text = module("  a = f64[64,64] parameter(0)\n  b = f64[64,64] parameter(1)\n"
+                  "  ROOT d = f64[64,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((64, 64)), rng.standard_normal((64, 64))
+    first = hloref.evaluate(text, a, b)
+    kept = first.copy()
+    second = hloref.evaluate(text, b, a)
+    np.testing.assert_array_equal(first, kept)
+    np.testing.assert_allclose(first, a @ b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(second, b @ a, rtol=1e-12, atol=1e-12)
