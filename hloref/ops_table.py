@@ -94,6 +94,14 @@ def format_ops_table() -> str:
     n_cpu = sum(1 for r in rows if r[1] == "yes")
     lines.append("")
     lines.append(f"{n_cpu} of {len(rows)} opcodes evaluate on the cpu backend.")
+    from hloref.evaluator.custom_call import CUSTOM_CALLS
+    lapack = sorted(t for t in CUSTOM_CALLS if t.startswith("lapack_"))
+    others = sorted(t for t in CUSTOM_CALLS if not t.startswith("lapack_"))
+    lines.append(f"custom-call targets registered ({len(CUSTOM_CALLS)}; an unregistered target, "
+                 f"or a form a target does not cover (e.g. fused-attention backward, dropout "
+                 f"> 0), raises HloUnsupportedError with the reason): " + " ".join(others))
+    lines.append(f"  and {len(lapack)} LAPACK targets lapack_{{s,d,c,z}}<routine>_ffi: "
+                 + " ".join(sorted({t[len('lapack_') + 1:].removesuffix('_ffi') for t in lapack})))
     lines.append("element types (all backends): " + " ".join(t.name for t in ARRAY_TYPES)
                  + " token tuple")
     return "\n".join(lines)
