@@ -292,8 +292,9 @@ KNOWN_GAPS: dict[str, str] = {
         "accurately than the ULP budget: cbrt 3 ULP (f32) and 30 ULP (f64) where jaxlib "
         "0.10.2's XLA is within 1.1 ULP on the same inputs; cosh 15 ULP (f32, x = 64) and "
         "13 ULP (f64, x = 355.3), the same values jaxlib's own cosh expansion (jnp.cosh) "
-        "gives: exp(|x| - log 2) amplifies the argument's rounding by |x|/2 ULP. jaxlib's "
-        "XLA:CPU rejects an HLO cosh, so only the tf oracle runs it."),
+        "gives: exp(|x| - log 2) amplifies the argument's rounding by |x|/2 ULP; sinh "
+        "likewise (19 ULP at x = -49, f32). jaxlib's XLA:CPU rejects an HLO cosh/sinh "
+        "on f16/f32/f64, so only the tf oracle runs them."),
     "non-associative-reducer": (
         "a reducer that is not associative: the order of reduction is implementation-defined "
         "(XLA folds left to right, hloref pairs neighbours)."),
@@ -410,7 +411,7 @@ def known_gap(module, values: dict, oracle: str = "xla") -> str | None:
                        bool(np.isnan(v.astype(np.complex128)).any()) for v in values.values())
         if nan_seen:
             return "tf-fast-min-max"
-    if oracle == "tf" and any(i.opcode in ("cbrt", "cosh") and
+    if oracle == "tf" and any(i.opcode in ("cbrt", "cosh", "sinh") and
                               getattr(getattr(i.shape, "element_type", None), "name", "")
                               in ("f32", "f64") for _, i in module.instructions()):
         return "tf-transcendental-accuracy"
