@@ -71,17 +71,16 @@ Importing this module does not import TensorFlow (nor jax); the first compile do
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import threading
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from .errors import OracleError, OracleUnsupported
-from .xla import _flatten_arg, _rebuild, _shape_str, load_program  # shared with XLA
+from .xla import (ExecutableCache, _flatten_arg, _rebuild, _shape_str,  # shared with XLA
+                  load_program)
 
 __all__ = ["TfExecutable", "compile_hlo", "run_hlo", "available", "clear_cache",
            "native_module", "native_function", "tf_modules", "OracleError", "OracleUnsupported",
@@ -134,8 +133,6 @@ UNSUPPORTED_TYPES: dict[str, str] = {
 }
 _MHLO_ONLY_RE = re.compile(r"failed to legalize operation '(mhlo\.\w+)'")
 
-_cache: OrderedDict[str, "TfExecutable"] = OrderedDict()
-_cache_lock = threading.Lock()
 _state: dict[str, Any] = {}
 _state_lock = threading.Lock()
 
@@ -199,8 +196,7 @@ def available() -> bool:
 
 def clear_cache() -> None:
     """Drop every cached executable."""
-    with _cache_lock:
-        _cache.clear()
+    _cache.clear()
 
 
 
@@ -461,11 +457,7 @@ class TfExecutable:
 # -- module-level API ------------------------------------------------------------------
 
 
-def _key(text: str, debug_options: dict | None) -> str:
-    h = hashlib.sha256(text.encode())
-    if debug_options:
-        h.update(repr(sorted(debug_options.items())).encode())
-    return h.hexdigest()
+_cache = ExecutableCache(lambda text, options: TfExecutable(text, options), CACHE_SIZE)
 
 
 def compile_hlo(text: str, *, debug_options: dict | None = None) -> TfExecutable:
@@ -475,19 +467,7 @@ def compile_hlo(text: str, *, debug_options: dict | None = None) -> TfExecutable
     :class:`OracleError`. Raises :class:`OracleUnsupported` for what this oracle cannot
     express (element types, tokens, bitcast, per-module debug options).
     """
-    key = _key(text, debug_options)
-    with _cache_lock:
-        exe = _cache.get(key)
-        if exe is not None:
-            _cache.move_to_end(key)
-            return exe
-    exe = TfExecutable(text, debug_options)
-    with _cache_lock:
-        _cache[key] = exe
-        _cache.move_to_end(key)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    return exe
+    return _cache.get(text, debug_options)
 
 
 def run_hlo(text: str, *args, debug_options: dict | None = None):

@@ -96,8 +96,6 @@ _BITCAST_RE = re.compile(r"[\]})]\s+bitcast\(")
 #: How many compiled executables the LRU cache keeps.
 CACHE_SIZE = 64
 
-_cache: OrderedDict[str, XlaExecutable] = OrderedDict()
-_cache_lock = threading.Lock()
 _jax_state: dict[str, Any] = {}
 
 
@@ -128,8 +126,7 @@ def available() -> bool:
 
 def clear_cache() -> None:
     """Drop every cached executable."""
-    with _cache_lock:
-        _cache.clear()
+    _cache.clear()
 
 
 def _message(e: BaseException) -> str:
@@ -306,11 +303,48 @@ def _rebuild(shape, leaves):
 # -- module-level API ------------------------------------------------------------------
 
 
-def _key(text: str, debug_options: dict | None) -> str:
-    h = hashlib.sha256(text.encode())
-    if debug_options:
-        h.update(repr(sorted(debug_options.items())).encode())
-    return h.hexdigest()
+class ExecutableCache:
+    """An LRU cache of compiled executables keyed by HLO text and debug options, shared
+    by the XLA and TF oracles: ``get(text, debug_options)`` returns the cached one or
+    builds it with ``make(text, debug_options)``; the last ``size`` are kept."""
+
+    def __init__(self, make, size: int):
+        self._make = make
+        self._size = size
+        self._entries: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(text: str, debug_options: dict | None) -> str:
+        h = hashlib.sha256(text.encode())
+        if debug_options:
+            h.update(repr(sorted(debug_options.items())).encode())
+        return h.hexdigest()
+
+    def get(self, text: str, debug_options: dict | None):
+        key = self.key(text, debug_options)
+        with self._lock:
+            exe = self._entries.get(key)
+            if exe is not None:
+                self._entries.move_to_end(key)
+                return exe
+        exe = self._make(text, debug_options)  # outside the lock: compiling is slow
+        with self._lock:
+            self._entries[key] = exe
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return exe
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_cache = ExecutableCache(lambda text, options: XlaExecutable(text, options), CACHE_SIZE)
 
 
 def compile_hlo(text: str, *, debug_options: dict | None = None) -> XlaExecutable:
@@ -319,19 +353,7 @@ def compile_hlo(text: str, *, debug_options: dict | None = None) -> XlaExecutabl
     Raises :class:`OracleError` when XLA rejects the module (parse, conversion or compile
     error) and :class:`OracleUnsupported` for things this oracle cannot express.
     """
-    key = _key(text, debug_options)
-    with _cache_lock:
-        exe = _cache.get(key)
-        if exe is not None:
-            _cache.move_to_end(key)
-            return exe
-    exe = XlaExecutable(text, debug_options)
-    with _cache_lock:
-        _cache[key] = exe
-        _cache.move_to_end(key)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    return exe
+    return _cache.get(text, debug_options)
 
 
 def run_hlo(text: str, *args, debug_options: dict | None = None):
