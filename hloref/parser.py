@@ -222,16 +222,9 @@ class _Parser:
     def program_shape(self) -> ProgramShape:
         s = self.s
         s.expect("(", "to start the parameter shapes")
-        params = []
-        if not s.accept(")"):
-            while True:
-                params.append(self.shape())
-                if s.accept(","):
-                    continue
-                s.expect(")", "after parameter shapes")
-                break
+        params = self.shape_list("after parameter shapes")
         s.expect("->", "after parameter shapes")
-        return ProgramShape(tuple(params), self.shape())
+        return ProgramShape(params, self.shape())
 
     def sections(self) -> list[tuple[str, str]]:
         s = self.s
@@ -688,19 +681,24 @@ class _Parser:
         return A.ConvDimensionNumbers(ib, if_, isp, ki, ko, ksp, ob, of, osp, labels=v)
 
     # -- shapes --------------------------------------------------------------------------
+    def shape_list(self, what: str) -> tuple[Shape, ...]:
+        """``shape, shape, ... )`` after an opening parenthesis."""
+        s = self.s
+        shapes = []
+        if not s.accept(")"):
+            while True:
+                shapes.append(self.shape())
+                if s.accept(","):
+                    continue
+                s.expect(")", what)
+                break
+        return tuple(shapes)
+
     def shape(self) -> Shape:
         s = self.s
         s.skip_ws()
         if s.accept("("):
-            elems = []
-            if not s.accept(")"):
-                while True:
-                    elems.append(self.shape())
-                    if s.accept(","):
-                        continue
-                    s.expect(")", "after tuple element shapes")
-                    break
-            return TupleShape(tuple(elems))
+            return TupleShape(self.shape_list("after tuple element shapes"))
         pos = s.pos
         name = s.ident()
         if name is None:
