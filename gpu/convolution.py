@@ -13,6 +13,7 @@ the CPU.
 
 from __future__ import annotations
 
+import functools
 from numba import cuda
 
 from hloref.attrs import Window, WindowDim
@@ -26,14 +27,8 @@ from .shape_ops import row_major_strides
 
 OP_FAMILY = True
 
-_KERNELS: dict = {}
-
-
+@functools.cache  # one compiled kernel per combination
 def _kernel(fma, zero, ca, cb, co):
-    key = (fma, zero, ca, cb, co)
-    k = _KERNELS.get(key)
-    if k is not None:
-        return k
     la, lb, store = LOAD[ca], LOAD[cb], STORE[co]
 
     @cuda.jit
@@ -92,7 +87,6 @@ def _kernel(fma, zero, ca, cb, co):
             out[ooff] = store(acc, po)
             o += gstep
 
-    _KERNELS[key] = k
     return k
 
 

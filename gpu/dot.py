@@ -16,6 +16,8 @@ Complex results and integer operands of a float result run on the CPU.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import cuda
 
@@ -57,14 +59,8 @@ def _zero_u(x):
     return np.uint64(0)
 
 
-_KERNELS: dict = {}
-
-
+@functools.cache  # one compiled kernel per combination
 def _kernel(fma, zero, ca, cb, co):
-    key = (fma, zero, ca, cb, co)
-    k = _KERNELS.get(key)
-    if k is not None:
-        return k
     la, lb, store = LOAD[ca], LOAD[cb], STORE[co]
 
     @cuda.jit
@@ -96,7 +92,6 @@ def _kernel(fma, zero, ca, cb, co):
             out[o] = store(acc, po)
             o += step
 
-    _KERNELS[key] = k
     return k
 
 

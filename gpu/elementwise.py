@@ -20,6 +20,8 @@ Kernels: one generic grid-stride kernel per arity, specialised (and cached) per
 
 from __future__ import annotations
 
+import functools
+
 import math
 
 import numpy as np
@@ -43,15 +45,9 @@ def launch(kernel, n: int, *args) -> None:
     kernel[blocks, tpb](*args)
 
 
-_KERNELS: dict = {}
-
-
+@functools.cache  # one compiled kernel per combination
 def _kernel(fn, in_classes: tuple, out_class: str):
     """The cached elementwise kernel ``out[i] = store(fn(load(x0[i]), ...))``."""
-    key = (fn, in_classes, out_class)
-    k = _KERNELS.get(key)
-    if k is not None:
-        return k
     store = STORE[out_class]
     loads = [LOAD[c] for c in in_classes]
     if len(loads) == 1:
@@ -87,7 +83,6 @@ def _kernel(fn, in_classes: tuple, out_class: str):
                                   l1(x1[i if n1 > 1 else 0], p1),
                                   l2(x2[i if n2 > 1 else 0], p2)), sp)
                 i += step
-    _KERNELS[key] = k
     return k
 
 

@@ -14,6 +14,8 @@ other reducers and complex types run on the CPU.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import cuda
 
@@ -49,14 +51,8 @@ _OPS = {
              "and": (_and_pred, _keep), "or": (_or_pred, _keep), "xor": (_xor, _keep)},
 }
 
-_KERNELS: dict = {}
-
-
+@functools.cache  # one compiled kernel per combination
 def _kernel(op, widen, cls):
-    key = (op, widen, cls)
-    k = _KERNELS.get(key)
-    if k is not None:
-        return k
     load, store = LOAD[cls], STORE[cls]
 
     @cuda.jit
@@ -86,7 +82,6 @@ def _kernel(op, widen, cls):
                 out[o] = store(op(acc, start), p)
             o += step
 
-    _KERNELS[key] = k
     return k
 
 

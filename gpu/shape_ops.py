@@ -11,6 +11,8 @@ the default layout and the same element type; otherwise on the CPU.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import cuda
 
@@ -184,13 +186,8 @@ def pad(x, value, *, shape, padding):
     return out
 
 
-_IOTA: dict = {}
-
-
+@functools.cache  # one compiled kernel per type class
 def _iota_kernel(cls):
-    k = _IOTA.get(cls)
-    if k is not None:
-        return k
     store = STORE[cls]
     as_float = cls in ("f32", "f64", "narrow")
 
@@ -206,7 +203,6 @@ def _iota_kernel(cls):
                 out[i] = store(np.int64(v), sp)
             i += step
 
-    _IOTA[cls] = k
     return k
 
 
