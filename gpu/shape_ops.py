@@ -40,18 +40,23 @@ def _t(values) -> tuple[int, ...]:
     return values if values else (1,)
 
 
+@cuda.jit(device=True)
+def _strided_offset(i, dims, strides, base):
+    """``base`` plus the row-major digits of ``i`` over ``dims`` times ``strides``."""
+    off = base
+    for d in range(len(dims) - 1, -1, -1):
+        q = i // dims[d]
+        off += (i - q * dims[d]) * strides[d]
+        i = q
+    return off
+
+
 @cuda.jit
 def _gather(src, out, n, dims, strides, base):
     i = cuda.grid(1)
     step = cuda.gridsize(1)
     while i < n:
-        rem = i
-        off = base
-        for d in range(len(dims) - 1, -1, -1):
-            q = rem // dims[d]
-            off += (rem - q * dims[d]) * strides[d]
-            rem = q
-        out[i] = src[off]
+        out[i] = src[_strided_offset(i, dims, strides, base)]
         i += step
 
 
@@ -60,13 +65,7 @@ def _scatter(src, out, n, dims, strides, base):
     i = cuda.grid(1)
     step = cuda.gridsize(1)
     while i < n:
-        rem = i
-        off = base
-        for d in range(len(dims) - 1, -1, -1):
-            q = rem // dims[d]
-            off += (rem - q * dims[d]) * strides[d]
-            rem = q
-        out[off] = src[i]
+        out[_strided_offset(i, dims, strides, base)] = src[i]
         i += step
 
 
