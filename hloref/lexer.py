@@ -201,7 +201,12 @@ class Scanner:
     def ident(self) -> str | None:
         """An identifier; a trailing ``-`` that starts ``->`` is not part of it."""
         self.skip_ws()
-        m = IDENT_RE.match(self.text, self.pos)
+        return self._word(IDENT_RE, self.pos)
+
+    def _word(self, pattern, start: int) -> str | None:
+        """``pattern`` matched at ``start`` (consumed), without a trailing ``-`` that
+        begins ``->``."""
+        m = pattern.match(self.text, start)
         if m is None:
             return None
         s = m.group()
@@ -228,16 +233,7 @@ class Scanner:
         """An instruction or computation name, ``%name`` or bare; returned without ``%``."""
         self.skip_ws()
         if self.text.startswith("%", self.pos):
-            m = NAME_RE.match(self.text, self.pos + 1)
-            if m is None:
-                return None
-            s = m.group()
-            end = m.end()
-            if end < len(self.text) and self.text[end] == ">" and s.endswith("-"):
-                s = s[:-1]
-                end -= 1
-            self.pos = end
-            return s
+            return self._word(NAME_RE, self.pos + 1)
         return self.ident()
 
     def int_(self, what: str = "an integer") -> int:
