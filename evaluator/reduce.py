@@ -199,14 +199,17 @@ def _as_list(value, n):
     return [np.asarray(v) for v in value]
 
 
-def sequential_reduce(apply, xs: list[np.ndarray], inits: list[np.ndarray]):
-    """Per output element: ``acc = init; for v in row: acc = apply(acc, v)`` (scalars)."""
+def sequential_reduce(apply, xs: list[np.ndarray], inits: list[np.ndarray], mask=None):
+    """Per output element: ``acc = init; for v in row: acc = apply(acc, v)`` (scalars),
+    skipping the positions where ``mask`` (same shape as ``xs``) is False."""
     n = len(xs)
     kept_shape = xs[0].shape[:-1]
     outs = [np.empty(kept_shape, dtype=i.dtype) for i in inits]
     for pos in np.ndindex(*kept_shape):
         acc = [np.asarray(i) for i in inits]
         for k in range(xs[0].shape[-1]):
+            if mask is not None and not mask[pos + (k,)]:
+                continue
             acc = _as_list(apply(*acc, *[x[pos + (k,)] for x in xs]), n)
         for o, a in zip(outs, acc):
             o[pos] = a

@@ -35,7 +35,8 @@ from hloref.errors import HloEvalError
 from hloref.shapes import TupleShape
 
 from .numeric import compute_array, contiguous, element_type_of
-from .reduce import _as_list, _fast_reduce, is_vectorizable, simple_reducer, tree_reduce
+from .reduce import (_as_list, _fast_reduce, is_vectorizable, sequential_reduce,
+                     simple_reducer, tree_reduce)
 from .registry import op
 
 OP_FAMILY = True
@@ -180,21 +181,6 @@ def _masked_tree(apply, xs, inits, mask):
             for o, f in zip(out, full)]
 
 
-def _masked_sequential(apply, xs, inits, mask):
-    n = len(xs)
-    kept_shape = xs[0].shape[:-1]
-    outs = [np.empty(kept_shape, dtype=i.dtype) for i in inits]
-    for pos in np.ndindex(*kept_shape):
-        acc = [np.asarray(i) for i in inits]
-        for k in range(xs[0].shape[-1]):
-            if mask is not None and not mask[pos + (k,)]:
-                continue
-            acc = _as_list(apply(*acc, *[x[pos + (k,)] for x in xs]), n)
-        for o, a in zip(outs, acc):
-            o[pos] = a
-    return outs
-
-
 @op("reduce-window")
 def reduce_window(*operands, shape, to_apply, ctx, window=None):
     n = len(operands) // 2
@@ -228,7 +214,7 @@ def reduce_window(*operands, shape, to_apply, ctx, window=None):
         outs = _masked_tree(to_apply, xs, inits, mask) if not mask.all() \
             else tree_reduce(to_apply, xs, inits)
     else:
-        outs = _masked_sequential(to_apply, xs, inits, mask)
+        outs = sequential_reduce(to_apply, xs, inits, mask)
     outs = [_finish_shape(o, s) for o, s in zip(outs, result_shapes)]
     return outs[0] if n == 1 else tuple(outs)
 

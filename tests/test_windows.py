@@ -412,3 +412,24 @@ ENTRY main {
     y = np.arange(6, dtype=np.int32).reshape(2, 3)
     xla, ours = _check(text, (x, y), "scan")
     np.testing.assert_array_equal(ours[0], y.astype(np.float32) + 0.5)
+
+
+def test_reduce_window_per_element_reducer_skips_padding():
+    # a reducer with an op that is not elementwise-vectorisable (reduce-precision) runs
+    # per output element; the padding positions are skipped (XLA:CPU's rule, see
+    # docs/semantics.md). By hand: windows of 3 over [pad, 1, 2, 4, pad]
+    text = """HloModule m
+add_rp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  s = f32[] add(a, b)
+  ROOT r = f32[] reduce-precision(s), exponent_bits=8, mantissa_bits=23
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  z = f32[] constant(0)
+  ROOT w = f32[3] reduce-window(x, z), window={size=3 pad=1_1}, to_apply=add_rp
+}
+"""
+    out = evaluate(text, np.array([1, 2, 4], np.float32))
+    np.testing.assert_array_equal(out, [3, 7, 6])
