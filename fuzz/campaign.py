@@ -66,6 +66,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .report import _leaves  # arrays of a value, depth first
+
 __all__ = ["Outcome", "check_program", "known_difference", "KNOWN_DIFFERENCES", "signature",
            "reduce_and_write", "run_campaign", "replay", "fuzz_one_input", "test_hlo_property",
            "add_fuzz_commands", "CampaignOptions", "Stats", "parse_duration"]
@@ -108,14 +110,6 @@ class Outcome:
     known: str | None = None
     message: str = ""
     score: float = 0.0  # log2(1 + max ulp) of the final comparison, for target()
-
-
-def _leaves(value):
-    if isinstance(value, tuple):
-        for v in value:
-            yield from _leaves(v)
-    elif isinstance(value, np.ndarray):
-        yield value
 
 
 def _has_subnormal(value) -> bool:
