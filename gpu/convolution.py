@@ -20,8 +20,8 @@ from hloref.attrs import Window, WindowDim
 from hloref.errors import HloEvalError
 
 from .device import LOAD, STORE, empty, type_class, type_params
-from .dot import _fma_f, _fma_i, _zero_f, _zero_s, _zero_u
-from .elementwise import _kind, launch
+from .dot import accumulation
+from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 from .shape_ops import row_major_strides
 
@@ -101,17 +101,7 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
     if extra:
         raise GpuFallback("convolution with sparsity metadata operands")
     et = shape.element_type
-    kind = _kind(et)
-    if kind == "float":
-        if _kind(lhs.et) != "float" or _kind(rhs.et) != "float":
-            raise GpuFallback("convolution of non-float operands with a float result")
-        fma, zero = _fma_f, _zero_f
-    elif kind in ("sint", "uint"):
-        if lhs.et != et or rhs.et != et:
-            raise GpuFallback("integer convolution whose operand and result types differ")
-        fma, zero = _fma_i, (_zero_s if kind == "sint" else _zero_u)
-    else:
-        raise GpuFallback(f"convolution with a {et.name} result has no GPU kernel")
+    fma, zero = accumulation("convolution", lhs, rhs, et, pred=False)
     dn = dim_labels
     nsp = len(dn.input_spatial_dimensions)
     wdims = window.dims if isinstance(window, Window) else tuple(

@@ -95,25 +95,30 @@ def _kernel(fma, zero, ca, cb, co):
     return k
 
 
+def accumulation(opcode: str, lhs, rhs, et, *, pred: bool = True):
+    """The (multiply-add, zero) device functions of a dot-like ``opcode`` with result type
+    ``et``; raises GpuFallback for the type combinations without a kernel."""
+    kind = _kind(et)
+    if kind == "float":
+        if _kind(lhs.et) != "float" or _kind(rhs.et) != "float":
+            raise GpuFallback(f"{opcode} of non-float operands with a float result")
+        return _fma_f, _zero_f
+    if kind in ("sint", "uint"):
+        if lhs.et != et or rhs.et != et:
+            raise GpuFallback(f"integer {opcode} whose operand and result types differ")
+        return _fma_i, (_zero_s if kind == "sint" else _zero_u)
+    if kind == "pred" and pred:
+        if lhs.et != et or rhs.et != et:
+            raise GpuFallback(f"pred {opcode} of non-pred operands")
+        return _fma_p, _zero_s
+    raise GpuFallback(f"{opcode} with a {et.name} result has no GPU kernel")
+
+
 @gpu_op("dot", note="complex, mixed integer types: cpu fallback")
 def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contracting_dims=(),
         rhs_contracting_dims=(), **_):
     et = shape.element_type
-    kind = _kind(et)
-    if kind == "float":
-        if _kind(lhs.et) != "float" or _kind(rhs.et) != "float":
-            raise GpuFallback("dot of non-float operands with a float result")
-        fma, zero = _fma_f, _zero_f
-    elif kind in ("sint", "uint"):
-        if lhs.et != et or rhs.et != et:
-            raise GpuFallback("integer dot whose operand and result types differ")
-        fma, zero = _fma_i, (_zero_s if kind == "sint" else _zero_u)
-    elif kind == "pred":
-        if lhs.et != et or rhs.et != et:
-            raise GpuFallback("pred dot of non-pred operands")
-        fma, zero = _fma_p, _zero_s
-    else:
-        raise GpuFallback(f"dot with a {et.name} result has no GPU kernel")
+    fma, zero = accumulation("dot", lhs, rhs, et)
     lb, rb = list(lhs_batch_dims), list(rhs_batch_dims)
     lc, rc = list(lhs_contracting_dims), list(rhs_contracting_dims)
     ls, rs = row_major_strides(lhs.shape), row_major_strides(rhs.shape)
