@@ -1,0 +1,532 @@
+"""XLA's own HLO test modules as hloref's conformance suite.
+
+Usage::
+
+    python ci/conformance.py SOURCE [--ref main] [--cache DIR] [--out docs/conformance.md]
+                             [--json results.json] [--extract-to DIR] [--limit N]
+                             [--no-eval] [--only SUBSTRING] [--timeout S] [--seed N]
+
+``SOURCE`` is a bare git directory of openxla/xla (or its mirror ROCm/xla, whose ``main``
+holds the same files; ``--ref`` picks the commit), a checkout of it, or a directory of
+``.hlo`` files (e.g. written earlier by ``--extract-to``). From ``xla/**/*_test.cc`` every
+C++ raw string literal (``R"(...)"``, ``R"hlo(...)hlo"``) that contains ``ENTRY`` is one
+module; identical texts are scored once.
+
+For each module:
+
+1. XLA's parser (jaxlib's ``hlo_module_from_text``, in a worker process: XLA may abort)
+   decides whether it is HLO at all; texts XLA rejects (format placeholders such as
+   ``$0``, deliberately bad modules) are left out of the score.
+2. hloref parses it; its printed text must parse again in XLA *and* in hloref to the
+   same module (the round trip).
+3. XLA:CPU compiles and runs it (through jaxlib, as ``hloref diff`` does) on seeded inputs
+   (``hloref.inputs.random_value``, seed ``--seed``); when it runs, hloref evaluates it on
+   the same inputs and the results are compared with the project's comparison policy
+   (``fuzz/compare.py``); a float difference where at least half the significant bits
+   agree is counted as accumulated rounding (a match, reported separately).
+
+XLA's answers (parse verdicts, inputs and outputs) are cached under ``--cache`` keyed by
+the text's hash: jaxlib is pinned, so they only need computing once. The summary table
+goes to ``--out`` (Markdown); ``--json`` writes one record per module.
+Exit status: 0 when every module XLA accepts parses in hloref, 1 otherwise, 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: A C++ raw string literal: R"delim( ... )delim".
+RAW_STRING_RE = re.compile(r'R"([^()\s\\"]{0,16})\((.*?)\)\1"', re.S)
+TEST_FILE_RE = re.compile(r"^xla/.*_test\.cc$")
+
+
+@dataclass
+class Case:
+    key: str            # sha256 of the text, 16 hex digits
+    text: str
+    locations: list = field(default_factory=list)  # "path:line"
+
+    @property
+    def where(self) -> str:
+        return self.locations[0] if self.locations else self.key
+
+
+# ----------------------------------------------------------------------------------------
+# Extraction
+# ----------------------------------------------------------------------------------------
+
+def literals_of(source: str):
+    """(line, text) of every raw string literal containing ``ENTRY``."""
+    for m in RAW_STRING_RE.finditer(source):
+        body = m.group(2)
+        if "ENTRY" in body:
+            yield source.count("\n", 0, m.start()) + 1, body
+
+
+def _git_files(git_dir: str, ref: str):
+    names = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "--name-only", ref],
+                           check=True, capture_output=True, text=True).stdout.split()
+    names = sorted(n for n in names if TEST_FILE_RE.match(n))
+    # One `git cat-file --batch` for all files.
+    proc = subprocess.Popen(["git", f"--git-dir={git_dir}", "cat-file", "--batch"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        for n in names:
+            proc.stdin.write(f"{ref}:{n}\n".encode())
+            proc.stdin.flush()
+            header = proc.stdout.readline().split()
+            if len(header) < 3:
+                continue
+            size = int(header[2])
+            data = proc.stdout.read(size)
+            proc.stdout.read(1)
+            yield n, data.decode("utf-8", "replace")
+    finally:
+        proc.stdin.close()
+        proc.wait()
+
+
+def extract(source: str, ref: str = "main") -> list[Case]:
+    """Every distinct module text of ``source`` (git dir, checkout, or .hlo directory)."""
+    cases: dict[str, Case] = {}
+
+    def add(text: str, where: str):
+        key = hashlib.sha256(text.encode()).hexdigest()[:16]
+        case = cases.get(key)
+        if case is None:
+            case = cases[key] = Case(key, text)
+        case.locations.append(where)
+
+    if os.path.isfile(os.path.join(source, "HEAD")) and os.path.isdir(os.path.join(source, "objects")):
+        files = _git_files(source, ref)
+    elif os.path.isdir(os.path.join(source, "xla")):
+        def walk():
+            for root, _, names in os.walk(os.path.join(source, "xla")):
+                for n in sorted(names):
+                    path = os.path.relpath(os.path.join(root, n), source)
+                    if TEST_FILE_RE.match(path):
+                        with open(os.path.join(source, path), encoding="utf-8", errors="replace") as f:
+                            yield path, f.read()
+        files = walk()
+    else:
+        for n in sorted(os.listdir(source)):
+            if n.endswith(".hlo"):
+                with open(os.path.join(source, n), encoding="utf-8") as f:
+                    add(f.read(), n)
+        return list(cases.values())
+    for path, text in files:
+        for line, body in literals_of(text):
+            add(body, f"{path}:{line}")
+    return list(cases.values())
+
+
+# ----------------------------------------------------------------------------------------
+# Workers: XLA in one process (it may abort), hloref in another (it may hang)
+# ----------------------------------------------------------------------------------------
+
+def _xla_job(job):
+    from jaxlib import xla_client as xc
+    kind = job[0]
+    if kind == "parse":
+        try:
+            xc.hlo.hlo_module_from_text(job[1])
+            return ("ok", None)
+        except Exception as e:
+            return ("error", f"{type(e).__name__}: {e}")
+    if kind == "run":
+        import numpy as np
+        from hloref.fuzz.oracles import xla as oracle
+        from hloref.fuzz.oracles.errors import OracleError, OracleUnsupported
+        text, seed = job[1], job[2]
+        try:
+            exe = oracle.compile_hlo(text)
+            rng = np.random.default_rng(seed)
+            args = [_random_for_xla_shape(s, rng) for s in exe.parameter_shapes]
+            value = exe.run(*args)
+            oracle.clear_cache()
+            return ("ok", (args, value))
+        except OracleUnsupported as e:
+            return ("unsupported", str(e))
+        except OracleError as e:
+            return ("error", str(e))
+    raise ValueError(kind)
+
+
+def _random_for_xla_shape(shape, rng):
+    """``hloref.inputs.random_value`` for a shape XLA reports."""
+    from hloref.inputs import random_value
+    from hloref.shapes import ArrayShape
+    from hloref.types import ELEMENT_TYPES
+    if shape.is_tuple():
+        return tuple(_random_for_xla_shape(s, rng) for s in shape.tuple_shapes())
+    et = ELEMENT_TYPES[str(shape.element_type()).rsplit(".", 1)[-1].lower()]
+    dims = tuple(shape.dimensions())
+    return random_value(ArrayShape(et, dims, (False,) * len(dims), None), rng)
+
+
+def _hloref_job(job):
+    import hloref
+    from hloref.printer import module_to_text
+    text, args = job[1], job[2]
+    out: dict = {}
+    try:
+        module = hloref.parse(text)
+    except hloref.HloError as e:
+        return {"parse": "error", "message": str(e).splitlines()[0] if str(e) else type(e).__name__}
+    except Exception as e:
+        return {"parse": "crash", "message": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(limit=8)}
+    out["parse"] = "ok"
+    try:
+        printed = module_to_text(module)
+        out["printed"] = printed
+        again = hloref.parse(printed)
+        out["reparse"] = "ok" if again == module else "differs"
+    except Exception as e:
+        out["reparse"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    if args is None:
+        return out
+    try:
+        limits = hloref.Limits(max_bytes=4 << 30, max_while_iterations=2_000_000)
+        out["value"] = hloref.evaluate(module, *args, limits=limits)
+        out["eval"] = "ok"
+    except hloref.HloError as e:
+        out["eval"] = type(e).__name__
+        out["message"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+    except Exception as e:
+        out["eval"] = "crash"
+        out["message"] = f"{type(e).__name__}: {e}"
+        out["traceback"] = traceback.format_exc(limit=8)
+    return out
+
+
+def _worker_main(kind: str) -> None:
+    from hloref.fuzz.workers import _Channel
+    rfd, wfd = os.dup(0), os.dup(1)
+    os.dup2(2, 1)
+    conn = _Channel(rfd, wfd)
+    fn = _xla_job if kind == "xla" else _hloref_job
+    conn.send("ready")
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        try:
+            conn.send(("done", fn(job)))
+        except Exception as e:  # glue bug: report it, keep serving
+            conn.send(("glue", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}"))
+
+
+class Worker:
+    """A child process running ``_xla_job`` or ``_hloref_job``; restarted when it dies."""
+
+    def __init__(self, kind: str, timeout: float):
+        self.kind, self.timeout = kind, timeout
+        self.proc = self.conn = None
+        self.stderr = open(os.devnull, "wb")
+
+    def _start(self):
+        from hloref.fuzz.workers import _Channel
+        env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", self.kind],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, env=env)
+        self.conn = _Channel(self.proc.stdout.fileno(), self.proc.stdin.fileno())
+        if not self.conn.poll(300):
+            raise RuntimeError(f"{self.kind} worker did not start")
+        self.conn.recv()
+
+    def kill(self):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc.stdin.close()
+            self.proc.stdout.close()
+        self.proc = self.conn = None
+
+    def __call__(self, *job, timeout: float | None = None):
+        """("done", result) | ("crash", message) | ("timeout", message) | ("glue", message)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.kill()
+            self._start()
+        try:
+            self.conn.send(job)
+            if not self.conn.poll(timeout or self.timeout):
+                self.kill()
+                return ("timeout", f"no answer in {timeout or self.timeout:g} s")
+            return self.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = self.proc.wait() if self.proc else None
+            self.kill()
+            return ("crash", f"the {self.kind} worker died (exit status {code})")
+
+    def close(self):
+        if self.conn is not None:
+            try:
+                self.conn.send(None)
+                self.proc.wait(5)
+            except Exception:
+                pass
+        self.kill()
+
+
+# ----------------------------------------------------------------------------------------
+# Scoring
+# ----------------------------------------------------------------------------------------
+
+class Cache:
+    def __init__(self, path: str | None):
+        self.path = path
+        if path:
+            os.makedirs(path, exist_ok=True)
+
+    def get(self, name: str):
+        if not self.path:
+            return None
+        p = os.path.join(self.path, name)
+        if os.path.exists(p):
+            with open(p, "rb") as f:
+                try:
+                    return pickle.load(f)
+                except Exception:
+                    return None
+        return None
+
+    def put(self, name: str, value) -> None:
+        if self.path:
+            tmp = os.path.join(self.path, name + ".tmp")
+            with open(tmp, "wb") as f:
+                pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, os.path.join(self.path, name))
+
+
+def _xla_cached(cache: Cache, xla: Worker, name: str, *job, timeout=None):
+    got = cache.get(name)
+    if got is None:
+        got = xla(*job, timeout=timeout)
+        if got[0] == "done":
+            got = got[1]
+        else:  # crash / timeout / glue: XLA did not give an answer
+            got = (got[0], got[1])
+        cache.put(name, got)
+    return got
+
+
+def compare(expected, ours) -> tuple[str, str]:
+    """("match" | "rounding" | "mismatch", message) with the project's policy."""
+    import numpy as np
+    from hloref.fuzz.compare import _leaves, compare_values
+    from hloref.types import from_dtype
+    v = compare_values(expected, ours)
+    if v.ok:
+        return "match", ""
+    e_leaves, o_leaves = list(_leaves(expected)), list(_leaves(ours))
+    if [p for p, _ in e_leaves] != [p for p, _ in o_leaves]:
+        return "mismatch", str(v)
+    for (_, a), (_, o) in zip(e_leaves, o_leaves):
+        if not isinstance(o, np.ndarray):
+            continue
+        lv = compare_values(a, o)
+        if lv.ok:
+            continue
+        et = from_dtype(o.dtype)
+        if not (et.is_float or et.is_complex) or np.asarray(a).shape != o.shape:
+            return "mismatch", str(v)
+        fmt = et.float_format or from_dtype(np.real(o).dtype).float_format
+        if not (np.isfinite(lv.max_rel) and lv.max_rel <= 2.0 ** (-fmt.mantissa_bits / 2)):
+            return "mismatch", str(v)
+    return "rounding", str(v)
+
+
+def score(cases: list[Case], cache: Cache, *, evaluate: bool, seed: int, timeout: float,
+          progress: bool = True, xla_only: bool = False) -> list[dict]:
+    xla = Worker("xla", timeout)
+    ours = Worker("hloref", timeout)
+    records = []
+    t0 = time.time()
+    try:
+        for i, case in enumerate(cases):
+            if progress and i % 200 == 0:
+                print(f"[{i}/{len(cases)}] {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+            rec = {"key": case.key, "where": case.where, "copies": len(case.locations)}
+            records.append(rec)
+            got = _xla_cached(cache, xla, f"{case.key}.parse", "parse", case.text, timeout=60)
+            rec["xla_parse"] = got[0]
+            if got[0] != "ok":
+                rec["xla_message"] = str(got[1])[:300]
+                continue
+            run = None
+            if evaluate:
+                run = _xla_cached(cache, xla, f"{case.key}.run{seed}", "run", case.text, seed)
+                rec["xla_run"] = run[0]
+                if run[0] != "ok":
+                    rec["xla_message"] = str(run[1]).splitlines()[0][:300] if run[1] else ""
+            args = run[1][0] if run and run[0] == "ok" else None
+            if xla_only:
+                continue
+            res = ours("check", case.text, args)
+            if res[0] != "done":
+                rec["hloref_parse"] = res[0]
+                rec["hloref_message"] = res[1][:300]
+                continue
+            res = res[1]
+            rec["hloref_parse"] = res["parse"]
+            if res["parse"] != "ok":
+                rec["hloref_message"] = res["message"][:300]
+                if "traceback" in res:
+                    rec["traceback"] = res["traceback"]
+                continue
+            rec["reparse"] = res.get("reparse")
+            if "printed" in res:
+                again = _xla_cached(cache, xla, hashlib.sha256(res["printed"].encode()).hexdigest()[:16]
+                                    + ".parse", "parse", res["printed"], timeout=60)
+                rec["roundtrip_xla"] = again[0]
+                if again[0] != "ok":
+                    rec["roundtrip_message"] = str(again[1])[:300]
+            if args is None:
+                continue
+            rec["hloref_eval"] = res.get("eval")
+            if res.get("eval") != "ok":
+                rec["hloref_message"] = res.get("message", "")[:300]
+                if "traceback" in res:
+                    rec["traceback"] = res["traceback"]
+                continue
+            try:
+                verdict, msg = compare(run[1][1], res["value"])
+            except Exception as e:
+                verdict, msg = "mismatch", f"comparison failed: {type(e).__name__}: {e}"
+            rec["verdict"] = verdict
+            if msg:
+                rec["compare_message"] = msg[:300]
+    finally:
+        xla.close()
+        ours.close()
+    return records
+
+
+def _classify(message: str) -> str:
+    """A short failure class from an error message (numbers and names stripped)."""
+    m = re.sub(r"line \d+, column \d+: ", "", message or "")
+    m = re.sub(r"'[^']*'", "'…'", m)
+    m = re.sub(r"\d+", "N", m)
+    return m[:90]
+
+
+def summary(records: list[dict], evaluate: bool, source_desc: str) -> str:
+    n = len(records)
+    accepted = [r for r in records if r["xla_parse"] == "ok"]
+    parsed = [r for r in accepted if r.get("hloref_parse") == "ok"]
+    rt_ok = [r for r in parsed if r.get("roundtrip_xla") == "ok" and r.get("reparse") == "ok"]
+    lines = ["# Conformance: XLA's HLO test modules", "",
+             f"Source: {source_desc}. Reproduce with `python ci/conformance.py <xla checkout or git dir>`"
+             " (see the script's docstring).", "",
+             "| | modules | share |", "|---|---:|---:|",
+             f"| distinct raw-string modules with `ENTRY` | {n} | |",
+             f"| accepted by XLA's parser | {len(accepted)} | |",
+             f"| parsed by hloref | {len(parsed)} | {100 * len(parsed) / max(len(accepted), 1):.2f} % |",
+             f"| printed by hloref, accepted by XLA and reparsed identically | {len(rt_ok)} | "
+             f"{100 * len(rt_ok) / max(len(parsed), 1):.2f} % of parsed |"]
+    if evaluate:
+        ran = [r for r in accepted if r.get("xla_run") == "ok"]
+        ev = [r for r in ran if r.get("hloref_parse") == "ok"]
+        match = [r for r in ev if r.get("verdict") == "match"]
+        rnd = [r for r in ev if r.get("verdict") == "rounding"]
+        lines += [f"| run by XLA:CPU (jaxlib) on seeded inputs | {len(ran)} | |",
+                  f"| hloref's value matches XLA:CPU | {len(match) + len(rnd)} | "
+                  f"{100 * (len(match) + len(rnd)) / max(len(ran), 1):.2f} % |",
+                  f"| … of which within accumulated rounding only | {len(rnd)} | |"]
+    lines.append("")
+    groups: dict[str, list] = collections.defaultdict(list)
+    for r in accepted:
+        if r.get("hloref_parse") != "ok":
+            groups["parse: " + _classify(r.get("hloref_message", ""))].append(r)
+        elif r.get("roundtrip_xla") not in (None, "ok"):
+            groups["round trip (XLA rejects hloref's print): " + _classify(r.get("roundtrip_message", ""))].append(r)
+        elif r.get("reparse") != "ok":
+            groups["round trip (hloref reparse): " + _classify(str(r.get("reparse")))].append(r)
+        elif r.get("xla_run") == "ok" and r.get("hloref_eval") != "ok":
+            groups[f"eval {r.get('hloref_eval')}: " + _classify(r.get("hloref_message", ""))].append(r)
+        elif r.get("xla_run") == "ok" and r.get("verdict") == "mismatch":
+            groups["value differs from XLA:CPU"].append(r)
+    if groups:
+        lines += ["## Remaining failures", "", "| class | count | example |", "|---|---:|---|"]
+        for k, rs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            lines.append(f"| {k.replace('|', '/')} | {len(rs)} | `{rs[0]['where']}` |")
+        lines.append("")
+    if evaluate:
+        not_run = collections.Counter(_classify(r.get("xla_message", ""))[:60] for r in accepted
+                                      if r.get("xla_run") != "ok")
+        lines += ["## Modules XLA parses but XLA:CPU (through jaxlib) does not run", "",
+                  "| reason | count |", "|---|---:|"]
+        for k, c in not_run.most_common(25):
+            lines.append(f"| {k.replace('|', '/')} | {c} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("source", nargs="?")
+    p.add_argument("--ref", default="main")
+    p.add_argument("--cache", default=os.path.join(HERE, "out", "conformance-cache"))
+    p.add_argument("--out")
+    p.add_argument("--json")
+    p.add_argument("--extract-to")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--only", help="score only modules whose location contains this text")
+    p.add_argument("--no-eval", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--xla-only", action="store_true", help="only fill the cache of XLA's answers")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.worker:
+        _worker_main(a.worker)
+        return 0
+    if not a.source or not os.path.isdir(a.source):
+        p.error("SOURCE must be an XLA git directory, checkout, or a directory of .hlo files")
+    cases = extract(a.source, a.ref)
+    cases.sort(key=lambda c: c.where)
+    if a.only:
+        cases = [c for c in cases if any(a.only in w for w in c.locations)]
+    if a.limit:
+        cases = cases[:a.limit]
+    if a.extract_to:
+        os.makedirs(a.extract_to, exist_ok=True)
+        for c in cases:
+            name = re.sub(r"[^A-Za-z0-9_.-]", "_", c.where) + ".hlo"
+            with open(os.path.join(a.extract_to, name), "w", encoding="utf-8") as f:
+                f.write(c.text)
+    records = score(cases, Cache(a.cache), evaluate=not a.no_eval, seed=a.seed, timeout=a.timeout,
+                    xla_only=a.xla_only)
+    desc = f"`{a.ref}` of {os.path.basename(os.path.normpath(a.source))}"
+    text = summary(records, not a.no_eval, desc)
+    print(text)
+    if a.out:
+        with open(a.out, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(records, f, indent=1, default=str)
+    accepted = [r for r in records if r["xla_parse"] == "ok"]
+    return 0 if all(r.get("hloref_parse") == "ok" for r in accepted) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
