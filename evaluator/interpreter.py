@@ -58,12 +58,17 @@ class _Prepared:
 
 class Interpreter:
     def __init__(self, module: Module, *, limits: Limits | None = None, backend: str = "cpu",
-                 observer=None):
+                 observer=None, perturb=None):
         """``observer(computation, instruction, value)``, if given, sees every value computed
-        (parameters included), e.g. to record intermediate results for localisation."""
+        (parameters included), e.g. to record intermediate results for localisation.
+        ``perturb(computation, instruction, operands, value, recompute)``, if given, may
+        replace each computed value (never a parameter) before anything else sees it:
+        the numerical envelope (``hloref.fuzz.envelope``) samples legitimate rounding
+        this way; ``recompute(*operands)`` runs the same op on other operand values."""
         load_all()
         self.module = module
         self.observer = observer
+        self.perturb = perturb
         self.limits = limits or Limits()
         self.backend = backend
         self.live_bytes = 0
@@ -148,6 +153,9 @@ class Interpreter:
                                    instruction=instr.name) from exc
             if isinstance(value, np.generic):
                 value = np.asarray(value)
+            if self.perturb is not None:
+                value = self.perturb(comp, instr, operands, value,
+                                     lambda *ops, _s=step: _s.fn(*ops, **_s.kwargs))
             env[index] = value
             if self.observer is not None:
                 self.observer(comp, instr, value)

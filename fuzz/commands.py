@@ -73,7 +73,7 @@ def cmd_diff(args) -> int:
 
 def _report_json(report, blame, finding) -> dict:
     out = {"verdict": report.verdict, "oracle": report.oracle, "message": report.message,
-           "explained_by_rounding": report.explained_by_rounding,
+           "debug_options": report.debug_options,
            "hloref_seconds": report.hloref_seconds, "oracle_seconds": report.oracle_seconds}
     if report.comparison is not None:
         c = report.comparison
@@ -81,6 +81,16 @@ def _report_json(report, blame, finding) -> dict:
                              "max_abs": c.max_abs, "max_rel": c.max_rel, "count": c.count,
                              "first_index": c.first_index, "expected": c.expected_at_first,
                              "actual": c.actual_at_first, "output": list(c.leaf)}
+    if report.envelope is not None:
+        e = report.envelope
+        out["envelope"] = {"inside": e.ok, "output": list(e.leaf), "index": e.index,
+                           "expected": e.expected, "actual": e.actual, "lo": e.lo, "hi": e.hi,
+                           "widths_outside": e.widths, "count": e.count,
+                           "max_position": e.max_position,
+                           "samples": report.policy.samples if report.policy else None,
+                           "widen": report.policy.widen if report.policy else None}
+    out["fault_stage"] = report.fault_stage
+    out["envelope_seconds"] = report.envelope_seconds
     if report.culprit is not None:
         c = report.culprit.innermost()
         out["culprit"] = {"computation": c.computation, "instruction": c.name,

@@ -266,22 +266,10 @@ KNOWN_GAPS: dict[str, str] = {
         "dot with a reduced-precision algorithm= (dot_bf16_bf16_f32*, dot_tf32*, dot_f16*): "
         "hloref computes what the algorithm computes (operands split into bf16/TF32/f16 "
         "parts); XLA:CPU ignores the algorithm and computes a full-precision f32 dot."),
-    "rounding-through-discontinuity": (
-        "every instruction agrees with XLA in isolation, but a rounding difference that the "
-        "policy allows (accumulation order, narrow-float rounding) reached a discontinuous "
-        "op (float->int convert, compare, floor/ceil/round, sign, is-finite) and flipped "
-        "its result."),
     "tf-fast-min-max": (
         "the tf oracle (TensorFlow 2.21's older XLA) computes maximum/minimum/clamp (and "
         "max/min reducers) with fast min/max that does not propagate NaN; hloref and "
         "jaxlib's XLA:CPU propagate it (IEEE-754 maximum/minimum)."),
-    "narrow-accumulation-propagated": (
-        "every instruction agrees with XLA in isolation (each accumulation within its "
-        "bound), but an accumulation (reduce/dot/convolution) whose result is a float of "
-        "3 mantissa bits or fewer (f8, f4) feeds another accumulation: XLA's reduction "
-        "order (fused, different from the isolated one) rounds the narrow partial sums "
-        "differently (one f8e5m2 ulp is 25%), and the consumer scales that difference by "
-        "its weights."),
     "tf-nan-to-nanless-type": (
         "the tf oracle (TensorFlow 2.21's older XLA) converts a NaN/inf intermediate "
         "(asin/acos/atanh/log/sqrt outside their domain) into a type that cannot hold it "
@@ -305,13 +293,6 @@ KNOWN_GAPS: dict[str, str] = {
         "x * (scale * rsqrt(...)) + (offset - mean * scale * rsqrt(...)), which turns "
         "inf - inf into NaN where the documented formula gives ±inf (mean = scale = offset "
         "= -inf), and overflows when x and mean are both near 1e27 though x - mean is 0."),
-    "complex-branch-cut-signed-zero": (
-        "a complex value on a branch cut (e.g. a negative real number with a zero imaginary "
-        "part) reaches power/log/sqrt/an inverse trig function, and the sign of that zero "
-        "differs: every instruction agrees in isolation (signed zeros compare equal), but "
-        "the sign picks the side of the cut, e.g. XLA:CPU's cos(4 + 0i) = -0.654 - 0i where "
-        "C99 (ccos(z) = ccosh(iz)), numpy and hloref give -0.654 + 0i, so a following "
-        "power(z, z) flips the sign of its imaginary part."),
 }
 
 def _batch_norm_rearranged(comp, instr, values: dict) -> bool:
@@ -356,25 +337,6 @@ _BRANCH_CUTS = {
     "asinh": lambda z: (z.real == 0) & (np.abs(z.imag) > 1),
     "atan": lambda z: (z.real == 0) & (np.abs(z.imag) > 1),
 }
-
-
-def complex_branch_cut(module, values: dict) -> bool:
-    """Whether a complex operand of a function with a branch cut lies on the cut, where
-    the sign of a zero part decides the result (``complex-branch-cut-signed-zero``)."""
-    for comp in module.computations.values():
-        for instr in comp.instructions:
-            on_cut = _BRANCH_CUTS.get(instr.opcode)
-            if on_cut is None:
-                continue
-            for operand in instr.operands:
-                v = values.get((comp.name, operand.name))
-                if isinstance(v, np.ndarray) and v.dtype.kind == "c" and v.size and \
-                        bool(np.any(on_cut(v.astype(np.complex128)))):
-                    return True
-    return False
-
-
-_IDENTITY = {"add": 0.0, "or": 0, "xor": 0}
 
 
 def _is_identity(kind: str, value: np.ndarray) -> bool:
@@ -486,45 +448,9 @@ def tf_nan_to_nanless(module, values: dict) -> bool:
     return False
 
 
-def narrow_accumulation_feeds_accumulation(module) -> bool:
-    """An accumulating op with a float result of <= 3 mantissa bits feeds another one."""
-    acc = ("dot", "convolution", "reduce", "reduce-window")
-    for comp in module.computations.values():
-        for instr in comp.instructions:
-            if instr.opcode not in acc:
-                continue
-            for o in instr.operands:
-                et = getattr(o.shape, "element_type", None)
-                if o.opcode in acc and et is not None and et.is_float and \
-                        et.float_format.mantissa_bits <= 3:
-                    return True
-    return False
-
-
 def _maybe_non_associative(computation) -> bool:
     return any(i.opcode in ("subtract", "divide", "power", "remainder", "atan2")
                for i in computation.instructions)
-
-
-_DISCONTINUOUS = frozenset({"convert", "compare", "floor", "ceil", "round-nearest-afz",
-                            "round-nearest-even", "sign", "is-finite", "reduce-precision",
-                            "stochastic-convert", "sort", "topk"})
-
-
-def has_discontinuity(module) -> bool:
-    """Whether some instruction can turn a tiny rounding difference into a large one."""
-    for comp in module.computations.values():
-        for instr in comp.instructions:
-            if instr.opcode in _DISCONTINUOUS:
-                if instr.opcode == "convert":
-                    src = instr.operands[0].shape
-                    dst = instr.shape
-                    if not (getattr(src, "element_type", None) and src.element_type.is_float
-                            and getattr(dst, "element_type", None)
-                            and not dst.element_type.is_float):
-                        continue
-                return True
-    return False
 
 
 # ---------------------------------------------------------------- expander error bounds

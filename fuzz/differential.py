@@ -1,16 +1,23 @@
 """Differential testing: the same module, the same inputs, hloref and an oracle.
 
 ``diff(module, args, oracle="xla")`` evaluates the module with hloref (recording
-every intermediate value), runs it on the oracle in a worker process, and compares
-the results under the shared policy (``fuzz/compare.py``). When the results
-differ, *isolation* re-runs every instruction on the oracle alone, fed with
-hloref's values of its operands, and names the first instruction whose own result
-differs (like XLA's ``run_hlo_module --isolate_instructions``); a mismatching
-``fusion`` or ``call`` is opened and its body isolated in turn.
+every intermediate value), runs it on the oracle in a worker process, and asks one
+question: is the oracle's result inside the module's numerical envelope
+(``fuzz/envelope.py``): the values a correct implementation may return on these
+inputs, given the freedoms XLA takes (reassociation, excess precision, its math
+library's budgets, flushed subnormals)? Inside: ``match``. Outside: ``mismatch``,
+with the element, both values, the envelope and how far outside it lies.
 
-A final difference that no single instruction reproduces is rounding that
-accumulated along the program; the report says so and does not call it a
-miscompilation.
+A mismatch is localised. *Isolation* re-runs every instruction on the oracle alone,
+fed with hloref's values of its operands; the culprit is the first one whose result
+falls outside that instruction's own envelope (its ULP or accumulation budget; for
+a ``call``, ``fusion``, ``while`` or ``conditional``, the sampled envelope of the
+called computation, which is then opened and isolated in turn). When no instruction
+is wrong alone, the fault is in the compiled program as a whole, and the report goes
+one level down: XLA's optimized module, evaluated by hloref, either lies inside the
+envelope (the HLO passes are innocent: each fusion of the optimized module is
+isolated on the oracle against hloref, and the first that differs is named) or not
+(an HLO pass changed the answer: ``--blame`` names it).
 """
 
 from __future__ import annotations
@@ -25,10 +32,12 @@ from hloref.errors import HloError
 from hloref.ir import Computation, Instruction, Module
 from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
 
-from .compare import Verdict, accumulation_atol, compare_values, has_discontinuity, known_gap
+from .compare import Verdict, accumulation_atol, compare_values, known_gap
+from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, sample
 from .workers import OracleResult, OracleWorker
 
-__all__ = ["DiffReport", "IsolatedInstruction", "diff", "isolate", "isolated_module"]
+__all__ = ["DiffReport", "IsolatedInstruction", "diff", "isolate", "isolated_module",
+           "expander_atol", "instruction_verdict"]
 
 #: Instructions that only move or forward values: never a miscompilation on their own.
 _STRUCTURAL = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "after-all",
@@ -57,23 +66,36 @@ class IsolatedInstruction:
 
 @dataclass
 class DiffReport:
-    """``verdict``: match, mismatch, known-gap (a documented implementation-defined
-    difference, ``compare.KNOWN_GAPS``), crash, timeout, unsupported, error (hloref or
-    the oracle rejected the module)."""
+    """``verdict``: match (inside the envelope), mismatch (outside), known-gap (a
+    documented semantic disagreement, ``compare.KNOWN_GAPS``), crash, timeout,
+    unsupported, error (hloref or the oracle rejected the module)."""
 
     verdict: str
     oracle: str
     message: str = ""
+    #: the plain comparison under the per-type ULP floor (informative: a difference
+    #: here is not a mismatch unless it also leaves the envelope)
     comparison: Verdict | None = None
+    #: the oracle's result against the envelope (``None`` when the plain comparison
+    #: already agreed within the floor, which lies inside every envelope)
+    envelope: EnvelopeVerdict | None = None
     expected: object = None  # hloref's value
     actual: object = None  # the oracle's value
     culprit: IsolatedInstruction | None = None
     isolated: list[IsolatedInstruction] = field(default_factory=list)
-    explained_by_rounding: bool = False
+    #: where a mismatch no single instruction reproduces comes from: "code generation"
+    #: (XLA's optimized module, evaluated by hloref, is inside the envelope) or "HLO
+    #: passes" (it is not); ``None`` otherwise
+    fault_stage: str | None = None
+    #: the optimized module's first fusion whose oracle result differs (code generation)
+    optimized_culprit: IsolatedInstruction | None = None
     #: key of ``compare.KNOWN_GAPS`` explaining a difference (verdict ``known-gap``)
     known_gap: str | None = None
     oracle_result: OracleResult | None = None
+    debug_options: dict = field(default_factory=dict)
+    policy: EnvelopePolicy | None = None
     hloref_seconds: float = 0.0
+    envelope_seconds: float = 0.0
     oracle_seconds: float = 0.0
 
     @property
@@ -81,21 +103,37 @@ class DiffReport:
         return self.verdict == "match"
 
     def summary(self) -> str:
-        lines = [f"verdict: {self.verdict} (oracle {self.oracle})"]
+        lines = [f"verdict: {self.verdict} (oracle {self.oracle}"
+                 + (f", debug options {self.debug_options}" if self.debug_options else "") + ")"]
         if self.message:
             lines.append(self.message)
-        if self.comparison is not None and not self.comparison.ok:
-            lines.append(f"final result: {self.comparison}")
+        if self.envelope is not None:
+            p = self.policy
+            how = f" ({p.samples} samples, widened {p.widen:g}x)" if p else ""
+            lines.append(f"final result: {self.envelope}{how}")
+        elif self.comparison is not None and self.comparison.ok and self.verdict == "match":
+            lines.append("final result: within the per-type ULP floor")
+        if self.comparison is not None and not self.comparison.ok and self.verdict == "match":
+            lines.append(f"(differences within the envelope: {self.comparison})")
         if self.known_gap:
             from .compare import KNOWN_GAPS
             lines.append(f"known semantic gap ({self.known_gap}): {KNOWN_GAPS[self.known_gap]}")
-        if self.explained_by_rounding:
-            lines.append("every instruction agrees in isolation: the final difference is "
-                         "rounding accumulated along the program, not a miscompilation")
         if self.culprit is not None:
             c = self.culprit.innermost()
-            lines.append(f"first differing instruction: %{c.name} ({c.opcode}) in "
+            lines.append(f"first instruction outside its own envelope: %{c.name} ({c.opcode}) in "
                          f"computation {c.computation}: {c.verdict}")
+        if self.fault_stage == "code generation":
+            lines.append("every instruction is inside its envelope alone, and XLA's optimized "
+                         "module evaluated by hloref is inside the envelope: the HLO passes are "
+                         "innocent; the fault is in code generation")
+            if self.optimized_culprit is not None:
+                c = self.optimized_culprit.innermost()
+                lines.append(f"first instruction of the optimized module that differs on the "
+                             f"oracle: %{c.name} ({c.opcode}) in {c.computation}: {c.verdict}")
+        elif self.fault_stage == "HLO passes":
+            lines.append("every instruction is inside its envelope alone, but XLA's optimized "
+                         "module evaluated by hloref is outside the envelope: an HLO pass changed "
+                         "the answer (--blame names it)")
         if self.oracle_result is not None and self.oracle_result.stderr_tail and \
                 self.verdict in ("crash", "timeout"):
             lines.append("oracle stderr (last lines):\n" + self.oracle_result.stderr_tail)
@@ -151,7 +189,7 @@ _EXPANDED = frozenset({"batch-norm-training", "batch-norm-inference", "batch-nor
 _COMPLEX_FORMULA = frozenset({"sine", "cosine", "power", "atan2"})
 
 
-def _expander_atol(instr: Instruction, operands: list, expected):
+def expander_atol(instr: Instruction, operands: list, expected):
     """Error bounds for ops XLA:CPU expands into element-type arithmetic
     (``compare.batch_norm_atol``, ``cholesky_atol``, ``triangular_solve_atol``)."""
     from . import compare
@@ -188,7 +226,7 @@ def _accumulation_atol(module: Module, instr: Instruction, operands: list, expec
     expansion error bounds for batch norm, cholesky and triangular-solve."""
     from hloref.evaluator.interpreter import Interpreter
     if instr.opcode in _EXPANDED:
-        return _expander_atol(instr, operands, expected)
+        return expander_atol(instr, operands, expected)
     if instr.opcode in _COMPLEX_FORMULA and isinstance(instr.shape, ArrayShape) and \
             instr.shape.element_type.is_complex:
         from .compare import complex_formula_atol
@@ -224,10 +262,37 @@ def _accumulation_atol(module: Module, instr: Instruction, operands: list, expec
     return atol or None
 
 
+#: Instructions whose own envelope is sampled (they run computations).
+_COMPOSITE = frozenset({"call", "fusion", "while", "conditional", "async-start", "map",
+                        "custom-call"})
+
+
+def instruction_verdict(module: Module, instr: Instruction, operands: list, expected, actual,
+                        policy: EnvelopePolicy | None = None) -> Verdict:
+    """Is the oracle's ``actual`` inside ``instr``'s own envelope, given these operand
+    values? For one op that is its budget (``compare``: per-type and per-opcode ULPs,
+    ``2 n eps sum|terms|`` for accumulations, expansion bounds); for an instruction that
+    runs computations, the sampled envelope of the instruction alone."""
+    atol = _accumulation_atol(module, instr, operands, expected)
+    verdict = compare_values(actual, expected, opcode=instr.opcode, atol=atol)
+    if verdict.ok or instr.opcode not in _COMPOSITE or not instr.called_computation_names():
+        return verdict
+    try:
+        iso = isolated_module(module, instr)
+        s = sample(iso, list(operands), policy or EnvelopePolicy())
+        inside = Envelope(s.nominal, s.samples, policy or EnvelopePolicy(), iso).check(actual)
+    except HloError:
+        return verdict
+    return Verdict("match") if inside.ok else Verdict("mismatch", str(inside))
+
+
 def isolate(module: Module, values: dict, worker: OracleWorker, *,
             computation: Computation | None = None, stop_at_first: bool = True,
-            recurse: bool = True, oracle_module: Module | None = None) -> list[IsolatedInstruction]:
-    """Run each instruction of ``computation`` (default: the entry) alone on the oracle.
+            recurse: bool = True, oracle_module: Module | None = None,
+            debug_options: dict | None = None,
+            policy: EnvelopePolicy | None = None) -> list[IsolatedInstruction]:
+    """Run each instruction of ``computation`` (default: the entry) alone on the oracle
+    and judge it against its own envelope (``instruction_verdict``).
 
     ``values`` maps ``(computation name, instruction name)`` to hloref's value. With
     ``oracle_module`` (e.g. a hand-edited or transformed copy), the oracle runs that
@@ -250,15 +315,15 @@ def isolate(module: Module, values: dict, worker: OracleWorker, *,
             continue
         iso = isolated_module(oracle_module, oracle_instr)
         text = module_to_text(iso)
-        result = worker.run(text, operands)
+        result = worker.run(text, operands, debug_options=debug_options)
         if not result.ok:
             verdict = Verdict("mismatch" if result.kind in ("crash", "timeout") else result.kind,
                               f"oracle {result.kind}: {result.message}")
             if result.kind in ("unsupported", "error"):
                 continue  # the oracle cannot run this instruction alone: no evidence either way
         else:
-            atol = _accumulation_atol(module, instr, operands, values[key])
-            verdict = compare_values(result.value, values[key], opcode=instr.opcode, atol=atol)
+            verdict = instruction_verdict(module, instr, operands, values[key], result.value,
+                                          policy)
         entry = IsolatedInstruction(comp.name, instr.name, instr.opcode, verdict, text, operands,
                                     values[key], result.value)
         results.append(entry)
@@ -267,7 +332,8 @@ def isolate(module: Module, values: dict, worker: OracleWorker, *,
                 callee = module.computations[instr.called_computation_names()[0]]
                 inner_values = _trace_computation(module, callee, operands)
                 inner = isolate(module, inner_values, worker, computation=callee,
-                                stop_at_first=True, recurse=True, oracle_module=oracle_module)
+                                stop_at_first=True, recurse=True, oracle_module=oracle_module,
+                                debug_options=debug_options, policy=policy)
                 bad = [r for r in inner if not r.verdict.ok]
                 entry.inner = bad[0] if bad else None
             if stop_at_first:
@@ -304,17 +370,27 @@ def _trace_computation(module: Module, comp: Computation, args: list) -> dict:
 
 def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool = False,
          worker: OracleWorker | None = None, timeout: float = 120.0, limits=None,
-         localize: bool = True, oracle_module: Module | str | None = None) -> DiffReport:
+         localize: bool = True, oracle_module: Module | str | None = None,
+         debug_options: dict | None = None, policy: EnvelopePolicy | None = None,
+         oracle_value=None) -> DiffReport:
     """Compare hloref on ``module`` with ``oracle`` on ``oracle_module`` (default: the same
-    module), both with inputs ``args``."""
+    module), both with inputs ``args``, under the envelope.
+
+    ``debug_options`` go to the oracle's compiler and set the envelope's freedoms
+    (``xla_allow_excess_precision=False`` takes the excess-precision freedom away).
+    ``oracle_value``: a result the oracle already returned (e.g. to a test), judged
+    without running the module again (localisation still runs the worker)."""
     from hloref import api
     from hloref.evaluator.interpreter import Interpreter
     from hloref.printer import module_to_text
     if isinstance(module, str):
         import hloref
         module = hloref.parse(module)
-    own_worker = worker is None
-    worker = worker or OracleWorker(oracle, timeout=timeout)
+    debug_options = dict(debug_options or {})
+    policy = (policy or EnvelopePolicy()).with_debug_options(debug_options) \
+        if debug_options else (policy or EnvelopePolicy())
+    own_worker = worker is None and (oracle_value is None or localize)
+    worker = worker or (OracleWorker(oracle, timeout=timeout) if own_worker else None)
     try:
         params = module.entry.parameters
         values: dict = {}
@@ -330,141 +406,95 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
             ours = Interpreter(module, limits=limits, observer=observe).run(coerced)
         except HloError as exc:
             return DiffReport("unsupported" if type(exc).__name__ == "HloUnsupportedError"
-                              else "error", oracle, message=f"hloref: {exc}")
+                              else "error", oracle, message=f"hloref: {exc}",
+                              debug_options=debug_options, policy=policy)
         hloref_seconds = time.perf_counter() - t0
         if isinstance(oracle_module, str):
             import hloref
             oracle_module = hloref.parse(oracle_module)
         text = module_to_text(oracle_module or module)
-        result = worker.run(text, coerced, timeout=timeout)
+        if oracle_value is not None:
+            result = OracleResult("ok", value=oracle_value)
+        else:
+            result = worker.run(text, coerced, timeout=timeout, debug_options=debug_options or None)
         report = DiffReport("match", oracle, expected=ours, actual=result.value,
                             oracle_result=result, hloref_seconds=hloref_seconds,
-                            oracle_seconds=result.seconds)
+                            oracle_seconds=result.seconds, debug_options=debug_options,
+                            policy=policy)
         if not result.ok:
             report.verdict = result.kind
             report.message = result.message
             return report
-        report.comparison = compare_values(result.value, ours, opcode=module.entry.root.opcode)
-        if report.comparison.ok and not isolate_all:
+        report.comparison = compare_values(result.value, ours)
+        if not report.comparison.ok or isolate_all:
+            t1 = time.perf_counter()
+            try:
+                s = sample(module, coerced, policy, limits=limits)
+                report.envelope = Envelope(s.nominal, s.samples, policy, module).check(result.value)
+            except HloError as exc:
+                report.verdict = "error"
+                report.message = f"hloref (envelope): {exc}"
+                return report
+            report.envelope_seconds = time.perf_counter() - t1
+        inside = report.comparison.ok or (report.envelope is not None and report.envelope.ok)
+        if inside and not isolate_all:
             return report
-        if localize or isolate_all:
+        if (localize or isolate_all) and worker is not None:
             report.isolated = isolate(module, values, worker, stop_at_first=not isolate_all,
-                                      oracle_module=oracle_module)
+                                      oracle_module=oracle_module,
+                                      debug_options=debug_options or None, policy=policy)
             bad = [r for r in report.isolated if not r.verdict.ok]
             report.culprit = bad[0] if bad else None
-        if report.comparison.ok:
-            return report
-        if report.culprit is None and localize and (
-                _looks_like_rounding(report.comparison, ours) or
-                _root_bound_explains(module, values, result.value, ours) or
-                _narrow_source_explains(module, result.value, ours)):
-            report.explained_by_rounding = True
+        if inside:
             return report
         gap = known_gap(module, values, oracle)
-        if gap is None and report.culprit is None and localize and has_discontinuity(module):
-            gap = "rounding-through-discontinuity"
-        if gap is None and report.culprit is None and localize:
-            from .compare import complex_branch_cut
-            if complex_branch_cut(module, values):
-                gap = "complex-branch-cut-signed-zero"
-        if gap is None and report.culprit is None and localize:
-            from .compare import narrow_accumulation_feeds_accumulation
-            if narrow_accumulation_feeds_accumulation(module):
-                gap = "narrow-accumulation-propagated"
         if gap is not None:
             report.verdict = "known-gap"
             report.known_gap = gap
             return report
         report.verdict = "mismatch"
-        if report.culprit is None:
-            report.message = ("no single instruction reproduces the difference in isolation: "
-                              "it arises from how the program is compiled as a whole (fusion, "
-                              "layout, algebraic rewrites)")
+        if report.culprit is None and localize and worker is not None and oracle_module is None:
+            _localize_in_compiled_program(report, module, text, coerced, values, worker,
+                                          debug_options, policy, limits)
         return report
     finally:
-        if own_worker:
+        if own_worker and worker is not None:
             worker.close()
 
 
-def _root_bound_explains(module: Module, values: dict, actual, ours) -> bool:
-    """The final difference is within the root instruction's own error bound (an
-    accumulating or expanded root that agreed in isolation under that bound). A tuple
-    root is checked element by element against the bound of the instruction that
-    produced each element."""
-    root = module.entry.root
-    if root.opcode == "tuple" and isinstance(actual, tuple) and isinstance(ours, tuple) and \
-            len(actual) == len(ours) == len(root.operands):
-        return all(compare_values(a, o, opcode=producer.opcode).ok or
-                   _bound_explains(module, values, producer, a, o)
-                   for producer, a, o in zip(root.operands, actual, ours))
-    return _bound_explains(module, values, root, actual, ours)
-
-
-def _bound_explains(module: Module, values: dict, instr, actual, ours) -> bool:
-    if instr.opcode not in _ACCUMULATING and instr.opcode not in _EXPANDED and \
-            instr.opcode not in _COMPLEX_FORMULA:
-        return False
+def _localize_in_compiled_program(report: DiffReport, module: Module, text: str, args: list,
+                                  values: dict, worker: OracleWorker, debug_options: dict,
+                                  policy: EnvelopePolicy, limits) -> None:
+    """No instruction is wrong alone: evaluate XLA's optimized module with hloref. Inside
+    the envelope: the passes are innocent, isolate the optimized module's fusions on the
+    oracle; outside: an HLO pass changed the answer."""
+    import hloref
+    from hloref.evaluator.interpreter import Interpreter
+    got = worker.run(text, args, optimized=True, debug_options=debug_options or None)
+    if not got.ok or not got.optimized_hlo:
+        report.message = ("no single instruction is outside its own envelope: the fault arises "
+                          "in the compiled program as a whole")
+        return
     try:
-        operands = [values[(module.entry.name, o.name)] for o in instr.operands]
-    except KeyError:
-        return False
-    atol = _accumulation_atol(module, instr, operands, ours)
-    return atol is not None and compare_values(actual, ours, opcode=instr.opcode, atol=atol).ok
+        optimized = hloref.parse(got.optimized_hlo)
+        opt_values: dict = {}
 
+        def observe(c, instr, value):
+            if c is optimized.entry:
+                opt_values[(c.name, instr.name)] = value
 
-#: Ops that carry a value unchanged (a convert only when it widens a float).
-_EXACT_CARRIERS = frozenset({"negate", "abs", "copy", "reshape", "transpose", "broadcast",
-                             "slice", "reverse", "bitcast", "opt-barrier"})
-
-
-def _narrow_source_explains(module: Module, actual, ours) -> bool:
-    """The root only carries (widening converts, negate, copies, reshapes...) the value
-    of an instruction P whose element type is a float of 16 bits or fewer, and the
-    oracle's result, read back in P's type, is made of P-type values within the policy
-    of P's opcode: a narrow rounding difference that agreed in isolation, carried
-    exactly into a wider type (TF's f8 asinh 1 ULP off, then convert to f16). A result
-    that is not made of P-type values (a dropped f8 rounding) is not explained."""
-    from hloref.types import from_dtype
-    instr = module.entry.root
-    while instr.opcode in _EXACT_CARRIERS or (
-            instr.opcode == "convert" and _widens_float(instr)):
-        if not instr.operands:
-            return False
-        instr = instr.operands[0]
-    if instr is module.entry.root or not isinstance(instr.shape, ArrayShape):
-        return False
-    et = instr.shape.element_type
-    if not et.is_narrow_float or not isinstance(actual, np.ndarray) or \
-            not isinstance(ours, np.ndarray) or actual.dtype.kind != "f":
-        return False
-    with np.errstate(all="ignore"):
-        a_narrow = actual.astype(np.float32).astype(et.dtype)
-        o_narrow = ours.astype(np.float32).astype(et.dtype)
-        representable = np.array_equal(a_narrow.astype(np.float64), actual.astype(np.float64),
-                                       equal_nan=True)
-    return representable and from_dtype(o_narrow.dtype) == et and \
-        compare_values(a_narrow, o_narrow, opcode=instr.opcode).ok
-
-
-def _widens_float(instr: Instruction) -> bool:
-    src = instr.operands[0].shape if instr.operands else None
-    if not (isinstance(src, ArrayShape) and isinstance(instr.shape, ArrayShape)):
-        return False
-    a, b = src.element_type, instr.shape.element_type
-    return a.is_float and b.is_float and b.float_format.mantissa_bits >= a.float_format.mantissa_bits \
-        and b.bits >= a.bits
-
-
-def _looks_like_rounding(comparison: Verdict, ours) -> bool:
-    """A float-only difference where at least half the significant bits still agree."""
-    from hloref.types import from_dtype
-    leaf = ours
-    for i in comparison.leaf:
-        leaf = leaf[i]
-    if not isinstance(leaf, np.ndarray):
-        return False
-    et = from_dtype(leaf.dtype)
-    if not (et.is_float or et.is_complex):
-        return False
-    fmt = et.float_format or from_dtype(np.real(leaf).dtype).float_format
-    return np.isfinite(comparison.max_rel) and comparison.max_rel <= 2.0 ** (-fmt.mantissa_bits / 2)
+        ours = Interpreter(optimized, limits=limits, observer=observe).run(list(args))
+        s = sample(module, args, policy, limits=limits)
+        inside = Envelope(s.nominal, s.samples, policy, module).check(ours)
+    except HloError as exc:
+        report.message = (f"no single instruction is outside its own envelope; hloref cannot "
+                          f"evaluate XLA's optimized module ({exc})")
+        return
+    if not inside.ok:
+        report.fault_stage = "HLO passes"
+        return
+    report.fault_stage = "code generation"
+    bad = [r for r in isolate(optimized, opt_values, worker, stop_at_first=True,
+                              debug_options=debug_options or None, policy=policy)
+           if not r.verdict.ok]
+    report.optimized_culprit = bad[0] if bad else None

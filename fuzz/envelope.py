@@ -1,0 +1,714 @@
+"""The numerical envelope: which values may a correct implementation return?
+
+For every floating-point (and complex) output element, the envelope is the range of
+values that a correct implementation of the HLO semantics may return on these
+inputs, given the freedoms XLA legitimately takes (``Freedoms``; docs/semantics.md,
+"The numerical envelope"). A verdict is: inside the envelope or not.
+
+Method: stochastic arithmetic, as CESTAC/CADNA and Verificarlo do it. The module is
+evaluated once as written (the *nominal* run: hloref's correctly rounded value of
+every op) and ``samples`` more times with every floating-point result perturbed
+within its freedom (``Perturber``):
+
+* ``rounding``: an add, subtract, multiply, divide, sqrt or narrowing convert whose
+  exact result is not representable is rounded up or down at random (CESTAC random
+  rounding); an exact result stays exact (so integer-valued floats, masks, ``x * 1``
+  and ``x / 2`` never blur). To first order this covers reassociation of elementwise
+  chains, FMA contraction and rewrites such as ``x / c`` → ``x * (1 / c)``.
+* ``excess_precision`` (XLA's ``xla_allow_excess_precision``, on by default): a
+  rounding to a float of 16 bits or fewer may be skipped; its random direction
+  brackets the unrounded value. Off: narrow results are rounded as written (only the
+  wider types keep the ``rounding`` freedom).
+* ``math_budgets``: a transcendental result gets a uniform random error within XLA's
+  accuracy budget for the op (``compare.OPCODE_ULPS``, from XLA's
+  ``accuracy_budget.h``).
+* ``accumulation``: reduce, dot, convolution, reduce-window and scatter with an add
+  combiner may sum in any order: a uniform random error within
+  ``sqrt(n) * eps * sum|terms|`` (the magnitude of a reordered sum's rounding error;
+  the rigorous ``2 n eps sum|terms|`` is kept for one instruction in isolation);
+  batch norm, cholesky and triangular-solve get their expansion bounds.
+* ``ftz``: XLA:CPU flushes subnormals: a value within the smallest normal of zero
+  matches zero.
+
+Everything else (loops, calls, fusions, discontinuities) propagates for free: a
+``compare`` that flips in some samples puts both outcomes in the envelope; an
+integer result that differs between samples is allowed its sampled range.
+
+The envelope of an element is the sampled range, widened around the nominal value
+by ``widen`` times the largest sampled deviation, plus a floor of the element
+type's ULP budget (``compare.DTYPE_ULPS``, the final rounding).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+
+import ml_dtypes
+import numpy as np
+
+from hloref.ir import Computation, Instruction, Module
+from hloref.shapes import ArrayShape
+from hloref.types import ElementType, from_dtype
+
+from .compare import (COMPLEX_FORMULA_OPS, DTYPE_ULPS, NARROW_OPCODE_ULPS, OPCODE_ULPS,
+                      complex_formula_atol, ulp_of)
+
+__all__ = ["Freedoms", "EnvelopePolicy", "Envelope", "EnvelopeVerdict", "Perturber", "Sampled",
+           "sample", "envelope_of", "program_computations"]
+
+
+@dataclass(frozen=True)
+class Freedoms:
+    """The freedoms XLA takes that the envelope models; each can be switched off."""
+
+    rounding: bool = True
+    excess_precision: bool = True
+    math_budgets: bool = True
+    accumulation: bool = True
+    ftz: bool = True
+
+    @classmethod
+    def for_debug_options(cls, debug_options: dict | None) -> "Freedoms":
+        """The freedoms XLA has under these debug options."""
+        opts = debug_options or {}
+        excess = opts.get("xla_allow_excess_precision", True)
+        return cls(excess_precision=bool(excess))
+
+
+@dataclass(frozen=True)
+class EnvelopePolicy:
+    """How the envelope is sampled: ``samples`` perturbed runs, deviations widened by
+    ``widen`` around the nominal value, random numbers from ``seed``."""
+
+    samples: int = 8
+    widen: float = 2.0
+    seed: int = 0
+    freedoms: Freedoms = field(default_factory=Freedoms)
+
+    def with_debug_options(self, debug_options: dict | None) -> "EnvelopePolicy":
+        return replace(self, freedoms=Freedoms.for_debug_options(debug_options))
+
+
+# ---------------------------------------------------------------- op classes
+
+#: Results computed exactly from their operands (or moved unchanged): never perturbed.
+_EXACT = frozenset({
+    "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "reshape", "transpose",
+    "broadcast", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "pad",
+    "reverse", "copy", "copy-start", "copy-done", "gather", "select", "clamp", "maximum",
+    "minimum", "negate", "abs", "compare", "iota", "sort", "topk", "floor", "ceil",
+    "round-nearest-afz", "round-nearest-even", "sign", "is-finite", "real", "imag", "complex",
+    "bitcast-convert", "reduce-precision", "remainder", "while", "call", "fusion",
+    "conditional", "async-start", "async-done", "async-update", "opt-barrier", "domain",
+    "after-all", "add-dependency", "get-dimension-size", "set-dimension-size",
+    "dynamic-reshape", "rng", "rng-bit-generator", "rng-get-and-update-state", "infeed",
+    "outfeed", "send", "send-done", "recv", "recv-done", "partition-id", "replica-id",
+    "collective-permute", "collective-permute-start", "collective-permute-done",
+    "all-gather", "all-gather-start", "all-gather-done", "all-to-all", "ragged-all-to-all",
+    "shuffle", "select-and-scatter", "map", "stochastic-convert", "convert",
+})
+
+#: Results an exact wider computation can check: random rounding where inexact.
+_ROUNDED = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+    "sqrt": np.sqrt,
+}
+
+#: Ops whose sum order is free (with an add combiner).
+_ACCUMULATING = frozenset({"dot", "convolution", "reduce", "reduce-window", "scatter",
+                           "ragged-dot", "scaled-dot", "all-reduce", "all-reduce-start",
+                           "reduce-scatter", "collective-reduce", "fft"})
+
+#: Ops XLA:CPU expands into element-type arithmetic (bounds in ``compare``).
+_EXPANDED = frozenset({"batch-norm-training", "batch-norm-inference", "batch-norm-grad",
+                       "cholesky", "triangular-solve"})
+
+#: Called computations whose instructions are program steps (perturbed); computations
+#: applied by reduce, scatter, sort, map... are combiners, not steps.
+_CONTROL_ATTRS = {"call": ("to_apply",), "fusion": ("calls",), "while": ("condition", "body"),
+                  "conditional": ("branch_computations", "true_computation",
+                                  "false_computation"), "async-start": ("calls",)}
+
+
+def program_computations(module: Module) -> frozenset[str]:
+    """Names of the entry and the computations it reaches through control flow."""
+    seen: set[str] = set()
+    stack = [module.entry]
+    while stack:
+        comp = stack.pop()
+        if comp.name in seen:
+            continue
+        seen.add(comp.name)
+        for instr in comp.instructions:
+            for attr in _CONTROL_ATTRS.get(instr.opcode, ()):
+                ref = instr.attrs.get(attr)
+                refs = ref if isinstance(ref, (list, tuple)) else [ref]
+                for r in refs:
+                    if r is not None and str(r) in module.computations:
+                        stack.append(module.computations[str(r)])
+    return frozenset(seen)
+
+
+def _et(value) -> ElementType | None:
+    if not isinstance(value, np.ndarray):
+        return None
+    try:
+        et = from_dtype(value.dtype)
+    except Exception:  # noqa: BLE001 - not an HLO element type
+        return None
+    return et if (et.is_float or et.is_complex) else None
+
+
+def _eps(et: ElementType) -> float:
+    if et.is_complex:
+        return 2.0 ** -(23 if et.name == "c64" else 52)
+    return 2.0 ** -et.float_format.mantissa_bits
+
+
+def _part_type(et: ElementType) -> ElementType:
+    return from_dtype(np.float32 if et.name == "c64" else np.float64) if et.is_complex else et
+
+
+def _narrow(et: ElementType) -> bool:
+    return et.is_float and et.bits <= 16
+
+
+def _add_combiner(module: Module, instr: Instruction) -> bool:
+    """Whether ``instr``'s applied computation (to_apply / scatter) adds two scalars."""
+    from hloref.evaluator.reduce import simple_reducer
+    ref = instr.attrs.get("to_apply")
+    if ref is None or str(ref) not in module.computations:
+        return False
+    return simple_reducer(module.computations[str(ref)]) == "add"
+
+
+def _terms(instr: Instruction, operands: list, value: np.ndarray) -> int:
+    """How many terms each result element sums."""
+    op = instr.opcode
+    try:
+        if op == "dot":
+            lhs = operands[0]
+            dims = instr.attrs.get("lhs_contracting_dims") or ()
+            return max(1, int(np.prod([lhs.shape[int(d)] for d in dims])))
+        if op == "convolution":
+            rhs = operands[1]
+            dn = instr.attrs.get("dim_labels")
+            out_f = rhs.shape[dn.kernel_output_feature_dimension]
+            return max(1, rhs.size // max(1, out_f))
+        if op in ("reduce", "all-reduce", "reduce-scatter"):
+            return max(1, operands[0].size // max(1, value.size))
+        if op == "reduce-window":
+            window = instr.attrs.get("window")
+            return max(1, int(np.prod([d.size for d in window.dims]))) if window else 1
+        if op == "fft":
+            return max(1, int(np.prod(value.shape[-len(instr.attrs.get("fft_length") or [1]):])))
+    except Exception:  # noqa: BLE001 - fall back to a size ratio
+        pass
+    biggest = max((o.size for o in operands if isinstance(o, np.ndarray)), default=1)
+    return max(1, biggest // max(1, value.size))
+
+
+def _magnitude(x):
+    if isinstance(x, tuple):
+        return tuple(_magnitude(v) for v in x)
+    if not isinstance(x, np.ndarray) or x.dtype.kind in "biu" or x.dtype == np.bool_:
+        return x
+    if x.dtype.kind == "c":
+        return np.abs(x).astype(x.dtype)
+    with np.errstate(all="ignore"):
+        return np.abs(x.astype(np.float64)).astype(x.dtype)
+
+
+def _to_f64(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
+# ---------------------------------------------------------------- perturbation
+
+
+class Perturber:
+    """The ``perturb`` hook of ``Interpreter``: one run's random perturbations.
+
+    With ``rng=None`` it perturbs nothing and only records each accumulation's error
+    budget (the nominal run); a sampling run reuses the recorded budgets (keyed by
+    instruction and occurrence, so loop iterations line up) instead of evaluating
+    the op again on the operands' magnitudes."""
+
+    def __init__(self, module: Module, freedoms: Freedoms, rng: np.random.Generator | None,
+                 budgets: dict | None = None):
+        self.module = module
+        self.freedoms = freedoms
+        self.rng = rng
+        self.budgets = budgets if budgets is not None else {}
+        self.program = program_computations(module)
+        self._seen: dict = defaultdict(int)
+        self._modes: dict = {}
+
+    def __call__(self, comp: Computation, instr: Instruction, operands: list, value, recompute):
+        if comp.name not in self.program or instr.opcode in _EXACT:
+            return value
+        op = instr.opcode
+        if op in _ACCUMULATING or op in _EXPANDED:
+            key = (comp.name, instr.name, self._seen[(comp.name, instr.name)])
+            self._seen[(comp.name, instr.name)] += 1
+            budget = self.budgets.get(key)
+            if budget is None or not _same_structure(budget, value):
+                budget = self._accumulation_budget(instr, operands, value, recompute)
+                self.budgets[key] = budget
+            if self.rng is None or budget is None:
+                return value
+            mode = self._mode(comp, instr)
+            return _map_leaves(lambda v, b: self._uniform(v, b, mode), value, budget)
+        if self.rng is None or isinstance(value, tuple):
+            return value
+        et = _et(value)
+        if et is None:
+            return value
+        if op in _ROUNDED and not et.is_complex:
+            if not self.freedoms.rounding or (_narrow(et) and not self.freedoms.excess_precision):
+                return value
+            return self._random_rounding(_ROUNDED[op], operands, value, et,
+                                         self._mode(comp, instr))
+        if op in OPCODE_ULPS:
+            if not self.freedoms.math_budgets:
+                return value
+            ulps = OPCODE_ULPS[op]
+            if et.is_narrow_float:
+                ulps = min(ulps, NARROW_OPCODE_ULPS)
+        else:  # complex arithmetic, custom calls, anything else that rounds once
+            if not self.freedoms.rounding or (_narrow(et) and not self.freedoms.excess_precision):
+                return value
+            ulps = 1.0
+        if et.is_complex and op in COMPLEX_FORMULA_OPS:
+            budget = complex_formula_atol(op, operands, et)
+            if budget is not None:
+                return self._uniform(value, np.nan_to_num(budget, nan=np.inf),
+                                     self._mode(comp, instr))
+        return self._uniform(value, ulps * _ulp(value, et), self._mode(comp, instr))
+
+    def _mode(self, comp, instr) -> float | None:
+        """This run's way of erring for one instruction (the same in every loop
+        iteration): ``None`` independently per element (half the instructions), or a
+        systematic error, the same fraction of the budget for every element, drawn
+        once (directed rounding: up for a positive fraction, down for a negative one).
+        Systematic errors add up linearly where independent ones partly cancel."""
+        key = (comp.name, instr.name)
+        mode = self._modes.get(key, False)
+        if mode is False:
+            mode = None if self.rng.random() < 0.5 else float(self.rng.uniform(-1, 1))
+            self._modes[key] = mode
+        return mode
+
+    # -- the three kinds of perturbation -------------------------------------
+    def _uniform(self, value, half_width, mode=None):
+        """``value`` plus a uniform random error in [-half_width, half_width] (or, in a
+        systematic ``mode``, that fraction of the half-width everywhere)."""
+        if half_width is None or not isinstance(value, np.ndarray):
+            return value
+        et = _et(value)
+        if et is None:
+            return value
+        w = np.broadcast_to(np.asarray(half_width, np.float64), value.shape)
+        with np.errstate(all="ignore"):
+            if et.is_complex:
+                z = value.astype(np.complex128)
+                if mode is None:
+                    out = z + self.rng.uniform(-1, 1, value.shape) * w + \
+                        1j * self.rng.uniform(-1, 1, value.shape) * w
+                else:
+                    out = z + mode * w * (1 + 1j) / math.sqrt(2)
+                out = np.where(np.isfinite(z), out, z)
+            else:
+                x = value.astype(np.float64)
+                r = self.rng.uniform(-1, 1, value.shape) if mode is None else \
+                    np.full(value.shape, mode)
+                out = x + r * w
+                big = float(ml_dtypes.finfo(value.dtype).max)
+                unbounded = (w >= big) & np.isfinite(x)
+                if unbounded.any():  # no correct bits: anywhere in the finite range
+                    out = np.where(unbounded, np.where(r < 0, -big, big), out)
+                out = np.where(np.isfinite(x), out, x)  # inf and NaN are not rounding
+            cast = out.astype(value.dtype)
+            keep = ~np.isfinite(_to_f64(cast)) & np.isfinite(_to_f64(value))
+        return np.where(keep, value, cast) if np.any(keep) else cast
+
+    def _random_rounding(self, fn, operands, value, et, mode=None):
+        """CESTAC random rounding: where the exact result is not representable, take
+        the neighbour on the exact result's other side with probability 1/2 (an exact
+        result, a NaN or an infinity stays as it is)."""
+        native = value.dtype in (np.float32, np.float64)
+        wide_t = np.longdouble if et.bits > 32 else np.float64
+        with np.errstate(all="ignore"):
+            exact = fn(*[np.asarray(o).astype(wide_t) for o in operands])
+            y = value.astype(wide_t)
+            up = exact > y
+            if mode is None:
+                flip = (exact != y) & (self.rng.random(value.shape) < 0.5) & np.isfinite(y)
+            else:  # directed rounding: towards +inf (mode > 0) or -inf
+                flip = (exact != y) & (up == (mode > 0)) & np.isfinite(y)
+            if not flip.any():
+                return value
+            if native:
+                inf = value.dtype.type(np.inf)
+                other = np.nextafter(value, np.where(up, inf, -inf))
+            else:
+                step = _ulp(value, et) * np.where(up, 1.0, -1.0)
+                other = (value.astype(np.float64) + step).astype(value.dtype)
+                flip &= np.isfinite(other.astype(np.float64))
+        return np.where(flip, other, value)
+
+    def _accumulation_budget(self, instr, operands, value, recompute):
+        """Per-element half-width of the reordering error, or ``None`` (exact)."""
+        op = instr.opcode
+        if not self.freedoms.accumulation:
+            return None
+        if op in _EXPANDED:
+            return _expansion_budget(instr, operands, value)
+        if op in ("reduce", "reduce-window", "scatter", "all-reduce", "all-reduce-start",
+                  "reduce-scatter", "collective-reduce") and not _add_combiner(self.module, instr):
+            return None  # max/min/and/or combiners are exact; others are combiners' business
+        if isinstance(value, tuple):
+            return None  # variadic reduce with an add reducer: rare, left exact
+        et = _et(value)
+        if et is None:
+            return None
+        try:
+            if op == "fft":
+                total = float(np.sum(np.abs(operands[0].astype(np.complex128))))
+                mag = np.full(value.shape, total)
+            elif op in ("all-reduce", "all-reduce-start", "reduce-scatter", "collective-reduce"):
+                mag = np.abs(_to_f64(value))  # the other devices' terms are not at hand
+            else:
+                mag = recompute(*[_magnitude(o) for o in operands])
+                mag = np.abs(_to_f64(np.asarray(mag)))
+        except Exception:  # noqa: BLE001 - a budget is best effort
+            return None
+        n = _terms(instr, operands, value)
+        # dot and convolution of narrow floats accumulate in f32 (XLA:CPU and XLA:GPU
+        # both do); a reduce's partial sums may be rounded to its reducer's type
+        eps = _eps(et) if op not in ("dot", "convolution", "ragged-dot", "scaled-dot") \
+            else min(_eps(et), 2.0 ** -23)
+        with np.errstate(all="ignore"):
+            budget = math.sqrt(n) * eps * mag + _ulp(value, et)
+        return np.nan_to_num(budget, nan=np.inf, posinf=np.inf)
+
+
+def _expansion_budget(instr, operands, value):
+    from .differential import expander_atol
+    atol = expander_atol(instr, operands, value)
+    if atol is None:
+        return None
+    if isinstance(value, tuple):
+        return tuple(atol.get((i,)) for i in range(len(value)))
+    return atol.get(())
+
+
+def _ulp(value: np.ndarray, et: ElementType) -> np.ndarray:
+    """The spacing of ``et`` at each element's magnitude (f64; complex: at |z|)."""
+    if value.dtype in (np.float32, np.float64):
+        with np.errstate(all="ignore"):
+            return np.spacing(np.abs(np.where(np.isfinite(value), value, 0))).astype(np.float64)
+    mag = np.abs(value.astype(np.complex128)) if et.is_complex else value.astype(np.float64)
+    return ulp_of(np.nan_to_num(mag, nan=0.0, posinf=0.0, neginf=0.0), _part_type(et))
+
+
+def _same_structure(budget, value) -> bool:
+    if isinstance(value, tuple):
+        return isinstance(budget, tuple) and len(budget) == len(value)
+    return not isinstance(budget, tuple) and (
+        np.ndim(budget) == 0 or np.shape(budget) == np.shape(value))
+
+
+def _map_leaves(fn, value, budget):
+    if isinstance(value, tuple):
+        return tuple(_map_leaves(fn, v, b) if b is not None else v
+                     for v, b in zip(value, budget))
+    return fn(value, budget)
+
+
+# ---------------------------------------------------------------- sampling
+
+
+@dataclass
+class Sampled:
+    """The nominal result, the perturbed results, and (when recorded) the values of
+    each entry instruction in the nominal and the perturbed runs."""
+
+    nominal: object
+    samples: list
+    entry_nominal: dict = field(default_factory=dict)
+    entry_samples: dict = field(default_factory=dict)  # name -> list of values
+    seconds: float = 0.0
+
+
+def sample(module: Module, args: list, policy: EnvelopePolicy | None = None, *, limits=None,
+           record_entry: bool = False, nominal=None) -> Sampled:
+    """Evaluate ``module`` once as written and ``policy.samples`` times perturbed."""
+    import time
+
+    from hloref.evaluator.interpreter import Interpreter
+    policy = policy or EnvelopePolicy()
+    t0 = time.perf_counter()
+    budgets: dict = {}
+    out = Sampled(None, [])
+
+    def observer_for(store, many: bool):
+        if not record_entry:
+            return None
+
+        def observe(comp, instr, value):
+            if comp is module.entry and instr.opcode != "parameter":
+                if many:
+                    store.setdefault(instr.name, []).append(value)
+                else:
+                    store[instr.name] = value
+        return observe
+
+    recorder = Perturber(module, policy.freedoms, None, budgets)
+    out.nominal = Interpreter(module, limits=limits, perturb=recorder,
+                              observer=observer_for(out.entry_nominal, False)).run(list(args))
+    seeds = np.random.SeedSequence(policy.seed).spawn(policy.samples)
+    for s in seeds:
+        perturber = Perturber(module, policy.freedoms, np.random.default_rng(s), budgets)
+        out.samples.append(Interpreter(module, limits=limits, perturb=perturber,
+                                       observer=observer_for(out.entry_samples, True)).run(
+            list(args)))
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+# ---------------------------------------------------------------- the envelope
+
+
+def _leaves(value, path=()):
+    if isinstance(value, tuple):
+        for i, v in enumerate(value):
+            yield from _leaves(v, path + (i,))
+    else:
+        yield path, value
+
+
+@dataclass
+class _Leaf:
+    """One array output: nominal value and its allowed range, element by element."""
+
+    nominal: np.ndarray
+    lo: np.ndarray  # f64 (complex: normwise radius in ``hi``, centre in ``lo``)
+    hi: np.ndarray
+    nan_ok: np.ndarray
+    et: ElementType | None
+    #: a narrower float type every sampled value is a value of (the leaf carries a
+    #: narrow result exactly, e.g. through a widening convert): without excess
+    #: precision the oracle's values must be values of it too
+    grid: ElementType | None = None
+
+
+@dataclass
+class EnvelopeVerdict:
+    ok: bool
+    message: str = ""
+    leaf: tuple = ()
+    index: tuple | None = None
+    expected: object = None  # hloref's nominal value
+    actual: object = None
+    lo: float | None = None
+    hi: float | None = None
+    widths: float = 0.0  # how many envelope widths outside (0 inside)
+    count: int = 0
+    max_position: float = 0.0  # largest |actual - nominal| / half-width over elements
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"inside the envelope (at most {self.max_position:.2g} of its half-width)"
+        where = f" at output {self.leaf}" if self.leaf else ""
+        if self.index is None:
+            return f"outside the envelope{where}: {self.message}"
+        why = f" ({self.message})" if self.message else ""
+        return (f"outside the envelope{where}: {self.count} element(s); first at "
+                f"{list(self.index)}: hloref {self.expected!r}, oracle {self.actual!r}, "
+                f"envelope [{self.lo!r}, {self.hi!r}], {self.widths:.3g} envelope widths "
+                f"outside{why}")
+
+
+class Envelope:
+    """Allowed values for each output element of one module on one set of inputs."""
+
+    def __init__(self, nominal, samples: list, policy: EnvelopePolicy,
+                 module: Module | None = None):
+        self.nominal = nominal
+        self.policy = policy
+        self.leaves: dict[tuple, _Leaf] = {}
+        sample_leaves = [dict(_leaves(s)) for s in samples]
+        grids = _narrow_types(module) if module is not None and \
+            not policy.freedoms.excess_precision else []
+        for path, nom in _leaves(nominal):
+            if not isinstance(nom, np.ndarray):
+                continue
+            values = [s.get(path) for s in sample_leaves]
+            values = [v for v in values if isinstance(v, np.ndarray) and v.shape == nom.shape]
+            self.leaves[path] = leaf = _make_leaf(nom, values, policy)
+            if leaf.et is not None and not leaf.et.is_complex:
+                leaf.grid = _common_grid([nom] + values, leaf.et, grids)
+
+    def check(self, actual) -> EnvelopeVerdict:
+        a_leaves = dict(_leaves(actual))
+        if set(a_leaves) != set(dict(_leaves(self.nominal))):
+            return EnvelopeVerdict(False, "the results have different tuple structure")
+        worst = 0.0
+        for path, leaf in self.leaves.items():
+            a = np.asarray(a_leaves[path])
+            if a.shape != leaf.nominal.shape:
+                return EnvelopeVerdict(False, f"shape {a.shape} vs expected {leaf.nominal.shape}",
+                                       leaf=path)
+            if a.dtype != leaf.nominal.dtype:
+                return EnvelopeVerdict(False, f"dtype {a.dtype} vs expected {leaf.nominal.dtype}",
+                                       leaf=path)
+            verdict = _check_leaf(leaf, a, self.policy)
+            if not verdict.ok:
+                verdict.leaf = path
+                return verdict
+            worst = max(worst, verdict.max_position)
+        return EnvelopeVerdict(True, max_position=worst)
+
+    def width(self, path=()) -> np.ndarray:
+        leaf = self.leaves[path]
+        return leaf.hi - leaf.lo
+
+
+def _narrow_types(module: Module) -> list[ElementType]:
+    """Float types of 16 bits or fewer that the module's instructions produce."""
+    from hloref.shapes import flatten_shape
+    found = {}
+    for _, instr in module.instructions():
+        for shape in flatten_shape(instr.shape):
+            if isinstance(shape, ArrayShape) and _narrow(shape.element_type):
+                found[shape.element_type.name] = shape.element_type
+    return sorted(found.values(), key=lambda t: t.float_format.mantissa_bits)
+
+
+def _on_grid(x: np.ndarray, t: ElementType) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        back = x.astype(np.float32).astype(t.dtype).astype(np.float64)
+    return ~np.isfinite(x) | (back == x)
+
+
+def _common_grid(values: list, et: ElementType, grids: list) -> ElementType | None:
+    """The narrowest of ``grids`` (narrower than ``et``) holding every value, if the
+    values are not all trivially representable (small integers, zeros)."""
+    xs = [v.astype(np.float64) for v in values]
+    for t in grids:
+        if t.float_format.mantissa_bits >= et.float_format.mantissa_bits or t.bits >= et.bits:
+            continue
+        if all(np.all(_on_grid(x, t)) for x in xs):
+            return t
+    return None
+
+
+def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy) -> _Leaf:
+    et = _et(nom)
+    if et is None:  # integers, pred: the sampled range
+        base = nom.astype(np.int64) if nom.dtype.kind in "biu" else nom.astype(np.float64)
+        stack = np.stack([base] + [v.astype(base.dtype) for v in values])
+        return _Leaf(nom, stack.min(axis=0), stack.max(axis=0),
+                     np.zeros(nom.shape, bool), None)
+    if et.is_complex:
+        c = nom.astype(np.complex128)
+        with np.errstate(all="ignore"):
+            devs = [np.abs(v.astype(np.complex128) - c) for v in values]
+            dev = np.nanmax(np.stack(devs), axis=0) if devs else np.zeros(nom.shape)
+        nan_ok = np.isnan(c.real) | np.isnan(c.imag)
+        for v in values:
+            z = v.astype(np.complex128)
+            nan_ok |= np.isnan(z.real) | np.isnan(z.imag)
+        dev = np.nan_to_num(dev, nan=np.inf)
+        radius = policy.widen * dev + DTYPE_ULPS.get(et.name, 2) * _ulp(nom, et)
+        return _Leaf(nom, c, radius, nan_ok, et)
+    c = nom.astype(np.float64)
+    stack = np.stack([c] + [v.astype(np.float64) for v in values])
+    nan_ok = np.any(np.isnan(stack), axis=0)
+    with np.errstate(all="ignore"):
+        lo_s = np.nanmin(np.where(np.isnan(stack), np.inf, stack), axis=0)
+        hi_s = np.nanmax(np.where(np.isnan(stack), -np.inf, stack), axis=0)
+        dev = np.max(np.where(np.isnan(stack) | np.isinf(stack) | np.isinf(c), 0.0,
+                              np.abs(stack - c)), axis=0)
+        floor = DTYPE_ULPS.get(et.name, 2) * _ulp(nom, et)
+        lo = np.minimum(lo_s, c - policy.widen * dev) - floor
+        hi = np.maximum(hi_s, c + policy.widen * dev) + floor
+        lo = np.where(np.isnan(c), lo_s, lo)
+        hi = np.where(np.isnan(c), hi_s, hi)
+        if policy.freedoms.ftz:
+            tiny = 2.0 ** (1 - et.float_format.bias)
+            touches = (lo < tiny) & (hi > -tiny)
+            lo = np.where(touches, np.minimum(lo, -tiny), lo)
+            hi = np.where(touches, np.maximum(hi, tiny), hi)
+    return _Leaf(nom, lo, hi, nan_ok, et)
+
+
+def _check_leaf(leaf: _Leaf, a: np.ndarray, policy: EnvelopePolicy) -> EnvelopeVerdict:
+    if leaf.et is None:
+        av = a.astype(leaf.lo.dtype)
+        bad = (av < leaf.lo) | (av > leaf.hi)
+        if not np.any(bad):
+            return EnvelopeVerdict(True)
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        return EnvelopeVerdict(False, "integer values differ", index=idx,
+                               expected=leaf.nominal[idx].item(), actual=a[idx].item(),
+                               lo=leaf.lo[idx].item(), hi=leaf.hi[idx].item(),
+                               widths=math.inf, count=int(bad.sum()))
+    if leaf.et.is_complex:
+        z = a.astype(np.complex128)
+        c = leaf.lo
+        a_nan = np.isnan(z.real) | np.isnan(z.imag)
+        with np.errstate(all="ignore"):
+            d = np.abs(z - c)
+            same = (z == c) | (a_nan & leaf.nan_ok)
+            bad = ~same & ~(d <= leaf.hi)
+            position = np.where(same, 0.0, d / np.where(leaf.hi > 0, leaf.hi, np.inf))
+        if not np.any(bad):
+            return EnvelopeVerdict(True, max_position=float(np.max(position, initial=0.0)))
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        r = float(leaf.hi[idx])
+        return EnvelopeVerdict(False, index=idx, expected=leaf.nominal[idx].item(),
+                               actual=a[idx].item(), lo=r, hi=r,
+                               widths=float((d[idx] - r) / (2 * r)) if r > 0 else math.inf,
+                               count=int(bad.sum()))
+    x = a.astype(np.float64)
+    c = leaf.nominal.astype(np.float64)
+    if leaf.grid is not None:
+        off = ~_on_grid(x, leaf.grid)
+        if np.any(off):
+            idx = tuple(int(i) for i in np.argwhere(off)[0])
+            return EnvelopeVerdict(
+                False, f"not a value of {leaf.grid.name}: every sampled value is one, and "
+                f"without excess precision its rounding may not be skipped", index=idx,
+                expected=leaf.nominal[idx].item(), actual=a[idx].item(),
+                lo=float(leaf.lo[idx]), hi=float(leaf.hi[idx]), widths=math.inf,
+                count=int(off.sum()))
+    with np.errstate(all="ignore"):
+        nan = np.isnan(x)
+        inside = (x >= leaf.lo) & (x <= leaf.hi)
+        ok = np.where(nan, leaf.nan_ok, inside | (x == c))
+        half = np.maximum(leaf.hi - c, c - leaf.lo)
+        position = np.where(nan | (x == c), 0.0, np.abs(x - c) / np.where(half > 0, half, np.inf))
+    bad = ~ok
+    if not np.any(bad):
+        return EnvelopeVerdict(True, max_position=float(np.nanmax(position, initial=0.0)))
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    lo, hi = float(leaf.lo[idx]), float(leaf.hi[idx])
+    width = hi - lo
+    xi = float(x[idx])
+    outside = (lo - xi) if xi < lo else (xi - hi)
+    widths = outside / width if width > 0 and np.isfinite(outside) else math.inf
+    return EnvelopeVerdict(False, index=idx, expected=leaf.nominal[idx].item(),
+                           actual=a[idx].item(), lo=lo, hi=hi, widths=widths,
+                           count=int(bad.sum()))
+
+
+def envelope_of(module: Module, args: list, policy: EnvelopePolicy | None = None, *,
+                limits=None) -> Envelope:
+    """Sample ``module`` on ``args`` and build the envelope of its result."""
+    policy = policy or EnvelopePolicy()
+    s = sample(module, args, policy, limits=limits)
+    return Envelope(s.nominal, s.samples, policy, module)
