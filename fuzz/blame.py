@@ -5,9 +5,9 @@ XLA dumps the module after every pass that changed it
 ``module_NNNN.NAME.SSSS.PIPELINE.after_PASS.before_NEXT.txt``, plus
 ``before_optimizations`` and ``cpu_after_optimizations``). hloref evaluates each
 snapshot on the same inputs; the first snapshot whose value differs from the
-before-optimizations value (under the comparison policy) names the pass. The
+before-optimizations envelope (``fuzz/envelope.py``) names the pass. The
 blame is confirmed by compiling again with that pass disabled
-(``xla_disable_hlo_passes``) and checking that XLA's answer then agrees.
+(``xla_disable_hlo_passes``) and checking that XLA's answer is then inside.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from .compare import Verdict, compare_values
+from .envelope import EnvelopePolicy, EnvelopeVerdict
 
 __all__ = ["Snapshot", "DumpModule", "read_dump", "SnapshotResult", "evaluate_snapshots",
            "BlameReport", "blame", "first_divergent"]
@@ -89,6 +90,9 @@ def read_dump(directory: str) -> dict[str, DumpModule]:
 
 @dataclass
 class SnapshotResult:
+    """One snapshot's value against the before-optimizations envelope (``envelope``);
+    ``verdict``, ``max_ulp`` and ``max_rel`` are the plain comparison, for reading."""
+
     label: str
     path: str
     status: str  # ok, unsupported, error
@@ -96,14 +100,33 @@ class SnapshotResult:
     message: str = ""
     max_ulp: float = 0.0
     max_rel: float = 0.0
+    envelope: EnvelopeVerdict | None = None
+
+    @property
+    def inside(self) -> bool:
+        return self.status == "ok" and self.envelope is not None and self.envelope.ok
+
+    @property
+    def position(self) -> float:
+        """Distance from hloref's before-optimizations value in envelope half-widths:
+        at most 1 inside, 1 + 2 x (envelope widths outside) beyond."""
+        if self.envelope is None:
+            return float("nan")
+        if self.envelope.ok:
+            return self.envelope.max_position
+        return 1.0 + 2.0 * self.envelope.widths
 
 
-def evaluate_snapshots(dm: DumpModule, args, *, limits=None) -> tuple[object, list[SnapshotResult]]:
+def evaluate_snapshots(dm: DumpModule, args, *, limits=None,
+                       policy: EnvelopePolicy | None = None) -> tuple[object, list[SnapshotResult]]:
     """Evaluate ``before`` and every snapshot (and ``after``) with hloref on ``args``;
-    each compared with the before-optimizations value."""
+    each judged against the before-optimizations envelope. Returns the reference
+    (``check.Reference``: nominal value and envelope) and the results."""
     import hloref
+
+    from .check import Reference
     before_module = hloref.parse(open(dm.before, encoding="utf-8").read(), filename=dm.before)
-    reference = hloref.evaluate(before_module, *args, limits=limits)
+    reference = Reference(before_module, args, policy, limits=limits)
     results = []
     entries = [(s.label, s.path) for s in dm.snapshots]
     if dm.after:
@@ -118,15 +141,17 @@ def evaluate_snapshots(dm: DumpModule, args, *, limits=None) -> tuple[object, li
         except hloref.HloError as exc:
             results.append(SnapshotResult(label, path, "error", message=str(exc)))
             continue
-        verdict = compare_values(value, reference)
+        verdict = compare_values(value, reference.nominal)
         results.append(SnapshotResult(label, path, "ok", verdict, max_ulp=verdict.max_ulp,
-                                      max_rel=verdict.max_rel))
+                                      max_rel=verdict.max_rel,
+                                      envelope=reference.check(value)))
     return reference, results
 
 
 def first_divergent(results: list[SnapshotResult]) -> SnapshotResult | None:
+    """The first snapshot whose value is outside the before-optimizations envelope."""
     for r in results:
-        if r.status == "ok" and not r.verdict.ok:
+        if r.status == "ok" and not r.inside:
             return r
     return None
 
@@ -140,15 +165,18 @@ class BlameReport:
     message: str = ""
 
     def table(self) -> str:
-        lines = ["| snapshot | status | max ulp vs before | max rel |", "|---|---|---|---|"]
+        lines = ["| snapshot | status | envelope position | max ulp vs before | max rel |",
+                 "|---|---|---|---|---|"]
         for r in self.results:
             mark = " ← first divergence" if r is self.snapshot else ""
-            lines.append(f"| {r.label}{mark} | {r.status if r.status != 'ok' else r.verdict.kind} "
-                         f"| {r.max_ulp:g} | {r.max_rel:g} |")
+            status = r.status if r.status != "ok" else ("inside" if r.inside else "outside")
+            lines.append(f"| {r.label}{mark} | {status} | {r.position:.3g} | {r.max_ulp:g} "
+                         f"| {r.max_rel:g} |")
         return "\n".join(lines)
 
 
-def blame(text: str, args, worker, *, keep_dump: str | None = None) -> BlameReport:
+def blame(text: str, args, worker, *, keep_dump: str | None = None,
+          policy: EnvelopePolicy | None = None) -> BlameReport:
     """Dump XLA's passes for ``text``, find the first pass that changes the answer, and
     confirm by disabling it. ``worker`` is an ``OracleWorker`` for the xla oracle."""
     directory = keep_dump or tempfile.mkdtemp(prefix="hloref-dump-")
@@ -162,7 +190,7 @@ def blame(text: str, args, worker, *, keep_dump: str | None = None) -> BlameRepo
         if not candidates:
             return BlameReport(None, None, [], message="XLA's dump has no pass snapshots")
         dm = max(candidates, key=lambda m: len(m.snapshots))
-        reference, results = evaluate_snapshots(dm, args)
+        reference, results = evaluate_snapshots(dm, args, policy=policy)
         bad = first_divergent(results)
         report = BlameReport(bad and _pass_of(bad, dm), bad, results)
         if bad is None:
@@ -171,7 +199,7 @@ def blame(text: str, args, worker, *, keep_dump: str | None = None) -> BlameRepo
         if report.pass_name:
             again = worker.run(text, args, debug_options={"xla_disable_hlo_passes": report.pass_name})
             if again.ok:
-                report.confirmed = compare_values(again.value, reference).ok
+                report.confirmed = reference.check(again.value).ok
         return report
     finally:
         if keep_dump is None:

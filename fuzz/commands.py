@@ -39,8 +39,10 @@ def cmd_diff(args) -> int:
     module = cli._load_module(args.file)
     values = _coerce(module, _inputs(args, module))
     with OracleWorker(args.oracle, timeout=args.timeout) as worker:
+        debug = {"xla_allow_excess_precision": False} if args.no_excess_precision else None
         report = diff(module, values, oracle=args.oracle, worker=worker,
-                      isolate_all=args.isolate, limits=cli._limits(args))
+                      isolate_all=args.isolate, limits=cli._limits(args),
+                      debug_options=debug, policy=_policy(args))
         blame = None
         if args.blame and report.verdict == "mismatch" and args.oracle == "xla":
             from .blame import blame as run_blame
@@ -115,45 +117,34 @@ def _reduce_and_write(module, values, report, worker, out_dir, blame, oracle, se
 
 
 def cmd_check(args) -> int:
-    """Evaluate BEFORE and AFTER with hloref on the same inputs; name the first
-    instruction (by name, in BEFORE's order) whose value differs."""
-    import hloref
-    from hloref.evaluator.interpreter import Interpreter
+    """Evaluate BEFORE's envelope and AFTER with hloref on the same inputs: is AFTER inside?
+    Names the first instruction (by name, in BEFORE's order) outside its envelope."""
+    from .check import check_modules
     before = cli._load_module(args.before)
     after = cli._load_module(args.after)
     values = _coerce(before, _inputs(args, before))
-    traces: list[dict] = []
-    results = []
-    for module in (before, after):
-        trace: dict = {}
+    try:
+        after_values = _coerce(after, values)
+    except HloError as exc:
+        raise cli.CliError(f"{after.source_name or 'module'}: the inputs do not fit: {exc}") from None
+    del after_values
+    report = check_modules(before, after, values, limits=cli._limits(args),
+                           policy=_policy(args))
+    print(f"{args.before} vs {args.after}: {report.summary()}")
+    return cli.EXIT_OK if report.ok else cli.EXIT_MISMATCH
 
-        def observe(comp, instr, value, trace=trace, module=module):
-            if comp is module.entry:
-                trace[instr.name] = value
 
-        try:
-            vals = _coerce(module, values)
-        except HloError as exc:
-            raise cli.CliError(f"{module.source_name or 'module'}: the inputs do not fit: {exc}") from None
-        results.append(Interpreter(module, limits=cli._limits(args), observer=observe).run(vals))
-        traces.append(trace)
-    verdict = compare_values(results[1], results[0])
-    print(f"{args.before} vs {args.after}: {verdict}")
-    if not verdict.ok:
-        from hloref.evaluator.interpreter import _topological
-        for instr in _topological(before.entry):
-            if instr.name in traces[1] and instr.opcode != "parameter":
-                a, b = traces[0][instr.name], traces[1][instr.name]
-                try:
-                    v = compare_values(b, a, opcode=instr.opcode)
-                except Exception:  # noqa: BLE001 - different structure: not comparable by name
-                    continue
-                if not v.ok:
-                    print(f"first instruction (by name) whose value differs: %{instr.name} "
-                          f"({instr.opcode}): {v}")
-                    break
-    del hloref
-    return cli.EXIT_OK if verdict.ok else cli.EXIT_MISMATCH
+def _policy(args):
+    from .envelope import EnvelopePolicy
+    kw = {}
+    if getattr(args, "samples", None):
+        kw["samples"] = args.samples
+    if getattr(args, "widen", None):
+        kw["widen"] = args.widen
+    policy = EnvelopePolicy(**kw)
+    if getattr(args, "no_excess_precision", False):
+        policy = policy.with_debug_options({"xla_allow_excess_precision": False})
+    return policy
 
 
 def cmd_check_dump(args) -> int:
@@ -171,7 +162,8 @@ def cmd_check_dump(args) -> int:
         module = hloref.parse(open(dm.before, encoding="utf-8").read(), filename=dm.before)
         values = _coerce(module, cli.random_arguments(module, args.seed))
         try:
-            _, results = evaluate_snapshots(dm, values, limits=cli._limits(args))
+            _, results = evaluate_snapshots(dm, values, limits=cli._limits(args),
+                                            policy=_policy(args))
         except HloError as exc:
             print(f"{prefix}: cannot evaluate the module before optimizations: {exc}")
             summary.append({"module": prefix, "status": "error", "message": str(exc)})
@@ -180,15 +172,18 @@ def cmd_check_dump(args) -> int:
         any_bad |= bad is not None
         print(f"\n{prefix}: {len(results)} snapshots; first divergent: "
               f"{bad.label if bad else 'none'}")
-        print("| # | snapshot | status | max ulp vs before | max rel |")
-        print("|---|---|---|---|---|")
+        print("| # | snapshot | status | envelope position | max ulp vs before | max rel |")
+        print("|---|---|---|---|---|---|")
         for i, r in enumerate(results):
-            status = r.status if r.status != "ok" else r.verdict.kind
+            status = r.status if r.status != "ok" else ("inside" if r.inside else "outside")
             mark = " **first divergence**" if r is bad else ""
-            print(f"| {i} | {r.label}{mark} | {status} | {r.max_ulp:g} | {r.max_rel:g} |")
+            print(f"| {i} | {r.label}{mark} | {status} | {r.position:.3g} | {r.max_ulp:g} | "
+                  f"{r.max_rel:g} |")
         summary.append({"module": prefix, "first_divergent": bad.label if bad else None,
                         "snapshots": [{"label": r.label, "status": r.status,
-                                       "verdict": r.verdict.kind if r.verdict else None,
+                                       "inside": r.inside if r.status == "ok" else None,
+                                       "envelope_position": r.position,
+                                       "envelope": str(r.envelope) if r.envelope else None,
                                        "max_ulp": r.max_ulp, "max_rel": r.max_rel,
                                        "message": r.message} for r in results]})
         if args.plot:
@@ -208,14 +203,15 @@ def _plot(results, title, path) -> None:
     except ImportError:
         print("matplotlib is not installed: no plot (pip install matplotlib)")
         return
-    ys = [max(r.max_ulp, 0.0) if r.status == "ok" else np.nan for r in results]
+    ys = [r.position if r.status == "ok" else np.nan for r in results]
     fig, ax = plt.subplots(figsize=(max(6, len(results) * 0.35), 4))
     ax.plot(range(len(ys)), [y if np.isfinite(y) else np.nan for y in ys], marker="o")
+    ax.axhline(1.0, color="red", linestyle="--", linewidth=1)
     ax.set_xticks(range(len(results)))
     ax.set_xticklabels([r.label.split(": after ")[-1][:28] for r in results], rotation=75,
                        fontsize=7)
     ax.set_yscale("symlog")
-    ax.set_ylabel("max ULP vs before optimizations")
+    ax.set_ylabel("distance from hloref's value\n(envelope half-widths; > 1 is outside)")
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -224,7 +220,15 @@ def _plot(results, title, path) -> None:
 
 
 def add_commands(sub) -> None:
+    def envelope_options(p):
+        p.add_argument("--samples", type=int, help="perturbed runs of the envelope (default 8)")
+        p.add_argument("--widen", type=float, help="envelope width, in sampled deviations (default 2)")
+        p.add_argument("--no-excess-precision", action="store_true",
+                       help="XLA ran with xla_allow_excess_precision=false: narrow roundings "
+                            "may not be skipped")
+
     def common(p):
+        envelope_options(p)
         p.add_argument("--inputs", help=".npz with arr_0, arr_1, ... (tuple parameters flattened)")
         p.add_argument("--seed", type=int, help="seed for random inputs (default 0)")
         p.add_argument("--max-bytes", type=int, help="memory budget for live values, in bytes")
@@ -254,6 +258,7 @@ def add_commands(sub) -> None:
     cd.add_argument("--seed", type=int, default=0)
     cd.add_argument("--plot", help="write a PNG of the error after each pass")
     cd.add_argument("--json", help="write the per-module tables as JSON to this file")
+    envelope_options(cd)
     cd.add_argument("--max-bytes", type=int)
     cd.add_argument("--max-while-iterations", type=int)
     cd.set_defaults(fn=cmd_check_dump)
