@@ -95,6 +95,7 @@ def _report_class():
         inputs: list = field(default_factory=list)
         reproducer: str | None = None
         function: str = ""
+        output_names: list = field(default_factory=list)
 
         @property
         def paths(self) -> list[str]:
@@ -229,7 +230,8 @@ def check_values(module, inputs: list, oracle_value, *, oracle: str = "xla", nam
     try:
         report = diff(module, _tokens_for(module, inputs), oracle=oracle, worker=pre,
                       limits=limits, localize=localize, timeout=timeout)
-        extra = {"hlo_text": text or printed, "inputs": list(inputs)}
+        extra = {"hlo_text": text or printed, "inputs": list(inputs),
+                 "output_names": list(names or [])}
         if report.verdict not in ("match", "known-gap") and report.expected is not None and \
                 report.actual is not None:
             expected = flat_result(module, report.expected)
