@@ -1,0 +1,180 @@
+"""The numerical envelope (fuzz/envelope.py): what it lets through and what it flags.
+
+Independent references: XLA:CPU's own results, other summation orders computed
+with numpy, and values derived by hand from IEEE rounding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hloref
+from hloref.fuzz.check import check_modules
+from hloref.fuzz.differential import diff
+from hloref.fuzz.envelope import Envelope, EnvelopePolicy, Freedoms, sample
+from hloref.fuzz.workers import OracleWorker
+
+ADD = "add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }\n"
+ROW_SUM = "HloModule m\n" + ADD + """ENTRY e {
+  x = f32[64,4096] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[64] reduce(x, z), dimensions={1}, to_apply=add
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with OracleWorker("xla") as w:
+        yield w
+
+
+def _envelope(text, *args, policy=None):
+    module = hloref.parse(text)
+    policy = policy or EnvelopePolicy()
+    s = sample(module, list(args), policy)
+    return Envelope(s.nominal, s.samples, policy, module), s
+
+
+def test_xla_row_sums_inside_and_one_element_off_by_0_2_percent_flagged(worker):
+    # the class of a real XLA bug: one element of a large batched reduction 0.2 % off,
+    # while every instruction agrees with XLA in isolation
+    x = np.random.default_rng(0).uniform(0.5, 1.5, (64, 4096)).astype(np.float32)
+    good = diff(ROW_SUM, [x], worker=worker)
+    assert good.verdict == "match", good.summary()
+    for factor in (1.002, 1.0001):  # 0.2 % and a subtle 1e-4
+        bad = np.array(good.actual, copy=True)
+        bad[17] *= np.float32(factor)
+        report = diff(ROW_SUM, [x], worker=worker, oracle_value=bad)
+        assert report.verdict == "mismatch", report.summary()
+        assert report.envelope.index == (17,) and report.envelope.count == 1
+        assert report.envelope.widths > 1
+        assert report.culprit is None and report.fault_stage == "code generation"
+
+
+def test_other_summation_orders_are_inside_and_accumulation_freedom_is_what_allows_them():
+    # pairwise (numpy), sequential f32, and reversed sequential f32 sums of the same rows
+    x = np.random.default_rng(1).standard_normal((8, 3000)).astype(np.float32)
+    env, _ = _envelope(ROW_SUM.replace("64,4096", "8,3000").replace("f32[64]", "f32[8]"), x)
+    sequential = np.zeros(8, np.float32)
+    for j in range(x.shape[1]):
+        sequential += x[:, j]
+    backwards = np.zeros(8, np.float32)
+    for j in reversed(range(x.shape[1])):
+        backwards += x[:, j]
+    for other in (x.sum(axis=1, dtype=np.float32), sequential, backwards):
+        assert env.check(other).ok, env.check(other)
+    no_reordering = EnvelopePolicy(freedoms=Freedoms(accumulation=False))
+    strict, _ = _envelope(ROW_SUM.replace("64,4096", "8,3000").replace("f32[64]", "f32[8]"), x,
+                          policy=no_reordering)
+    assert not strict.check(sequential).ok  # hloref's nominal is the exact sum rounded once
+
+
+def test_exact_arithmetic_never_blurs():
+    # small integers as floats: every add/multiply is exact, so no sample may move
+    text = """HloModule m
+ENTRY e {
+  x = f32[5] parameter(0)
+  two = f32[] constant(2)
+  b = f32[5] broadcast(two), dimensions={}
+  m = f32[5] multiply(x, b)
+  ROOT s = f32[5] add(m, x)
+}
+"""
+    x = np.arange(5, dtype=np.float32)
+    env, s = _envelope(text, x)
+    for v in s.samples:
+        np.testing.assert_array_equal(v, 3 * x)  # by hand: 2x + x
+    assert not env.check(3 * x + np.float32(2) ** -19 * 3 * x + np.float32(2) ** -20).ok
+
+
+def test_random_rounding_picks_the_two_neighbours_of_the_exact_result():
+    # 0.1f + 0.2f: exact sum 0.300000004470348358..., neighbours 0.29999998 and 0.30000001
+    text = """HloModule m
+ENTRY e {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+"""
+    _, s = _envelope(text, np.float32(0.1), np.float32(0.2),
+                     policy=EnvelopePolicy(samples=32))
+    exact = np.float64(np.float32(0.1)) + np.float64(np.float32(0.2))
+    lo = np.nextafter(np.float32(exact), np.float32(0))
+    hi = np.nextafter(lo, np.float32(1))
+    assert lo < exact < hi
+    assert {float(v) for v in s.samples} == {float(lo), float(hi)}
+
+
+def test_a_compare_on_a_rounding_edge_allows_both_outcomes_and_a_clear_one_does_not():
+    text = """HloModule m
+ENTRY e {
+  a = f32[2] parameter(0)
+  b = f32[2] parameter(1)
+  t = f32[2] parameter(2)
+  s = f32[2] add(a, b)
+  ROOT c = pred[2] compare(s, t), direction=GT
+}
+"""
+    # element 0: 0.1f + 0.2f rounds to 0.30000001 (nearest) or 0.29999998 (its lower
+    # neighbour: the exact sum lies between them), and only the first is > 0.29999998;
+    # element 1: 1 + 2 > 2.5, no doubt
+    a = np.array([0.1, 1], np.float32)
+    b = np.array([0.2, 2], np.float32)
+    t = np.array([np.nextafter(np.float32(0.3), np.float32(0)), 2.5], np.float32)
+    assert float(t[0]) == 0.29999998211860657
+    env, _ = _envelope(text, a, b, t, policy=EnvelopePolicy(samples=16))
+    assert env.check(np.array([True, True])).ok
+    assert env.check(np.array([False, True])).ok
+    assert not env.check(np.array([True, False])).ok
+
+
+def test_loop_integration_matches_xla_and_a_wrong_step_size_is_flagged(worker):
+    # 300 explicit Euler steps of y' = -y: the loop carries rounding from step to step
+    text = """HloModule m
+cond { p = (s32[], f32[16]) parameter(0)  i = s32[] get-tuple-element(p), index=0
+       n = s32[] constant(300)  ROOT c = pred[] compare(i, n), direction=LT }
+body { p = (s32[], f32[16]) parameter(0)  i = s32[] get-tuple-element(p), index=0
+       y = f32[16] get-tuple-element(p), index=1  h = f32[] constant(0.01)
+       hb = f32[16] broadcast(h), dimensions={}  d = f32[16] multiply(hb, y)
+       y2 = f32[16] subtract(y, d)  one = s32[] constant(1)  i2 = s32[] add(i, one)
+       ROOT t = (s32[], f32[16]) tuple(i2, y2) }
+ENTRY e {
+  y0 = f32[16] parameter(0)
+  z = s32[] constant(0)
+  t = (s32[], f32[16]) tuple(z, y0)
+  w = (s32[], f32[16]) while(t), condition=cond, body=body
+  ROOT r = f32[16] get-tuple-element(w), index=1
+}
+"""
+    y0 = np.random.default_rng(2).uniform(1, 2, 16).astype(np.float32)
+    report = diff(text, [y0], worker=worker)
+    assert report.verdict == "match", report.summary()
+    np.testing.assert_allclose(report.actual, y0 * 0.99 ** 300, rtol=1e-4)  # by hand
+    wrong = text.replace("constant(0.01)", "constant(0.0100001)")  # 1e-5 relative
+    mutated = check_modules(hloref.parse(text), hloref.parse(wrong), [y0])
+    assert mutated.verdict == "mismatch", mutated.summary()
+
+
+def test_math_budget_bounds_a_single_transcendental(worker):
+    # exp's XLA:CPU budget is 7 ULP: a result 40 ULP off is outside, XLA's own inside
+    text = "HloModule m\nENTRY e {\n  x = f32[256] parameter(0)\n  ROOT y = f32[256] exponential(x)\n}\n"
+    x = np.linspace(-20, 20, 256).astype(np.float32)
+    report = diff(text, [x], worker=worker)
+    assert report.verdict == "match", report.summary()
+    off = np.array(report.actual, copy=True)
+    off[100] = np.float32(off[100] + 40 * np.spacing(off[100]))
+    assert diff(text, [x], worker=worker, oracle_value=off).verdict == "mismatch"
+
+
+def test_integer_outputs_are_exact_when_no_float_feeds_them():
+    text = """HloModule m
+ENTRY e {
+  x = s32[4] parameter(0)
+  ROOT y = s32[4] multiply(x, x)
+}
+"""
+    x = np.array([1, 2, 3, 4], np.int32)
+    env, _ = _envelope(text, x)
+    assert env.check(x * x).ok
+    assert not env.check(x * x + np.array([0, 0, 1, 0], np.int32)).ok
