@@ -50,6 +50,22 @@ assert len(OPCODES) == 136, len(OPCODES)
 _DEDICATED_ASYNC = frozenset(["all-gather", "all-reduce", "collective-permute", "copy", "send", "recv"])
 _ASYNC_SUFFIXES = {"-start": "async-start", "-update": "async-update", "-done": "async-done"}
 
+#: Opcodes whose result shape XLA's parser infers when the text leaves it out
+#: (``CanInferShape`` in ``xla/hlo/parser/hlo_parser.cc``); every other opcode needs it.
+SHAPE_INFERABLE = frozenset("""
+abs acos acosh asin asinh add add-dependency after-all atan2 atanh batch-norm-grad
+batch-norm-inference batch-norm-training broadcast call ceil cholesky clamp
+count-leading-zeros compare complex concatenate conditional convolution copy cosine cosh
+opt-barrier divide domain dot erf exponential exponential-minus-one fft floor gather
+get-dimension-size set-dimension-size get-tuple-element imag is-finite log log-plus-one
+logistic and not or xor map maximum minimum multiply mulhi negate pad partition-id popcnt
+power ragged-dot real reduce remainder replica-id reverse round-nearest-afz
+round-nearest-even rsqrt scan scaled-dot scatter select shift-left shift-right-arithmetic
+shift-right-logical sign sine sinh sqrt cbrt reduce-window select-and-scatter sort subtract
+tan tanh transpose triangular-solve tuple while topk
+""".split())
+_SHAPE_REQUIRED = OPCODES - SHAPE_INFERABLE
+
 #: Sections XLA may print between the header and the first computation.
 SECTION_TITLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
@@ -160,33 +176,59 @@ class _Parser:
         self.filename = filename
         # (instruction, attr key, index or None, computation name, position) to resolve
         self.comp_refs: list[tuple[str, int]] = []
+        #: computations written inline as attribute values (``to_apply={...}``)
+        self.inline_comps: dict[str, Computation] = {}
+        #: position of each instruction whose shape is inferred (error messages)
+        self.positions: dict[int, int] = {}
+        #: instructions created while reading the current one (nested operands,
+        #: ``%x#0`` tuple-element operands), in the order they must precede it
+        self.created: list[Instruction] = []
+        self._nested_refs: list = []
+        self.anon = 0
+
+    def decl_name(self) -> str | None:
+        """A declared name, which XLA also accepts as ``name:``."""
+        n = self.s.name()
+        if n is not None and self.s.peek_char() == ":":
+            self.s.pos += 1
+        return n
 
     # -- module ---------------------------------------------------------------------------
     def module(self) -> Module:
         s = self.s
         s.skip_ws()
         start = s.pos
-        if s.ident() != "HloModule":
-            raise s.expected("'HloModule' at the start of the module", start)
-        name_pos = s.pos
-        name = s.name()
-        if name is None:
-            raise s.expected("module name")
-        module = Module(name=name, source_name=self.filename)
-        while s.accept(","):
+        headerless = s.peek_ident() != "HloModule"
+        if headerless:
+            # XLA also reads bare computations; the module is then named after the entry.
+            if s.peek_ident() != "ENTRY":
+                self.decl_name()
+                ok = s.at("{")
+                s.pos = start
+                if not ok:
+                    raise s.expected("'HloModule' at the start of the module", start)
+            module = Module(name="", source_name=self.filename)
+        else:
+            s.ident()
+            name = self.decl_name()
+            if name is None:
+                raise s.expected("module name")
+            module = Module(name=name, source_name=self.filename)
+        while not headerless and s.accept(","):
             key_pos = s.pos
             key = s.expect_ident("module attribute name")
             s.expect("=", f"after module attribute '{key}'")
             if key in module.attrs:
                 raise s.error(f"duplicate module attribute '{key}'", key_pos)
             module.attrs[key] = self.module_attr(key)
-        del name_pos
         module.extra_sections = self.sections()
         entry: str | None = None
         entry_pos = 0
         while not s.at_end():
             comp_pos = s.pos
             comp, is_entry = self.computation()
+            module.computations.update(self.inline_comps)
+            self.inline_comps.clear()
             if comp.name in module.computations:
                 raise s.error(f"duplicate computation name '{comp.name}'", comp_pos)
             module.computations[comp.name] = comp
@@ -204,6 +246,9 @@ class _Parser:
         for ref, pos in self.comp_refs:
             if ref not in module.computations:
                 raise s.error(f"unknown computation '{ref}'", pos)
+        if headerless:
+            module.name = "module_" + entry
+        infer_missing_shapes(module, self.positions, s)
         return module
 
     def module_attr(self, key: str) -> Any:
@@ -259,7 +304,7 @@ class _Parser:
         if s.peek_ident() == "ENTRY":
             s.ident()
             is_entry = True
-        name = s.name()
+        name = self.decl_name()
         if name is None:
             raise s.expected("computation name" if is_entry else "computation name or 'ENTRY'")
         comp = Computation(name=name)
@@ -270,7 +315,7 @@ class _Parser:
                 while True:
                     if s.name() is None:
                         raise s.expected("parameter name in computation signature")
-                    s.expect(":", "after parameter name in computation signature")
+                    s.accept(":")  # XLA also reads `(a f32[2], ...)`
                     self.shape()
                     if s.accept(","):
                         continue
@@ -279,6 +324,13 @@ class _Parser:
             s.expect("->", "after computation parameters")
             self.shape()
         self.computation_attrs(comp)
+        self.computation_body(comp)
+        self.computation_attrs(comp)  # XLA prints execution_thread after the '}'
+        return comp, is_entry
+
+    def computation_body(self, comp: Computation) -> None:
+        s = self.s
+        name = comp.name
         s.expect("{", "to start the computation body")
         by_name: dict[str, Instruction] = {}
         pending: list[tuple[Instruction, str, int, bool]] = []
@@ -287,10 +339,18 @@ class _Parser:
             if s.at_end():
                 raise s.error(f"expected '}}' to end computation '{name}', found end of input")
             instr_pos = s.pos
+            outer_created, outer_refs = self.created, self._nested_refs
+            self.created, self._nested_refs = [], []
             instr, is_root, refs, name_pos = self.instruction()
+            created, self.created = self.created, outer_created
+            pending.extend(self._nested_refs)
+            self._nested_refs = outer_refs
             if instr.name in by_name:
                 raise s.error(f"duplicate instruction name '{instr.name}' in computation '{name}'",
                               name_pos)
+            for extra in created:
+                by_name[extra.name] = extra
+                comp.instructions.append(extra)
             by_name[instr.name] = instr
             comp.instructions.append(instr)
             pending.extend(refs)
@@ -301,13 +361,37 @@ class _Parser:
         if not comp.instructions:
             raise s.error(f"computation '{name}' has no instructions", s.pos - 1)
         for instr, ref, pos, is_control in pending:
-            target = by_name.get(ref)
+            if isinstance(ref, Instruction):
+                target = ref
+            else:
+                target = by_name.get(ref)
+                if target is None:
+                    target = self.tuple_element_operand(comp, by_name, ref, pos)
             if target is None:
                 raise s.error(f"unknown instruction '{ref}' in computation '{name}'", pos)
             (instr.control_predecessors if is_control else instr.operands).append(target)
         comp.root = root if root is not None else comp.instructions[-1]
-        self.computation_attrs(comp)  # XLA prints execution_thread after the '}'
-        return comp, is_entry
+
+    def tuple_element_operand(self, comp, by_name, ref: str, pos: int):
+        """``%x#0#1``: XLA's compact form of get-tuple-element operands; creates the
+        get-tuple-element instructions (once per distinct path) after ``%x``."""
+        base, *path = ref.split("#")
+        target = by_name.get(base)
+        if target is None or not path:
+            return None
+        name = base
+        for idx in path:
+            name += "_" + idx
+            gte = by_name.get(name)
+            if gte is None or gte.opcode != "get-tuple-element":
+                gte = Instruction(name=name, opcode="get-tuple-element", shape=None,
+                                  operands=[target], attrs={"index": int(idx)},
+                                  line=target.line)
+                self.positions[id(gte)] = pos
+                comp.instructions.insert(comp.instructions.index(target) + 1, gte)
+                by_name[name] = gte
+            target = gte
+        return target
 
     def computation_attrs(self, comp: Computation) -> None:
         s = self.s
@@ -332,15 +416,25 @@ class _Parser:
             s.ident()
             is_root = True
         s.skip_ws()
-        line = s.line_col(s.pos)[0]
         name_pos = s.pos
-        name = s.name()
+        name = self.decl_name()
         if name is None:
             raise s.expected("instruction name or '}'")
         if name in ELEMENT_TYPES:
             raise s.error(f"illegal instruction name '{name}' (it is an element type)", name_pos)
         s.expect("=", f"after instruction name '{name}'")
-        shape = self.shape()
+        instr, refs = self.instruction_rhs(name, allow_attributes=True)
+        return instr, is_root, refs, name_pos
+
+    def instruction_rhs(self, name: str | None, allow_attributes: bool):
+        """``[shape] opcode(operands), attributes`` (a nested operand instruction has no
+        attributes and gets a generated name). Without a shape the shape is inferred
+        once the module is read, as XLA's parser does."""
+        s = self.s
+        s.skip_ws()
+        start = s.pos
+        line = s.line_col(s.pos)[0]
+        shape = self.shape() if self._at_shape() else None
         s.skip_ws()
         op_pos = s.pos
         opcode = s.ident()
@@ -357,8 +451,16 @@ class _Parser:
                     break
             else:
                 raise s.error(f"unknown opcode '{opcode}'", op_pos)
+        if shape is None and opcode in _SHAPE_REQUIRED:
+            raise s.error(f"'{opcode}' needs its shape written before the opcode (XLA cannot "
+                          f"infer it)", op_pos)
+        if name is None:
+            self.anon += 1
+            name = f"{opcode if wrapped is None else wrapped}.anon.{self.anon}"
         instr = Instruction(name=name, opcode=opcode, shape=shape, line=line,
                             async_wrapped_opcode=wrapped)
+        if shape is None:
+            self.positions[id(instr)] = start
         refs: list[tuple[Instruction, str, int, bool]] = []
         s.expect("(", f"after opcode '{opcode if wrapped is None else wrapped}'")
         if opcode == "constant":
@@ -373,22 +475,13 @@ class _Parser:
             s.expect(")", "after parameter number")
         elif not s.accept(")"):
             while True:
-                s.skip_ws()
-                if self._at_shape():
-                    self.shape()
-                    instr.operands_with_shapes = True
-                s.skip_ws()
-                pos = s.pos
-                ref = s.name()
-                if ref is None:
-                    raise s.expected("operand name")
-                refs.append((instr, ref, pos, False))
+                refs.append((instr, *self.operand(instr), False))
                 if s.accept(","):
                     continue
                 s.expect(")", "after operands")
                 break
         seen: set[str] = set()
-        while s.accept(","):
+        while allow_attributes and s.accept(","):
             s.skip_ws()
             key_pos = s.pos
             key = s.ident()
@@ -402,7 +495,36 @@ class _Parser:
                 refs.extend((instr, n, p, True) for n, p in self.name_list(key))
                 continue
             instr.attrs[key] = self.attr_value(key)
-        return instr, is_root, refs, name_pos
+        return instr, refs
+
+    def operand(self, user: Instruction):
+        """``[shape] name['#' index]*`` (a name, returned as text) or a nested
+        instruction ``[shape] opcode(...)`` (created, returned as the Instruction)."""
+        s = self.s
+        s.skip_ws()
+        start = s.pos
+        if self._at_shape():
+            self.shape()
+            user.operands_with_shapes = True
+            if s.at(",") and not s.at(",)"):
+                s.accept(",")  # XLA reads `f32[], %x` as `f32[] %x`
+        s.skip_ws()
+        pos = s.pos
+        ref = s.name()
+        if ref is None:
+            raise s.expected("operand name")
+        while s.peek_char() == "#":
+            s.pos += 1
+            ref += "#" + str(s.int_("tuple index after '#'"))
+        if s.at(",") or s.at(")"):
+            return ref, pos
+        if "#" in ref or not s.at("("):
+            raise s.expected("',' or ')' after operand")
+        s.pos = start
+        nested, refs = self.instruction_rhs(None, allow_attributes=False)
+        self.created.append(nested)
+        self._nested_refs.extend(refs)
+        return nested, start
 
     def _at_shape(self) -> bool:
         """Whether the next token starts a shape (vs an operand name)."""
@@ -414,7 +536,9 @@ class _Parser:
         if m is None:
             return False
         nxt = text[m.end():m.end() + 1]
-        return (nxt == "[" and m.group() in ELEMENT_TYPES) or (m.group() == "b" and nxt == "(")
+        if nxt.isspace() and m.group() in ELEMENT_TYPES:  # XLA reads `s32 [2]`
+            nxt = text[m.end():].lstrip()[:1]
+        return nxt == "[" or (m.group() == "b" and nxt == "(")
 
     def name_list(self, key: str) -> list[tuple[str, int]]:
         s = self.s
@@ -511,6 +635,8 @@ class _Parser:
         if key in STRING_ATTRS:
             return s.string()[0]
         if key in COMP_ATTRS:
+            if s.at("{") and self._at_inline_body():
+                return self.inline_computation()
             if key == "calls" and s.at("{"):
                 return tuple(self.comp_ref_list(key))
             return self.comp_ref()
@@ -549,6 +675,31 @@ class _Parser:
             raise s.error(f"'{key}' must hold an array literal, found shape {shape}", pos)
         return A.LiteralAttr(shape, self.literal(shape))
 
+    def _at_inline_body(self) -> bool:
+        """At ``{`` that opens instructions (``{ x = ...``, ``{ ROOT ...``), not names."""
+        s = self.s
+        save = s.pos
+        s.expect("{")
+        first = s.peek_ident()
+        ok = first == "ROOT"
+        if not ok and self.decl_name() is not None:
+            ok = s.at("=")
+        s.pos = save
+        return ok
+
+    def inline_computation(self) -> A.ComputationRef:
+        """A computation written in place of a name (``to_apply={ ... }``): it becomes a
+        computation of the module, named ``_inline.N``."""
+        s = self.s
+        s.skip_ws()
+        pos = s.pos
+        self.anon += 1
+        comp = Computation(name=f"_inline.{self.anon}")
+        self.computation_body(comp)
+        self.inline_comps[comp.name] = comp
+        self.comp_refs.append((comp.name, pos))
+        return A.ComputationRef(comp.name)
+
     def comp_ref_list(self, key: str) -> list[A.ComputationRef]:
         s = self.s
         s.expect("{", f"to start '{key}'")
@@ -556,7 +707,10 @@ class _Parser:
         if s.accept("}"):
             return out
         while True:
-            out.append(self.comp_ref())
+            if s.at("{"):
+                out.append(self.inline_computation())
+            else:
+                out.append(self.comp_ref())
             if s.accept(","):
                 continue
             s.expect("}", f"to end '{key}'")
@@ -848,6 +1002,13 @@ class _Parser:
         if any(d == UNBOUNDED for d in shape.dims):
             raise s.error("constant with an unbounded dimension", save)
         items: list[tuple[int, str, Any]] = []
+        if shape.rank and not s.at("{"):
+            # XLA reads one value for an array constant as its first element, the
+            # others zero (``s32[2,2] constant(3)`` is {{3, 0}, {0, 0}}).
+            first = self.scalar_token(et)
+            zero = (first[0], "bool", False) if et.kind == "pred" else (first[0], "int", "0")
+            n = math.prod(max(d, 0) for d in shape.dims)
+            return self.convert([first] + [zero] * (n - 1) if n else [], shape)
         if shape.rank == 0:
             items.append(self.scalar_token(et))
         else:
@@ -877,7 +1038,7 @@ class _Parser:
                                          f"(rank {len(dims)})")
                     self.nested(dims, level + 1, items)
                     n += 1
-                    if s.accept(","):
+                    if s.accept(",") or s.at("{"):  # XLA tolerates a missing ','
                         continue
                     s.expect("}", f"after literal elements of dimension {level}")
                     break
@@ -943,6 +1104,10 @@ class _Parser:
                 if k != "int":
                     raise s.error(f"expected an integer for {et.name}, found {s.describe(pos)}", pos)
                 v = int(v)
+                if et.bits == 64 and -(1 << 63) <= v < (1 << 64):
+                    v &= (1 << 64) - 1  # XLA reads 64-bit literals modulo 2^64
+                    if kind == "sint" and v > hi:
+                        v -= 1 << 64
                 if not lo <= v <= hi:
                     raise s.error(f"value {v} is out of range for {et.name} [{lo}, {hi}]", pos)
                 vals.append(v)
@@ -1052,6 +1217,70 @@ def _derive_groups(raw: str) -> tuple[tuple[int, ...], ...] | None:
             return None
         return tuple(tuple(int(x) for x in row) for row in ids)
     return None
+
+
+def infer_missing_shapes(module: Module, positions: dict, scanner) -> None:
+    """Give every instruction written without a shape the shape XLA's parser infers:
+    callees first, operands before users."""
+    from .shape_inference import ShapeError, infer_shape
+    if not positions:
+        return
+    done: set[str] = set()
+    active: set[str] = set()
+
+    def fail(instr, message):
+        return scanner.error(f"cannot infer the shape of '{instr.name}' ({instr.opcode}): "
+                             f"{message}", positions.get(id(instr)))
+
+    def program(ref: str):
+        comp_ = module.computations[str(ref)]
+        visit(comp_)
+        return tuple(p.shape for p in comp_.parameters), comp_.root.shape
+
+    def infer(instr, stack: set):
+        if instr.shape is not None:
+            return
+        if id(instr) in stack:
+            raise fail(instr, "its operands depend on it")
+        stack.add(id(instr))
+        for o in instr.operands:
+            infer(o, stack)
+        called = {}
+        for key, value in instr.attrs.items():
+            if isinstance(value, A.ComputationRef):
+                called[key] = program(value)
+            elif isinstance(value, tuple) and value and all(isinstance(v, A.ComputationRef) for v in value):
+                called[key] = [program(v) for v in value]
+        shapes = [o.shape for o in instr.operands]
+        try:
+            if instr.opcode == "broadcast":
+                # XLA infers broadcast(x), dimensions=D as shape D ++ x's dimensions.
+                op = shapes[0] if len(shapes) == 1 else None
+                if not isinstance(op, ArrayShape):
+                    raise ShapeError("broadcast takes one array operand")
+                dims = tuple(instr.attrs.get("dimensions", ())) + op.dims
+                instr.shape = ArrayShape(op.element_type, dims, (False,) * len(dims), None)
+            else:
+                instr.shape = infer_shape(instr.opcode, shapes, instr.attrs, called)
+        except ShapeError as e:
+            raise fail(instr, str(e)) from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+            raise fail(instr, f"malformed operands or attributes ({type(e).__name__}: {e})") from None
+        stack.discard(id(instr))
+
+    def visit(comp: Computation):
+        if comp.name in done:
+            return
+        if comp.name in active:
+            raise scanner.error(f"computation '{comp.name}' calls itself")
+        active.add(comp.name)
+        for instr in comp.instructions:
+            infer(instr, set())
+        active.discard(comp.name)
+        done.add(comp.name)
+
+    for comp in list(module.computations.values()):
+        visit(comp)
 
 
 def parse_module(text: str, filename: str | None = None) -> Module:

@@ -762,7 +762,8 @@ def test_errors(text, message, line, column):
 @pytest.mark.parametrize("type_name,text", [
     ("f16", "65520"), ("bf16", "3.4e39"), ("f32", "3.5e38"), ("f8e4m3fn", "480"), ("f8e5m2", "61440"),
     ("f8e4m3fnuz", "248"), ("f4e2m1fn", "7"), ("f64", "1e400"), ("s4", "8"), ("u4", "16"),
-    ("s64", "9223372036854775808"), ("u64", "18446744073709551616"), ("f8e8m0fnu", "-1"),
+    ("s64", "18446744073709551616"), ("u64", "18446744073709551616"), ("u64", "-9223372036854775809"),
+        ("u32", "-1"), ("s32", "4294967295"), ("f8e8m0fnu", "-1"),
 ])
 def test_out_of_range_constants(type_name, text):
     with pytest.raises(HloParseError, match="out of range|cannot be represented"):
