@@ -228,7 +228,8 @@ class Interpreter:
         cached = self._plans.get(comp.name)
         if cached is not None:
             return cached
-        order = _topological(comp)
+        live = _live(self.module, comp)
+        order = [i for i in _topological(comp) if id(i) in live]
         position = {id(instr): i for i, instr in enumerate(order)}
         plan = [self._prepare(instr, position) for instr in order]
         last_use = list(range(len(order)))
@@ -245,6 +246,13 @@ class Interpreter:
                 step.need = byte_size(step.instr.shape)
             step.release = tuple(sorted({j for j in step.operand_index
                                          if last_use[j] == i and j != root_index}))
+        numbers = sorted(step.parameter for step in plan if step.parameter is not None)
+        if numbers != list(range(n_params)):
+            bad = next(n for i, n in enumerate(numbers) if n != i)
+            raise HloEvalError(f"computation {comp.name} has {n_params} parameters, numbered "
+                               f"{numbers[:8]}{'...' if n_params > 8 else ''}: parameter numbers "
+                               f"must be 0..{n_params - 1} (found {bad})",
+                               instruction=next(s.instr.name for s in plan if s.parameter == bad))
         result = (plan, n_params, root_index)
         self._plans[comp.name] = result
         return result
@@ -321,6 +329,51 @@ def _value_bytes(value) -> int:
     if isinstance(value, tuple):
         return sum(_value_bytes(v) for v in value)
     return int(getattr(value, "nbytes", 0))
+
+
+#: Opcodes with effects beyond their value (XLA's ``HasSideEffectNoRecurse``): kept
+#: even when nothing uses them.
+_SIDE_EFFECTS = frozenset({
+    "send", "send-done", "recv", "recv-done", "rng", "rng-get-and-update-state", "infeed",
+    "outfeed", "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
+    "collective-permute-start", "collective-permute-done",
+})
+
+
+def _has_side_effect(module: Module, instr: Instruction, memo: dict) -> bool:
+    if instr.opcode in _SIDE_EFFECTS:
+        return True
+    if instr.opcode == "custom-call" and str(instr.attrs.get("custom_call_has_side_effect",
+                                                             "false")) == "true":
+        return True
+    for name in instr.called_computation_names():
+        if name not in memo:
+            memo[name] = False  # recursion guard
+            callee = module.computations.get(name)
+            memo[name] = callee is not None and any(
+                _has_side_effect(module, i, memo) for i in callee.instructions)
+        if memo[name]:
+            return True
+    return False
+
+
+def _live(module: Module, comp: Computation) -> set[int]:
+    """Ids of the instructions evaluation needs: what the root and the instructions
+    with side effects depend on (operands and control predecessors), and every
+    parameter. Dead code is not evaluated, as XLA removes it (an unused infinite
+    ``while`` must not hang)."""
+    memo: dict = {}
+    stack = [comp.root] + [i for i in comp.instructions
+                           if i.opcode == "parameter" or _has_side_effect(module, i, memo)]
+    live: set[int] = set()
+    while stack:
+        instr = stack.pop()
+        if instr is None or id(instr) in live:
+            continue
+        live.add(id(instr))
+        stack.extend(instr.operands)
+        stack.extend(instr.control_predecessors)
+    return live
 
 
 def _topological(comp: Computation) -> list[Instruction]:

@@ -1,0 +1,86 @@
+"""Dead code is not evaluated (XLA removes it), side effects are; bad parameter
+numbers are clean errors, never tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import hloref
+from hloref.errors import HloEvalError
+
+INFINITE_WHILE = """HloModule m
+cond {
+  c = s32[] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+body {
+  b = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT n = s32[] add(b, one)
+}
+ENTRY e {
+  p = s32[] parameter(0)
+  w = s32[] while(p), condition=cond, body=body
+  ROOT r = s32[] negate(p)
+}
+"""
+
+
+def test_unused_infinite_while_is_not_run():
+    limits = hloref.Limits(max_while_iterations=1000)
+    out = hloref.evaluate(INFINITE_WHILE, np.int32(5), limits=limits)
+    assert out == -5  # by hand: negate(5)
+
+
+def test_unused_infinite_while_matches_xla():
+    xla = pytest.importorskip("hloref.fuzz.oracles.xla")
+    if not xla.available():
+        pytest.skip("no XLA:CPU")
+    assert xla.run_hlo(INFINITE_WHILE, np.int32(7)) == -7
+    assert hloref.evaluate(INFINITE_WHILE, np.int32(7)) == -7
+
+
+def test_unused_side_effects_still_happen():
+    text = """HloModule m
+ENTRY e {
+  p = f32[2] parameter(0)
+  tok = token[] after-all()
+  o = token[] outfeed(p, tok), outfeed_shape=f32[2]
+  ROOT r = f32[2] negate(p)
+}
+"""
+    outfeed: list = []
+    x = np.array([1, 2], np.float32)
+    out = hloref.evaluate(text, x, outfeed=outfeed)
+    np.testing.assert_array_equal(out, -x)
+    assert len(outfeed) == 1
+    np.testing.assert_array_equal(np.asarray(outfeed[0]), x)
+
+
+def test_unused_unsupported_op_does_not_matter():
+    text = """HloModule m
+ENTRY e {
+  p = f32[2] parameter(0)
+  c = f32[2] custom-call(p), custom_call_target="no_such_target"
+  ROOT r = f32[2] negate(p)
+}
+"""
+    np.testing.assert_array_equal(hloref.evaluate(text, np.ones(2, np.float32)), -np.ones(2))
+
+
+@pytest.mark.parametrize("number", ["4294967296", "2"])
+def test_bad_parameter_numbers_are_clean_errors(tmp_path, number):
+    text = f"HloModule m\nENTRY e {{\n  a = f32[2] parameter(0)\n  ROOT p = f32[2] parameter({number})\n}}\n"
+    module = hloref.parse(text)
+    with pytest.raises(HloEvalError, match="parameter numbers must be 0..1"):
+        hloref.evaluate(module, np.ones(2, np.float32), np.ones(2, np.float32))
+    path = tmp_path / "m.hlo"
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "hloref", "run", str(path), "--seed", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "parameter numbers must be" in proc.stderr
