@@ -378,9 +378,8 @@ def _peer_pairs(frontend_attributes) -> list[tuple[int, int]] | None:
 
 
 def _flag(value) -> bool:
-    if isinstance(value, bool):
-        return value
-    return str(value).lower() == "true" if value is not None else False
+    """A boolean attribute (typed by the parser); absent is false."""
+    return bool(value) if value is not None else False
 
 
 @op("send")

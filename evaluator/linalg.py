@@ -69,17 +69,8 @@ OP_FAMILY = True
 
 
 def _flag(value, default: bool = False) -> bool:
-    """A boolean attribute (the parser may hand over ``Raw('true')``)."""
-    if value is None:
-        return default
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    text = str(value).strip().lower()
-    if text in ("true", "1"):
-        return True
-    if text in ("false", "0"):
-        return False
-    raise HloEvalError(f"expected a boolean attribute value, got {value!r}")
+    """A boolean attribute (typed by the parser); ``None`` when absent."""
+    return default if value is None else bool(value)
 
 
 def _wide(x: np.ndarray) -> np.ndarray:

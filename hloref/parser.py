@@ -80,9 +80,13 @@ INT_ATTRS = frozenset("""
 index iota_dimension feature_group_count batch_group_count index_vector_dim k feature_index
 exponent_bits mantissa_bits channel_id
 """.split())
-BOOL_ATTRS = frozenset("indices_are_sorted unique_indices is_stable largest has_dynamic_root".split())
+BOOL_ATTRS = frozenset("""
+indices_are_sorted unique_indices is_stable largest has_dynamic_root lower left_side
+unit_diagonal is_host_transfer use_global_device_ids constrain_layout
+custom_call_has_side_effect is_cross_program_prefetch
+""".split())
 FLOAT_ATTRS = frozenset(["epsilon"])
-ENUM_ATTRS = frozenset("direction type fft_type distribution algorithm kind mode".split())
+ENUM_ATTRS = frozenset("direction type fft_type distribution algorithm kind mode transpose_a".split())
 ENUM_LIST_ATTRS = frozenset(["operand_precision"])
 STRING_ATTRS = frozenset(["custom_call_target"])
 COMP_ATTRS = frozenset("""

@@ -1203,7 +1203,7 @@ def infer_triangular_solve(a: Shape, b: Shape, *, left_side=None, lower=None, un
     if y.rank != x.rank or y.dims[:-2] != x.dims[:-2]:
         raise ShapeError(f"triangular-solve: a {shape_str(x)} and b {shape_str(y)} must have the "
                          "same rank and batch dims")
-    left = str(left_side).lower() in ("true", "1") if left_side is not None else False
+    left = bool(left_side) if left_side is not None else False
     solve_dim = y.dims[-2] if left else y.dims[-1]
     if solve_dim != x.dims[-1]:
         raise ShapeError(f"triangular-solve: b dimension {'-2' if left else '-1'} ({solve_dim}) "

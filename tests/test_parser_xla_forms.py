@@ -161,3 +161,23 @@ def test_uninferable_shapes_are_parse_errors(text, message):
         xc.hlo.hlo_module_from_text(text)
     with pytest.raises(HloParseError, match=message):
         parse_module(text)
+
+
+def test_boolean_and_enum_attributes_are_typed():
+    from hloref import attrs as A
+    text = """HloModule m
+ENTRY e {
+  a = f32[3,3] parameter(0)
+  b = f32[3,2] parameter(1)
+  ROOT x = f32[3,2] triangular-solve(a, b), left_side=true, lower=false, unit_diagonal=true, transpose_a=TRANSPOSE
+}
+"""
+    ours, _ = check_like_xla(text)
+    attrs = ours.entry.root.attrs
+    assert attrs["left_side"] is True and attrs["lower"] is False and attrs["unit_diagonal"] is True
+    assert isinstance(attrs["transpose_a"], A.Enum) and attrs["transpose_a"] == "TRANSPOSE"
+    bad = text.replace("lower=false", "lower=maybe")
+    with pytest.raises(Exception):
+        xc.hlo.hlo_module_from_text(bad)
+    with pytest.raises(HloParseError, match="'true' or 'false'"):
+        parse_module(bad)
