@@ -64,7 +64,8 @@ class Interpreter:
         ``perturb(computation, instruction, operands, value, recompute)``, if given, may
         replace each computed value (never a parameter) before anything else sees it:
         the numerical envelope (``hloref.fuzz.envelope``) samples legitimate rounding
-        this way; ``recompute(*operands)`` runs the same op on other operand values."""
+        this way; ``recompute(*operands, **attributes)`` runs the same op on other
+        operand values (and, if given, other attributes, e.g. ``shape``)."""
         load_all()
         self.module = module
         self.observer = observer
@@ -155,7 +156,7 @@ class Interpreter:
                 value = np.asarray(value)
             if self.perturb is not None:
                 value = self.perturb(comp, instr, operands, value,
-                                     lambda *ops, _s=step: _s.fn(*ops, **_s.kwargs))
+                                     lambda *ops, _s=step, **kw: _s.fn(*ops, **{**_s.kwargs, **kw}))
             env[index] = value
             if self.observer is not None:
                 self.observer(comp, instr, value)
@@ -343,8 +344,7 @@ _SIDE_EFFECTS = frozenset({
 def _has_side_effect(module: Module, instr: Instruction, memo: dict) -> bool:
     if instr.opcode in _SIDE_EFFECTS:
         return True
-    if instr.opcode == "custom-call" and str(instr.attrs.get("custom_call_has_side_effect",
-                                                             "false")) == "true":
+    if instr.opcode == "custom-call" and instr.attrs.get("custom_call_has_side_effect") is True:
         return True
     for name in instr.called_computation_names():
         if name not in memo:

@@ -92,7 +92,7 @@ def _shortest_float(value: float, dtype: np.dtype, bits: int, udtype: np.dtype) 
 
 
 def _float_strings(flat: np.ndarray, et: ElementType) -> list[str]:
-    from .parser import float_info
+    from .parser.literals import float_info
     info = float_info(et)
     bits_arr = np.ascontiguousarray(flat).view(info.udtype)
     with np.errstate(all="ignore"):
