@@ -316,8 +316,10 @@ def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: st
              else f"{oracle} {final.verdict} on a {len(small.entry.instructions)}-instruction module")
     md = markdown_report(title=title, verdict=final.verdict, module_text=text, inputs=small_args,
                          expected=final.expected, actual=final.actual, summary=final.summary(),
-                         blamed_pass=blamed, blame_confirmed=confirmed, seed=seed, oracle=oracle)
+                         blamed_pass=blamed, blame_confirmed=confirmed, seed=seed, oracle=oracle,
+                         debug_options=final.debug_options)
     meta = {"verdict": final.verdict, "oracle": oracle, "seed": seed,
+            "debug_options": final.debug_options,
             "culprit": culprit and {"opcode": culprit.opcode, "instruction": culprit.name},
             "blamed_pass": blamed, "blame_confirmed": confirmed,
             "instructions": len(small.entry.instructions), "signature": sig,
@@ -926,19 +928,29 @@ def replay(paths, *, worker_factory=None, timeout: float = 60.0) -> list[dict]:
                 else:
                     from .workers import OracleWorker
                     workers[oracle] = OracleWorker(oracle, timeout=timeout)
+            strict = None
             try:
                 module, values = _load_program(d)
-                r = diff(module, values, oracle=oracle, worker=workers[oracle], timeout=timeout)
+                r = diff(module, values, oracle=oracle, worker=workers[oracle], timeout=timeout,
+                         debug_options=meta.get("debug_options") or None)
                 verdict = r.verdict
                 known = known_difference(r) if verdict == "mismatch" else \
                     (r.known_gap if verdict == "known-gap" else None)
                 reproduces = verdict == meta.get("verdict") and not known
                 message = r.summary().splitlines()[0]
+                if oracle == "xla" and _has_narrow_float(module):
+                    # XLA's contract without excess precision: every narrow rounding kept
+                    s = diff(module, values, oracle=oracle, worker=workers[oracle],
+                             timeout=timeout, localize=False,
+                             debug_options={"xla_allow_excess_precision": False})
+                    strict = s.verdict
             except Exception as exc:  # noqa: BLE001
                 verdict, reproduces, message = "error", False, f"{type(exc).__name__}: {exc}"
                 known = None
             results.append({"path": d, "stored_verdict": meta.get("verdict"), "verdict": verdict,
                             "reproduces": reproduces, "known_difference": known,
+                            "verdict_without_excess_precision": strict,
+                            "classification": _classify(verdict, known, strict),
                             "message": message})
     finally:
         for w in workers.values():
@@ -1028,6 +1040,26 @@ def cmd_fuzz(args) -> int:
     return cli.EXIT_MISMATCH if summary["new_findings"] else cli.EXIT_OK
 
 
+def _has_narrow_float(module) -> bool:
+    from hloref.shapes import ArrayShape, flatten_shape
+    return any(isinstance(sh, ArrayShape) and sh.element_type.is_float and sh.element_type.bits <= 16
+               for _, i in module.instructions() for sh in flatten_shape(i.shape))
+
+
+def _classify(verdict: str, known, strict) -> str:
+    """What a replayed finding is now, under the envelope."""
+    if known:
+        return f"known difference ({known})"
+    if verdict in ("mismatch", "crash", "timeout"):
+        return "bug under XLA's default options" + (
+            "" if strict is None else f" (without excess precision: {strict})")
+    if strict in ("mismatch", "crash", "timeout"):
+        return ("inside the envelope with excess precision; a bug only with "
+                "xla_allow_excess_precision=false")
+    return "not a bug: inside the envelope" + (
+        "" if strict is None else " with and without excess precision")
+
+
 def cmd_replay(args) -> int:
     from hloref import cli
     for p in args.dirs:
@@ -1040,7 +1072,8 @@ def cmd_replay(args) -> int:
         status = ("REPRODUCES" if r["reproduces"] else
                   f"known difference ({r['known_difference']})" if r.get("known_difference")
                   else "fixed/gone")
-        print(f"{status:11s} {r['path']}: stored {r['stored_verdict']}, now {r['verdict']}")
+        print(f"{status:11s} {r['path']}: stored {r['stored_verdict']}, now {r['verdict']}: "
+              f"{r['classification']}")
     n = sum(r["reproduces"] for r in results)
     print(f"{n} of {len(results)} findings still reproduce")
     if args.json:

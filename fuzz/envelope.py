@@ -107,13 +107,37 @@ _EXACT = frozenset({
     "outfeed", "send", "send-done", "recv", "recv-done", "partition-id", "replica-id",
     "collective-permute", "collective-permute-start", "collective-permute-done",
     "all-gather", "all-gather-start", "all-gather-done", "all-to-all", "ragged-all-to-all",
-    "shuffle", "select-and-scatter", "map", "stochastic-convert", "convert",
+    "shuffle", "select-and-scatter", "map", "stochastic-convert",
+})
+
+#: Consumers that read a value arithmetically (through its numeric value, in f32 or
+#: wider), so a narrow operand kept unrounded in f32 means to them what excess
+#: precision means to XLA; bit-level and structural users get the rounded value.
+_ARITHMETIC_USERS = frozenset({
+    "add", "subtract", "multiply", "divide", "sqrt", "rsqrt", "cbrt", "exponential",
+    "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "sine", "cosine", "tan",
+    "atan2", "power", "maximum", "minimum", "negate", "abs", "compare", "convert", "dot",
+    "convolution", "erf", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
 })
 
 #: Results an exact wider computation can check: random rounding where inexact.
 _ROUNDED = {
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
     "sqrt": np.sqrt,
+}
+
+def _logistic(x):
+    return 0.5 * (1 + np.tanh(0.5 * x))
+
+
+#: f64 references of the transcendental ops, for narrow floats (rounded from f32).
+_MATH_F64 = {
+    "exponential": np.exp, "exponential-minus-one": np.expm1, "log": np.log,
+    "log-plus-one": np.log1p, "tanh": np.tanh, "logistic": _logistic, "sine": np.sin,
+    "cosine": np.cos, "tan": np.tan, "atan": np.arctan, "atan2": np.arctan2, "cbrt": np.cbrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "power": np.power, "sinh": np.sinh, "cosh": np.cosh,
+    "asin": np.arcsin, "acos": np.arccos, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "atanh": np.arctanh,
 }
 
 #: Ops whose sum order is free (with an add combiner).
@@ -245,6 +269,7 @@ class Perturber:
         self.program = program_computations(module)
         self._seen: dict = defaultdict(int)
         self._modes: dict = {}
+        self._skippable: dict[str, frozenset] = {}
 
     def __call__(self, comp: Computation, instr: Instruction, operands: list, value, recompute):
         if comp.name not in self.program or instr.opcode in _EXACT:
@@ -260,20 +285,46 @@ class Perturber:
             if self.rng is None or budget is None:
                 return value
             mode = self._mode(comp, instr)
+            et = _et(value)
+            if et is not None and _narrow(et) and self.freedoms.excess_precision and \
+                    instr.name in self._skippable_names(comp) and self._skip(comp, instr):
+                # excess precision: the narrow rounding of the sum skipped (kept in f32)
+                wide = _in_f32(instr, operands, recompute)
+                if wide is not None:
+                    return self._uniform(wide, _ulp(value, et) + budget - _ulp(value, et), mode)
             return _map_leaves(lambda v, b: self._uniform(v, b, mode), value, budget)
         if self.rng is None or isinstance(value, tuple):
             return value
         et = _et(value)
         if et is None:
             return value
+        if op == "convert":
+            src = _et(operands[0]) if operands else None
+            if src is None or src.is_complex or et.is_complex or \
+                    src.float_format.mantissa_bits <= et.float_format.mantissa_bits:
+                return value  # widening, or from an integer: exact
+            if not _narrow(et) or not self.freedoms.excess_precision:
+                return value  # a narrowing convert rounds to nearest, as written
+            return self._narrow_result(comp, instr, lambda x: x, operands, value, et)
         if op in _ROUNDED and not et.is_complex:
-            if not self.freedoms.rounding or (_narrow(et) and not self.freedoms.excess_precision):
+            if _narrow(et):
+                if not self.freedoms.excess_precision:
+                    return value
+                return self._narrow_result(comp, instr, _ROUNDED[op], operands, value, et)
+            if not self.freedoms.rounding:
                 return value
             return self._random_rounding(_ROUNDED[op], operands, value, et,
                                          self._mode(comp, instr))
         if op in OPCODE_ULPS:
             if not self.freedoms.math_budgets:
                 return value
+            if _narrow(et) and op in _MATH_F64:
+                # computed in f32 (a few f32 ULPs, far below one narrow ULP) and rounded:
+                # either neighbour of the exact value, never further
+                if self.freedoms.excess_precision:
+                    return self._narrow_result(comp, instr, _MATH_F64[op], operands, value, et)
+                return self._random_rounding(_MATH_F64[op], operands, value, et,
+                                             self._mode(comp, instr))
             ulps = OPCODE_ULPS[op]
             if et.is_narrow_float:
                 ulps = min(ulps, NARROW_OPCODE_ULPS)
@@ -287,6 +338,37 @@ class Perturber:
                 return self._uniform(value, np.nan_to_num(budget, nan=np.inf),
                                      self._mode(comp, instr))
         return self._uniform(value, ulps * _ulp(value, et), self._mode(comp, instr))
+
+    def _narrow_result(self, comp, instr, fn, operands, value, et):
+        """Excess precision: a narrow float result whose users all read it
+        arithmetically may keep its f32 value (the rounding skipped, as XLA's float
+        normalization does when it removes a convert pair), in half the runs; else
+        random rounding."""
+        if instr.name in self._skippable_names(comp) and self._skip(comp, instr):
+            with np.errstate(all="ignore"):
+                exact = fn(*[np.asarray(o).astype(np.float64) for o in operands])
+            return np.asarray(exact, np.float64).astype(np.float32)
+        return self._random_rounding(fn, operands, value, et, self._mode(comp, instr))
+
+    def _skippable_names(self, comp) -> frozenset:
+        names = self._skippable.get(comp.name)
+        if names is None:
+            users: dict[str, list[str]] = defaultdict(list)
+            for i in comp.instructions:
+                for o in i.operands:
+                    users[o.name].append(i.opcode)
+            names = frozenset(i.name for i in comp.instructions
+                              if i is not comp.root and users[i.name]
+                              and all(u in _ARITHMETIC_USERS for u in users[i.name]))
+            self._skippable[comp.name] = names
+        return names
+
+    def _skip(self, comp, instr) -> bool:
+        key = ("skip", comp.name, instr.name)
+        skip = self._modes.get(key)
+        if skip is None:
+            skip = self._modes[key] = bool(self.rng.random() < 0.5)
+        return skip
 
     def _mode(self, comp, instr) -> float | None:
         """This run's way of erring for one instruction (the same in every loop
@@ -302,7 +384,7 @@ class Perturber:
         return mode
 
     # -- the three kinds of perturbation -------------------------------------
-    def _uniform(self, value, half_width, mode=None):
+    def _uniform(self, value, half_width, mode=None, out_dtype=None):
         """``value`` plus a uniform random error in [-half_width, half_width] (or, in a
         systematic ``mode``, that fraction of the half-width everywhere)."""
         if half_width is None or not isinstance(value, np.ndarray):
@@ -330,6 +412,8 @@ class Perturber:
                 if unbounded.any():  # no correct bits: anywhere in the finite range
                     out = np.where(unbounded, np.where(r < 0, -big, big), out)
                 out = np.where(np.isfinite(x), out, x)  # inf and NaN are not rounding
+            if out_dtype is not None:
+                return out.astype(out_dtype)
             cast = out.astype(value.dtype)
             keep = ~np.isfinite(_to_f64(cast)) & np.isfinite(_to_f64(value))
         return np.where(keep, value, cast) if np.any(keep) else cast
@@ -381,7 +465,10 @@ class Perturber:
             elif op in ("all-reduce", "all-reduce-start", "reduce-scatter", "collective-reduce"):
                 mag = np.abs(_to_f64(value))  # the other devices' terms are not at hand
             else:
-                mag = recompute(*[_magnitude(o) for o in operands])
+                abs_ops = [_magnitude(o) for o in operands]
+                mag = _in_f32(instr, abs_ops, recompute) if _narrow(et) else None
+                if mag is None:  # (a narrow result type would round, even overflow, it)
+                    mag = recompute(*abs_ops)
                 mag = np.abs(_to_f64(np.asarray(mag)))
         except Exception:  # noqa: BLE001 - a budget is best effort
             return None
@@ -393,6 +480,18 @@ class Perturber:
         with np.errstate(all="ignore"):
             budget = math.sqrt(n) * eps * mag + _ulp(value, et)
         return np.nan_to_num(budget, nan=np.inf, posinf=np.inf)
+
+
+def _in_f32(instr, operands, recompute):
+    """The op evaluated with an f32 result (its rounding to a narrow type skipped)."""
+    from hloref.types import F32
+    if not isinstance(instr.shape, ArrayShape):
+        return None
+    try:
+        return np.asarray(recompute(*operands, shape=replace(instr.shape, element_type=F32)),
+                          np.float32)
+    except Exception:  # noqa: BLE001 - the op takes no shape: keep the rounded value
+        return None
 
 
 def _expansion_budget(instr, operands, value):

@@ -50,10 +50,18 @@ def _show(value, limit: int = 16) -> str:
 def markdown_report(*, title: str, verdict: str, module_text: str, inputs: list, expected,
                     actual, summary: str, blamed_pass: str | None = None,
                     blame_confirmed: bool | None = None, seed: int | None = None,
-                    oracle: str = "xla", extra: str = "") -> str:
+                    oracle: str = "xla", extra: str = "",
+                    debug_options: dict | None = None) -> str:
     v = versions()
+    opts = ", ".join(f"{k}={val}" for k, val in sorted((debug_options or {}).items()))
+    strict = " --no-excess-precision" if (debug_options or {}).get(
+        "xla_allow_excess_precision") is False else ""
     lines = [f"# {title}", "",
-             f"**Verdict:** {verdict} (hloref vs {oracle})", ""]
+             f"**Verdict:** {verdict} (hloref vs {oracle}; the oracle's result is judged "
+             f"against the numerical envelope of the HLO semantics)", "",
+             f"**Debug options:** {opts or 'XLA defaults (xla_allow_excess_precision=true)'}",
+             "", f"**Reproduce:** `hloref diff module.hlo --inputs inputs.npz --oracle {oracle}"
+             f"{strict}`", ""]
     if blamed_pass:
         conf = {True: "confirmed: with the pass disabled XLA agrees with the reference",
                 False: "not confirmed: disabling the pass did not restore the reference value",
