@@ -53,7 +53,7 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 12
+    assert len(results) == 13
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
@@ -175,3 +175,18 @@ def test_tf_atanh_f64_reference_is_within_half_an_ulp_and_tf_is_not():
     ulp = float(np.spacing(ours))
     assert abs(float(mpmath.mpf(ours) - exact)) <= 0.5 * ulp
     assert abs(float(mpmath.mpf(float(theirs[0])) - exact)) > 100 * ulp
+
+
+def test_round_nearest_afz_f8e3m4_reference_rounds_half_away_from_zero():
+    module, args = _load("round-nearest-afz-f8e3m4-constant-folding")
+    # by hand: 1.5 -> 2 and -2.5 -> -3 (ties away from zero); both are f8e3m4 values
+    out = hloref.evaluate(module, *args).astype(np.float32)
+    assert out.tolist() == [2.0, -3.0]
+    assert np.array([2.0, -3.0], np.float32).astype(ml_dtypes.float8_e3m4).astype(
+        np.float32).tolist() == [2.0, -3.0]
+    from hloref.fuzz.oracles.xla import run_hlo
+    param = ("HloModule m\nENTRY e {\n  p = f8e3m4[2] parameter(0)\n"
+             "  ROOT r = f8e3m4[2] round-nearest-afz(p)\n}\n")
+    x = np.array([1.5, -2.5], ml_dtypes.float8_e3m4)
+    assert np.asarray(run_hlo(param, x)).astype(np.float32).tolist() == [2.0, -3.0]
+    assert np.all(np.isnan(np.asarray(run_hlo(module.to_text())).astype(np.float32)))
