@@ -224,7 +224,9 @@ class _Verifier:
         if arity is None and n < MIN_OPERANDS.get(op, 0):
             self.fail(f"{op} expects at least {MIN_OPERANDS[op]} operand(s), got {n}", comp, instr)
             return
-        for a in REQUIRED_ATTRS.get(op, ()):
+        # sugared `X-start(...)` carries X's attributes, not `calls`
+        required = () if instr.async_wrapped_opcode else REQUIRED_ATTRS.get(op, ())
+        for a in required:
             if a not in instr.attrs:
                 self.fail(f"{op} is missing required attribute {a}", comp, instr)
                 return

@@ -181,3 +181,20 @@ ENTRY e {
         xc.hlo.hlo_module_from_text(bad)
     with pytest.raises(HloParseError, match="'true' or 'false'"):
         parse_module(bad)
+
+
+def test_sugared_async_call_with_inline_computation_verifies():
+    from hloref.verifier import verify_module
+    text = """HloModule m
+ENTRY main {
+  arg.0 = s32[] parameter(0)
+  call-start.0 = ((s32[]), s32[], s32[]) call-start(arg.0), to_apply={
+    a = s32[] parameter(0)
+    ROOT n = s32[] negate(a)
+  }
+  ROOT call-done.0 = s32[] call-done(call-start.0)
+}
+"""
+    ours, _ = check_like_xla(text)
+    assert verify_module(ours, collect=True) == []
+    assert hloref.evaluate(ours, np.int32(4)) == -4
