@@ -20,6 +20,13 @@ Kinds:
   or a dynamic-update-slice inserted after an ENTRY instruction that overwrites one
   element of its value (by 1.5 x + 0.5) for every later use.
 
+A candidate is also dropped when its effect is at rounding level: both evaluated by
+hloref with every f32 shape promoted to f64, no output changes by more than
+``EQUIVALENT`` (2^-24, half an f32 ulp) of that output's largest magnitude
+(``Mutant.effect`` records this normwise relative change). Such mutants, like a
+different max subtracted before a softmax's exp, change only rounding (a verdict
+should let them pass), or change the result by less than f32 can resolve.
+
 Text-level, with regexes on instruction lines; the module text is otherwise kept
 as XLA printed it.
 """
@@ -33,7 +40,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-__all__ = ["Mutant", "KINDS", "mutants", "candidates", "computations", "changes_result"]
+__all__ = ["Mutant", "KINDS", "mutants", "candidates", "computations", "changes_result",
+           "effect", "promote_f32", "EQUIVALENT"]
 
 _FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
 _F8_SWAP = {"f8e4m3fn": "f8e5m2", "f8e5m2": "f8e4m3fn", "f8e4m3": "f8e5m2",
@@ -52,6 +60,10 @@ class Mutant:
     description: str
     text: str
     line: int  # 1-based line of the (first) mutated line in the original text
+    #: how much the mutation changes the result in exact-ish arithmetic: the largest
+    #: change of an output leaf over that leaf's largest magnitude, both modules
+    #: evaluated by hloref with f32 promoted to f64 (None: not measured)
+    effect: float | None = None
 
 
 @dataclasses.dataclass
@@ -436,17 +448,71 @@ def changes_result(a, b) -> bool:
     return False
 
 
+def promote_f32(text: str) -> str:
+    """The module with every f32 shape made f64 (bf16, f16, f8 are left alone: their
+    rounding is part of what the program means)."""
+    return re.sub(r"(?<![\w.])f32\[", "f64[", text)
+
+
+def _promote_args(args) -> list:
+    return [np.asarray(a, dtype=np.float64) if np.asarray(a).dtype == np.float32 else a
+            for a in args]
+
+
+def effect(a, b) -> float:
+    """max over output leaves of max|a - b| / max|b| (integer or shape differences: inf)."""
+    worst = 0.0
+    for x, y in zip(_leaves(a), _leaves(b)):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape:
+            return float("inf")
+        if x.dtype.kind not in "fc" or y.dtype.kind not in "fc":
+            if x.dtype.kind in "fc" or y.dtype.kind in "fc":
+                x, y = x.astype(np.float64), y.astype(np.float64)
+            elif not np.array_equal(x, y):
+                return float("inf")
+            else:
+                continue
+        x, y = x.astype(np.float64), y.astype(np.float64)
+        same = (x == y) | (np.isnan(x) & np.isnan(y))
+        if same.all():
+            continue
+        if not (np.isfinite(x) | same).all() or not (np.isfinite(y) | same).all():
+            return float("inf")
+        scale = np.max(np.abs(y[np.isfinite(y)]), initial=0.0)
+        d = np.max(np.abs(np.where(same, 0.0, x - y)))
+        worst = max(worst, float(d / scale) if scale > 0 else float("inf"))
+    return worst
+
+
+#: A mutant whose f64 effect is at most this (half an f32 ulp of each output's largest
+#: magnitude) is dropped: either equivalent to the original up to rounding (e.g. a
+#: different max subtracted before a softmax's exp: ~1e-16) or a real change below what
+#: f32 outputs can resolve (e.g. a mean off by 1e-4 entering a variance to second
+#: order: ~1e-9), which no verdict on f32 results can be asked to flag.
+EQUIVALENT = 2.0 ** -24
+
+
 def mutants(text: str, args=None, *, seed: int = 0, per_kind: int = 2, max_tries: int = 8,
             kinds: tuple[str, ...] = KINDS, check: bool = True) -> list[Mutant]:
     """Up to ``per_kind`` mutants of each kind, chosen in a seeded order; with ``check``
-    (needs ``args``), only mutants hloref parses and whose hloref result on ``args``
-    differs from the original's (at most ``max_tries`` candidates tried per kind)."""
+    (needs ``args``), only mutants hloref parses, whose hloref result on ``args`` differs
+    from the original's, and whose effect is above rounding level (evaluated with f32
+    promoted to f64, some output changes by more than ``EQUIVALENT`` of its magnitude;
+    when the f64 module does not evaluate, this last filter is skipped) — at most
+    ``max_tries`` candidates tried per kind."""
     import hloref
-    reference = None
+    reference = reference64 = None
     if check:
         if args is None:
             raise ValueError("check=True needs the program's arguments")
         reference = hloref.evaluate(hloref.parse(text), *args)
+        args64 = _promote_args(args)
+        try:
+            reference64 = hloref.evaluate(hloref.parse(promote_f32(text)), *args64,
+                                          limits=_limits())
+        except hloref.HloError:
+            reference64 = None
     out: list[Mutant] = []
     for kind in kinds:
         rng = random.Random(f"{seed}:{kind}")
@@ -465,6 +531,16 @@ def mutants(text: str, args=None, *, seed: int = 0, per_kind: int = 2, max_tries
                     continue
                 if not changes_result(value, reference):
                     continue
-            out.append(Mutant(kind, description, mutated, index + 1))
+                size = None
+                if reference64 is not None:
+                    try:
+                        value64 = hloref.evaluate(hloref.parse(promote_f32(mutated)), *args64,
+                                                  limits=_limits())
+                        size = effect(value64, reference64)
+                    except hloref.HloError:
+                        size = float("inf")  # e.g. a loop made to run away
+                    if size <= EQUIVALENT:
+                        continue
+            out.append(Mutant(kind, description, mutated, index + 1, effect=size))
             kept += 1
     return out
