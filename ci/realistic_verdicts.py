@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             with open(os.path.join(d, path), "w", encoding="utf-8") as f:
                 f.write(mu.text)
             listing.append({"file": path, "kind": mu.kind, "description": mu.description,
-                            "line": mu.line})
+                            "line": mu.line, "effect": mu.effect})
         with open(os.path.join(mdir, "mutants.json"), "w", encoding="utf-8") as f:
             json.dump(listing, f, indent=2)
         print(f"{name}: {m.instructions} instructions ({m.optimized_instructions} optimized), "
@@ -317,7 +317,10 @@ def _tables(results: list[dict], with_dump: bool) -> str:
                      + " | " + "<br>".join(d.replace("|", "\\|") for d in details) + " |")
     lines += ["", f"**false alarms: {fa} / {runs} runs**", "",
               "## Planted mutants (`hloref check module.hlo mutant.hlo`; miss = exit 0)", "",
-              "| program | kind | mutation | flagged | s | check says |", "|---|---|---|---|---|---|"]
+              "effect: the mutation's change of the result, evaluated in f64, relative to the "
+              "output's magnitude (inf: integers or shapes changed)", "",
+              "| program | kind | mutation | effect | flagged | s | check says |",
+              "|---|---|---|---|---|---|---|"]
     total = detected = errors = clean_detected = clean_total = 0
     for r in results:
         clean_ok = r.get("check", {}).get("rc") == 0
@@ -329,8 +332,10 @@ def _tables(results: list[dict], with_dump: bool) -> str:
                 clean_total += 1
                 clean_detected += c["flagged"]
             flag = "yes" if c["flagged"] else ("**MISS**" if c["miss"] else c["verdict"])
+            eff = "" if c.get("effect") is None else f"{c['effect']:.2g}"
             lines.append(f"| {r['program']} | {c['kind']} | {c['description'].replace('|', '/')} "
-                         f"| {flag} | {c['seconds']:.1f} | {c['detail'].replace('|', '/')[:140]} |")
+                         f"| {eff} | {flag} | {c['seconds']:.1f} "
+                         f"| {c['detail'].replace('|', '/')[:140]} |")
     lines += ["", f"**detected: {detected} / {total} mutants** ({errors} errors); on programs whose "
               f"unmutated check passes: {clean_detected} / {clean_total}"]
     by_kind: dict = {}
