@@ -428,20 +428,24 @@ class Perturber:
             exact = fn(*[np.asarray(o).astype(wide_t) for o in operands])
             y = value.astype(wide_t)
             up = exact > y
+            flip = exact != y  # NaN: nextafter keeps it NaN
             if mode is None:
-                flip = (exact != y) & (self.rng.random(value.shape) < 0.5) & np.isfinite(y)
+                flip &= self.rng.random(value.shape, dtype=np.float32) < 0.5
             else:  # directed rounding: towards +inf (mode > 0) or -inf
-                flip = (exact != y) & (up == (mode > 0)) & np.isfinite(y)
+                flip &= up == (mode > 0)
             if not flip.any():
                 return value
+            out = np.array(value, copy=True)
+            v, u = value[flip], up[flip]
             if native:
                 inf = value.dtype.type(np.inf)
-                other = np.nextafter(value, np.where(up, inf, -inf))
+                other = np.nextafter(v, np.where(u, inf, -inf))
             else:
-                step = _ulp(value, et) * np.where(up, 1.0, -1.0)
-                other = (value.astype(np.float64) + step).astype(value.dtype)
-                flip &= np.isfinite(other.astype(np.float64))
-        return np.where(flip, other, value)
+                step = _ulp(v, et) * np.where(u, 1.0, -1.0)
+                other = (v.astype(np.float64) + step).astype(value.dtype)
+                other = np.where(np.isfinite(other.astype(np.float64)), other, v)
+            out[flip] = other
+        return out
 
     def _accumulation_budget(self, instr, operands, value, recompute):
         """Per-element half-width of the reordering error, or ``None`` (exact)."""
