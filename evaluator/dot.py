@@ -104,12 +104,23 @@ def _matmul(a, b):
 
 @op("dot")
 def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contracting_dims=(),
-        rhs_contracting_dims=(), operand_precision=None, algorithm=None):
+        rhs_contracting_dims=(), operand_precision=None, algorithm=None, accumulate="f64"):
     """``algorithm=`` is emulated: operands are split into the algorithm's bf16/TF32/f16
     parts and the algorithm's partial products summed (in f64, rounded once), e.g.
     ``dot_bf16_bf16_f32_x3`` = hi·hi + hi·lo + lo·hi. ``operand_precision`` does not
-    change the reference value (it only permits cheaper arithmetic)."""
+    change the reference value (it only permits cheaper arithmetic).
+
+    ``accumulate="native"`` (not an HLO attribute: the envelope's perturbed runs ask
+    for it through ``Interpreter(op_overrides=...)``) sums an f32 dot in f32 with
+    BLAS, as XLA does; the reference value always accumulates in f64."""
     et = shape.element_type
+    if accumulate == "native" and algorithm is None and et.dtype == np.float32 and \
+            lhs.dtype == np.float32 and rhs.dtype == np.float32:
+        a, lhs_free = _arrange(lhs, lhs_batch_dims, lhs_contracting_dims, True)
+        b, rhs_free = _arrange(rhs, rhs_batch_dims, rhs_contracting_dims, False)
+        product = _matmul(a, b)
+        return np.ascontiguousarray(product.reshape(
+            [lhs.shape[d] for d in lhs_batch_dims] + lhs_free + rhs_free))
     if algorithm is None and et.dtype in _F32_F64 and lhs.dtype in _F32_F64 and \
             rhs.dtype in _F32_F64:
         return _dot_f64(lhs, rhs, et, lhs_batch_dims, rhs_batch_dims, lhs_contracting_dims,

@@ -58,7 +58,7 @@ class _Prepared:
 
 class Interpreter:
     def __init__(self, module: Module, *, limits: Limits | None = None, backend: str = "cpu",
-                 observer=None, perturb=None):
+                 observer=None, perturb=None, op_overrides: dict | None = None):
         """``observer(computation, instruction, value)``, if given, sees every value computed
         (parameters included), e.g. to record intermediate results for localisation.
         ``perturb(computation, instruction, operands, value, recompute)``, if given, may
@@ -70,6 +70,9 @@ class Interpreter:
         self.module = module
         self.observer = observer
         self.perturb = perturb
+        #: extra keyword arguments per opcode, for op functions that take them (the
+        #: envelope's perturbed runs: ``{"dot": {"accumulate": "native"}}``)
+        self.op_overrides = op_overrides or {}
         self.limits = limits or Limits()
         self.backend = backend
         self.live_bytes = 0
@@ -286,6 +289,9 @@ class Interpreter:
                 kwargs[name] = self._bind(instr.attrs[name])
             elif not has_default:
                 raise HloEvalError(f"{instr.opcode} needs attribute '{name}'", instruction=instr.name)
+        for name, value in self.op_overrides.get(instr.opcode, {}).items():
+            if any(name == k for k, _ in entry.keywords):
+                kwargs[name] = value
         return _Prepared(instr, entry.fn, kwargs, operand_index)
 
     def _prepare_async_start(self, instr: Instruction, position, operand_index) -> _Prepared:
