@@ -210,7 +210,11 @@ def _plot(results, title, path) -> None:
     ax.set_xticks(range(len(results)))
     ax.set_xticklabels([r.label.split(": after ")[-1][:28] for r in results], rotation=75,
                        fontsize=7)
-    ax.set_yscale("symlog")
+    finite = [y for y in ys if np.isfinite(y)]
+    top = max(finite + [1.0]) * 1.15
+    if top > 20:
+        ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(0, top)
     ax.set_ylabel("distance from hloref's value\n(envelope half-widths; > 1 is outside)")
     ax.set_title(title)
     fig.tight_layout()
