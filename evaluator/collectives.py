@@ -128,6 +128,19 @@ def single_device(io: DeviceIO | None = None) -> Device:
 
 
 def participants(device: Device, replica_groups, channel_id, use_global_device_ids) -> list[int]:
+    """``_participants``, checked against the number of devices the module runs on."""
+    group = _participants(device, replica_groups, channel_id, use_global_device_ids)
+    n = device.replica_count * device.num_partitions
+    if any(not 0 <= d < n for d in group):
+        raise HloEvalError(
+            f"replica_groups={replica_groups.text if replica_groups is not None else '{}'} "
+            f"name device {max(group)}, but the module runs on {n} device(s) "
+            f"(replica_count={device.replica_count} x num_partitions={device.num_partitions} "
+            f"in the HloModule header)")
+    return group
+
+
+def _participants(device: Device, replica_groups, channel_id, use_global_device_ids) -> list[int]:
     """Global device ids taking part with ``device``, in group order.
 
     XLA's ``GetCollectiveOpGroupMode``: no channel_id → groups of replica ids (same
