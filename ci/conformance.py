@@ -477,7 +477,10 @@ REASON_RULES = [
      "collectives written for more devices than the header declares (the test sets the "
      "replica count in C++); on one device the declared shapes contradict the collective"),
     ("memory", lambda r, t: "MemoryError" in r.get("hloref_message", ""),
-     "hloref limitation: the convolution's intermediate does not fit in memory"),
+     "hloref limitation: an intermediate (a convolution's windows) does not fit in memory"),
+    ("domain", lambda r, t: "set-dimension-size: size" in r.get("hloref_message", ""),
+     "seeded input outside the op's domain (a dynamic size above its bound): undefined; "
+     "hloref raises an error"),
     ("algorithm", lambda r, t: r.get("verdict") == "mismatch" and "algorithm=dot_" in t,
      "XLA:CPU ignores `algorithm=` on dot (computes in f32); hloref rounds the operands "
      "as the algorithm says"),

@@ -84,3 +84,9 @@ def test_bad_parameter_numbers_are_clean_errors(tmp_path, number):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "parameter numbers must be" in proc.stderr
+
+
+def test_iota_with_a_zero_dimension_allocates_nothing():
+    text = "HloModule t\nENTRY t {\n  ROOT i = f32[1000000000000, 0] iota(), iota_dimension=0\n}\n"
+    out = hloref.evaluate(text)
+    assert out.shape == (1000000000000, 0) and out.dtype == np.float32
