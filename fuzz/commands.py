@@ -141,6 +141,9 @@ def _policy(args):
         kw["samples"] = args.samples
     if getattr(args, "widen", None):
         kw["widen"] = args.widen
+    if getattr(args, "elide_converts", False):
+        from .envelope import Freedoms
+        kw["freedoms"] = Freedoms(elide_converts=True)
     policy = EnvelopePolicy(**kw)
     if getattr(args, "no_excess_precision", False):
         policy = policy.with_debug_options({"xla_allow_excess_precision": False})
@@ -230,6 +233,9 @@ def add_commands(sub) -> None:
         p.add_argument("--no-excess-precision", action="store_true",
                        help="XLA ran with xla_allow_excess_precision=false: narrow roundings "
                             "may not be skipped")
+        p.add_argument("--elide-converts", action="store_true",
+                       help="explicit f32->narrow->f32 convert pairs may be removed (XLA's "
+                            "SimplifyFPConversions in GPU pipelines); XLA:CPU keeps them")
 
     def common(p):
         envelope_options(p)

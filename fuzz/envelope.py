@@ -15,10 +15,10 @@ within its freedom (``Perturber``):
   rounding); an exact result stays exact (so integer-valued floats, masks, ``x * 1``
   and ``x / 2`` never blur). To first order this covers reassociation of elementwise
   chains, FMA contraction and rewrites such as ``x / c`` → ``x * (1 / c)``.
-* ``excess_precision`` (XLA's ``xla_allow_excess_precision``, on by default): a
-  rounding to a float of 16 bits or fewer may be skipped; its random direction
-  brackets the unrounded value. Off: narrow results are rounded as written (only the
-  wider types keep the ``rounding`` freedom).
+* ``excess_precision`` (XLA's ``xla_allow_excess_precision``, on by default): the
+  rounding of an arithmetic result to a float of 16 bits or fewer may go either way
+  or be skipped (the value kept in f32). Off: narrow results are rounded as written.
+  Explicit ``convert`` instructions round as written unless ``elide_converts``.
 * ``math_budgets``: a transcendental result gets a uniform random error within XLA's
   accuracy budget for the op (``compare.OPCODE_ULPS``, from XLA's
   ``accuracy_budget.h``).
@@ -68,6 +68,10 @@ class Freedoms:
     math_budgets: bool = True
     accumulation: bool = True
     ftz: bool = True
+    #: explicit f32 -> narrow -> f32 convert pairs may be removed (XLA's
+    #: SimplifyFPConversions, in GPU pipelines with excess precision); XLA:CPU keeps
+    #: them, so by default an explicit convert (a quantization) rounds as written
+    elide_converts: bool = False
 
     @classmethod
     def for_debug_options(cls, debug_options: dict | None) -> "Freedoms":
@@ -88,7 +92,8 @@ class EnvelopePolicy:
     freedoms: Freedoms = field(default_factory=Freedoms)
 
     def with_debug_options(self, debug_options: dict | None) -> "EnvelopePolicy":
-        return replace(self, freedoms=Freedoms.for_debug_options(debug_options))
+        excess = (debug_options or {}).get("xla_allow_excess_precision", True)
+        return replace(self, freedoms=replace(self.freedoms, excess_precision=bool(excess)))
 
 
 # ---------------------------------------------------------------- op classes
@@ -303,7 +308,8 @@ class Perturber:
             if src is None or src.is_complex or et.is_complex or \
                     src.float_format.mantissa_bits <= et.float_format.mantissa_bits:
                 return value  # widening, or from an integer: exact
-            if not _narrow(et) or not self.freedoms.excess_precision:
+            if not (_narrow(et) and self.freedoms.excess_precision and
+                    self.freedoms.elide_converts):
                 return value  # a narrowing convert rounds to nearest, as written
             return self._narrow_result(comp, instr, lambda x: x, operands, value, et)
         if op in _ROUNDED and not et.is_complex:
