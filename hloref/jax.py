@@ -69,21 +69,40 @@ def hlo_text(stablehlo_module) -> str:
     return comp.as_hlo_module().to_string(hlo.HloPrintOptions.short_parsable())
 
 
-def is_key(x) -> bool:
-    """A typed PRNG key array (extended dtype)."""
+def _issubdtype(x, kind) -> bool:
     import jax
     dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return False
     try:
-        return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.extended)
+        return bool(jax.dtypes.issubdtype(dtype, kind))
     except TypeError:
         return False
 
 
+def is_key(x) -> bool:
+    """A typed PRNG key array."""
+    import jax
+    return _issubdtype(x, jax.dtypes.prng_key)
+
+
 def to_numpy(x, dtype=None) -> np.ndarray:
-    """A host copy of a JAX value (key arrays as their key data)."""
+    """A host copy of a JAX value as the module sees it: key arrays as their key data,
+    float0 (the tangent type of integers) as the ``pred`` zeros XLA holds for it.
+    Other extended dtypes raise ``HloUnsupportedError``."""
     import jax
     if is_key(x):
         x = jax.random.key_data(x)
+    elif _issubdtype(x, jax.dtypes.extended):
+        from .errors import HloUnsupportedError
+        raise HloUnsupportedError("parameter", "cpu", f"a value of extended dtype {x.dtype} "
+                                  "(only PRNG keys are converted)")
+    elif not isinstance(x, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)):
+        from .errors import HloUnsupportedError
+        raise HloUnsupportedError("parameter", "cpu", f"a value of type {type(x).__name__} "
+                                  "(not an array)")
+    if getattr(x, "dtype", None) == jax.dtypes.float0:
+        return np.zeros(np.shape(x), dtype=np.bool_)
     if dtype is not None and not isinstance(x, (np.ndarray, jax.Array)):
         return np.array(x, dtype=dtype)
     arr = np.array(x)

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
+from hloref.errors import HloUnsupportedError
+
 __all__ = ["HlorefSession", "HlorefMismatch"]
 
 MARKER = "no_hloref"
@@ -299,6 +301,10 @@ class HlorefSession:
             t0 = time.perf_counter()
             try:
                 pending = self._before(er, args)
+            except HloUnsupportedError as exc:
+                pending = None
+                self._skip(f"{exc.reason if hasattr(exc, 'reason') else exc}"[:200],
+                           unsupported=True)
             except Exception as exc:  # noqa: BLE001 - never break the test for our sake
                 pending = None
                 self._skip(f"hloref plugin error before execution: {type(exc).__name__}: {exc}")
@@ -314,6 +320,9 @@ class HlorefSession:
             if pending is not None:
                 try:
                     self._after(pending, out)
+                except HloUnsupportedError as exc:
+                    self._skip(f"{exc.reason if hasattr(exc, 'reason') else exc}"[:200],
+                               unsupported=True)
                 except Exception as exc:  # noqa: BLE001
                     self._skip(f"hloref plugin error: {type(exc).__name__}: {exc}")
             spent += time.perf_counter() - t1

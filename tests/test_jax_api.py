@@ -318,3 +318,17 @@ def test_a_real_xla_wrong_result_is_found_localised_and_blamed():
     assert report.blamed_pass == "float-normalization-s4"
     np.testing.assert_array_equal(report.value["doubled"], wrapped)
     np.testing.assert_array_equal(report.oracle_value["doubled"], xla)
+
+
+def test_float0_tangents_of_integers_and_foreign_values():
+    grad = jax.grad(lambda x, n: x * n, argnums=(0, 1), allow_int=True)
+    gx, gn = hj.evaluate(grad, np.float32(2.0), np.int32(3))
+    assert float(gx) == 3.0
+    xla_gn = jax.jit(grad)(np.float32(2.0), np.int32(3))[1]
+    assert xla_gn.dtype == jax.dtypes.float0
+    # float0 carries no data; XLA holds it as pred zeros, and so does hloref
+    assert gn.dtype == np.bool_ and gn.shape == xla_gn.shape and not gn.any()
+    assert hj.check(grad, np.float32(2.0), np.int32(3)).verdict == "match"
+    assert hj.to_numpy(xla_gn).dtype == np.bool_
+    with pytest.raises(hloref.HloUnsupportedError):
+        hj.to_numpy(object())

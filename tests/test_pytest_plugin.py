@@ -124,6 +124,10 @@ def test_callback():
     x = np.ones(3, np.float32)
     jax.jit(lambda x: jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), x))(x)
 
+def test_float0():
+    g = jax.grad(lambda x, n: x * n, argnums=(0, 1), allow_int=True)(2.0, 3)
+    assert g[1].dtype == jax.dtypes.float0
+
 @pytest.mark.no_hloref
 def test_excluded():
     f = jax.jit(lambda x: x * 3)
@@ -137,7 +141,7 @@ def test_counts_repeats_distinct_inputs_skips_and_exclusions(pytester):
 
     def count(*args):
         result = run(pytester, "--hloref", *args)
-        result.assert_outcomes(passed=1, deselected=4)
+        result.assert_outcomes(passed=1, deselected=5)
         return summary(result)
 
     loop = count("-k", "same_inputs")
@@ -153,6 +157,9 @@ def test_counts_repeats_distinct_inputs_skips_and_exclusions(pytester):
 
     callback = count("-k", "callback")
     assert callback["unsupported"] >= 1 and callback["mismatched"] == 0
+
+    float0 = count("-k", "float0")  # integer tangents: float0 outputs, pred zeros in HLO
+    assert float0["mismatched"] == 0 and float0["checked"] >= 1
 
     excluded = count("-k", "excluded")
     assert excluded["executions"] == 0 and excluded["checked"] == 0
