@@ -157,6 +157,8 @@ class JaxProgram:
     out_tree: object
     out_avals: list = field(default_factory=list)
     name: str = ""
+    #: devices the computation runs on (a shard_map/pmap when > 1: see ``hloref._manual``)
+    devices: int = 1
 
     @property
     def output_names(self) -> list[str]:
@@ -169,7 +171,11 @@ class JaxProgram:
     def evaluate_flat(self, *, limits=None) -> list:
         import hloref
         from ._frontend import flat_result
-        value = hloref.evaluate(self.module, *self.inputs, limits=limits)
+        if self.devices > 1:
+            from ._manual import evaluate_manual
+            value = evaluate_manual(self.module, self.inputs, limits=limits)
+        else:
+            value = hloref.evaluate(self.module, *self.inputs, limits=limits)
         return flat_result(self.module, value)
 
     def evaluate(self, *, limits=None):
@@ -197,9 +203,12 @@ class JaxProgram:
         # tokens in the result (ordered effects) are not leaves of the output tree
         value = tuple(_with_tokens(self.module, flat)) if isinstance(
             self.module.entry.root.shape, TupleShape) else flat[0]
-        report = check_values(self.module, self.inputs, value, oracle="xla",
-                              names=self.output_names, text=self.text, worker=worker,
-                              limits=limits, localize=localize, blame=blame)
+        if self.devices > 1:
+            report = check_manual(self, value, limits=limits)
+        else:
+            report = check_values(self.module, self.inputs, value, oracle="xla",
+                                  names=self.output_names, text=self.text, worker=worker,
+                                  limits=limits, localize=localize, blame=blame)
         report.function = self.name
         report.oracle_value = self.unflatten(flat)
         if report.expected is not None:
@@ -208,6 +217,69 @@ class JaxProgram:
             except Exception:  # noqa: BLE001 - structure mismatch is in the report already
                 report.value = report.expected
         return report
+
+
+def check_manual(prog: "JaxProgram", oracle_value, *, limits=None):
+    """The verdict for a multi-device (shard_map/pmap) computation: see ``check_devices``."""
+    return check_devices(prog.module, prog.inputs, oracle_value, devices=prog.devices,
+                         names=prog.output_names, text=prog.text, function=prog.name,
+                         limits=limits)
+
+
+def check_devices(module, inputs: list, oracle_value, *, devices: int, names: list,
+                  text: str = "", function: str = "", limits=None):
+    """hloref's global value of a shard_map/pmap module (``hloref._manual``) against XLA's
+    under the plain comparison policy; floats that agree to half their significant bits
+    count as rounding. ``diff`` and the envelope evaluate single-device modules only, so
+    there is no envelope, isolation or blame here: a difference is a ``mismatch`` with
+    the outputs that differ."""
+    import time
+
+    from hloref.fuzz.compare import compare_values
+    from hloref.fuzz.differential import DiffReport
+    from ._frontend import _upgrade, flat_result, leaf_paths
+    from .errors import HloError
+    from ._manual import evaluate_manual
+    t0 = time.perf_counter()
+    try:
+        ours = evaluate_manual(module, inputs, limits=limits)
+    except HloError as exc:
+        verdict = "unsupported" if type(exc).__name__ == "HloUnsupportedError" else "error"
+        return _upgrade(DiffReport(verdict, "xla", message=f"hloref: {exc}"),
+                        function=function, hlo_text=text, inputs=list(inputs))
+    seconds = time.perf_counter() - t0
+    comparison = compare_values(oracle_value, ours)
+    ours_flat = flat_result(module, ours)
+    mismatches = [] if comparison.ok else leaf_paths(
+        module, ours_flat, flat_result(module, oracle_value), names)
+    dtype_of = {}
+    for name, leaf in zip(names, ours_flat):
+        dtype_of[name] = np.asarray(leaf).dtype
+    mismatches = [(p, v) for p, v in mismatches
+                  if not _rounding_only(v, next((d for n, d in dtype_of.items()
+                                                 if p == n or p.startswith(n + "[")), None))]
+    message = (f"{devices} devices (shard_map): compared under the per-type ULP policy, "
+               "floats agreeing to half their significant bits counted as rounding (no "
+               "envelope or localisation for multi-device modules yet)")
+    report = DiffReport("mismatch" if mismatches else "match", "xla", message=message,
+                        comparison=comparison if mismatches else None, expected=ours,
+                        actual=oracle_value, hloref_seconds=seconds)
+    return _upgrade(report, mismatches=mismatches, hlo_text=text, inputs=list(inputs),
+                    output_names=list(names), function=function)
+
+
+def _rounding_only(verdict, dtype) -> bool:
+    """A float difference where at least half the significant bits still agree (the
+    summation-order differences of dots and psums)."""
+    import ml_dtypes
+    if dtype is None or verdict.first_index is None:
+        return False
+    if dtype.kind not in "fc" and not dtype.name.startswith(("bfloat", "float")):
+        return False
+    if dtype.kind == "c":
+        dtype = np.zeros((), dtype).real.dtype
+    bits = ml_dtypes.finfo(dtype).nmant
+    return bool(np.isfinite(verdict.max_rel)) and verdict.max_rel <= 2.0 ** (-bits / 2)
 
 
 def _with_tokens(module, flat: list) -> list:
@@ -230,13 +302,17 @@ def program(fn, *args, **kwargs) -> JaxProgram:
         _, args_flat = pjit._infer_params(jitted._fun, jitted._jit_info, args, kwargs)
     lowering = lowered._lowering
     cargs = lowering.compile_args
-    if cargs.get("num_devices", 1) > 1:
-        raise HloUnsupportedError("jit", "cpu", "a computation over several devices (sharded "
-                                  "jit, shard_map, pmap) is not handled by hloref.jax yet")
     if cargs.get("mut") is not None:
         raise HloUnsupportedError("jit", "cpu", "mutable array references")
     text = hlo_text(lowering.stablehlo())
     module = hloref.parse(text)
+    devices = cargs.get("num_devices", 1)
+    if devices > 1:
+        from ._manual import is_manual
+        if not is_manual(module):
+            raise HloUnsupportedError("jit", "cpu", "a computation over several devices that "
+                                      "is not a shard_map/pmap (XLA's SPMD partitioner decides "
+                                      "its per-device code)")
     full = [*lowering.const_args, *args_flat]
     kept = sorted(cargs["kept_var_idx"])
     values = [full[i] for i in kept]
@@ -252,7 +328,7 @@ def program(fn, *args, **kwargs) -> JaxProgram:
     from ._frontend import _tokens_for
     inputs = _tokens_for(module, inputs)
     return JaxProgram(jitted, args, kwargs, text, module, inputs, lowered.out_tree,
-                      list(cargs.get("global_out_avals", [])), _fn_name(jitted))
+                      list(cargs.get("global_out_avals", [])), _fn_name(jitted), devices)
 
 
 def evaluate(fn, *args, **kwargs):

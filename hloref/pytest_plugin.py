@@ -153,6 +153,7 @@ class _Pending:
     digest: bytes
     started: float
     out_tree: object = None
+    devices: int = 1
 
 
 @dataclass
@@ -341,9 +342,6 @@ class HlorefSession:
         if tag is None:
             self._skip("executable not lowered through jit (no module attached)")
             return None
-        if len(er._local_devices) > 1:
-            self._skip("runs on several devices", unsupported=True)
-            return None
         if er.ordered_effects or er.has_unordered_effects or er.has_host_callbacks:
             self._skip("side effects or host callbacks", unsupported=True)
             return None
@@ -360,6 +358,13 @@ class HlorefSession:
         if tag.max_elements > self.max_elements:
             self._skip("over --hloref-max-elements", over=True)
             return None
+        devices = len(er._local_devices)
+        if devices > 1:
+            from hloref._manual import is_manual
+            if not is_manual(tag.module):
+                self._skip("runs on several devices, partitioned by XLA (not a shard_map)",
+                           unsupported=True)
+                return None
         from hloref.jax import to_numpy
         from hloref.shapes import ArrayShape, TokenShape
         params = [p for p in tag.module.entry.parameters if not isinstance(p.shape, TokenShape)]
@@ -382,7 +387,8 @@ class HlorefSession:
                 return None
             self._seen.add(digest)
         trees = self._trees()
-        return _Pending(tag, inputs, digest, time.perf_counter(), trees[-1] if trees else None)
+        return _Pending(tag, inputs, digest, time.perf_counter(), trees[-1] if trees else None,
+                        devices)
 
     def _after(self, pending: _Pending, out) -> None:
         from hloref.jax import to_numpy
@@ -408,8 +414,14 @@ class HlorefSession:
                 names = output_names(tree)
             except Exception:  # noqa: BLE001 - positional names then
                 pass
-        report = check_values(module, pending.inputs, value, oracle="xla", names=names,
-                              text=pending.tag.text, worker=self._worker, blame=self.blame)
+        if pending.devices > 1:
+            from hloref.jax import check_devices
+            report = check_devices(module, pending.inputs, value, devices=pending.devices,
+                                   names=names, text=pending.tag.text,
+                                   function=pending.tag.name)
+        else:
+            report = check_values(module, pending.inputs, value, oracle="xla", names=names,
+                                  text=pending.tag.text, worker=self._worker, blame=self.blame)
         report.function = pending.tag.name
         self._tally(report, item)
 

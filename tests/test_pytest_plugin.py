@@ -164,3 +164,38 @@ def test_counts_repeats_distinct_inputs_skips_and_exclusions(pytester):
     excluded = count("-k", "excluded")
     assert excluded["executions"] == 0 and excluded["checked"] == 0
     assert excluded["seconds"] >= 0.0
+
+
+DEVICES = '''
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+def test_pmap_and_shard_map():
+    assert len(jax.devices()) == 4
+    x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    out = jax.pmap(lambda x: jax.lax.psum(x * 2, "i"), axis_name="i")(x)
+    np.testing.assert_array_equal(out, np.broadcast_to((x * 2).sum(0), x.shape))
+    mesh = Mesh(np.array(jax.devices()), ("i",))
+    f = jax.jit(jax.shard_map(lambda v: jax.lax.psum(v, "i") * jax.lax.axis_index("i"),
+                              mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+    f(np.arange(8, dtype=np.int32))
+
+def test_auto_sharded_jit():
+    mesh = Mesh(np.array(jax.devices()), ("i",))
+    x = jax.device_put(np.ones((8, 2), np.float32), NamedSharding(mesh, P("i")))
+    jax.jit(lambda v: v.sum(0))(x)
+'''
+
+
+def test_multi_device_shard_map_checked_and_auto_sharding_skipped(pytester, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+    pytester.makepyfile(test_devices=DEVICES)
+    result = run(pytester, "--hloref", "-k", "pmap_and_shard_map")
+    result.assert_outcomes(passed=1, deselected=1)
+    s = summary(result)
+    assert s["mismatched"] == 0 and s["unsupported"] == 0 and s["checked"] >= 2
+    result = run(pytester, "--hloref", "-k", "auto_sharded")
+    result.assert_outcomes(passed=1, deselected=1)
+    s = summary(result)
+    assert s["unsupported"] >= 1 and s["mismatched"] == 0
+    assert "partitioned by XLA" in result.stdout.str()
