@@ -90,7 +90,7 @@ class _Tag:
     Converted to HLO text and parsed by hloref on first use."""
 
     __slots__ = ("stablehlo", "name", "text", "key", "module", "error", "max_elements",
-                 "unsupported", "lock")
+                 "unsupported", "lock", "printed")
 
     def __init__(self, stablehlo, name):
         self.stablehlo = stablehlo
@@ -101,6 +101,7 @@ class _Tag:
         self.error = None
         self.unsupported = None
         self.max_elements = 0
+        self.printed = None  # hloref's print of the module (what diff hands the oracle)
         self.lock = threading.Lock()
 
     def prepare(self) -> None:
@@ -124,6 +125,8 @@ class _Tag:
                 self.error = f"hloref cannot parse the module: {type(exc).__name__}: {exc}"
                 return
             self.max_elements, self.unsupported = _scan(self.module)
+            from hloref.printer import module_to_text
+            self.printed = module_to_text(self.module)
 
 
 def _scan(module):
@@ -421,7 +424,8 @@ class HlorefSession:
                                    function=pending.tag.name)
         else:
             report = check_values(module, pending.inputs, value, oracle="xla", names=names,
-                                  text=pending.tag.text, worker=self._worker, blame=self.blame)
+                                  text=pending.tag.text, worker=self._worker, blame=self.blame,
+                                  printed=pending.tag.printed)
         report.function = pending.tag.name
         self._tally(report, item)
 
