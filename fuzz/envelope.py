@@ -266,7 +266,7 @@ class Perturber:
     the op again on the operands' magnitudes."""
 
     def __init__(self, module: Module, freedoms: Freedoms, rng: np.random.Generator | None,
-                 budgets: dict | None = None):
+                 budgets: dict | None = None, schedule: tuple | None = None):
         self.module = module
         self.freedoms = freedoms
         self.rng = rng
@@ -275,6 +275,8 @@ class Perturber:
         self._seen: dict = defaultdict(int)
         self._modes: dict = {}
         self._skippable: dict[str, frozenset] = {}
+        #: (envelope seed, this run's index, number of runs): the balanced schedule
+        self.schedule = schedule
 
     def __call__(self, comp: Computation, instr: Instruction, operands: list, value, recompute):
         if comp.name not in self.program or instr.opcode in _EXACT:
@@ -378,14 +380,23 @@ class Perturber:
 
     def _mode(self, comp, instr) -> float | None:
         """This run's way of erring for one instruction (the same in every loop
-        iteration): ``None`` independently per element (half the instructions), or a
-        systematic error, the same fraction of the budget for every element, drawn
-        once (directed rounding: up for a positive fraction, down for a negative one).
-        Systematic errors add up linearly where independent ones partly cancel."""
+        iteration): ``None``, independently per element, or systematic: +1 (every
+        element errs up by its whole budget; directed rounding up) or -1 (down).
+        Across the runs of one envelope each instruction gets a balanced, shuffled
+        schedule (a quarter up, a quarter down, half independent), so every element
+        of every inexact result errs both ways in some run: with independent coin
+        flips alone, some elements of a large array would by chance never move and
+        their envelope would be too narrow. Systematic errors add up linearly where
+        independent ones partly cancel."""
         key = (comp.name, instr.name)
         mode = self._modes.get(key, False)
         if mode is False:
-            mode = None if self.rng.random() < 0.5 else float(self.rng.uniform(-1, 1))
+            if self.schedule is None:
+                mode = None if self.rng.random() < 0.5 else float(self.rng.choice((-1.0, 1.0)))
+            else:
+                seed, index, runs = self.schedule
+                plan = _schedule(seed, comp.name, instr.name, runs)
+                mode = plan[index % runs]
             self._modes[key] = mode
         return mode
 
@@ -504,6 +515,17 @@ def _in_f32(instr, operands, recompute):
         return None
 
 
+def _schedule(seed: int, comp: str, instr: str, runs: int) -> list:
+    """The shuffled modes of one instruction over ``runs`` runs (see ``_mode``)."""
+    import zlib
+    key = zlib.crc32(f"{comp}\x00{instr}".encode())
+    rng = np.random.default_rng([seed, key])
+    quarter = max(1, runs // 4)
+    plan = [1.0] * quarter + [-1.0] * quarter + [None] * max(0, runs - 2 * quarter)
+    rng.shuffle(plan)
+    return plan
+
+
 def _expansion_budget(instr, operands, value):
     from .differential import expander_atol
     atol = expander_atol(instr, operands, value)
@@ -582,8 +604,9 @@ def sample(module: Module, args: list, policy: EnvelopePolicy | None = None, *, 
     # a perturbed run sums f32 dots in f32 (as XLA does): its error is far inside the
     # accumulation freedom the run adds anyway, and BLAS sgemm is twice dgemm's speed
     fast = {"dot": {"accumulate": "native"}} if policy.freedoms.accumulation else None
-    for s in seeds:
-        perturber = Perturber(module, policy.freedoms, np.random.default_rng(s), budgets)
+    for k, s in enumerate(seeds):
+        perturber = Perturber(module, policy.freedoms, np.random.default_rng(s), budgets,
+                              schedule=(policy.seed, k, policy.samples))
         out.samples.append(Interpreter(module, limits=limits, perturb=perturber,
                                        observer=observer_for(out.entry_samples, True),
                                        op_overrides=fast).run(list(args)))
