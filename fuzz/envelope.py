@@ -8,7 +8,8 @@ inputs, given the freedoms XLA legitimately takes (``Freedoms``; docs/semantics.
 Method: stochastic arithmetic, as CESTAC/CADNA and Verificarlo do it. The module is
 evaluated once as written (the *nominal* run: hloref's correctly rounded value of
 every op) and ``samples`` more times with every floating-point result perturbed
-within its freedom (``Perturber``):
+within its freedom (``Perturber``), each instruction following a balanced schedule
+over the runs (directed up, directed down, independent per element: ``_mode``):
 
 * ``rounding``: an add, subtract, multiply, divide, sqrt or narrowing convert whose
   exact result is not representable is rounded up or down at random (CESTAC random
