@@ -55,6 +55,7 @@ from hloref.types import ElementType, from_dtype
 
 from .compare import (COMPLEX_FORMULA_OPS, DTYPE_ULPS, NARROW_OPCODE_ULPS, OPCODE_ULPS,
                       complex_formula_atol, ulp_of)
+from .compare import leaves as _leaves
 
 __all__ = ["Freedoms", "EnvelopePolicy", "Envelope", "EnvelopeVerdict", "Perturber", "Sampled",
            "sample", "envelope_of", "program_computations"]
@@ -616,14 +617,6 @@ def sample(module: Module, args: list, policy: EnvelopePolicy | None = None, *, 
 
 
 # ---------------------------------------------------------------- the envelope
-
-
-def _leaves(value, path=()):
-    if isinstance(value, tuple):
-        for i, v in enumerate(value):
-            yield from _leaves(v, path + (i,))
-    else:
-        yield path, value
 
 
 @dataclass
