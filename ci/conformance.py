@@ -650,6 +650,12 @@ def main(argv=None) -> int:
     records = score(cases, Cache(a.cache), evaluate=not a.no_eval, seed=a.seed, timeout=a.timeout,
                     xla_only=a.xla_only, cached_only=a.cached_only)
     desc = f"`{a.ref}` of {os.path.basename(os.path.normpath(a.source))}"
+    try:
+        rev = subprocess.run(["git", f"--git-dir={a.source}", "rev-parse", a.ref], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        desc = f"XLA test sources at `{a.ref}` = `{rev}`"
+    except (subprocess.CalledProcessError, OSError):
+        pass
     text = summary(records, not a.no_eval, desc)
     print(text)
     if a.out:
