@@ -172,6 +172,7 @@ class Stats:
     other_skips: int = 0
     hloref_seconds: float = 0.0
     unsupported_reasons: Counter = field(default_factory=Counter)
+    gaps: Counter = field(default_factory=Counter)  # known-gap verdicts by KNOWN_GAPS key
     skip_reasons: Counter = field(default_factory=Counter)
     mismatches: list = field(default_factory=list)  # (nodeid, computation, reproducer)
 
@@ -435,7 +436,9 @@ class HlorefSession:
             if v in ("match", "known-gap"):
                 self.stats.checked += 1
                 self.stats.matched += 1
-                self.stats.known_gaps += v == "known-gap"
+                if v == "known-gap":
+                    self.stats.known_gaps += 1
+                    self.stats.gaps[report.known_gap or "?"] += 1
                 return
             if v == "unsupported":
                 self.stats.unsupported += 1
@@ -497,6 +500,8 @@ class HlorefSession:
             f"not re-evaluated ({s.executions} executions seen)",
             f"hloref added {s.hloref_seconds:.2f} s to a session of {total:.2f} s",
         ]
+        for gap, n in s.gaps.most_common():
+            lines.append(f"  known gap ({n}): {gap}")
         for reason, n in s.unsupported_reasons.most_common(8):
             lines.append(f"  unsupported ({n}): {reason}")
         for reason, n in s.skip_reasons.most_common(8):
