@@ -782,8 +782,13 @@ def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy) -> _Leaf:
         if np.any(grid):
             lo = np.where(grid, lo_s - policy.widen * dev - floor, lo)
             hi = np.where(grid, hi_s + policy.widen * dev + floor, hi)
-        lo = np.where(np.isnan(c), lo_s, lo)
-        hi = np.where(np.isnan(c), hi_s, hi)
+        # a NaN nominal value with finite runs (an overflow a run's excess precision
+        # avoided): the runs' range, widened by its own half-width
+        half_s = np.where(np.isfinite(hi_s - lo_s), (hi_s - lo_s) / 2, 0.0)
+        floor_s = DTYPE_ULPS.get(et.name, 2) * _ulp(np.where(
+            np.isfinite(hi_s), np.maximum(np.abs(lo_s), np.abs(hi_s)), 0.0).astype(nom.dtype), et)
+        lo = np.where(np.isnan(c), lo_s - policy.widen * half_s - floor_s, lo)
+        hi = np.where(np.isnan(c), hi_s + policy.widen * half_s + floor_s, hi)
         if policy.freedoms.ftz:
             tiny = 2.0 ** (1 - et.float_format.bias)
             touches = (lo < tiny) & (hi > -tiny)
