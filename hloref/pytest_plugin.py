@@ -381,6 +381,11 @@ class HlorefSession:
         for x, p in zip(kept, params):
             dtype = p.shape.element_type.dtype if isinstance(p.shape, ArrayShape) else None
             arr = to_numpy(x, dtype)
+            if arr.dtype == np.bool_ and arr.size and arr.view(np.uint8).max() > 1:
+                # bytes other than 0/1 viewed as bool (random bits, e.g. jax's own
+                # rand_fullrange): not pred values; XLA passes the byte through a convert
+                self._skip("pred inputs holding bytes other than 0 and 1")
+                return None
             inputs.append(arr)
             h.update(f"{arr.dtype.str}{arr.shape}".encode())
             h.update(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))

@@ -199,3 +199,22 @@ def test_multi_device_shard_map_checked_and_auto_sharding_skipped(pytester, monk
     s = summary(result)
     assert s["unsupported"] >= 1 and s["mismatched"] == 0
     assert "partitioned by XLA" in result.stdout.str()
+
+
+NOT_PRED = '''
+import jax, jax.numpy as jnp, numpy as np
+
+def test_bool_from_random_bytes():
+    raw = np.array([96, 1, 0], np.uint8).view(np.bool_)  # 96 is no pred value
+    out = jax.jit(lambda b: b.astype(jnp.uint8))(raw)
+    assert np.asarray(out)[0] == 96  # XLA passes the byte through; numpy's view agrees
+'''
+
+
+def test_bytes_that_are_not_pred_values_are_skipped(pytester):
+    pytester.makepyfile(test_notpred=NOT_PRED)
+    result = run(pytester, "--hloref")
+    result.assert_outcomes(passed=1)
+    s = summary(result)
+    assert s["mismatched"] == 0 and s["other"] >= 1
+    assert "pred inputs holding bytes other than 0 and 1" in result.stdout.str()
