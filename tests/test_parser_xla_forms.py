@@ -198,3 +198,40 @@ ENTRY main {
     ours, _ = check_like_xla(text)
     assert verify_module(ours, collect=True) == []
     assert hloref.evaluate(ours, np.int32(4)) == -4
+
+
+SCAN_FORWARD = """HloModule scan_module
+add {
+  input = f32[] parameter(0)
+  acc = f32[] parameter(1)
+  add = f32[] add(acc, input)
+  ROOT t = (f32[], f32[]) tuple(add, add)
+}
+ENTRY Scan {
+  input = f32[4]{0} parameter(0)
+  init = f32[] constant(0)
+  ROOT scan = (f32[4]{0}, f32[]) scan(input, init), dimensions={0}, num_carries=1, is_reverse=false, to_apply=add, is_associative=true
+}
+"""
+
+
+def test_scan_flags_written_false_are_false():
+    """scan_expander_test.cc:116: ``is_reverse=false`` spelled out once read as raw text
+    (truthy), so the scan ran backwards. A forward prefix sum, by hand and by XLA:CPU."""
+    ours = parse_module(SCAN_FORWARD)
+    xc.hlo.hlo_module_from_text(module_to_text(ours))  # XLA accepts hloref's print
+    assert parse_module(module_to_text(ours)) == ours
+    attrs = ours.entry.root.attrs
+    assert attrs["is_reverse"] is False and attrs["is_associative"] is True
+    assert attrs["num_carries"] == 1
+    x = np.array([1, 2, 4, 8], np.float32)
+    out = hloref.evaluate(ours, x)
+    np.testing.assert_array_equal(out[0], [1, 3, 7, 15])
+    assert out[1] == 15
+    from hloref.fuzz.oracles.xla import available, run_hlo
+    if available():
+        xla = run_hlo(SCAN_FORWARD, x)
+        np.testing.assert_array_equal(xla[0], out[0])
+        np.testing.assert_array_equal(xla[1], out[1])
+    reverse = hloref.evaluate(SCAN_FORWARD.replace("is_reverse=false", "is_reverse=true"), x)
+    np.testing.assert_array_equal(reverse[0], [15, 14, 12, 8])

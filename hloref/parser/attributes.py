@@ -24,12 +24,13 @@ scatter_indices_batching_dims shifts
 """.split())
 INT_ATTRS = frozenset("""
 index iota_dimension feature_group_count batch_group_count index_vector_dim k feature_index
-exponent_bits mantissa_bits channel_id
+exponent_bits mantissa_bits channel_id num_carries delta inferred_dimension
+cross_program_prefetch_index
 """.split())
 BOOL_ATTRS = frozenset("""
 indices_are_sorted unique_indices is_stable largest has_dynamic_root lower left_side
 unit_diagonal is_host_transfer use_global_device_ids constrain_layout
-custom_call_has_side_effect is_cross_program_prefetch
+custom_call_has_side_effect is_cross_program_prefetch is_reverse is_associative is_composite
 """.split())
 FLOAT_ATTRS = frozenset(["epsilon"])
 ENUM_ATTRS = frozenset("direction type fft_type distribution algorithm kind mode transpose_a".split())
