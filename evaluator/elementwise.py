@@ -82,11 +82,55 @@ def _sign_complex(z):
     return np.where(mag == 0, z, z / np.where(mag == 0, 1, mag))
 
 
+def _compose(re, im):
+    """The complex array re + i·im, part by part (``re + 1j * im`` turns an infinite
+    ``im`` into a NaN real part: 1j * inf = nan + inf·i)."""
+    re, im = np.broadcast_arrays(np.asarray(re, np.float64), np.asarray(im, np.float64))
+    out = np.empty(re.shape, np.complex128)
+    out.real, out.imag = re, im
+    return out
+
+
+def _complex_divide(a, b):
+    """a / b in complex128, with C99 Annex G's recovery (``_Cdivd``, also XLA's
+    ``EmitComplexDivide``) where the quotient comes out NaN in both parts: a zero
+    divisor gives an infinity, an infinite dividend over a finite divisor an infinity,
+    a finite dividend over an infinite divisor a (signed) zero."""
+    a = np.asarray(a, np.complex128)
+    b = np.asarray(b, np.complex128)
+    with np.errstate(all="ignore"):
+        q = a / b
+        ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+        both_nan = np.isnan(q.real) & np.isnan(q.imag)
+        if not both_nan.any():
+            return q
+        re, im = q.real.copy(), q.imag.copy()
+        inf = np.float64(np.inf)
+        zero_den = (br == 0) & (bi == 0) & ~(np.isnan(ar) & np.isnan(ai))
+        s = np.copysign(inf, br)
+        z_re, z_im = s * ar, s * ai
+        finite_b = np.isfinite(br) & np.isfinite(bi)
+        inf_num = (np.isinf(ar) | np.isinf(ai)) & finite_b
+        a1r = np.copysign(np.isinf(ar).astype(np.float64), ar)
+        a1i = np.copysign(np.isinf(ai).astype(np.float64), ai)
+        n_re, n_im = inf * (a1r * br + a1i * bi), inf * (a1i * br - a1r * bi)
+        finite_a = np.isfinite(ar) & np.isfinite(ai)
+        inf_den = (np.isinf(br) | np.isinf(bi)) & finite_a
+        b1r = np.copysign(np.isinf(br).astype(np.float64), br)
+        b1i = np.copysign(np.isinf(bi).astype(np.float64), bi)
+        d_re, d_im = 0.0 * (ar * b1r + ai * b1i), 0.0 * (ai * b1r - ar * b1i)
+        for cond, r, i in ((inf_den, d_re, d_im), (inf_num, n_re, n_im), (zero_den, z_re, z_im)):
+            take = both_nan & cond
+            re = np.where(take, r, re)
+            im = np.where(take, i, im)
+    return _compose(re, im)
+
+
 def _expm1_complex(z):
     # exp(x)cos(y) - 1 = expm1(x)cos(y) - 2 sin(y/2)^2: no cancellation for small |z|
     x, y = z.real, z.imag
     re = np.expm1(x) * np.cos(y) - 2.0 * np.sin(y / 2) ** 2
-    return re + 1j * np.where(y == 0, y, np.exp(x) * np.sin(y))  # C99 G.6.3.1: exp(x + i0) = exp(x) + i0
+    return _compose(re, np.where(y == 0, y, np.exp(x) * np.sin(y)))  # C99 G.6.3.1: exp(x + i0) = exp(x) + i0
 
 
 def _log1p_complex(z):
@@ -94,7 +138,7 @@ def _log1p_complex(z):
     x, y = z.real, z.imag
     big = np.abs(z) > 0.5
     re = np.where(big, np.log(np.abs(1 + z)), 0.5 * np.log1p(x * (2.0 + x) + y * y))
-    return re + 1j * np.arctan2(y, 1.0 + x)
+    return _compose(re, np.arctan2(y, 1.0 + x))
 
 
 def _cbrt_complex(z):
@@ -287,7 +331,7 @@ def divide(a, b, *, shape):
         return _int_divrem(a, b, et, remainder=False)
     if et.is_complex:
         with np.errstate(all="ignore"):
-            return finish((a.astype(np.complex128) / b.astype(np.complex128)), et)
+            return finish(_complex_divide(a, b), et)
     return float_compute(np.divide, a, b, et=et)
 
 
@@ -312,7 +356,7 @@ def power(a, b, *, shape):
 
 def _atan2_complex(y, x):
     # XLA/MHLO's definition for complex operands: -i * log((x + i*y) / sqrt(x^2 + y^2))
-    return -1j * np.log((x + 1j * y) / np.sqrt(x * x + y * y))
+    return -1j * np.log(_complex_divide(x + 1j * y, np.sqrt(x * x + y * y)))
 
 
 @op("atan2")

@@ -182,3 +182,62 @@ def test_one_bit_integers_by_hand(t):
     text = module(f"  x = s32[4] parameter(0)\n  ROOT r = {t}[4] convert(x)")
     ours = run_hloref(text, np.array([0, 1, 2, 3], np.int32))
     assert [int(v) for v in ours.tolist()] == [wrap(v) for v in (0, 1, 2, 3)]
+
+
+def _same_complex(x, y):
+    """Equal part by part, signed zeros told apart, any NaN equal to any NaN."""
+    for p, q in ((x.real, y.real), (x.imag, y.imag)):
+        nan = np.isnan(p)
+        np.testing.assert_array_equal(nan, np.isnan(q))
+        np.testing.assert_array_equal(p[~nan], q[~nan])
+        np.testing.assert_array_equal(np.signbit(p[~nan]), np.signbit(q[~nan]))
+
+
+_INF, _NAN = np.inf, np.nan
+# (dividend, divisor, quotient by C99 Annex G's _Cdivd, which XLA's EmitComplexDivide
+# follows: the naive quotient where it is not NaN in both parts, else the recovery:
+# zero divisor -> inf·copysign(1, re b)·a; infinite dividend over finite divisor ->
+# inf·(a'·conj(b)) with a' the unit signs of a's infinite parts; finite over infinite ->
+# 0·(a·conj(b')).)
+_COMPLEX_DIVISION = [
+    (1 + 1j, complex(_NAN, _INF), complex(0.0, -0.0)),
+    (complex(_INF, 1), 1 + 1j, complex(_INF, -_INF)),
+    (complex(_INF, _NAN), 1 + 1j, complex(_INF, -_INF)),
+    (complex(_NAN, _INF), 1 + 1j, complex(_INF, _INF)),
+    (complex(1, _INF), 1 + 1j, complex(_INF, _INF)),
+    (complex(_INF, _INF), 1 + 1j, complex(_INF, _NAN)),   # Smith's quotient: not both NaN
+    (1 + 1j, 0j, complex(_INF, _INF)),
+    (complex(1, _NAN), 0j, complex(_INF, _NAN)),
+    (complex(-_INF, 2), complex(0.0, -0.0), complex(-_INF, _INF)),
+    (complex(1, _INF), complex(_INF, _INF), complex(_NAN, _NAN)),
+    (1 + 2j, 3 + 4j, 0.44 + 0.08j),
+]
+
+
+@pytest.mark.parametrize("t,dt", [("c64", np.complex64), ("c128", np.complex128)])
+def test_complex_division_special_values(t, dt):
+    a = np.array([c[0] for c in _COMPLEX_DIVISION], dt)
+    b = np.array([c[1] for c in _COMPLEX_DIVISION], dt)
+    want = np.array([c[2] for c in _COMPLEX_DIVISION], dt)
+    text = binary_module("divide", t, a.shape)
+    ours = run_hloref(text, a, b)
+    finite = np.isfinite(want.real) & np.isfinite(want.imag)
+    np.testing.assert_allclose(ours[finite], want[finite], rtol=1e-6)
+    _same_complex(ours[~finite], want[~finite])
+    _same_complex(ours, run_xla(text, a, b))
+
+
+def test_complex_expm1_log1p_with_infinite_parts():
+    # expm1(inf + i) = exp(inf)(cos 1 + i sin 1) - 1 = (inf, inf); expm1(-inf + i) = -1 + 0i;
+    # log1p(i·inf) = (inf, pi/2); an infinite imaginary part must not make the real NaN.
+    z = np.array([complex(_INF, 1), complex(-_INF, 1), complex(_INF, -2), complex(0, 1e-8)],
+                 np.complex64)
+    ours = run_hloref(unary_module("exponential-minus-one", "c64", z.shape), z)
+    _same_complex(ours[:3], np.array([complex(_INF, _INF), complex(-1, 0), complex(-_INF, -_INF)],
+                                     np.complex64))
+    _same_complex(ours, run_xla(unary_module("exponential-minus-one", "c64", z.shape), z))
+    w = np.array([complex(0, _INF), complex(_INF, 1), complex(-_INF, 1)], np.complex64)
+    ours = run_hloref(unary_module("log-plus-one", "c64", w.shape), w)
+    np.testing.assert_allclose(ours.imag, [np.pi / 2, 0.0, np.pi], rtol=1e-7)
+    assert np.all(np.isposinf(ours.real))
+    _same_complex(ours, run_xla(unary_module("log-plus-one", "c64", w.shape), w))
