@@ -208,13 +208,41 @@ def _narrow(et: ElementType) -> bool:
     return et.is_float and et.bits <= 16
 
 
-def _add_combiner(module: Module, instr: Instruction) -> bool:
-    """Whether ``instr``'s applied computation (to_apply / scatter) adds two scalars."""
+#: Combiners that are associative and commutative on their own pair of scalars.
+_PAIRWISE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
+
+
+def combiner_kinds(module: Module, instr: Instruction) -> tuple[str | None, ...] | None:
+    """Per output of ``instr``'s applied computation (to_apply / scatter): the opcode
+    when that output is ``op(x_i, y_i)`` of its own pair of scalar parameters (for n
+    outputs, parameters i and n + i), else ``None``; ``None`` overall when the
+    computation is not a reducer. A variadic reducer such as ``(x1 + y1, max(x2, y2))``
+    gives ``("add", "maximum")``: its sum may be taken in any order like a single one."""
     from hloref.evaluator.reduce import simple_reducer
     ref = instr.attrs.get("to_apply")
     if ref is None or str(ref) not in module.computations:
-        return False
-    return simple_reducer(module.computations[str(ref)]) == "add"
+        return None
+    comp = module.computations[str(ref)]
+    single = simple_reducer(comp)
+    if single is not None:
+        return (single,)
+    root, params = comp.root, comp.parameters
+    if root is None or root.opcode != "tuple" or len(params) != 2 * len(root.operands):
+        return None
+    n = len(root.operands)
+    kinds: list[str | None] = []
+    for i, out in enumerate(root.operands):
+        pair = {params[i].name, params[n + i].name}
+        ok = out.opcode in _PAIRWISE and len(out.operands) == 2 and \
+            {o.name for o in out.operands} == pair and \
+            all(isinstance(o.shape, ArrayShape) and o.shape.rank == 0 for o in out.operands)
+        kinds.append(out.opcode if ok else None)
+    return tuple(kinds)
+
+
+def _add_combiner(module: Module, instr: Instruction) -> bool:
+    """Whether ``instr``'s applied computation adds (in at least one output)."""
+    return "add" in (combiner_kinds(module, instr) or ())
 
 
 def _terms(instr: Instruction, operands: list, value: np.ndarray) -> int:
@@ -484,7 +512,19 @@ class Perturber:
                   "reduce-scatter", "collective-reduce") and not _add_combiner(self.module, instr):
             return None  # max/min/and/or combiners are exact; others are combiners' business
         if isinstance(value, tuple):
-            return None  # variadic reduce with an add reducer: rare, left exact
+            # a variadic reduce: each output summed by its own add may be reordered
+            kinds = combiner_kinds(self.module, instr)
+            if op not in ("reduce", "reduce-window") or kinds is None or \
+                    len(kinds) != len(value):
+                return None
+            try:
+                mags = recompute(*[_magnitude(o) for o in operands])
+            except Exception:  # noqa: BLE001 - a budget is best effort
+                return None
+            return tuple(
+                self._sum_budget(instr, operands, leaf, np.abs(_to_f64(np.asarray(mag))))
+                if kind == "add" and _et(leaf) is not None else None
+                for kind, leaf, mag in zip(kinds, value, mags))
         et = _et(value)
         if et is None:
             return None
@@ -502,6 +542,13 @@ class Perturber:
                 mag = np.abs(_to_f64(np.asarray(mag)))
         except Exception:  # noqa: BLE001 - a budget is best effort
             return None
+        return self._sum_budget(instr, operands, value, mag)
+
+    @staticmethod
+    def _sum_budget(instr, operands, value, mag):
+        """sqrt(n)·eps·Σ|terms| + 1 ULP for ``value``, given Σ|terms| (``mag``)."""
+        op = instr.opcode
+        et = _et(value)
         n = _terms(instr, operands, value)
         # dot and convolution of narrow floats accumulate in f32 (XLA:CPU and XLA:GPU
         # both do); a reduce's partial sums may be rounded to its reducer's type

@@ -178,3 +178,44 @@ ENTRY e {
     env, _ = _envelope(text, x)
     assert env.check(x * x).ok
     assert not env.check(x * x + np.array([0, 0, 1, 0], np.int32)).ok
+
+
+VARIADIC_WINDOW = """HloModule m
+pair {
+  x1 = f32[] parameter(0)  x2 = f32[] parameter(1)  y1 = f32[] parameter(2)  y2 = f32[] parameter(3)
+  s = f32[] add(x1, y1)  m = f32[] maximum(x2, y2)
+  ROOT t = (f32[], f32[]) tuple(s, m)
+}
+ENTRY e {
+  a = f32[3,2,4,6] parameter(0)  b = f32[3,2,4,6] parameter(1)
+  z = f32[] constant(0)  ninf = f32[] constant(-inf)
+  ROOT r = (f32[3,2,4,6], f32[3,2,4,6]) reduce-window(a, b, z, ninf), window={size=2x1x2x1 pad=0_1x0_0x0_1x0_0}, to_apply=pair
+}
+"""
+
+
+def test_variadic_reducer_sums_in_any_order_and_its_max_stays_exact(worker):
+    # jax's lax_test testReduceWindowVariadic: (x1 + y1, max(x2, y2)). XLA:CPU sums
+    # each window in its own order (5 of 32 of jax's cases differ from hloref's by a
+    # few ULP); a planted 1e-4 error in the sum or in the max is flagged.
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((3, 2, 4, 6)) * 3).astype(np.float32)
+    b = rng.standard_normal((3, 2, 4, 6)).astype(np.float32)
+    good = diff(VARIADIC_WINDOW, [a, b], worker=worker)
+    assert good.verdict == "match", good.summary()
+    env, _ = _envelope(VARIADIC_WINDOW, a, b)
+    sums, maxes = env.nominal
+    # the 4-term window sums in every order, in f32, are inside
+    for order in ((0, 1, 2, 3), (3, 2, 1, 0), (1, 3, 0, 2)):
+        terms = [np.pad(a, ((0, 1), (0, 0), (0, 1), (0, 0)))[i:i + 3, :, j:j + 4]
+                 for i, j in ((0, 0), (0, 1), (1, 0), (1, 1))]
+        acc = np.zeros_like(sums)
+        for k in order:
+            acc = (acc + terms[k]).astype(np.float32)
+        assert env.check((acc, maxes)).ok
+    bad_sum = np.array(sums, copy=True)
+    bad_sum[1, 0, 2, 3] += np.float32(1e-4) * max(1.0, abs(float(bad_sum[1, 0, 2, 3])))
+    assert not env.check((bad_sum, maxes)).ok
+    bad_max = np.array(maxes, copy=True)
+    bad_max[0, 0, 0, 0] *= np.float32(1.0001)  # beyond the per-type floor of 2 ULP
+    assert not env.check((sums, bad_max)).ok
