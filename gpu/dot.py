@@ -24,7 +24,7 @@ from numba import cuda
 from .device import LOAD, STORE, empty, type_class, type_params
 from .elementwise import _kind, launch
 from .registry import GpuFallback, gpu_op
-from .shape_ops import _t, row_major_strides
+from .shape_ops import int_tuple as _t, row_major_strides
 
 OP_FAMILY = True
 

@@ -25,7 +25,7 @@ from hloref.shapes import TupleShape
 from .device import LOAD, STORE, empty, type_class, type_params
 from .elementwise import _add, _and_pred, _imax, _imin, _kind, _mul, _or_pred, _xor, fmax, fmin, launch
 from .registry import GpuFallback, gpu_op
-from .shape_ops import _t, row_major_strides
+from .shape_ops import int_tuple as _t, row_major_strides
 
 OP_FAMILY = True
 
@@ -50,6 +50,17 @@ _OPS = {
              "maximum": (_or_pred, _keep), "minimum": (_and_pred, _keep),
              "and": (_and_pred, _keep), "or": (_or_pred, _keep), "xor": (_xor, _keep)},
 }
+
+def combiner(kind: str, et):
+    """``(op, widen)``: the device function of the recognised reducer ``kind``
+    (``reduce.simple_reducer``) on element type ``et``, and the widening applied to each
+    value before it (float add/multiply accumulate in f64); ``GpuFallback`` if none."""
+    k = _kind(et)
+    table = _OPS.get("int" if k in ("sint", "uint") else k)
+    if table is None or kind not in table:
+        raise GpuFallback(f"{kind} of {et.name} has no GPU kernel")
+    return table[kind]
+
 
 @functools.cache  # one compiled kernel per combination
 def _kernel(op, widen, cls):
@@ -96,11 +107,7 @@ def reduce(*operands, shape, dimensions, to_apply):
     et = shape.element_type
     if x.et != et:
         raise GpuFallback("reduce whose input and result types differ")
-    k = _kind(et)
-    table = _OPS.get("int" if k in ("sint", "uint") else k)
-    if table is None or kind not in table:
-        raise GpuFallback(f"reduce {kind} of {et.name} has no GPU kernel")
-    op, widen = table[kind]
+    op, widen = combiner(kind, et)
     dims = tuple(dimensions)
     kept = [d for d in range(x.ndim) if d not in dims]
     xs = row_major_strides(x.shape)

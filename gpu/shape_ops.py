@@ -34,14 +34,17 @@ def row_major_strides(dims) -> tuple[int, ...]:
     return tuple(strides)
 
 
-def _t(values) -> tuple[int, ...]:
+def int_tuple(values) -> tuple[int, ...]:
     """A non-empty int tuple for kernel arguments (rank 0 gets one dummy dimension)."""
     values = tuple(int(v) for v in values)
     return values if values else (1,)
 
 
+_t = int_tuple
+
+
 @cuda.jit(device=True)
-def _strided_offset(i, dims, strides, base):
+def strided_offset(i, dims, strides, base):
     """``base`` plus the row-major digits of ``i`` over ``dims`` times ``strides``."""
     off = base
     for d in range(len(dims) - 1, -1, -1):
@@ -56,7 +59,7 @@ def _gather(src, out, n, dims, strides, base):
     i = cuda.grid(1)
     step = cuda.gridsize(1)
     while i < n:
-        out[i] = src[_strided_offset(i, dims, strides, base)]
+        out[i] = src[strided_offset(i, dims, strides, base)]
         i += step
 
 
@@ -65,7 +68,7 @@ def _scatter(src, out, n, dims, strides, base):
     i = cuda.grid(1)
     step = cuda.gridsize(1)
     while i < n:
-        out[_strided_offset(i, dims, strides, base)] = src[i]
+        out[strided_offset(i, dims, strides, base)] = src[i]
         i += step
 
 
