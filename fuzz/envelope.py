@@ -28,8 +28,11 @@ over the runs (directed up, directed down, independent per element: ``_mode``):
   ``sqrt(n) * eps * sum|terms|`` (the magnitude of a reordered sum's rounding error;
   the rigorous ``2 n eps sum|terms|`` is kept for one instruction in isolation);
   batch norm, cholesky and triangular-solve get their expansion bounds.
-* ``ftz``: XLA:CPU flushes subnormals: a value within the smallest normal of zero
-  matches zero.
+* ``ftz``: XLA:CPU flushes subnormals (jaxlib's CPU client runs with the FTZ and
+  DAZ bits set; constant folding does not): a value within the smallest normal of zero
+  matches zero, and in about half of the runs an arithmetic instruction reads a
+  subnormal f32/f64/bf16 operand as zero (so ``x == 0``, ``sign(x)`` or ``1 / x``
+  of a subnormal ``x`` may go either way).
 
 Everything else (loops, calls, fusions, discontinuities) propagates for free: a
 ``compare`` that flips in some samples puts both outcomes in the envelope; an
@@ -271,6 +274,46 @@ def _terms(instr: Instruction, operands: list, value: np.ndarray) -> int:
     return max(1, biggest // max(1, value.size))
 
 
+#: Arithmetic that XLA:CPU's DAZ bit lets read a subnormal operand as zero (data
+#: movement, control flow and accumulations are left out: a flushed term of a sum
+#: moves it by less than the smallest normal, which the output's ``ftz`` floor covers).
+_DAZ_READERS = frozenset({
+    "add", "subtract", "multiply", "divide", "remainder", "power", "atan2", "compare",
+    "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even", "maximum",
+    "minimum", "clamp", "sqrt", "rsqrt", "cbrt", "log", "log-plus-one", "exponential",
+    "exponential-minus-one", "tanh", "logistic", "sine", "cosine", "tan", "atan", "erf",
+    "sinh", "cosh", "asin", "acos", "asinh", "acosh", "atanh", "convert"})
+
+#: The smallest normal of each type whose subnormals are subnormal in f32 or f64
+#: (f16's and the f8s' are normal f32 values when XLA:CPU computes them: not flushed).
+_DAZ_TINY = {np.dtype(np.float32): 2.0 ** -126, np.dtype(np.float64): 2.0 ** -1022,
+             np.dtype(ml_dtypes.bfloat16): 2.0 ** -126, np.dtype(np.complex64): 2.0 ** -126,
+             np.dtype(np.complex128): 2.0 ** -1022}
+
+
+def _flush_subnormals(x):
+    """``x`` with its subnormal elements (parts) replaced by a zero of the same sign,
+    or ``x`` itself (the same object) when it has none."""
+    tiny = _DAZ_TINY.get(getattr(x, "dtype", None))
+    if tiny is None or x.size == 0:
+        return x
+    if x.dtype.kind == "c":
+        re, im = x.real.copy(), x.imag.copy()
+        fre, fim = _flush_subnormals(re), _flush_subnormals(im)
+        if fre is re and fim is im:
+            return x
+        out = np.empty_like(x)
+        out.real, out.imag = fre, fim
+        return out
+    mag = np.abs(x.astype(np.float64) if x.dtype == ml_dtypes.bfloat16 else x)
+    sub = (mag < tiny) & (mag > 0)
+    if not sub.any():
+        return x
+    zeros = np.where(np.signbit(x.astype(np.float64) if x.dtype == ml_dtypes.bfloat16 else x),
+                     -0.0, 0.0).astype(x.dtype)
+    return np.where(sub, zeros, x)
+
+
 def _magnitude(x):
     if isinstance(x, tuple):
         return tuple(_magnitude(v) for v in x)
@@ -311,7 +354,15 @@ class Perturber:
         self.schedule = schedule
 
     def __call__(self, comp: Computation, instr: Instruction, operands: list, value, recompute):
-        if comp.name not in self.program or instr.opcode in _EXACT:
+        if comp.name not in self.program:
+            return value
+        if self.rng is not None and self.freedoms.ftz and instr.opcode in _DAZ_READERS \
+                and self._daz(comp, instr):
+            flushed = [_flush_subnormals(o) for o in operands]
+            if any(f is not o for f, o in zip(flushed, operands)):
+                operands = flushed
+                value = recompute(*operands)
+        if instr.opcode in _EXACT:
             return value
         op = instr.opcode
         if op in _ACCUMULATING or op in _EXPANDED:
@@ -414,6 +465,21 @@ class Perturber:
             skip = self._mode(comp, instr) is None and bool(self.rng.random() < 0.5)
             self._modes[key] = skip
         return skip
+
+    def _daz(self, comp, instr) -> bool:
+        """Whether this run reads ``instr``'s subnormal operands as zero (a balanced,
+        shuffled schedule over the runs, like ``_mode``'s, drawn apart from it)."""
+        key = ("daz", comp.name, instr.name)
+        daz = self._modes.get(key)
+        if daz is None:
+            if self.schedule is None:
+                daz = bool(self.rng.random() < 0.5)
+            else:
+                seed, index, runs = self.schedule
+                plan = _schedule(seed, comp.name, instr.name + "\x00daz", runs)
+                daz = plan[index % runs] is not None if runs >= 4 else bool(index % 2)
+            self._modes[key] = daz
+        return daz
 
     def _mode(self, comp, instr) -> float | None:
         """This run's way of erring for one instruction (the same in every loop

@@ -219,3 +219,36 @@ def test_variadic_reducer_sums_in_any_order_and_its_max_stays_exact(worker):
     bad_max = np.array(maxes, copy=True)
     bad_max[0, 0, 0, 0] *= np.float32(1.0001)  # beyond the per-type floor of 2 ULP
     assert not env.check((sums, bad_max)).ok
+
+
+SIGN_AND_ZERO_TEST = """HloModule m
+ENTRY e {
+  x = f32[64] parameter(0)
+  z = f32[] constant(0)
+  zb = f32[64] broadcast(z), dimensions={}
+  eq = pred[64] compare(x, zb), direction=EQ
+  s = f32[64] sign(x)
+  ROOT t = (pred[64], f32[64]) tuple(eq, s)
+}
+"""
+
+
+def test_subnormal_operands_read_as_zero_is_xlas_daz_and_normal_values_stay_exact(worker):
+    # jaxlib's CPU client runs with DAZ: x == 0 is true and sign(x) is 0 for subnormal
+    # x (5 false alarms in jax's testInterpGradNan before the ftz freedom covered it)
+    x = np.float32(np.exp(np.linspace(-95, -80, 64)))  # subnormal up to ~exp(-87.3)
+    x[::7] *= -1
+    xla = diff(SIGN_AND_ZERO_TEST, [x], worker=worker)
+    eq, s = xla.actual
+    assert eq.sum() > 0 and np.all(s[eq] == 0)  # XLA flushed some: the test means something
+    assert xla.verdict == "match", xla.summary()
+    strict = EnvelopePolicy(freedoms=Freedoms(ftz=False))
+    assert diff(SIGN_AND_ZERO_TEST, [x], worker=worker, policy=strict).verdict == "mismatch"
+    # normal values: the comparison and the sign are exact, a flipped one is flagged
+    bad_eq, bad_s = np.array(eq, copy=True), np.array(s, copy=True)
+    bad_eq[-1] = True
+    report = diff(SIGN_AND_ZERO_TEST, [x], worker=worker, oracle_value=(bad_eq, s))
+    assert report.verdict == "mismatch", report.summary()
+    bad_s[-1] = 0.0
+    report = diff(SIGN_AND_ZERO_TEST, [x], worker=worker, oracle_value=(eq, bad_s))
+    assert report.verdict == "mismatch", report.summary()
