@@ -127,6 +127,37 @@ def _merge(opcode, instr, sizes_list, rank=None):
     return merged
 
 
+def _elementwise_sizes(operands, sizes, rank):
+    """Runtime sizes of an elementwise result whose dynamic operands disagree, as XLA's
+    dynamic dimension inference (``HandleElementwiseNary``) and padder
+    (``RewriteDynamicBinaryOp``) give them, operand by operand and dimension by
+    dimension: a size of 1 against a larger one is an implicit broadcast (the result
+    takes the larger size, the size-1 operand's element repeated along the dimension);
+    otherwise the result takes the smaller size (an implicit slice). Static operands do
+    not take part. Returns the operands (broadcast where needed) and the sizes."""
+    merged = None
+    for x, s in zip(operands, sizes):
+        if s is None or x.ndim != rank:
+            continue
+        if merged is None:
+            merged = list(s)
+            continue
+        for d, (e, n) in enumerate(zip(merged, s)):
+            if e != n:
+                broadcast = (n == 1 and n < e) or (e == 1 and e < n)
+                merged[d] = max(e, n) if broadcast else min(e, n)
+    if merged is None:
+        return operands, None
+    out = []
+    for x, s in zip(operands, sizes):
+        if s is not None and x.ndim == rank:
+            for d, (n, m) in enumerate(zip(s, merged)):
+                if n == 1 and m > 1:
+                    x = np.repeat(np.take(x, [0], axis=d), x.shape[d], axis=d)
+        out.append(x)
+    return out, tuple(merged)
+
+
 def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
     """Evaluate ``instr`` where runtime dimension sizes are involved.
 
@@ -186,8 +217,7 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
     family = entry.family if entry is not None else ""
     if family in _SAME_SHAPE_FAMILIES or opcode in _SAME_SHAPE_OPCODES or (
             opcode == "bitcast-convert" and operands[0].ndim == len(shape.dims)):
-        merged = _merge(opcode, instr, [s for x, s in zip(operands, sizes)
-                                        if x.ndim == len(shape.dims)])
+        operands, merged = _elementwise_sizes(operands, sizes, len(shape.dims))
         return fn(*operands, **kwargs), _normal(merged, shape.dims)
     if opcode == "broadcast":
         out = list(shape.dims)
