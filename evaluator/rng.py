@@ -62,6 +62,7 @@ import numpy as np
 from numba import njit
 
 from hloref.errors import HloEvalError
+from hloref.shapes import TupleShape
 
 from .numeric import element_type_of, finish, from_float64
 from .registry import op
@@ -236,7 +237,13 @@ def _bits_as(bits: np.ndarray, et) -> np.ndarray:
 
 @op("rng-bit-generator")
 def rng_bit_generator(state, *, shape, algorithm="rng_default"):
-    state_shape, out_shape = shape.elements
+    """``(new state, bits)``; a result declared as an array alone (XLA's parser and
+    XLA:CPU accept ``u32[8] rng-bit-generator(s)``, sharding_propagation_test.cc) is the
+    bits alone, as XLA:CPU returns them."""
+    if isinstance(shape, TupleShape):
+        state_shape, out_shape = shape.elements
+    else:
+        state_shape, out_shape = None, shape
     et = out_shape.element_type
     if et.is_pred or et.is_complex or not (et.is_integer or et.is_float):
         raise HloEvalError(f"rng-bit-generator cannot produce element type {et.name}")
@@ -264,6 +271,8 @@ def rng_bit_generator(state, *, shape, algorithm="rng_default"):
         new_state = [key, new_lo, new_hi] if k == 3 else [key, new_lo]
     else:
         raise HloEvalError(f"unknown rng-bit-generator algorithm {alg}")
+    if state_shape is None:
+        return _bits_as(bits, et)
     new_state_arr = np.array(new_state, dtype=np.uint64).astype(state_shape.element_type.dtype)
     return (new_state_arr, _bits_as(bits, et))
 

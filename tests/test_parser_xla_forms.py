@@ -235,3 +235,25 @@ def test_scan_flags_written_false_are_false():
         np.testing.assert_array_equal(xla[1], out[1])
     reverse = hloref.evaluate(SCAN_FORWARD.replace("is_reverse=false", "is_reverse=true"), x)
     np.testing.assert_array_equal(reverse[0], [15, 14, 12, 8])
+
+
+RBG_ARRAY = """HloModule m
+ENTRY main {
+  seed = u64[2] parameter(0)
+  ROOT rbg = u32[4,8] rng-bit-generator(seed), algorithm=rng_default
+}
+"""
+
+
+def test_rng_bit_generator_declared_as_bits_alone():
+    """sharding_propagation_test.cc:12609 declares ``rng-bit-generator`` with the bits'
+    array shape instead of the (state, bits) tuple; XLA's parser accepts it and XLA:CPU
+    returns the bits, those of the tuple form."""
+    seed = np.array([42, 7], np.uint64)
+    ours = hloref.evaluate(RBG_ARRAY, seed)
+    tuple_form = RBG_ARRAY.replace("u32[4,8] rng", "(u64[2], u32[4,8]) rng")
+    from hloref.fuzz.oracles.xla import available, run_hlo
+    if not available():
+        pytest.skip("no XLA:CPU")
+    np.testing.assert_array_equal(ours, run_hlo(RBG_ARRAY, seed))
+    np.testing.assert_array_equal(ours, run_hlo(tuple_form, seed)[1])
