@@ -86,6 +86,8 @@ def _ge(a, b):
 
 
 _DIRECTIONS = {"EQ": _eq, "NE": _ne, "LT": _lt, "LE": _le, "GT": _gt, "GE": _ge}
+#: comparison direction -> device function ``(a, b) -> 0/1``
+DIRECTIONS = _DIRECTIONS
 
 
 @gpu_op("compare", note="complex: cpu fallback")

@@ -1,0 +1,290 @@
+"""``reduce-window`` and ``select-and-scatter`` on the GPU (mirrors ``evaluator/windows.py``,
+whose docstring fixes the window conventions: base dilation, padding (negative crops),
+window dilation, stride; padding and holes are skipped, not filled with the init value).
+
+* ``reduce-window``: one thread per result element walks its window in row-major order,
+  skipping positions that fall on padding or holes, and combines like ``reduce``
+  (``gpu/reduce.py``): the reducer is one commutative op of its parameters (float
+  add/multiply accumulate in f64 and round once; max/min propagate NaN with -0 < +0;
+  integers wrap), the window's value is combined with the init value last; a window on
+  no operand element gives the init value. Variadic reduce-windows and other reducers
+  run on the CPU.
+* ``select-and-scatter``: one thread per source element (window) picks its operand
+  element as the CPU does (the first valid one, replaced by each later candidate
+  unless ``select(choice, candidate)``); then one thread per operand element starts
+  from ``init`` and applies, in row-major source order, the source values of the
+  windows that chose it (only the windows that can cover it are visited), each
+  ``scatter(current, source)`` rounded to the element type. ``select`` must be one
+  ``compare`` of its two parameters (either order, FLOAT or TOTALORDER) and
+  ``scatter`` one commutative op; other computations run on the CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import cuda
+
+from hloref.errors import HloEvalError
+from hloref.evaluator.reduce import simple_reducer
+from hloref.shapes import TupleShape
+
+from .compare import DIRECTIONS
+from .device import LOAD, STORE, empty, type_class, type_params
+from .elementwise import launch
+from .reduce import combiner
+from .registry import GpuFallback, gpu_op
+from .shape_ops import int_tuple, row_major_strides
+
+OP_FAMILY = True
+
+
+def _window_dims(window, rank):
+    """The window's dimensions (size 1, stride 1 everywhere when absent), validated."""
+    from hloref.attrs import Window, WindowDim
+    if isinstance(window, Window):
+        dims = window.dims
+    elif window is None:
+        dims = tuple(WindowDim(size=1) for _ in range(rank))
+    else:
+        dims = tuple(window)
+    if len(dims) != rank:
+        raise HloEvalError(f"window has {len(dims)} dimensions, the operand has rank {rank}")
+    for w in dims:
+        if w.size < 0 or w.stride < 1 or w.base_dilation < 1 or w.window_dilation < 1:
+            raise HloEvalError(f"invalid window dimension {w}")
+        if w.window_reversal:
+            raise HloEvalError("window reversal is not allowed here")
+    return dims
+
+
+class _Geometry:
+    """Kernel arguments describing windows of ``wdims`` over an operand of ``xdims``
+    with results of ``odims`` (every tuple non-empty: rank 0 gets a dummy dimension)."""
+
+    def __init__(self, xdims, odims, wdims):
+        rank = len(xdims)
+        self.rank = rank
+        self.xdims = int_tuple(xdims)
+        self.xstrides = int_tuple(row_major_strides(xdims)) if rank else (0,)
+        self.odims = int_tuple(odims)
+        self.ostrides = int_tuple(row_major_strides(odims)) if rank else (0,)
+        self.size = int_tuple(w.size for w in wdims)
+        self.kstrides = int_tuple(row_major_strides([w.size for w in wdims])) if rank else (0,)
+        self.stride = int_tuple(w.stride for w in wdims)
+        self.wdil = int_tuple(w.window_dilation for w in wdims)
+        self.bdil = int_tuple(w.base_dilation for w in wdims)
+        self.padlo = int_tuple(w.padding_low for w in wdims) if rank else (0,)
+        self.total = int(np.prod([w.size for w in wdims], dtype=np.int64))
+
+    def args(self):
+        return (self.rank, self.xdims, self.xstrides, self.odims, self.ostrides, self.size,
+                self.kstrides, self.stride, self.wdil, self.bdil, self.padlo, self.total)
+
+
+@cuda.jit(device=True)
+def _window_offset(o, r, rank, xdims, xstrides, odims, ostrides, size, kstrides, stride, wdil,
+                   bdil, padlo):
+    """Flat operand offset of window position ``r`` of result element ``o``, or -1 where
+    it falls on padding or a hole."""
+    off = np.int64(0)
+    for d in range(rank):
+        od = (o // ostrides[d]) % odims[d]
+        kd = (r // kstrides[d]) % size[d]
+        q = od * stride[d] + kd * wdil[d] - padlo[d]
+        if q < 0 or q % bdil[d] != 0:
+            return np.int64(-1)
+        idx = q // bdil[d]
+        if idx >= xdims[d]:
+            return np.int64(-1)
+        off += idx * xstrides[d]
+    return off
+
+
+# ----------------------------------------------------------------- reduce-window
+
+@functools.cache  # one compiled kernel per (reducer, widening, type class)
+def _reduce_window_kernel(op, widen, cls):
+    load, store = LOAD[cls], STORE[cls]
+
+    @cuda.jit
+    def k(x, init, out, n, p, rank, xdims, xstrides, odims, ostrides, size, kstrides, stride,
+          wdil, bdil, padlo, total):
+        o = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while o < n:
+            start = widen(load(init[0], p))
+            acc = start
+            have = False
+            for r in range(total):
+                off = _window_offset(o, r, rank, xdims, xstrides, odims, ostrides, size,
+                                     kstrides, stride, wdil, bdil, padlo)
+                if off >= 0:
+                    v = widen(load(x[off], p))
+                    if have:
+                        acc = op(acc, v)
+                    else:
+                        acc = v
+                        have = True
+            if have:
+                out[o] = store(op(acc, start), p)
+            else:
+                out[o] = store(start, p)
+            o += step
+
+    return k
+
+
+@gpu_op("reduce-window", note="variadic reduce-windows, other reducers, complex: cpu fallback")
+def reduce_window(*operands, shape, to_apply, window=None):
+    if len(operands) != 2 or isinstance(shape, TupleShape):
+        raise GpuFallback("variadic reduce-window")
+    x, init = operands
+    kind = simple_reducer(to_apply.computation)
+    if kind is None:
+        raise GpuFallback("the reducer is not a single commutative op of its parameters")
+    et = shape.element_type
+    if x.et != et:
+        raise GpuFallback("reduce-window whose input and result types differ")
+    op, widen = combiner(kind, et)
+    wdims = _window_dims(window, x.ndim)
+    out = empty(shape.dims, et)
+    geo = _Geometry(x.shape, shape.dims, wdims)
+    launch(_reduce_window_kernel(op, widen, type_class(et)), out.size, x.data, init.data,
+           out.data, out.size, type_params(et), *geo.args())
+    return out
+
+
+# ----------------------------------------------------------------- select-and-scatter
+
+def select_compare(comp):
+    """``(direction, total_order, swapped)`` when ``comp`` is ``ROOT compare(p0, p1)``
+    (``swapped``: written ``compare(p1, p0)``) of two scalars, else None."""
+    root, params = comp.root, comp.parameters
+    if root is None or root.opcode != "compare" or len(params) != 2 or len(root.operands) != 2:
+        return None
+    a, b = root.operands
+    if a is params[0] and b is params[1]:
+        swapped = False
+    elif a is params[1] and b is params[0]:
+        swapped = True
+    else:
+        return None
+    if any(p.shape.rank != 0 for p in params) or params[0].shape != params[1].shape:
+        return None
+    direction = str(root.attrs.get("direction"))
+    if direction not in DIRECTIONS:
+        return None
+    total = str(root.attrs.get("type", "")) == "TOTALORDER"
+    return direction, total, swapped
+
+
+@functools.cache  # one compiled kernel per (comparison, value load, order)
+def _select_kernel(cmp, key, swapped):
+    @cuda.jit
+    def k(x, chosen, n, p, rank, xdims, xstrides, odims, ostrides, size, kstrides, stride,
+          wdil, bdil, padlo, total):
+        s = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while s < n:
+            best = np.int64(-1)
+            for r in range(total):
+                off = _window_offset(s, r, rank, xdims, xstrides, odims, ostrides, size,
+                                     kstrides, stride, wdil, bdil, padlo)
+                if off >= 0:
+                    if best < 0:
+                        best = off
+                    else:
+                        a = key(x[best], p)
+                        b = key(x[off], p)
+                        keep = cmp(b, a) if swapped else cmp(a, b)
+                        if keep == 0:
+                            best = off
+            chosen[s] = best
+            s += step
+
+    return k
+
+
+@functools.cache  # one compiled kernel per (scatter op, type class)
+def _scatter_windows_kernel(op, cls):
+    load, store = LOAD[cls], STORE[cls]
+
+    @cuda.jit
+    def k(src, init, chosen, out, n, p, rank, xdims, xstrides, sdims, sstrides, size, stride,
+          padlo):
+        t = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while t < n:
+            acc = init[0]
+            count = np.int64(1)
+            for d in range(rank):  # windows covering t: o in [lo, hi] per dimension
+                c = (t // xstrides[d]) % xdims[d]
+                lo = -((-(c + padlo[d] - size[d] + 1)) // stride[d])
+                if lo < 0:
+                    lo = 0
+                hi = (c + padlo[d]) // stride[d]
+                if hi > sdims[d] - 1:
+                    hi = sdims[d] - 1
+                count *= hi - lo + 1 if hi >= lo else 0
+            for r in range(count):  # row-major over the covering windows
+                rem = r
+                s = np.int64(0)
+                for d in range(rank - 1, -1, -1):
+                    c = (t // xstrides[d]) % xdims[d]
+                    lo = -((-(c + padlo[d] - size[d] + 1)) // stride[d])
+                    if lo < 0:
+                        lo = 0
+                    hi = (c + padlo[d]) // stride[d]
+                    if hi > sdims[d] - 1:
+                        hi = sdims[d] - 1
+                    length = hi - lo + 1
+                    q = rem // length
+                    s += (lo + rem - q * length) * sstrides[d]
+                    rem = q
+                if chosen[s] == t:
+                    acc = store(op(load(acc, p), load(src[s], p)), p)
+            out[t] = acc
+            t += step
+
+    return k
+
+
+@gpu_op("select-and-scatter", note="select other than one compare, scatter other than one "
+                                   "commutative op, complex: cpu fallback")
+def select_and_scatter(x, source, init, *, shape, select, scatter, window=None):
+    sel = select_compare(select.computation)
+    if sel is None:
+        raise GpuFallback("the select computation is not one compare of its parameters")
+    kind = simple_reducer(scatter.computation)
+    if kind is None:
+        raise GpuFallback("the scatter computation is not one commutative op of its parameters")
+    et = shape.element_type
+    if source.et != et or init.et != et:
+        raise GpuFallback("select-and-scatter whose source, init and result types differ")
+    op = combiner(kind, et)[0]
+    direction, total_order, swapped = sel
+    xcls = type_class(x.et)
+    if xcls not in ("sint", "uint", "pred", "f32", "f64", "narrow"):
+        raise GpuFallback(f"select-and-scatter of {x.et.name} has no GPU kernel")
+    key = LOAD["key_" + xcls] if total_order and xcls in ("f32", "f64", "narrow") else LOAD[xcls]
+    wdims = _window_dims(window, x.ndim)
+    if any(w.base_dilation != 1 or w.window_dilation != 1 for w in wdims):
+        raise HloEvalError("select-and-scatter does not take window dilations")
+    geo = _Geometry(x.shape, source.shape, wdims)
+    spans = []
+    for n, w in zip(x.shape, wdims):
+        padded = n + w.padding_low + w.padding_high
+        spans.append((padded - w.size) // w.stride + 1 if padded >= w.size and w.size > 0 else 0)
+    if tuple(spans) != tuple(source.shape):
+        raise HloEvalError(f"select-and-scatter: windows give dimensions {spans}, the source "
+                           f"has {list(source.shape)}")
+    chosen = cuda.device_array(max(source.size, 1), dtype=np.int64)
+    launch(_select_kernel(DIRECTIONS[direction], key, swapped), source.size, x.data, chosen,
+           source.size, type_params(x.et), *geo.args())
+    out = empty(shape.dims, et)
+    launch(_scatter_windows_kernel(op, type_class(et)), out.size, source.data, init.data,
+           chosen, out.data, out.size, type_params(et), geo.rank, geo.xdims, geo.xstrides,
+           geo.odims, geo.ostrides, geo.size, geo.stride, geo.padlo)
+    return out

@@ -1,0 +1,128 @@
+"""reduce-window and select-and-scatter on the GPU backend (fallback disabled) against the
+cpu backend (bit for bit) and XLA:CPU, over windows with strides, padding (negative
+too), base and window dilation, in the element types the cpu backend supports."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import hloref
+from hloref.fuzz.compare import accumulation_atol
+from hloref.types import element_type
+
+from gpu_check import check, module, values
+
+REDUCER = """
+red {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] {op}(a, b)
+}}
+"""
+
+#: (operand dims, result dims, window)
+WINDOWS = [
+    ("[1,4,6,1]", "[1,2,3,1]", "size=1x2x2x1 stride=1x2x2x1"),          # 2x2 pooling
+    ("[5,6]", "[5,6]", "size=3x3 pad=1_1x1_1"),                          # same-size, padded
+    ("[5,6]", "[4,3]", "size=2x2 stride=2x2 pad=-1_1x0_2 lhs_dilate=2x1 rhs_dilate=1x2"),
+    ("[7]", "[4]", "size=3 stride=2 pad=2_1"),
+]
+
+REDUCE_TYPES = {
+    "add": ["f32", "bf16", "s32", "u8", "pred"],
+    "maximum": ["f32", "f8e4m3fn", "s8", "f64", "f16"],
+    "minimum": ["bf16", "u16"],
+    "multiply": ["s32"],
+    "and": ["pred"],
+    "or": ["u32"],
+}
+INITS = {"add": 0, "multiply": 1, "maximum": -np.inf, "minimum": np.inf, "and": 1, "or": 0}
+
+
+def _dims(text):
+    return tuple(int(v) for v in text.strip("[]").split(","))
+
+
+@pytest.mark.parametrize("op", list(REDUCE_TYPES))
+def test_reduce_window(op):
+    for t in REDUCE_TYPES[op]:
+        et = element_type(t)
+        init = INITS[op]
+        if et.is_integer and op in ("maximum", "minimum"):
+            init = et.min_value if op == "maximum" else et.max_value
+        if et.is_float and op in ("maximum", "minimum") and np.isnan(
+                np.asarray(init).astype(et.dtype).astype(np.float32)):  # no infinities (f8e4m3fn)
+            fmax = float(ml_dtypes.finfo(et.dtype).max)
+            init = -fmax if op == "maximum" else fmax
+        for xd, od, win in WINDOWS:
+            x = values(t, _dims(xd), kind="small" if op == "multiply" else "normal")
+            text = module([f"{t}{xd}", f"{t}[]"], f"reduce-window(p0, p1), window={{{win}}}, to_apply=red",
+                          f"{t}{od}", extra=REDUCER.format(t=t, op=op))
+            atol = None
+            if et.is_float and op == "add":  # XLA:CPU sums in another order (and in bf16)
+                xf = x.astype(np.float64)
+                n = int(np.prod([int(v) for v in win.split()[0][5:].split("x")]))
+                atol = accumulation_atol(n, n * np.abs(xf[np.isfinite(xf)]).max(), et)
+            check(text, x, np.asarray(init).astype(x.dtype), opcode="reduce-window",
+                  xla="required", atol=atol)
+
+
+def test_reduce_window_init_added_once():
+    # padding is skipped, not filled with the init value (the cpu backend's and XLA's rule)
+    text = module(["s32[4]", "s32[]"], "reduce-window(p0, p1), window={size=3 pad=1_1}, to_apply=red",
+                  "s32[4]", extra=REDUCER.format(t="s32", op="add"))
+    out = hloref.evaluate(text, np.array([1, 2, 3, 4], np.int32), np.int32(100), backend="gpu",
+                          fallback=False)
+    assert out.tolist() == [103, 106, 109, 107]
+    check(text, np.array([1, 2, 3, 4], np.int32), np.int32(100), xla="required")
+
+
+SELECT = """
+sel {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT c = pred[] compare({args}), direction={d}{extra}
+}}
+"""
+
+#: (operand dims, source dims, window)
+SAS_WINDOWS = [
+    ("[4,6]", "[2,3]", "size=2x2 stride=2x2"),                   # max-pool gradient
+    ("[4,6]", "[4,3]", "size=3x3 stride=1x2 pad=1_1x1_1"),       # overlapping windows
+    ("[5]", "[3]", "size=2 stride=2 pad=0_1"),
+]
+#: (select direction, compare operands, comparison type)
+SELECTS = [("GE", "a, b", ""), ("LE", "b, a", ""), ("GT", "a, b", ", type=TOTALORDER"),
+           ("LT", "a, b", "")]
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16", "s32", "f64", "u8"])
+def test_select_and_scatter(t):
+    for d, args, extra in SELECTS:
+        if extra and not element_type(t).is_float:
+            continue
+        for xd, sd, win in SAS_WINDOWS:
+            x = values(t, _dims(xd), kind="small")  # small values: ties in windows
+            src = values(t, _dims(sd))
+            if element_type(t).is_float:
+                x = np.round(values(t, _dims(xd), kind="unit").astype(np.float32) * 2).astype(x.dtype)
+            extra_text = REDUCER.format(t=t, op="add") + SELECT.format(t=t, args=args, d=d, extra=extra)
+            text = module([f"{t}{xd}", f"{t}{sd}", f"{t}[]"],
+                          f"select-and-scatter(p0, p1, p2), window={{{win}}}, select=sel, scatter=red",
+                          f"{t}{xd}", extra=extra_text)
+            check(text, x, src, np.asarray(1).astype(src.dtype), opcode="select-and-scatter",
+                  xla="required")
+
+
+def test_select_and_scatter_by_hand():
+    # windows [1,7,7] and [7,7,2] both choose element 1 (a tie keeps the first: GE is
+    # true for equal values) and add up; [7,2,0] chooses element 2
+    extra = REDUCER.format(t="s32", op="add") + SELECT.format(t="s32", args="a, b", d="GE", extra="")
+    text = module(["s32[5]", "s32[3]", "s32[]"],
+                  "select-and-scatter(p0, p1, p2), window={size=3 stride=1}, select=sel, scatter=red",
+                  "s32[5]", extra=extra)
+    out = hloref.evaluate(text, np.array([1, 7, 7, 2, 0], np.int32), np.array([10, 20, 30], np.int32),
+                          np.int32(5), backend="gpu", fallback=False)
+    assert out.tolist() == [5, 35, 35, 5, 5]
