@@ -37,30 +37,67 @@ def fusion(*args, shape, calls, kind=None):
 
 def run_while(init, condition, body, *, limit: int, instruction_name: str, to_host=np.asarray):
     """``while condition(state): state = body(state)``; stops past ``limit`` iterations.
-    ``to_host`` reads the predicate (the GPU backend passes its device-to-host read)."""
+    ``to_host`` reads the predicate (the GPU backend passes its device-to-host read).
+
+    A body that hands back its state unchanged (the very same values) while a
+    condition without side effects holds never terminates: that is reported at once
+    instead of after ``limit`` iterations (XLA's while-loop simplifier may remove such
+    a loop and return its initial state; the written semantics has no value)."""
     state = init
     iterations = 0
+    pure = _is_pure(condition)
     while bool(to_host(condition(state))):
         if iterations >= limit:
             raise HloLimitError(f"while loop still running after {limit} iterations "
                                 f"(Limits.max_while_iterations)", instruction=instruction_name)
-        state = body(state)
+        new = body(state)
+        if pure and _same_values(new, state):
+            raise HloEvalError("while loop does not terminate: the body returns its state "
+                               "unchanged and the condition still holds",
+                               instruction=instruction_name)
+        state = new
         iterations += 1
     return state
 
 
+#: Opcodes whose value does not depend on the operands alone (or that call others).
+_IMPURE_OPCODES = frozenset("""
+rng rng-get-and-update-state infeed recv recv-done custom-call call fusion while
+conditional all-reduce all-reduce-start all-gather all-gather-start collective-permute
+collective-permute-start all-to-all reduce-scatter partition-id replica-id
+async-start async-done send send-done outfeed
+""".split())
+
+
+def _is_pure(condition) -> bool:
+    """Whether a bound condition computation is a function of its parameter only."""
+    comp = getattr(condition, "computation", None)
+    if comp is None:
+        return False
+    return all(i.opcode not in _IMPURE_OPCODES for i in comp.instructions)
+
+
+def _same_values(a, b) -> bool:
+    """The same value objects, leaf by leaf (identity, no comparison of contents)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same_values(x, y) for x, y in zip(a, b))
+    return a is b
+
+
 def run_conditional(selector, args, *, true_computation=None, false_computation=None,
-                    branch_computations=None, to_host=np.asarray):
+                    branch_computations=None, to_host=np.asarray,
+                    instruction_name: str | None = None):
     """pred selector: true → ``true_computation(args[0])``, false →
     ``false_computation(args[1])``; s32 selector: ``branch_computations[i](args[i])``, and
-    an index outside [0, N) runs the last branch."""
+    an index outside [0, N) runs the last branch. Each branch is called with its
+    operand and its index among the operands after the selector."""
     if branch_computations is None:
         if true_computation is None or false_computation is None:
             raise HloEvalError("conditional needs true_computation and false_computation, "
-                               "or branch_computations")
+                               "or branch_computations", instruction=instruction_name)
         if len(args) != 2:
             raise HloEvalError(f"a pred conditional takes a true and a false operand, got "
-                               f"{len(args)}")
+                               f"{len(args)}", instruction=instruction_name)
         if bool(to_host(selector)):
             return true_computation(args[0])
         return false_computation(args[1])

@@ -90,3 +90,40 @@ def test_iota_with_a_zero_dimension_allocates_nothing():
     text = "HloModule t\nENTRY t {\n  ROOT i = f32[1000000000000, 0] iota(), iota_dimension=0\n}\n"
     out = hloref.evaluate(text)
     assert out.shape == (1000000000000, 0) and out.dtype == np.float32
+
+
+FIXED_POINT_WHILE = """HloModule m
+loop_body {
+  p = (u32[], f32[1]) parameter(0)
+  t0 = u32[] get-tuple-element(p), index=0
+  t1 = f32[1] get-tuple-element(p), index=1
+  add0 = f32[1] add(t1, t1)
+  ROOT _ = (u32[],f32[1]) tuple(t0,t1)
+}
+loop_cond {
+  p1 = (u32[], f32[1]) parameter(0)
+  count = u32[] get-tuple-element(p1), index=0
+  ub = u32[] constant(2)
+  ROOT _ = pred[] compare(count, ub), direction=LT
+}
+ENTRY main {
+  p2 = f32[1] parameter(0)
+  ind = u32[] constant(1)
+  t = (u32[],f32[1]) tuple(ind,p2)
+  w = (u32[],f32[1]) while(t), body=loop_body, condition=loop_cond
+  ROOT _ = f32[1] get-tuple-element(w), index=1
+}
+"""
+
+
+def test_while_whose_body_returns_its_state_is_reported_at_once():
+    """gpu_latency_hiding_scheduler_test.cc:296: the counter is never incremented, so
+    1 < 2 holds forever; reported after one iteration, not after the limit."""
+    limits = hloref.Limits(max_while_iterations=10**9)
+    with pytest.raises(HloEvalError, match="does not terminate"):
+        hloref.evaluate(FIXED_POINT_WHILE, np.ones(1, np.float32), limits=limits)
+    # The same loop counting up terminates after one iteration (by hand: count 1 -> 2).
+    counting = FIXED_POINT_WHILE.replace(
+        "ROOT _ = (u32[],f32[1]) tuple(t0,t1)",
+        "one = u32[] constant(1)\n  t2 = u32[] add(t0, one)\n  ROOT _ = (u32[],f32[1]) tuple(t2,add0)")
+    np.testing.assert_array_equal(hloref.evaluate(counting, np.ones(1, np.float32)), [2.0])
