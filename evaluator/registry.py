@@ -19,6 +19,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from hloref.opcodes import CATALOGUE
+
 __all__ = ["op", "OPS", "OpEntry", "unsupported", "UNSUPPORTED"]
 
 
@@ -60,8 +62,10 @@ def unsupported(opcode: str, reason: str) -> None:
     UNSUPPORTED[opcode] = reason
 
 
-#: Opcodes the interpreter loop dispatches itself (not through ``OPS``).
-INTERPRETER_OPCODES = frozenset({"parameter", "async-start"})
+#: Opcodes the interpreter loop dispatches itself (not through ``OPS``): family
+#: ``interpreter`` in the op catalogue.
+INTERPRETER_OPCODES = frozenset(op for op, info in CATALOGUE.items()
+                                if info.family == "interpreter")
 
 
 def load_all() -> dict[str, OpEntry]:

@@ -4,26 +4,16 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..opcodes import BINARY, CATALOGUE, UNARY
 from ..shapes import Shape
 from ..types import ELEMENT_TYPES, PRED
 from .common import (KIND_WORDS, ShapeError, as_array, complex_component, expect_kind,
                      expect_same_type, infer, make_array, shape_str)
 
 
-#: unary opcode → (allowed element kinds, result rule)
-_UNARY_KINDS: dict[str, str] = {
-    **{op: "f" for op in ("floor", "ceil", "round-nearest-afz", "round-nearest-even",
-                          "is-finite", "erf")},
-    **{op: "fc" for op in ("cosine", "sine", "tan", "exponential", "exponential-minus-one",
-                           "log", "log-plus-one", "logistic", "rsqrt", "sqrt",
-                           "tanh", "acos", "acosh", "asin", "asinh", "atan", "atanh",
-                           "cosh", "sinh")},
-    # XLA's InferUnaryOpShape: "Expected element type in shape to be floating for cbrt"
-    "cbrt": "f",
-    "real": "fc", "imag": "fc", "abs": "fcs", "sign": "fcs", "negate": "fcsu",
-    "count-leading-zeros": "su", "popcnt": "su", "not": "psu",
-}
-UNARY_OPCODES = frozenset(_UNARY_KINDS)
+#: unary opcode → allowed operand element kinds (from the op catalogue)
+_UNARY_KINDS: dict[str, str] = {op: CATALOGUE[op].kinds for op in sorted(UNARY)}
+UNARY_OPCODES = UNARY
 UNARY_KINDS = dict(_UNARY_KINDS)  # public copy (hloref ops' type table)
 
 
@@ -47,14 +37,9 @@ def _make_unary(opcode: str) -> Callable[..., Shape]:
     return infer
 
 
-_BINARY_KINDS: dict[str, str] = {
-    "add": "fcsup", "subtract": "fcsu", "multiply": "fcsup", "divide": "fcsu",
-    "remainder": "fsu", "power": "fcsu", "atan2": "fc", "maximum": "fcsup",
-    "minimum": "fcsup", "and": "psu", "or": "psu", "xor": "psu", "shift-left": "su",
-    "shift-right-arithmetic": "su", "shift-right-logical": "su", "complex": "f",
-    "mulhi": "su",
-}
-BINARY_OPCODES = frozenset(_BINARY_KINDS)
+#: binary opcode → allowed operand element kinds (from the op catalogue)
+_BINARY_KINDS: dict[str, str] = {op: CATALOGUE[op].kinds for op in sorted(BINARY)}
+BINARY_OPCODES = BINARY
 BINARY_KINDS = dict(_BINARY_KINDS)  # public copy (hloref ops' type table)
 
 
