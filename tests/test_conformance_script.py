@@ -6,6 +6,7 @@ import os
 import sys
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "ci"))
 import conformance  # noqa: E402
@@ -41,10 +42,93 @@ def test_multi_device_header():
     assert not conformance._multi_device("HloModule m, replica_count=1\nENTRY e {}")
 
 
-def test_compare_exact_rounding_and_mismatch():
-    a = np.array([1.0, 2.0, 3.0], np.float32)
-    assert conformance.compare(a, a.copy())[0] == "match"
-    # a 1e-5 relative difference at the output's scale: accumulated rounding
-    assert conformance.compare(a, a + np.float32(3e-5))[0] == "rounding"
-    assert conformance.compare(a, a + np.float32(0.5))[0] == "mismatch"
-    assert conformance.compare(np.array([1, 2], np.int32), np.array([1, 3], np.int32))[0] == "mismatch"
+SUM = """HloModule s
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[4096] parameter(0)
+  zero = f32[] constant(0)
+  ROOT r = f32[] reduce(x, zero), dimensions={0}, to_apply=add
+}
+"""
+
+
+def _judge(text, args, expected):
+    import hloref
+    module = hloref.parse(text)
+    ours = hloref.evaluate(module, *args)
+    return conformance.judge(module, args, expected, ours, 0.01, None)
+
+
+def test_judge_uses_the_envelope_of_hloref_diff():
+    x = np.random.default_rng(0).standard_normal(4096).astype(np.float32)
+    # another summation order in f32 (blocks of 8, as a vectorised loop sums): inside
+    # the envelope of accumulation, not within 2 ULP of the correctly rounded sum
+    other = np.float32(0)
+    for lane in x.reshape(-1, 8).T.sum(axis=1, dtype=np.float32):
+        other = np.float32(other + lane)
+    exact = np.float32(np.sum(x.astype(np.float64)))
+    assert other != exact
+    got = _judge(SUM, [x], np.asarray(other))
+    assert got["verdict"] == "envelope", got
+    # one part in a hundred: far outside any summation order
+    assert _judge(SUM, [x], np.asarray(exact * np.float32(1.01)))["verdict"] == "mismatch"
+    assert _judge(SUM, [x], np.asarray(exact))["verdict"] == "match"
+
+
+def test_judge_integers_exactly():
+    text = "HloModule m\nENTRY e {\n  p = s32[2] parameter(0)\n  ROOT n = s32[2] negate(p)\n}\n"
+    x = np.array([1, 2], np.int32)
+    assert _judge(text, [x], np.array([-1, -2], np.int32))["verdict"] == "match"
+    assert _judge(text, [x], np.array([-1, -3], np.int32))["verdict"] == "mismatch"
+
+
+def test_envelope_samples_shrink_for_slow_modules():
+    assert conformance.envelope_samples(0.1) == 8
+    assert conformance.envelope_samples(10.0) == 4
+    assert conformance.envelope_samples(100.0) == conformance.MIN_SAMPLES
+
+
+REDUCE_INIT = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[8] parameter(0)
+  INIT
+  ROOT r = f32[] reduce(x, i), dimensions={0}, to_apply=add
+}
+"""
+
+
+@pytest.mark.parametrize("init,not_identity", [
+    ("i = f32[] parameter(1)", True),
+    ("i = f32[] constant(1)", True),
+    ("i = f32[] constant(0)", False),
+    ("i = f32[] constant(-0)", False),
+])
+def test_init_not_identity_rule(init, not_identity):
+    assert conformance._init_not_identity(REDUCE_INIT.replace("INIT", init)) is not_identity
+
+
+def test_fusion_returning_a_parameter_rule():
+    text = """HloModule mof
+fusion_comp {
+  p0 = f32[10] parameter(0)
+  p1 = f32[10] parameter(1)
+  add = f32[10] add(p0, p1)
+  ROOT res = (f32[10], f32[10]) tuple(RESULT, add)
+}
+ENTRY main {
+  p0 = f32[10] parameter(0)
+  p1 = f32[10] parameter(1)
+  ROOT f = (f32[10], f32[10]) fusion(p0, p1), kind=kLoop, calls=fusion_comp
+}
+"""
+    assert conformance._fusion_returns_parameter(text.replace("RESULT", "p1"))
+    assert not conformance._fusion_returns_parameter(text.replace("RESULT", "add"))
