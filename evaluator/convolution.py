@@ -18,6 +18,8 @@ import numpy as np
 
 from hloref.attrs import Window, WindowDim
 from hloref.errors import HloEvalError
+from hloref.geometry import (dilate_pad_slices, window_positions, window_span,
+                             window_tap_slice)
 
 from .dot import _operand
 from .numeric import contiguous, element_type_of, finish
@@ -40,23 +42,11 @@ def _padded_channels_last(lhs: np.ndarray, et, dn, window: tuple[WindowDim, ...]
         dtype = np.dtype(np.float64)  # f32/f64: widened exactly while copying below
     out_shape, place, crop = [src.shape[0]], [slice(None)], [slice(None)]
     for axis, w in enumerate(window, start=1):
-        n = src.shape[axis]
-        inner = n + max(n - 1, 0) * (w.base_dilation - 1)
-        lo, hi = w.padding_low, w.padding_high
-        full = max(lo, 0) + inner + max(hi, 0)
-        # crop the negative padding off the padded extent
-        c0, c1 = max(-lo, 0), full - max(-hi, 0)
-        size = max(c1 - c0, 0)
-        out_shape.append(size)
-        # source positions max(lo,0) + i*dilation (i in [0, n)) that land in [c0, c1)
-        first = max(lo, 0)
-        i0 = 0 if first >= c0 else -(-(c0 - first) // w.base_dilation)
-        i1 = min(n, (c1 - 1 - first) // w.base_dilation + 1) if c1 > first else 0
-        i1 = max(i1, i0)
-        start = first + i0 * w.base_dilation - c0
-        stop = start + (i1 - i0 - 1) * w.base_dilation + 1 if i1 > i0 else start
-        place.append(slice(start, stop, w.base_dilation) if i1 > i0 else slice(0, 0))
-        crop.append(slice(i0, i1))
+        extent, dst, kept = dilate_pad_slices(src.shape[axis], w.padding_low, w.padding_high,
+                                              w.base_dilation)
+        out_shape.append(extent)
+        place.append(dst)
+        crop.append(kept)
     out_shape.append(src.shape[-1])
     place.append(slice(None))
     crop.append(slice(None))
@@ -93,9 +83,8 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
                            f"batch_group_count={bg}")
     out_spatial = []
     for axis, wd in enumerate(wdims):
-        span = (w.shape[axis] - 1) * wd.window_dilation + 1
-        size = x.shape[1 + axis] - span
-        out_spatial.append(size // wd.stride + 1 if size >= 0 else 0)
+        span = window_span(w.shape[axis], wd.window_dilation)
+        out_spatial.append(window_positions(x.shape[1 + axis], span, wd.stride))
     out_spatial = tuple(out_spatial)
     nb = n // bg
     op_ = o // (g * bg)
@@ -111,8 +100,7 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
         # the (BG, N/BG, out..., G, CI) view of one window position, as (BG, G, N/BG, out..., CI)
         to_gemm = (0, 2 + nsp, 1) + tuple(range(2, 2 + nsp)) + (3 + nsp,)
         for kk, k in enumerate(kernel_positions):
-            region = tuple(slice(ki * wd.window_dilation,
-                                 ki * wd.window_dilation + (os - 1) * wd.stride + 1, wd.stride)
+            region = tuple(window_tap_slice(ki, os, wd.stride, wd.window_dilation)
                            for ki, wd, os in zip(k, wdims, out_spatial))
             patches[..., kk, :] = xg[(slice(None), slice(None)) + region].transpose(to_gemm)
         lhs_m = patches.reshape(bg, g, nb * out_size, kk_count * ci)

@@ -57,6 +57,8 @@ import numpy as np
 
 from hloref.attrs import ConvDimensionNumbers, Window, WindowDim
 from hloref.errors import HloEvalError, HloUnsupportedError
+from hloref.geometry import (dilate_pad_slices, padded_size, window_positions, window_span,
+                             window_tap_slice)
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.types import F64
 
@@ -493,56 +495,37 @@ class _Geometry:
             raise _unsupported(target, "window reversal")
         self.dims = dims
         self.x_spatial, self.k_spatial, self.y_spatial = x_spatial, k_spatial, y_spatial
-        self.padded = [(x - 1) * d.base_dilation + 1 + d.padding_low + d.padding_high
-                       if x > 0 else d.padding_low + d.padding_high
+        self.padded = [padded_size(x, d.padding_low, d.padding_high, d.base_dilation - 1)
                        for x, d in zip(x_spatial, dims)]
         for i, d in enumerate(dims):
-            span = (k_spatial[i] - 1) * d.window_dilation + 1
-            want = max(0, (self.padded[i] - span) // d.stride + 1) if self.padded[i] >= span else 0
+            want = window_positions(self.padded[i], window_span(k_spatial[i], d.window_dilation),
+                                    d.stride)
             if want != y_spatial[i]:
                 raise HloEvalError(f"{target}: output spatial size {y_spatial[i]} does not match "
                                    f"the forward convolution ({want})")
-
-    def _x_positions(self, axis):
-        d = self.dims[axis]
-        j = np.arange(self.x_spatial[axis])
-        q = d.padding_low + j * d.base_dilation
-        valid = (q >= 0) & (q < self.padded[axis])
-        return np.where(valid, q, 0), valid
+        self.placement = [dilate_pad_slices(x, d.padding_low, d.padding_high, d.base_dilation)
+                          for x, d in zip(x_spatial, dims)]
 
     def pad(self, xc):
         """x (canonical) → the padded, base-dilated frame."""
         out = np.zeros(xc.shape[:2] + tuple(self.padded), np.float64)
-        idx = [slice(None), slice(None)]
-        src = [slice(None), slice(None)]
-        for a in range(len(self.dims)):
-            q, valid = self._x_positions(a)
-            idx.append(q[valid])
-            src.append(np.nonzero(valid)[0])
-        out[np.ix_(*[np.arange(s) if isinstance(i, slice) else i
-                     for s, i in zip(out.shape, idx)])] = \
-            xc[np.ix_(*[np.arange(s) if isinstance(i, slice) else i
-                        for s, i in zip(xc.shape, src)])]
+        dst = tuple(p[1] for p in self.placement)
+        src = tuple(p[2] for p in self.placement)
+        out[(slice(None), slice(None)) + dst] = xc[(slice(None), slice(None)) + src]
         return out
 
     def unpad(self, dxp):
         """Adjoint of ``pad``."""
-        out = dxp
-        for a in range(len(self.dims)):
-            q, valid = self._x_positions(a)
-            out = np.take(out, q, axis=2 + a)
-            shape = [1] * out.ndim
-            shape[2 + a] = -1
-            out = out * valid.reshape(shape)
+        out = np.zeros(dxp.shape[:2] + tuple(self.x_spatial), dxp.dtype)
+        dst = tuple(p[1] for p in self.placement)
+        src = tuple(p[2] for p in self.placement)
+        out[(slice(None), slice(None)) + src] = dxp[(slice(None), slice(None)) + dst]
         return out
 
     def window_slices(self, k):
-        sl = [slice(None), slice(None)]
-        for a, d in enumerate(self.dims):
-            start = k[a] * d.window_dilation
-            stop = start + (self.y_spatial[a] - 1) * d.stride + 1
-            sl.append(slice(start, stop, d.stride))
-        return tuple(sl)
+        return (slice(None), slice(None)) + tuple(
+            window_tap_slice(k[a], self.y_spatial[a], d.stride, d.window_dilation)
+            for a, d in enumerate(self.dims))
 
 
 def _canon(x, batch, feature, spatial):

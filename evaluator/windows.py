@@ -32,6 +32,7 @@ import numpy as np
 
 from hloref.attrs import Window, WindowDim
 from hloref.errors import HloEvalError
+from hloref.geometry import dilate_pad_slices, window_positions, window_span
 from hloref.shapes import TupleShape
 
 from .numeric import compute_array, contiguous, element_type_of
@@ -69,25 +70,19 @@ def _pad_dilate(x: np.ndarray, wdims, fill) -> np.ndarray:
     """``x`` base-dilated and padded (negative padding crops), holes and pads = ``fill``."""
     shape, place, crop = [], [], []
     for n, w in zip(x.shape, wdims):
-        inner = n + max(n - 1, 0) * (w.base_dilation - 1)
-        lo, hi = max(w.padding_low, 0), max(w.padding_high, 0)
-        total = lo + inner + hi
-        shape.append(total)
-        place.append(slice(lo, lo + inner, w.base_dilation))
-        crop.append(slice(max(-w.padding_low, 0), max(total - max(-w.padding_high, 0),
-                                                       max(-w.padding_low, 0))))
+        extent, dst, kept = dilate_pad_slices(n, w.padding_low, w.padding_high, w.base_dilation)
+        shape.append(extent)
+        place.append(dst)
+        crop.append(kept)
     out = np.empty(shape, x.dtype)
     out[...] = fill
-    out[tuple(place)] = x
-    return out[tuple(crop)]
+    out[tuple(place)] = x[tuple(crop)]
+    return out
 
 
 def _out_dims(padded_shape, wdims) -> tuple[int, ...]:
-    dims = []
-    for n, w in zip(padded_shape, wdims):
-        span = (w.size - 1) * w.window_dilation + 1
-        dims.append((n - span) // w.stride + 1 if n >= span and w.size > 0 else 0)
-    return tuple(dims)
+    return tuple(window_positions(n, window_span(w.size, w.window_dilation), w.stride)
+                 if w.size > 0 else 0 for n, w in zip(padded_shape, wdims))
 
 
 def window_view(padded: np.ndarray, wdims) -> np.ndarray:

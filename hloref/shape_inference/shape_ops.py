@@ -6,6 +6,7 @@ from __future__ import annotations
 from math import prod
 
 from ..attrs import PaddingDim, SliceDim
+from ..geometry import padded_size, slice_output_size
 from ..shapes import Shape
 from .common import (ShapeError, as_array, check_dims_in_range, expect_same_type, infer, int_list,
                      make_array, required, shape_str)
@@ -109,7 +110,7 @@ def infer_slice(operand: Shape, *, slice=None, **_):
         if not 0 <= s.start <= s.limit <= a.dims[i]:
             raise ShapeError(f"slice: dimension {i}: [{s.start}:{s.limit}] is not within "
                              f"[0:{a.dims[i]}] with start <= limit")
-        out.append(-(-(s.limit - s.start) // s.stride))
+        out.append(slice_output_size(s.start, s.limit, s.stride))
     return make_array(a.element_type, out)
 
 
@@ -160,7 +161,7 @@ def infer_pad(operand: Shape, padding_value: Shape, *, padding=None, **_):
         if p.interior < 0:
             raise ShapeError(f"pad: dimension {i}: interior padding must be >= 0, got {p.interior}")
         d = a.dims[i]
-        r = p.low + p.high + d + max(d - 1, 0) * p.interior
+        r = padded_size(d, p.low, p.high, p.interior)
         if r < 0:
             raise ShapeError(f"pad: dimension {i}: padding {p.low}_{p.high}_{p.interior} of size {d} "
                              f"gives negative size {r}")

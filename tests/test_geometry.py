@@ -1,0 +1,68 @@
+"""hloref.geometry against the written semantics, element by element: a frame built
+one source element at a time (operation_semantics §Pad and §ReduceWindow: element
+``j`` of the base goes to ``low + j * dilation``; positions outside ``[0, extent)``
+are cropped) and window positions counted one offset at a time."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from hloref.attrs import WindowDim
+from hloref.geometry import (dilate_pad_slices, padded_size, slice_output_size,
+                             window_output_size, window_positions)
+
+
+def _frame_by_hand(size, low, high, dilation):
+    extent = max(low + high + size + max(size - 1, 0) * (dilation - 1), 0)
+    frame = np.full(extent, -1)
+    for j in range(size):
+        q = low + j * dilation
+        if 0 <= q < extent:
+            frame[q] = j
+    return frame
+
+
+CASES = list(itertools.product(range(0, 5), range(-4, 4), range(-4, 4), range(1, 4)))
+
+
+@pytest.mark.parametrize("size, low, high, dilation", CASES)
+def test_dilate_pad_slices(size, low, high, dilation):
+    extent, dst, src = dilate_pad_slices(size, low, high, dilation)
+    want = _frame_by_hand(size, low, high, dilation)
+    assert extent == len(want)
+    frame = np.full(extent, -1)
+    frame[dst] = np.arange(size)[src]
+    assert frame.tolist() == want.tolist()
+    assert max(padded_size(size, low, high, dilation - 1), 0) == extent
+
+
+@pytest.mark.parametrize("extent, size, stride, dilation",
+                         itertools.product(range(0, 9), range(1, 4), range(1, 4), range(1, 3)))
+def test_window_positions(extent, size, stride, dilation):
+    span = (size - 1) * dilation + 1
+    count = 0
+    while count * stride + span <= extent:  # window count * stride .. + span - 1 fits
+        count += 1
+    assert window_positions(extent, span, stride) == count
+
+
+@pytest.mark.parametrize("size, wd, want", [
+    (5, WindowDim(size=2), 4),
+    (5, WindowDim(size=2, stride=2), 2),
+    (5, WindowDim(size=3, padding_low=1, padding_high=1), 5),
+    (3, WindowDim(size=2, base_dilation=2), 4),           # base 1_0_1_0_1: 5 wide
+    (5, WindowDim(size=2, window_dilation=3), 2),         # span 4
+    (2, WindowDim(size=4), 0),                             # does not fit
+    (0, WindowDim(size=1, padding_low=1), 1),
+])
+def test_window_output_size(size, wd, want):
+    assert window_output_size(size, wd) == want
+
+
+@pytest.mark.parametrize("start, limit, stride, want",
+                         [(0, 5, 1, 5), (0, 5, 2, 3), (1, 5, 3, 2), (2, 2, 1, 0), (0, 1, 4, 1)])
+def test_slice_output_size(start, limit, stride, want):
+    assert slice_output_size(start, limit, stride) == want == len(range(start, limit, stride))
