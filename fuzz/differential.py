@@ -32,12 +32,14 @@ from hloref.errors import HloError
 from hloref.ir import Computation, Instruction, Module
 from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
 
-from .compare import Verdict, accumulation_atol, compare_values, known_gap
+from .compare import Verdict, accumulation_atol, compare_values
+from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
+from .known_gaps import KNOWN_GAPS, known_gap
 from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, sample
 from .workers import OracleResult, OracleWorker
 
 __all__ = ["DiffReport", "IsolatedInstruction", "diff", "isolate", "isolated_module",
-           "expander_atol", "instruction_verdict"]
+           "instruction_verdict"]
 
 #: Instructions that only move or forward values: never a miscompilation on their own.
 _STRUCTURAL = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "after-all",
@@ -67,7 +69,7 @@ class IsolatedInstruction:
 @dataclass
 class DiffReport:
     """``verdict``: match (inside the envelope), mismatch (outside), known-gap (a
-    documented semantic disagreement, ``compare.KNOWN_GAPS``), crash, timeout,
+    documented semantic disagreement, ``known_gaps.KNOWN_GAPS``), crash, timeout,
     unsupported, error (hloref or the oracle rejected the module)."""
 
     verdict: str
@@ -89,7 +91,7 @@ class DiffReport:
     fault_stage: str | None = None
     #: the optimized module's first fusion whose oracle result differs (code generation)
     optimized_culprit: IsolatedInstruction | None = None
-    #: key of ``compare.KNOWN_GAPS`` explaining a difference (verdict ``known-gap``)
+    #: key of ``known_gaps.KNOWN_GAPS`` explaining a difference (verdict ``known-gap``)
     known_gap: str | None = None
     oracle_result: OracleResult | None = None
     debug_options: dict = field(default_factory=dict)
@@ -116,7 +118,6 @@ class DiffReport:
         if self.comparison is not None and not self.comparison.ok and self.verdict == "match":
             lines.append(f"(differences within the envelope: {self.comparison})")
         if self.known_gap:
-            from .compare import KNOWN_GAPS
             lines.append(f"known semantic gap ({self.known_gap}): {KNOWN_GAPS[self.known_gap]}")
         if self.culprit is not None:
             c = self.culprit.innermost()
@@ -182,54 +183,14 @@ def _magnitude(value):
     return np.abs(value.astype(np.float64)).astype(value.dtype)
 
 
-_EXPANDED = frozenset({"batch-norm-training", "batch-norm-inference", "batch-norm-grad",
-                       "cholesky", "triangular-solve"})
-
-
-_COMPLEX_FORMULA = frozenset({"sine", "cosine", "power", "atan2"})
-
-
-def expander_atol(instr: Instruction, operands: list, expected):
-    """Error bounds for ops XLA:CPU expands into element-type arithmetic
-    (``compare.batch_norm_atol``, ``cholesky_atol``, ``triangular_solve_atol``)."""
-    from . import compare
-    shapes = flatten_shape(instr.shape)
-    if not shapes or not isinstance(shapes[0], ArrayShape):
-        return None
-    et = shapes[0].element_type
-    if not (et.is_float or et.is_complex):
-        return None
-    a = instr.attrs
-    try:
-        if instr.opcode.startswith("batch-norm"):
-            if et.is_complex:
-                return None
-            bounds = compare.batch_norm_atol(instr.opcode, operands, epsilon=a.get("epsilon", 0.0),
-                                             feature_index=a.get("feature_index", 0), et=et)
-        elif instr.opcode == "cholesky":
-            bounds = [compare.cholesky_atol(operands[0], expected, lower=a.get("lower", True),
-                                            et=et)]
-        else:
-            bounds = [compare.triangular_solve_atol(
-                operands[0], expected, left_side=a.get("left_side", False),
-                lower=a.get("lower", False), unit_diagonal=a.get("unit_diagonal", False),
-                transpose_a=a.get("transpose_a", "NO_TRANSPOSE"), et=et)]
-    except Exception:  # noqa: BLE001 - a bound is best effort
-        return None
-    if isinstance(instr.shape, TupleShape):
-        return {(i,): np.asarray(b, np.float64) for i, b in enumerate(bounds)}
-    return {(): np.asarray(bounds[0], np.float64)} if bounds else None
-
-
 def _accumulation_atol(module: Module, instr: Instruction, operands: list, expected=None):
     """Σ|terms| bound for accumulating ops: the op evaluated by hloref on |operands|;
     expansion error bounds for batch norm, cholesky and triangular-solve."""
     from hloref.evaluator.interpreter import Interpreter
-    if instr.opcode in _EXPANDED:
+    if instr.opcode in EXPANDED_OPS:
         return expander_atol(instr, operands, expected)
-    if instr.opcode in _COMPLEX_FORMULA and isinstance(instr.shape, ArrayShape) and \
+    if instr.opcode in COMPLEX_FORMULA_OPS and isinstance(instr.shape, ArrayShape) and \
             instr.shape.element_type.is_complex:
-        from .compare import complex_formula_atol
         bound = complex_formula_atol(instr.opcode, operands, instr.shape.element_type)
         return None if bound is None else {(): np.nan_to_num(bound, nan=np.inf)}
     if instr.opcode not in _ACCUMULATING or not isinstance(instr.shape, (ArrayShape, TupleShape)):

@@ -58,9 +58,9 @@ from hloref.ir import Computation, Instruction, Module
 from hloref.shapes import ArrayShape
 from hloref.types import ElementType, from_dtype
 
-from .compare import (COMPLEX_FORMULA_OPS, DTYPE_ULPS, NARROW_OPCODE_ULPS, OPCODE_ULPS,
-                      complex_formula_atol, ulp_of)
+from .compare import DTYPE_ULPS, NARROW_OPCODE_ULPS, OPCODE_ULPS, ulp_of
 from .compare import leaves as _leaves
+from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
 
 __all__ = ["Freedoms", "EnvelopePolicy", "Envelope", "EnvelopeVerdict", "Perturber", "Sampled",
            "sample", "envelope_of", "program_computations"]
@@ -157,9 +157,6 @@ _ACCUMULATING = frozenset({"dot", "convolution", "reduce", "reduce-window", "sca
                            "ragged-dot", "scaled-dot", "all-reduce", "all-reduce-start",
                            "reduce-scatter", "collective-reduce", "fft"})
 
-#: Ops XLA:CPU expands into element-type arithmetic (bounds in ``compare``).
-_EXPANDED = frozenset({"batch-norm-training", "batch-norm-inference", "batch-norm-grad",
-                       "cholesky", "triangular-solve"})
 
 #: Called computations whose instructions are program steps (perturbed); computations
 #: applied by reduce, scatter, sort, map... are combiners, not steps.
@@ -365,7 +362,7 @@ class Perturber:
         if instr.opcode in _EXACT:
             return value
         op = instr.opcode
-        if op in _ACCUMULATING or op in _EXPANDED:
+        if op in _ACCUMULATING or op in EXPANDED_OPS:
             key = (comp.name, instr.name, self._seen[(comp.name, instr.name)])
             self._seen[(comp.name, instr.name)] += 1
             budget = self.budgets.get(key)
@@ -572,7 +569,7 @@ class Perturber:
         op = instr.opcode
         if not self.freedoms.accumulation:
             return None
-        if op in _EXPANDED:
+        if op in EXPANDED_OPS:
             return _expansion_budget(instr, operands, value)
         if op in ("reduce", "reduce-window", "scatter", "all-reduce", "all-reduce-start",
                   "reduce-scatter", "collective-reduce") and not _add_combiner(self.module, instr):
@@ -649,7 +646,6 @@ def _schedule(seed: int, comp: str, instr: str, runs: int) -> list:
 
 
 def _expansion_budget(instr, operands, value):
-    from .differential import expander_atol
     atol = expander_atol(instr, operands, value)
     if atol is None:
         return None

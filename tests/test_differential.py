@@ -252,7 +252,7 @@ ENTRY e {
 
 
 def test_triangular_and_cholesky_bounds_and_planted(worker):
-    from hloref.fuzz.compare import cholesky_atol, triangular_solve_atol
+    from hloref.fuzz.error_bounds import cholesky_atol, triangular_solve_atol
     from hloref.types import from_dtype
     rng = np.random.default_rng(1)
     a = rng.standard_normal((4, 4)) + 4 * np.eye(4)

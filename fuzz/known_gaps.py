@@ -1,0 +1,223 @@
+"""Known semantic gaps: places where XLA's result is implementation-defined and
+differs from hloref's on purpose (docs/semantics.md, "Known differences"), and the
+test that tells whether one applies to a module. A mismatch explained by one of these
+is reported as ``known-gap``, never as a miscompilation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hloref.types import from_dtype
+
+__all__ = ["KNOWN_GAPS", "known_gap", "tf_nan_to_nanless"]
+
+#: Places where XLA:CPU's result is implementation-defined and differs from hloref's
+#: on purpose (docs/semantics.md, "Known differences"). A mismatch explained by one of
+#: these is reported as ``known-gap``, never as a miscompilation.
+KNOWN_GAPS: dict[str, str] = {
+    "reduce-non-identity-init": (
+        "reduce/reduce-window whose init value is not the reducer's identity: XLA:CPU "
+        "starts every partial accumulator from it (or skips it for an empty dimension list); "
+        "hloref applies it once. The docs require an identity; StableHLO leaves its "
+        "position in the schedule implementation-defined."),
+    "conv-dilation-holes-nonfinite": (
+        "convolution with base dilation (lhs_dilate > 1) and inf/NaN kernel values: the spec "
+        "defines the holes as zeros (0 * inf = NaN, hloref); XLA:CPU skips those taps. Edge "
+        "padding: see conv-padding-nonfinite."),
+    "conv-padding-nonfinite": (
+        "convolution with edge padding (pad=lo_hi > 0) and inf/NaN kernel values: the spec "
+        "pads the input with zeros and multiplies them by the kernel (0 * inf = NaN, "
+        "hloref); XLA:CPU (f32, f16 and f8 alike, both oracles) skips the taps that fall "
+        "in the padding, so an output window that lies wholly or partly in the padding "
+        "sums only the real taps (0.0 for an all-padding window)."),
+    "dot-algorithm-ignored-by-xla-cpu": (
+        "dot with a reduced-precision algorithm= (dot_bf16_bf16_f32*, dot_tf32*, dot_f16*): "
+        "hloref computes what the algorithm computes (operands split into bf16/TF32/f16 "
+        "parts); XLA:CPU ignores the algorithm and computes a full-precision f32 dot."),
+    "tf-fast-min-max": (
+        "the tf oracle (TensorFlow 2.21's older XLA) computes maximum/minimum/clamp (and "
+        "max/min reducers) with fast min/max that does not propagate NaN; hloref and "
+        "jaxlib's XLA:CPU propagate it (IEEE-754 maximum/minimum)."),
+    "tf-nan-to-nanless-type": (
+        "the tf oracle (TensorFlow 2.21's older XLA) converts a NaN/inf intermediate "
+        "(asin/acos/atanh/log/sqrt outside their domain) into a type that cannot hold it "
+        "(f4e2m1fn: no NaN, no inf) as a bit pattern of its own (-3.0, 2.0); the value is "
+        "implementation-defined; hloref and jaxlib's XLA:CPU give 0."),
+    "tf-transcendental-accuracy": (
+        "the tf oracle (TensorFlow 2.21's older XLA) computes f32/f64 cbrt and cosh less "
+        "accurately than the ULP budget: cbrt 3 ULP (f32) and 30 ULP (f64) where jaxlib "
+        "0.10.2's XLA is within 1.1 ULP on the same inputs; cosh 15 ULP (f32, x = 64) and "
+        "13 ULP (f64, x = 355.3), the same values jaxlib's own cosh expansion (jnp.cosh) "
+        "gives: exp(|x| - log 2) amplifies the argument's rounding by |x|/2 ULP; sinh "
+        "likewise (19 ULP at x = -49, f32). jaxlib's XLA:CPU rejects an HLO cosh/sinh "
+        "on f16/f32/f64, so only the tf oracle runs them."),
+    "non-associative-reducer": (
+        "a reducer that is not associative: the order of reduction is implementation-defined "
+        "(XLA folds left to right, hloref pairs neighbours)."),
+    "batch-norm-rearranged": (
+        "batch-norm-* with an inf/NaN scale, offset, mean or variance, or where XLA's "
+        "rearranged products overflow: hloref evaluates the documented (x - mean) * scale / "
+        "sqrt(variance + epsilon) + offset; XLA's batchnorm_expander (both oracles) computes "
+        "x * (scale * rsqrt(...)) + (offset - mean * scale * rsqrt(...)), which turns "
+        "inf - inf into NaN where the documented formula gives ±inf (mean = scale = offset "
+        "= -inf), and overflows when x and mean are both near 1e27 though x - mean is 0."),
+}
+
+def _batch_norm_rearranged(comp, instr, values: dict) -> bool:
+    """Whether XLA's rearranged batch norm can differ from the documented formula: a
+    non-finite scale/offset/mean/variance, or |x| * |scale| / sqrt(variance + epsilon)
+    (or the same with the mean) beyond the element type's range. Unknown values count."""
+    params = instr.operands[1:4] if instr.opcode == "batch-norm-grad" else instr.operands[1:]
+    arrays = [values.get((comp.name, o.name)) for o in [instr.operands[0], *params]]
+    if any(not isinstance(v, np.ndarray) for v in arrays):
+        return True
+    wide = [v.astype(np.float64) for v in arrays]
+    if any(w.size and not np.all(np.isfinite(w)) for w in wide[1:]):
+        return True
+    if instr.opcode != "batch-norm-inference":
+        return False
+    x, scale, _, mean, variance = wide
+    fi = int(instr.attrs.get("feature_index", 0))
+    eps = float(instr.attrs.get("epsilon", 0.0))
+    shape = [1] * x.ndim
+    shape[fi] = -1
+    with np.errstate(all="ignore"):
+        factor = np.abs(scale) / np.sqrt(np.abs(variance) + eps)
+        finite_x = np.where(np.isfinite(x), np.abs(x), 0.0)  # inf x: both forms give inf
+        big = max(float(np.nanmax(finite_x * factor.reshape(shape), initial=0)),
+                  float(np.nanmax(np.abs(mean) * factor, initial=0)))
+    limit = float(np.finfo(np.float32).max) if arrays[0].dtype.itemsize <= 4 else \
+        float(np.finfo(np.float64).max)
+    return big > limit / 2
+
+
+#: Complex functions with a branch cut and the test for lying on it (z: c128 array).
+_BRANCH_CUTS = {
+    "power": lambda z: (z.imag == 0) & (z.real < 0),
+    "log": lambda z: (z.imag == 0) & (z.real < 0),
+    "log-plus-one": lambda z: (z.imag == 0) & (z.real < -1),
+    "sqrt": lambda z: (z.imag == 0) & (z.real < 0),
+    "rsqrt": lambda z: (z.imag == 0) & (z.real < 0),
+    "asin": lambda z: (z.imag == 0) & (np.abs(z.real) > 1),
+    "acos": lambda z: (z.imag == 0) & (np.abs(z.real) > 1),
+    "atanh": lambda z: (z.imag == 0) & (np.abs(z.real) > 1),
+    "acosh": lambda z: (z.imag == 0) & (z.real < 1),
+    "asinh": lambda z: (z.real == 0) & (np.abs(z.imag) > 1),
+    "atan": lambda z: (z.real == 0) & (np.abs(z.imag) > 1),
+}
+
+
+def _is_identity(kind: str, value: np.ndarray) -> bool:
+    v = np.asarray(value)
+    et = from_dtype(v.dtype)
+    if kind in ("add", "or", "xor"):
+        return bool(np.all(v.astype(np.float64) == 0)) if et.is_float or et.is_complex \
+            else bool(np.all(v == 0))
+    if kind in ("multiply",):
+        return bool(np.all(v.astype(np.complex128) == 1))
+    if kind == "and":
+        return bool(np.all(v)) if et.is_pred else bool(np.all(v.astype(np.int64) & ((1 << et.bits) - 1) == (1 << et.bits) - 1)) \
+            if et.bits < 64 else bool(np.all(v.view(np.uint64) == np.uint64(0xFFFFFFFFFFFFFFFF)))
+    if kind == "maximum":
+        if et.is_float:
+            return bool(np.all(v.astype(np.float64) == -np.inf)) or \
+                (not et.float_format.has_inf and bool(np.all(v == np.asarray(-np.inf).astype(v.dtype))))
+        return bool(np.all(v == (et.min_value if et.is_integer else False)))
+    if kind == "minimum":
+        if et.is_float:
+            return bool(np.all(v.astype(np.float64) == np.inf))
+        return bool(np.all(v == (et.max_value if et.is_integer else True)))
+    return False
+
+
+def known_gap(module, values: dict, oracle: str = "xla") -> str | None:
+    """The ``KNOWN_GAPS`` key that applies to ``module``, given hloref's value of every
+    entry instruction (``values[(computation, name)]``), or None."""
+    from hloref.evaluator.reduce import simple_reducer
+    if oracle == "tf" and any(i.opcode in ("maximum", "minimum", "clamp")
+                              for _, i in module.instructions()):
+        nan_seen = any(isinstance(v, np.ndarray) and v.dtype.kind not in "biu" and
+                       v.dtype != np.bool_ and v.size and
+                       bool(np.isnan(v.astype(np.complex128)).any()) for v in values.values())
+        if nan_seen:
+            return "tf-fast-min-max"
+    if oracle == "tf" and any(i.opcode in ("cbrt", "cosh", "sinh") and
+                              getattr(getattr(i.shape, "element_type", None), "name", "")
+                              in ("f32", "f64") for _, i in module.instructions()):
+        return "tf-transcendental-accuracy"
+    if oracle == "tf" and tf_nan_to_nanless(module, values):
+        return "tf-nan-to-nanless-type"
+    for comp in module.computations.values():
+        for instr in comp.instructions:
+            if instr.opcode.startswith("batch-norm-") and _batch_norm_rearranged(
+                    comp, instr, values):
+                return "batch-norm-rearranged"
+            algorithm = str(instr.attrs.get("algorithm", "unset"))
+            if instr.opcode == "dot" and algorithm not in (
+                    "unset", "dot_f32_f32_f32", "dot_f64_f64_f64", "dot_any_f8_any_f8_f32",
+                    "dot_any_f8_any_f8_f32_fast_accum"):
+                return "dot-algorithm-ignored-by-xla-cpu"
+            if instr.opcode == "convolution":
+                window = instr.attrs.get("window")
+                kernel = values.get((comp.name, instr.operands[1].name)) \
+                    if len(instr.operands) > 1 else None
+                if window is not None and any(d.base_dilation > 1 for d in window.dims) and \
+                        (kernel is None or (kernel.dtype.kind in "fc" and
+                                            not np.all(np.isfinite(kernel.astype(np.complex128))))):
+                    return "conv-dilation-holes-nonfinite"
+                if window is not None and any(d.padding_low > 0 or d.padding_high > 0
+                                              for d in window.dims) and \
+                        (kernel is None or (kernel.dtype.kind in "fcV" and not np.all(np.isfinite(
+                            kernel.astype(np.complex128 if kernel.dtype.kind == "c"
+                                          else np.float64))))):
+                    return "conv-padding-nonfinite"
+                continue
+            if instr.opcode not in ("reduce", "reduce-window"):
+                continue
+            n = len(instr.operands) // 2
+            called = instr.attrs.get("to_apply")
+            if called is None:
+                continue
+            kind = simple_reducer(module.computations[str(called)])
+            if kind is None:
+                # a variadic reducer too: (x1 - y1, ...) folds in an implementation-defined order
+                if _maybe_non_associative(module.computations[str(called)]):
+                    return "non-associative-reducer"
+                if n == 1:
+                    return None
+                continue
+            for init in instr.operands[n:]:
+                value = init.literal if init.opcode == "constant" else values.get((comp.name, init.name))
+                if value is not None and not _is_identity(kind, value):
+                    return "reduce-non-identity-init"
+    return None
+
+
+_DOMAIN_LIMITED = {
+    "asin": lambda x: np.abs(x) > 1, "acos": lambda x: np.abs(x) > 1,
+    "atanh": lambda x: np.abs(x) >= 1, "log": lambda x: x <= 0, "sqrt": lambda x: x < 0,
+    "rsqrt": lambda x: x <= 0, "log-plus-one": lambda x: x <= -1, "acosh": lambda x: x < 1,
+}
+
+
+def tf_nan_to_nanless(module, values: dict) -> bool:
+    """A domain-limited op whose result type has neither NaN nor inf got an operand
+    outside its domain (hloref's operand values)."""
+    for comp in module.computations.values():
+        for instr in comp.instructions:
+            et = getattr(instr.shape, "element_type", None)
+            test = _DOMAIN_LIMITED.get(instr.opcode)
+            if test is None or et is None or not et.is_float or et.float_format.has_inf \
+                    or et.name not in ("f4e2m1fn",):
+                continue
+            operand = instr.operands[0]
+            value = operand.literal if operand.opcode == "constant" else \
+                values.get((comp.name, operand.name))
+            if value is None or np.any(test(np.asarray(value).astype(np.float64))):
+                return True
+    return False
+
+
+def _maybe_non_associative(computation) -> bool:
+    return any(i.opcode in ("subtract", "divide", "power", "remainder", "atan2")
+               for i in computation.instructions)
