@@ -17,6 +17,7 @@ from hloref.errors import HloEvalError, HloLimitError, HloUnsupportedError
 from hloref.ir import Computation, Instruction, Module
 from hloref.shapes import TupleShape, byte_size
 
+from .control import run_conditional, run_while
 from .dynamic import CONTROL_OPCODES, DYNAMIC_SOURCES, is_partial, trim, dynamic_step
 from .registry import OPS, UNSUPPORTED, Called, load_all
 
@@ -196,36 +197,24 @@ class Interpreter:
             called = kw["to_apply" if opcode == "call" else "calls"]
             return self.call_sized(called.computation, operands, sizes)
         if opcode == "while":
-            state, state_sizes = operands[0], sizes[0]
+            # the loop state travels with its runtime sizes: (value, sizes)
             cond, body = kw["condition"].computation, kw["body"].computation
-            limit = self.limits.max_while_iterations
-            iterations = 0
-            while True:
-                pred, pred_sizes = self.call_sized(cond, [state], [state_sizes])
-                if not bool(np.asarray(pred)):
-                    return state, state_sizes
-                if iterations >= limit:
-                    raise HloLimitError(f"while loop still running after {limit} iterations "
-                                        f"(Limits.max_while_iterations)", instruction=instr.name)
-                state, state_sizes = self.call_sized(body, [state], [state_sizes])
-                iterations += 1
-        # conditional
-        selector, args = operands[0], operands[1:]
+            return run_while(
+                (operands[0], sizes[0]),
+                lambda state: self.call_sized(cond, [state[0]], [state[1]])[0],
+                lambda state: self.call_sized(body, [state[0]], [state[1]]),
+                limit=self.limits.max_while_iterations, instruction_name=instr.name)
+
+        def sized(computation, index):  # branch ``index`` gets its operand's sizes
+            return lambda arg: self.call_sized(computation.computation, [arg], [sizes[1 + index]])
+
         branches = kw.get("branch_computations")
-        if branches is None:
-            if kw.get("true_computation") is None or kw.get("false_computation") is None:
-                raise HloEvalError("conditional needs true_computation and false_computation, "
-                                   "or branch_computations", instruction=instr.name)
-            if len(args) != 2:
-                raise HloEvalError(f"a pred conditional takes a true and a false operand, got "
-                                   f"{len(args)}", instruction=instr.name)
-            index = 0 if bool(np.asarray(selector)) else 1
-            branches = (kw["true_computation"], kw["false_computation"])
-        else:
-            index = int(np.asarray(selector))
-            if index < 0 or index >= len(branches):
-                index = len(branches) - 1
-        return self.call_sized(branches[index].computation, [args[index]], [sizes[1 + index]])
+        return run_conditional(
+            operands[0], operands[1:], instruction_name=instr.name,
+            true_computation=kw.get("true_computation") and sized(kw["true_computation"], 0),
+            false_computation=kw.get("false_computation") and sized(kw["false_computation"], 1),
+            branch_computations=None if branches is None else
+            [sized(b, i) for i, b in enumerate(branches)])
 
     # -- planning -------------------------------------------------------------
     def _plan(self, comp: Computation):
