@@ -13,7 +13,8 @@ from __future__ import annotations
 from .attrs import WindowDim
 
 __all__ = ["dilated_size", "padded_size", "window_span", "window_positions",
-           "window_output_size", "slice_output_size", "dilate_pad_slices", "window_tap_slice"]
+           "window_output_size", "slice_output_size", "dilate_pad_slices", "window_tap_slice",
+           "base_index"]
 
 
 def dilated_size(size: int, dilation: int) -> int:
@@ -83,3 +84,15 @@ def window_tap_slice(tap: int, positions: int, stride: int, window_dilation: int
     p * stride`` for ``p`` in ``[0, positions)``."""
     start = tap * window_dilation
     return slice(start, start + (positions - 1) * stride + 1, stride)
+
+
+def base_index(position: int, tap: int, stride: int, window_dilation: int, padding_low: int,
+               base_dilation: int, size: int) -> int:
+    """The base element that window tap ``tap`` reads at window position ``position``,
+    or -1 where it reads padding or a hole of the base dilation. Plain integer
+    arithmetic, so Numba can compile it for the CPU and for CUDA kernels."""
+    p = position * stride + tap * window_dilation - padding_low
+    if p < 0 or p % base_dilation != 0:
+        return -1
+    index = p // base_dilation
+    return index if index < size else -1

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hloref.attrs import WindowDim
-from hloref.geometry import (dilate_pad_slices, padded_size, slice_output_size,
+from hloref.geometry import (base_index, dilate_pad_slices, padded_size, slice_output_size,
                              window_output_size, window_positions)
 
 
@@ -66,3 +66,14 @@ def test_window_output_size(size, wd, want):
                          [(0, 5, 1, 5), (0, 5, 2, 3), (1, 5, 3, 2), (2, 2, 1, 0), (0, 1, 4, 1)])
 def test_slice_output_size(start, limit, stride, want):
     assert slice_output_size(start, limit, stride) == want == len(range(start, limit, stride))
+
+
+@pytest.mark.parametrize("size, low, high, dilation", CASES[::3])
+@pytest.mark.parametrize("wsize, stride, wdil", [(1, 1, 1), (2, 1, 2), (3, 2, 1), (2, 3, 2)])
+def test_base_index_reads_the_frame(size, low, high, dilation, wsize, stride, wdil):
+    frame = _frame_by_hand(size, low, high, dilation)
+    span = (wsize - 1) * wdil + 1
+    for pos in range(window_positions(len(frame), span, stride)):
+        for tap in range(wsize):
+            assert base_index(pos, tap, stride, wdil, low, dilation, size) == \
+                frame[pos * stride + tap * wdil]
