@@ -13,7 +13,7 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.narrow import STYLE_E8M0
+from hloref.evaluator.narrow import STYLE_E8M0, STYLE_FNUZ
 
 from .device import LOAD, f32_bits, f64_bits, host_scalar, type_class
 from .elementwise import _imax, _imin, _kind, apply, fmax, fmin
@@ -47,7 +47,11 @@ def _key_narrow(x, p):
         return b
     bits = p[0]
     mag = b & ((np.int64(1) << (bits - 1)) - np.int64(1))
-    return -mag - np.int64(1) if ((b >> (bits - 1)) & np.int64(1)) != 0 else mag
+    if ((b >> (bits - 1)) & np.int64(1)) == 0:
+        return mag
+    if p[4] == STYLE_FNUZ and mag == 0:  # the single NaN (the -0 pattern) sorts first
+        return -(np.int64(1) << np.int64(62))
+    return -mag - np.int64(1)
 
 
 LOAD["key_f32"] = _key_f32

@@ -1,0 +1,466 @@
+"""``sort`` and ``topk`` on the GPU (mirrors ``evaluator/sort.py``, whose docstring fixes
+the semantics: always stable; a FLOAT ``compare`` on rows holding NaN, which is not a
+strict weak ordering, replays what XLA:CPU's libstdc++ ``std::stable_sort`` /
+``std::sort`` do; topk in TOTALORDER with ties to the lower index).
+
+Three kernels, all device-resident:
+
+1. one thread per element writes the sort key of the key operand (f64 compute values
+   for FLOAT, sign-magnitude int64 for TOTALORDER, int64/uint64 for integers, 0/1 for
+   pred) and the identity permutation, row by row;
+2. one thread per row sorts its permutation: libstdc++'s ``std::stable_sort`` (chunked
+   insertion sort of 7 and buffered merges), which for a strict weak ordering is *the*
+   stable order, so it equals the CPU's stable argsort; a row with NaN keys under a
+   FLOAT comparison and ``is_stable=false`` runs libstdc++'s ``std::sort`` (introsort,
+   median of three, threshold 16, final insertion sort) instead, as the CPU replays;
+3. one thread per element moves every operand's storage bits through the permutation.
+
+Comparators: ``compare(p2k, p2k+1), direction=LT|GT`` of any ``type`` (swapped
+parameters flip the direction), on any operand ``k``; a lexicographic chain and other
+comparators run on the CPU. Sort keys of complex operands also run on the CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import cuda
+
+from hloref.errors import HloEvalError
+from hloref.shapes import TupleShape
+
+from . import compare  # noqa: F401  (registers the TOTALORDER key loads LOAD["key_*"])
+from .device import LOAD, empty, type_class, type_params
+from .elementwise import launch
+from .registry import GpuFallback, gpu_op
+from .shape_ops import int_tuple, row_major_strides
+
+OP_FAMILY = True
+
+_FLIP = {"LT": "GT", "GT": "LT"}
+
+
+def simple_comparator(comp):
+    """``(operand k, direction, type)`` when the comparator is ``compare(p2k, p2k+1)``
+    with direction LT or GT (swapped parameters flip it), else None."""
+    root = comp.root
+    if root is None or root.opcode != "compare" or len(root.operands) != 2:
+        return None
+    a, b = root.operands
+    if a.opcode != "parameter" or b.opcode != "parameter":
+        return None
+    direction = str(root.attrs.get("direction"))
+    if direction not in _FLIP:
+        return None
+    pa, pb = a.parameter_number, b.parameter_number
+    if pa // 2 != pb // 2 or pa == pb:
+        return None
+    if pa > pb:
+        direction = _FLIP[direction]
+    kind = root.attrs.get("type")
+    return pa // 2, direction, (str(kind) if kind is not None else None)
+
+
+def _key_plan(et, kind):
+    """``(load name, key dtype, may hold NaN)`` for sort keys of ``et`` compared as ``kind``,
+    or None when there is no GPU kernel (the CPU decides what is valid)."""
+    cls = type_class(et)
+    if cls in ("f32", "f64", "narrow"):
+        if kind == "TOTALORDER":
+            return "key_" + cls, np.int64, False
+        if kind in (None, "FLOAT"):
+            return cls, np.float64, True
+        return None
+    if cls == "pred":
+        return ("pred", np.int64, False) if kind in (None, "UNSIGNED") else None
+    if cls in ("sint", "uint"):
+        default = "SIGNED" if cls == "sint" else "UNSIGNED"
+        if kind not in (None, default):
+            return None
+        return cls, (np.int64 if cls == "sint" else np.uint64), False
+    return None
+
+
+# ----------------------------------------------------------------- the libstdc++ algorithms
+
+@cuda.jit(device=True)
+def _lt(keys, a, b, desc):
+    if desc:
+        return keys[a] > keys[b]
+    return keys[a] < keys[b]
+
+
+@cuda.jit(device=True)
+def _insertion_sort(p, first, last, keys, desc):
+    if first == last:
+        return
+    for i in range(first + 1, last):
+        val = p[i]
+        if _lt(keys, val, p[first], desc):
+            for j in range(i, first, -1):
+                p[j] = p[j - 1]
+            p[first] = val
+        else:
+            j = i
+            while j - 1 >= 0 and _lt(keys, val, p[j - 1], desc):
+                p[j] = p[j - 1]
+                j -= 1
+            p[j] = val
+
+
+@cuda.jit(device=True)
+def _move_merge(src, f1, l1, f2, l2, dst, r, keys, desc):
+    while f1 != l1 and f2 != l2:
+        if _lt(keys, src[f2], src[f1], desc):
+            dst[r] = src[f2]
+            f2 += 1
+        else:
+            dst[r] = src[f1]
+            f1 += 1
+        r += 1
+    while f1 != l1:
+        dst[r] = src[f1]
+        f1 += 1
+        r += 1
+    while f2 != l2:
+        dst[r] = src[f2]
+        f2 += 1
+        r += 1
+    return r
+
+
+@cuda.jit(device=True)
+def _merge_sort_loop(src, first, last, dst, r, step, keys, desc):
+    two = 2 * step
+    while last - first >= two:
+        r = _move_merge(src, first, first + step, first + step, first + two, dst, r, keys, desc)
+        first += two
+    if last - first < step:
+        step = last - first
+    _move_merge(src, first, first + step, first + step, last, dst, r, keys, desc)
+
+
+@cuda.jit(device=True)
+def _merge_sort_with_buffer(p, first, last, buf, keys, desc):
+    length = last - first
+    step = 7
+    f = first
+    while last - f >= step:
+        _insertion_sort(p, f, f + step, keys, desc)
+        f += step
+    _insertion_sort(p, f, last, keys, desc)
+    while step < length:
+        _merge_sort_loop(p, first, last, buf, 0, step, keys, desc)
+        step *= 2
+        _merge_sort_loop(buf, 0, length, p, first, step, keys, desc)
+        step *= 2
+
+
+@cuda.jit(device=True)
+def _stable_sort(p, n, keys, desc, buf):
+    """libstdc++ ``std::stable_sort`` with a buffer of (n + 1) / 2 elements."""
+    if n == 0:
+        return
+    middle = (n + 1) // 2
+    _merge_sort_with_buffer(p, 0, middle, buf, keys, desc)
+    _merge_sort_with_buffer(p, middle, n, buf, keys, desc)
+    len1 = middle
+    len2 = n - middle
+    if len1 <= len2:  # forward merge from the buffered first half
+        for i in range(len1):
+            buf[i] = p[i]
+        f1 = 0
+        f2 = middle
+        r = 0
+        while f1 != len1 and f2 != n:
+            if _lt(keys, p[f2], buf[f1], desc):
+                p[r] = p[f2]
+                f2 += 1
+            else:
+                p[r] = buf[f1]
+                f1 += 1
+            r += 1
+        while f1 != len1:
+            p[r] = buf[f1]
+            f1 += 1
+            r += 1
+    else:  # backward merge from the buffered second half
+        for i in range(len2):
+            buf[i] = p[middle + i]
+        if len2 == 0:
+            return
+        last1 = middle - 1
+        last2 = len2 - 1
+        r = n
+        while True:
+            if _lt(keys, buf[last2], p[last1], desc):
+                r -= 1
+                p[r] = p[last1]
+                if last1 == 0:
+                    for j in range(last2, -1, -1):
+                        r -= 1
+                        p[r] = buf[j]
+                    return
+                last1 -= 1
+            else:
+                r -= 1
+                p[r] = buf[last2]
+                if last2 == 0:
+                    return
+                last2 -= 1
+
+
+@cuda.jit(device=True)
+def _introsort(p, n, depth0, keys, desc, buf, stack):
+    """libstdc++ ``__introsort_loop`` with an explicit stack of ``(first, last, depth)``."""
+    stack[0] = 0
+    stack[1] = n
+    stack[2] = depth0
+    top = 1
+    while top > 0:
+        top -= 1
+        first = stack[3 * top]
+        last = stack[3 * top + 1]
+        depth = stack[3 * top + 2]
+        while last - first > 16:
+            if depth == 0:
+                # heap sort in libstdc++; the CPU backend merges instead (not replayed)
+                _merge_sort_with_buffer(p, first, last, buf, keys, desc)
+                break
+            depth -= 1
+            a = first + 1
+            b = first + (last - first) // 2
+            c = last - 1
+            if _lt(keys, p[a], p[b], desc):
+                if _lt(keys, p[b], p[c], desc):
+                    m = b
+                elif _lt(keys, p[a], p[c], desc):
+                    m = c
+                else:
+                    m = a
+            elif _lt(keys, p[a], p[c], desc):
+                m = a
+            elif _lt(keys, p[b], p[c], desc):
+                m = c
+            else:
+                m = b
+            t = p[first]
+            p[first] = p[m]
+            p[m] = t
+            lo = first + 1
+            hi = last
+            while True:
+                while lo < last and _lt(keys, p[lo], p[first], desc):
+                    lo += 1
+                hi -= 1
+                while hi > first and _lt(keys, p[first], p[hi], desc):
+                    hi -= 1
+                if not lo < hi:
+                    break
+                t = p[lo]
+                p[lo] = p[hi]
+                p[hi] = t
+                lo += 1
+            stack[3 * top] = lo
+            stack[3 * top + 1] = last
+            stack[3 * top + 2] = depth
+            top += 1
+            last = lo
+
+
+@cuda.jit(device=True)
+def _std_sort(p, n, keys, desc, buf, stack):
+    """libstdc++ ``std::sort``: introsort then the final insertion sort."""
+    if n == 0:
+        return
+    lg = 0
+    while (1 << (lg + 1)) <= n:
+        lg += 1
+    _introsort(p, n, 2 * lg, keys, desc, buf, stack)
+    if n > 16:
+        _insertion_sort(p, 0, 16, keys, desc)
+        for i in range(16, n):
+            val = p[i]
+            j = i
+            while j - 1 >= 0 and _lt(keys, val, p[j - 1], desc):
+                p[j] = p[j - 1]
+                j -= 1
+            p[j] = val
+    else:
+        _insertion_sort(p, 0, n, keys, desc)
+
+
+def _stack_size(n: int) -> int:
+    lg = max(int(n).bit_length() - 1, 0)
+    return 3 * ((2 * lg + 1) * (2 * lg + 1) + 64)
+
+
+@cuda.jit
+def _sort_rows(keys, perm, rows, n, desc, replay_nan, buf, stack, ssize):
+    r = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while r < rows:
+        k = keys[r * n:(r + 1) * n]
+        p = perm[r * n:(r + 1) * n]
+        b = buf[r * n:(r + 1) * n]
+        has_nan = False
+        if replay_nan:
+            for i in range(n):
+                if k[i] != k[i]:
+                    has_nan = True
+        if has_nan:
+            _std_sort(p, n, k, desc, b, stack[r * ssize:(r + 1) * ssize])
+        else:
+            _stable_sort(p, n, k, desc, b)
+        r += step
+
+
+# ----------------------------------------------------------------- keys and moves
+
+@cuda.jit(device=True)
+def _row_offset(i, n, dims, strides, dstride):
+    """Flat offset of element ``i % n`` of row ``i // n``: rows run row-major over
+    ``dims`` (``strides``), the sorted dimension has stride ``dstride``."""
+    rem = i // n
+    off = (i - rem * n) * dstride
+    for d in range(len(dims) - 1, -1, -1):
+        q = rem // dims[d]
+        off += (rem - q * dims[d]) * strides[d]
+        rem = q
+    return off
+
+
+@functools.cache  # one compiled kernel per (key load, key dtype)
+def _keys_kernel(load_name, as_float):
+    load = LOAD[load_name]
+    if as_float:
+        @cuda.jit(device=True)
+        def key(x, p):
+            return np.float64(load(x, p))
+    else:
+        key = load
+
+    @cuda.jit
+    def k(x, keys, perm, total, n, p, dims, strides, dstride):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < total:
+            keys[i] = key(x[_row_offset(i, n, dims, strides, dstride)], p)
+            perm[i] = i % n
+            i += step
+
+    return k
+
+
+@cuda.jit
+def _permute(src, out, perm, total, n, dims, strides, dstride):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < total:
+        row = i - i % n
+        j = perm[i]
+        out[_row_offset(i, n, dims, strides, dstride)] = \
+            src[_row_offset(row + j, n, dims, strides, dstride)]
+        i += step
+
+
+class _Rows:
+    """Rows along dimension ``d`` of an array of ``dims``: count, length, and the kernel
+    arguments locating element ``j`` of row ``r``."""
+
+    def __init__(self, dims, d):
+        st = row_major_strides(dims)
+        other = [k for k in range(len(dims)) if k != d]
+        self.n = int(dims[d])
+        self.rows = int(np.prod([dims[k] for k in other], dtype=np.int64))
+        self.total = self.rows * self.n
+        self.args = (int_tuple(dims[k] for k in other),
+                     int_tuple(st[k] for k in other) if other else (0,), int(st[d]))
+
+
+def permutation(x, rows: _Rows, load_name, key_dtype, desc: bool, replay_nan: bool):
+    """The stable sorting permutation of every row of ``x`` (an int64 device array)."""
+    keys = cuda.device_array(max(rows.total, 1), dtype=key_dtype)
+    perm = cuda.device_array(max(rows.total, 1), dtype=np.int64)
+    launch(_keys_kernel(load_name, key_dtype == np.float64), rows.total, x.data, keys, perm,
+           rows.total, rows.n, type_params(x.et), *rows.args)
+    buf = cuda.device_array(max(rows.total, 1), dtype=np.int64)
+    ssize = _stack_size(rows.n) if replay_nan else 1
+    stack = cuda.device_array(max(rows.rows * ssize, 1), dtype=np.int64)
+    launch(_sort_rows, rows.rows, keys, perm, rows.rows, rows.n, desc, replay_nan, buf, stack,
+           ssize)
+    return perm
+
+
+@gpu_op("sort", note="comparators other than one LT/GT compare, complex keys: cpu fallback")
+def sort(*operands, shape, dimensions, to_apply, is_stable=False):
+    if not operands:
+        raise HloEvalError("sort needs at least one operand")
+    simple = simple_comparator(to_apply.computation)
+    if simple is None:
+        raise GpuFallback("the comparator is not one LT/GT compare of a pair of parameters")
+    k, direction, kind = simple
+    if k >= len(operands):
+        raise HloEvalError(f"sort comparator compares operand {k} of {len(operands)}")
+    plan = _key_plan(operands[k].et, kind)
+    if plan is None:
+        raise GpuFallback(f"sort keys of {operands[k].et.name} compared as {kind}")
+    (d,) = tuple(dimensions)
+    x0 = operands[0]
+    if any(o.shape != x0.shape for o in operands):
+        raise HloEvalError("sort operands must have the same dimensions")
+    rows = _Rows(x0.shape, d)
+    outs = [empty(o.shape, o.et) for o in operands]
+    if rows.total == 0:
+        return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
+    load_name, key_dtype, may_nan = plan
+    perm = permutation(operands[k], rows, load_name, key_dtype, direction == "GT",
+                       may_nan and not is_stable)
+    for o, out in zip(operands, outs):
+        launch(_permute, rows.total, o.data, out.data, perm, rows.total, rows.n, *rows.args)
+    return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
+
+
+# ----------------------------------------------------------------- topk
+
+@cuda.jit
+def _take_first(src, perm, vals, idx, total, n, k, dims, strides, dstride):
+    """Row by row, the first ``k`` of each sorted row: values and s32 indices."""
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < total:
+        r = i // k
+        j = perm[r * n + i - r * k]
+        vals[i] = src[_row_offset(r * n + j, n, dims, strides, dstride)]
+        idx[i] = np.int32(j)
+        i += step
+
+
+@gpu_op("topk", note="complex: cpu fallback")
+def topk(x, *, shape, k, largest=True):
+    if x.ndim == 0:
+        raise HloEvalError("topk needs an operand of rank >= 1")
+    cls = type_class(x.et)
+    if cls in ("f32", "f64", "narrow"):
+        load_name = "key_" + cls
+        key_dtype = np.int64
+    elif cls in ("pred", "sint"):
+        load_name, key_dtype = cls, np.int64
+    elif cls == "uint":
+        load_name, key_dtype = cls, np.uint64
+    else:
+        raise GpuFallback(f"topk of {x.et.name} has no GPU kernel")
+    k = int(k)
+    rows = _Rows(x.shape, x.ndim - 1)
+    if not 0 <= k <= rows.n:
+        raise HloEvalError(f"topk: k={k} outside [0, {rows.n}]")
+    out_dims = tuple(x.shape[:-1]) + (k,)
+    vals = empty(out_dims, x.et)
+    idx = empty(out_dims, shape.elements[1].element_type)
+    if rows.total == 0 or k == 0:
+        return vals, idx
+    perm = permutation(x, rows, load_name, key_dtype, bool(largest), False)
+    launch(_take_first, vals.size, x.data, perm, vals.data, idx.data, vals.size, rows.n, k,
+           *rows.args)
+    return vals, idx
