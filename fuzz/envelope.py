@@ -55,6 +55,7 @@ import ml_dtypes
 import numpy as np
 
 from hloref.ir import Computation, Instruction, Module
+from hloref.opcodes import ACCUMULATING
 from hloref.shapes import ArrayShape
 from hloref.types import ElementType, from_dtype
 
@@ -152,10 +153,10 @@ _MATH_F64 = {
     "atanh": np.arctanh,
 }
 
-#: Ops whose sum order is free (with an add combiner).
-_ACCUMULATING = frozenset({"dot", "convolution", "reduce", "reduce-window", "scatter",
-                           "ragged-dot", "scaled-dot", "all-reduce", "all-reduce-start",
-                           "reduce-scatter", "collective-reduce", "fft"})
+#: Ops whose sum order is free (with an add combiner): the catalogue's accumulating
+#: group, less select-and-scatter (its select picks positions by the operand's values,
+#: so the budget's run on magnitudes would pick other ones).
+_ACCUMULATING = ACCUMULATING - {"select-and-scatter"}
 
 
 #: Called computations whose instructions are program steps (perturbed); computations
