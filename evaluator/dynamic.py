@@ -327,13 +327,13 @@ def _reduce(instr, fn, kwargs, operands, sizes, unsupported):
 def _reduce_window(instr, fn, kwargs, operands, sizes, finish, unsupported):
     """Valid-part evaluation where each dynamic dimension has an unpadded, undilated
     base (XLA's output size ``(n - dilated window) // stride + 1``, PADDING_VALID)."""
-    from .windows import _window_dims
+    from .windows import window_dims
     shape = instr.shape
     n = len(operands) // 2
     if any(is_partial(s) for s in sizes[n:]):
         raise unsupported("an init value")
     merged = _merge("reduce-window", instr, sizes[:n])
-    wdims = _window_dims(kwargs.get("window"), operands[0].ndim)
+    wdims = window_dims(kwargs.get("window"), operands[0].ndim)
     out = []
     for d, (m, bound, w) in enumerate(zip(merged, operands[0].shape, wdims)):
         if m != bound and (w.padding_low or w.padding_high or w.base_dilation != 1):
@@ -359,7 +359,7 @@ def _reduce_window(instr, fn, kwargs, operands, sizes, finish, unsupported):
 
 
 def _dynamic_slice(instr, fn, kwargs, operands, sizes, unsupported):
-    from .indexing import _scalar_index
+    from .indexing import scalar_index
     x = operands[0]
     if any(is_partial(s) for s in sizes[1:]):
         raise unsupported("a start index")
@@ -372,7 +372,7 @@ def _dynamic_slice(instr, fn, kwargs, operands, sizes, unsupported):
         if size == bound:  # the whole dimension: starts clamp to 0, the size carries over
             out[d] = n
             continue
-        start = min(max(_scalar_index(operands[1 + d]), 0), bound - size)
+        start = min(max(scalar_index(operands[1 + d]), 0), bound - size)
         if start + size > n:
             raise unsupported(f"dynamic-slice window [{start}, {start + size}) of dimension "
                               f"{d} reaches past its runtime size {n} (XLA reads padding)")

@@ -74,7 +74,8 @@ def _as_int64(a) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def _scalar_index(a) -> int:
+def scalar_index(a) -> int:
+    """An integer index operand as a Python int (u64 saturated, as ``_as_int64``)."""
     return int(_as_int64(a))
 
 
@@ -371,7 +372,7 @@ def _combine(outs, targets, ups, to_apply, ctx, n):
 def _clamped_starts(start_indices, dims, sizes) -> list[int]:
     if len(start_indices) != len(dims):
         raise HloEvalError(f"expected {len(dims)} start indices, got {len(start_indices)}")
-    return [min(max(_scalar_index(i), 0), max(d - s, 0))
+    return [min(max(scalar_index(i), 0), max(d - s, 0))
             for i, d, s in zip(start_indices, dims, sizes)]
 
 
@@ -407,8 +408,3 @@ def get_dimension_size(operand, *, shape, dimensions):
 def set_dimension_size(operand, size, *, shape, dimensions):
     """A copy of ``operand``; the interpreter's ``dynamic_step`` records the runtime size."""
     return operand.copy()
-
-
-# The runtime-size machinery (side table, propagation rules) lives in ``dynamic.py``;
-# re-exported here for callers of the old location.
-from .dynamic import DYNAMIC_SOURCES, _is_partial, dynamic_step  # noqa: E402,F401

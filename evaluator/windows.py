@@ -49,7 +49,7 @@ __all__ = ["reduce_window", "select_and_scatter", "map_", "scan", "window_view"]
 # Window geometry.
 # ---------------------------------------------------------------------------
 
-def _window_dims(window, rank: int) -> tuple[WindowDim, ...]:
+def window_dims(window, rank: int) -> tuple[WindowDim, ...]:
     if isinstance(window, Window):
         dims = window.dims
     elif window is None:
@@ -184,7 +184,7 @@ def reduce_window(*operands, shape, to_apply, ctx, window=None):
                            f"got {len(operands)} operands")
     inputs, inits = list(operands[:n]), list(operands[n:])
     rank = inputs[0].ndim
-    wdims = _window_dims(window, rank)
+    wdims = window_dims(window, rank)
     result_shapes = shape.elements if isinstance(shape, TupleShape) else (shape,)
     in_shape = inputs[0].shape
     if any(x.shape != in_shape for x in inputs):
@@ -236,7 +236,7 @@ def select_and_scatter(operand, source, init, *, shape, select, scatter, ctx, wi
     ``select(choice, candidate)`` is true. Then ``result[choice] = scatter(result[choice],
     source)``; windows choosing the same element apply in row-major source order."""
     rank = operand.ndim
-    wdims = _window_dims(window, rank)
+    wdims = window_dims(window, rank)
     if any(w.base_dilation != 1 or w.window_dilation != 1 for w in wdims):
         raise HloEvalError("select-and-scatter does not take window dilations")
     index = np.arange(operand.size, dtype=np.int64).reshape(operand.shape)
