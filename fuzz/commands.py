@@ -1,4 +1,5 @@
-"""``hloref diff``, ``hloref check`` and ``hloref check-dump``.
+"""``hloref diff``, ``hloref check``, ``hloref check-dump``, ``hloref fuzz`` and
+``hloref replay``.
 
 Exit status: 0 match, 1 mismatch or oracle crash/timeout, 2 usage or input error.
 """
@@ -15,7 +16,8 @@ from hloref.errors import HloError
 
 from .compare import compare_values
 
-__all__ = ["cmd_diff", "cmd_check", "cmd_check_dump", "add_commands"]
+__all__ = ["cmd_diff", "cmd_check", "cmd_check_dump", "cmd_fuzz", "cmd_replay", "add_commands",
+           "add_fuzz_commands"]
 
 
 def _inputs(args, module) -> list:
@@ -108,7 +110,7 @@ def _report_json(report, blame, finding) -> dict:
 def _reduce_and_write(module, values, report, worker, out_dir, blame, oracle, seed=None) -> str:
     """``--reduce``: the campaign's shared reduction (``campaign.reduce_and_write``);
     pass blame already ran here when ``--blame`` was given, so it is not repeated."""
-    from .campaign import reduce_and_write
+    from .findings import reduce_and_write
     extra = {"blamed_pass": blame.pass_name, "blame_confirmed": blame.confirmed} if blame else None
     path, _signature, _new = reduce_and_write(module, values, report, worker, out_dir,
                                               oracle=oracle, seed=seed, blame=blame is None,
@@ -273,5 +275,106 @@ def add_commands(sub) -> None:
     cd.add_argument("--max-while-iterations", type=int)
     cd.set_defaults(fn=cmd_check_dump)
 
-    from .campaign import add_fuzz_commands  # hloref fuzz / hloref replay
     add_fuzz_commands(sub)
+
+
+# --------------------------------------------------------------------------- campaigns
+
+
+def cmd_fuzz(args) -> int:
+    from .campaign import CampaignOptions, CampaignSetupError, parse_duration, run_campaign
+    from .stats import format_summary
+    try:
+        seconds = parse_duration(args.time) if args.time else None
+    except ValueError as exc:
+        raise cli.CliError(str(exc)) from None
+    if args.examples is not None and args.examples < 0:
+        raise cli.CliError("--examples must be >= 0")
+    if args.batch < 1:
+        raise cli.CliError("--batch must be >= 1")
+    if args.workers is not None and args.workers < 1:
+        raise cli.CliError("--workers must be >= 1")
+    oracles = ("xla", "tf") if args.oracle == "both" else (args.oracle,)
+    if args.ops:
+        from .strategies import GENERATABLE_OPCODES, NOT_IN_XLA
+        known = GENERATABLE_OPCODES | NOT_IN_XLA
+        ops = [o for part in args.ops for o in part.split(",") if o]
+        bad = [o for o in ops if o not in known]
+        if bad:
+            raise cli.CliError(f"--ops: the generator cannot produce {', '.join(bad)}")
+    else:
+        ops = None
+    opts = CampaignOptions(out=args.out, oracles=oracles, seed=args.seed, examples=args.examples,
+                           seconds=seconds, workers=args.workers or (0 if args.ray else 1),
+                           ops=ops, db=args.db, batch=args.batch, ray=args.ray,
+                           db_github=args.db_github, max_instructions=args.max_instructions,
+                           timeout=args.timeout, blame=not args.no_blame,
+                           json_summary=args.json_summary, junit=args.junit,
+                           progress_every=args.progress_every)
+    try:
+        summary = run_campaign(opts)
+    except CampaignSetupError as exc:
+        raise cli.CliError(str(exc)) from None
+    print(format_summary(summary))
+    return cli.EXIT_MISMATCH if summary["new_findings"] else cli.EXIT_OK
+
+
+def cmd_replay(args) -> int:
+    from .findings import replay
+    from .stats import atomic_json
+    for p in args.dirs:
+        if not os.path.isdir(p):
+            raise cli.CliError(f"{p}: not a directory")
+    results = replay(args.dirs, timeout=args.timeout)
+    if not results:
+        raise cli.CliError("no findings (directories with finding.json) found")
+    for r in results:
+        status = ("REPRODUCES" if r["reproduces"] else
+                  f"known difference ({r['known_difference']})" if r.get("known_difference")
+                  else "fixed/gone")
+        print(f"{status:11s} {r['path']}: stored {r['stored_verdict']}, now {r['verdict']}: "
+              f"{r['classification']}")
+    n = sum(r["reproduces"] for r in results)
+    print(f"{n} of {len(results)} findings still reproduce")
+    if args.json:
+        atomic_json(args.json, results)
+    return cli.EXIT_MISMATCH if n else cli.EXIT_OK
+
+
+def add_fuzz_commands(sub) -> None:
+    f = sub.add_parser("fuzz", help="run a fuzz campaign: generated programs vs an oracle")
+    budget = f.add_mutually_exclusive_group()
+    budget.add_argument("--time", help="run this long (90s, 10m, 1h)")
+    budget.add_argument("--examples", type=int, help="run this many programs (default 100)")
+    f.add_argument("--oracle", choices=["xla", "tf", "both"], default="xla")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--workers", type=int,
+                   help="worker processes, one oracle each (default 1; with --ray, one per "
+                        "CPU of the cluster)")
+    f.add_argument("--ray", metavar="ADDRESS",
+                   help="run the workers as Ray actors on this cluster (what ray.init accepts: "
+                        "auto, HOST:PORT, ray://HOST:10001); needs pip install hloref[ray]")
+    f.add_argument("--batch", type=int, default=16,
+                   help="programs the oracle compiles and runs as one module (1: each alone)")
+    f.add_argument("--ops", nargs="+", help="restrict the generated opcodes (space/comma separated)")
+    f.add_argument("--out", default="fuzz-findings", help="findings and campaign state")
+    f.add_argument("--db", help="Hypothesis example database: a directory (shared storage for "
+                                "several machines) or redis://HOST:PORT/N")
+    f.add_argument("--db-github", metavar="OWNER/REPO",
+                   help="also read the example database from this repository's "
+                        "hloref-fuzz-db artifact (read-only)")
+    f.add_argument("--json-summary", help="write the summary as JSON here")
+    f.add_argument("--junit", help="write a JUnit XML report here")
+    f.add_argument("--max-instructions", type=int, default=12)
+    f.add_argument("--timeout", type=float, default=60.0, help="oracle time limit per run (s)")
+    f.add_argument("--no-blame", action="store_true", help="skip XLA pass blame on findings")
+    f.add_argument("--progress-every", type=float, default=10.0,
+                   help="seconds between progress lines when not on a TTY")
+    f.set_defaults(fn=cmd_fuzz)
+
+    r = sub.add_parser("replay", help="re-run stored findings; say which still reproduce")
+    r.add_argument("dirs", nargs="+", help="finding directories or a campaign --out directory")
+    r.add_argument("--timeout", type=float, default=60.0)
+    r.add_argument("--json", help="write the results as JSON here")
+    r.set_defaults(fn=cmd_replay)
+

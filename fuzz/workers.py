@@ -107,13 +107,16 @@ def _child_main(oracle: str) -> None:
                 os.abort()
             if kind == "sleep":  # test hook: hang
                 time.sleep(payload)
-                conn.send(("ok", (None, None)))
+                conn.send(("ok", (None, None, (0.0, 0.0))))
                 continue
             text, args, debug_options, want_optimized = payload
+            t0 = time.perf_counter()
             exe = backend.compile_hlo(text, debug_options=debug_options)
+            t1 = time.perf_counter()
             value = exe.run(*args)
+            t2 = time.perf_counter()
             optimized = exe.optimized_hlo() if want_optimized else None
-            conn.send(("ok", (value, optimized)))
+            conn.send(("ok", (value, optimized, (t1 - t0, t2 - t1))))
         except OracleUnsupported as exc:
             conn.send(("unsupported", str(exc)))
         except OracleError as exc:
@@ -136,7 +139,10 @@ class OracleWorker:
         self._stderr_path = None
         self.jobs = 0
         self.crashes = 0
+        #: time spent on jobs (round trips), and the parts measured inside the child
         self.seconds = 0.0
+        self.compile_seconds = 0.0
+        self.run_seconds = 0.0
 
     # -- lifecycle ----------------------------------------------------------------------
     def _start(self) -> None:
@@ -208,9 +214,9 @@ class OracleWorker:
 
     # -- jobs ---------------------------------------------------------------------------
     def _submit(self, job, timeout: float | None) -> OracleResult:
+        start = time.perf_counter()  # a restart of the child counts as the job's time
         if not self._alive():
             self._start()
-        start = time.perf_counter()
         limit = self.timeout if timeout is None else timeout
         self.jobs += 1
         try:
@@ -220,6 +226,7 @@ class OracleWorker:
         if not self._conn.poll(limit):
             tail = self._stderr_tail()
             self._kill()
+            self.seconds += time.perf_counter() - start
             return OracleResult("timeout", message=f"the {self.oracle} oracle did not answer in "
                                 f"{limit:g} s", stderr_tail=tail, seconds=time.perf_counter() - start)
         try:
@@ -229,8 +236,11 @@ class OracleWorker:
         seconds = time.perf_counter() - start
         self.seconds += seconds
         if kind == "ok":
-            value, optimized = payload
-            return OracleResult("ok", value=value, optimized_hlo=optimized, seconds=seconds)
+            value, optimized, (compile_s, run_s) = payload
+            self.compile_seconds += compile_s
+            self.run_seconds += run_s
+            return OracleResult("ok", value=value, optimized_hlo=optimized, seconds=seconds,
+                                extra={"compile_seconds": compile_s, "run_seconds": run_s})
         return OracleResult(kind, message=payload, seconds=seconds)
 
     def _died(self, start) -> OracleResult:
@@ -247,6 +257,7 @@ class OracleWorker:
                 sig = signal.Signals(-code).name
             except ValueError:
                 sig = f"signal {-code}"
+        self.seconds += time.perf_counter() - start
         message = f"the {self.oracle} oracle process died" + (f" with {sig}" if sig else
                                                              f" with exit status {code}")
         return OracleResult("crash", message=message, signal=sig, stderr_tail=tail,

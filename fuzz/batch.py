@@ -1,0 +1,183 @@
+"""Batched oracle runs: many generated programs compiled as one module, run once, split.
+
+XLA:CPU spends most of a fuzz campaign's time compiling, and much of a compile is a
+fixed cost per module. ``combine(modules)`` puts independent programs side by side in
+one module: every computation and instruction is renamed with the prefix ``b<i>.``
+(the program's place in the batch), the entry computations are merged into one whose
+parameters are the programs' parameters in order and whose root is the tuple of their
+roots. The programs share no value, so each part of the result is what that program
+computes alone, unless XLA's optimization of the whole changes it.
+
+``check_batch(items, worker)`` runs a batch and judges each program on its part of
+the result with the usual property (``property.check_program`` given the value).
+
+* **Confirmation.** A program whose part is anything but a match is run again alone
+  (the ordinary ``check_program``: its own compile, localisation of a mismatch) and
+  the outcome alone is the one recorded; a mismatch that vanishes alone is a
+  cross-program effect of the batch, counted in ``Stats.batch_only`` and not reported.
+* **A batch the oracle refuses, crashes on or hangs on** is not judged: when the
+  oracle's message names instructions of some programs (``b<i>.``), those run alone
+  and the others as a batch again; otherwise the batch is split in halves, down to
+  single programs run alone (a crash costs at most about 2·log2(n) oracle restarts).
+  A timeout runs every program alone, each with the ordinary time limit.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from hloref.attrs import ComputationRef
+from hloref.ir import Computation, Instruction, Module
+from hloref.shapes import TupleShape
+
+from .property import Outcome, check_program
+
+__all__ = ["combine", "check_batch", "BatchTimer"]
+
+_NAMED = re.compile(r"\bb(\d+)\.")
+
+
+def _renamed_refs(value, names: dict):
+    if isinstance(value, ComputationRef):
+        return ComputationRef(names[str(value)])
+    if isinstance(value, list):
+        return [_renamed_refs(v, names) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_renamed_refs(v, names) for v in value)
+    return value
+
+
+def combine(modules) -> Module:
+    """One module computing every module of ``modules``: parameters concatenated in
+    order, the root the tuple of their roots. The inputs are not modified."""
+    import hloref
+    computations: dict[str, Computation] = {}
+    entry_instructions: list[Instruction] = []
+    roots: list[Instruction] = []
+    first_parameter = 0
+    for i, module in enumerate(modules):
+        copy = hloref.parse(module.to_text())  # a private copy to rename
+        names = {name: f"b{i}.{name}" for name in copy.computations}
+        for comp in copy.computations.values():
+            for instr in comp.instructions:
+                instr.name = f"b{i}.{instr.name}"
+                instr.attrs = {k: _renamed_refs(v, names) for k, v in instr.attrs.items()}
+        entry = copy.entry
+        for comp in copy.computations.values():
+            if comp is not entry:
+                comp.name = names[comp.name]
+                computations[comp.name] = comp
+        params = entry.parameters
+        for p in params:
+            p.parameter_number += first_parameter
+        first_parameter += len(params)
+        entry_instructions += entry.instructions
+        roots.append(entry.root)
+    root = Instruction(name="batch.root", opcode="tuple",
+                       shape=TupleShape(tuple(r.shape for r in roots)), operands=roots)
+    entry = Computation(name="batch.entry", instructions=entry_instructions + [root], root=root,
+                        is_entry=True)
+    computations[entry.name] = entry
+    return Module(name="batch", computations=computations, entry_name=entry.name)
+
+
+class BatchTimer:
+    """Where the oracle's time went, read from the worker's own accumulators
+    (``OracleWorker.seconds``/``compile_seconds``/``run_seconds``) around a call."""
+
+    def __init__(self, stats):
+        self.stats = stats
+
+    def around(self, worker, fn, *args, **kw):
+        w = [getattr(worker, a, 0.0) for a in ("seconds", "compile_seconds", "run_seconds")]
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kw)
+        finally:
+            wall = time.perf_counter() - t0
+            d = [getattr(worker, a, 0.0) - x for a, x in
+                 zip(("seconds", "compile_seconds", "run_seconds"), w)]
+            s = self.stats
+            s.oracle_seconds += d[0]
+            s.compile_seconds += d[1]
+            s.run_seconds += d[2]
+            s.hop_seconds += max(0.0, d[0] - d[1] - d[2])
+            self.rest = max(0.0, wall - d[0])  # the caller splits it (hloref, comparison)
+
+
+def _judge(item, worker, *, oracle, timeout, timer, oracle_value=None):
+    """``check_program`` with the time split kept; an exception is returned, not raised."""
+    module, args = item
+    s = timer.stats
+    try:
+        outcome = timer.around(worker, check_program, module, args, worker, oracle=oracle,
+                               timeout=timeout, oracle_value=oracle_value,
+                               localize=oracle_value is None)
+    except Exception as exc:  # noqa: BLE001 - the runner keeps the program and goes on
+        return exc
+    report = outcome.report
+    hl = getattr(report, "hloref_seconds", 0.0) if report is not None else 0.0
+    s.hloref_seconds += min(hl, timer.rest)
+    s.compare_seconds += max(0.0, timer.rest - hl)
+    return outcome
+
+
+def check_alone(item, worker, *, oracle: str = "xla", timeout: float = 60.0, stats) -> object:
+    """One program run and judged alone (an ``Outcome``, or the exception it raised)."""
+    stats.alone_runs += 1
+    return _judge(item, worker, oracle=oracle, timeout=timeout, timer=BatchTimer(stats))
+
+
+def check_batch(items, worker, *, oracle: str = "xla", timeout: float = 60.0, stats) -> list:
+    """Judge ``items`` (``(module, args)`` pairs) with batched oracle runs; returns one
+    ``Outcome`` (or the exception the check raised) per item, in order."""
+    timer = BatchTimer(stats)
+    results: list = [None] * len(items)
+
+    def alone(i):
+        results[i] = check_alone(items[i], worker, oracle=oracle, timeout=timeout, stats=stats)
+
+    def run(indices):
+        if len(indices) == 1:
+            alone(indices[0])
+            return
+        module = combine([items[i][0] for i in indices])
+        args = [a for i in indices for a in items[i][1]]
+        text = module.to_text()
+        stats.batches += 1
+        result = timer.around(worker, worker.run, text, args, timeout=timeout)
+        if result.ok:
+            for part, i in enumerate(indices):
+                outcome = _judge(items[i], worker, oracle=oracle, timeout=timeout, timer=timer,
+                                 oracle_value=result.value[part])
+                if isinstance(outcome, Outcome) and (outcome.kind == "match" or (
+                        outcome.kind == "rejected" and outcome.message.startswith("hloref"))):
+                    results[i] = outcome
+                    continue
+                stats.confirmations += 1  # confirm alone: the outcome alone is the one kept
+                alone(i)
+                if isinstance(results[i], Outcome) and results[i].kind == "match":
+                    stats.batch_only += 1
+            return
+        stats.batch_splits += 1
+        if result.kind == "timeout":
+            for i in indices:
+                alone(i)
+            return
+        named = sorted({indices[int(m.group(1))] for m in _NAMED.finditer(result.message or "")
+                        if int(m.group(1)) < len(indices)})
+        if named and len(named) < len(indices):
+            for i in named:
+                alone(i)
+            run([i for i in indices if i not in named])
+            return
+        half = len(indices) // 2
+        run(indices[:half])
+        run(indices[half:])
+
+    if len(items) == 1:
+        alone(0)
+    elif items:
+        run(list(range(len(items))))
+    return results

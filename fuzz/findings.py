@@ -1,0 +1,266 @@
+"""Findings on disk: deduplication keys, atomic writes, reduction, replay.
+
+A finding is a directory ``OUT/<verdict>-<opcode>-<key>/`` holding ``module.hlo``,
+``inputs.npz``, ``expected.npz``, ``actual.npz``, ``report.md`` and ``finding.json``,
+written atomically (``report.write_finding``). Two keys deduplicate findings:
+
+* ``pre_key`` (cheap, before reduction): oracle, verdict, the culprit's opcode and
+  operand types (or the module's opcodes and types for crashes); a campaign claims
+  it once (``claim``: an exclusive create under ``OUT/.seen/``), so the same failure
+  is not reduced again;
+* ``signature`` (after reduction): the blamed pass, the reduced module's opcodes and
+  element types, the verdict; its hash ``signature_key`` names the directory, so a
+  second reduction landing on the same signature writes nothing.
+
+Before reduction a finding is kept as ``OUT/pending/<key>`` (``write_pending``), so a
+killed campaign loses none. ``replay`` re-runs stored findings and says which still
+reproduce (``hloref replay``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+
+import numpy as np
+
+from .property import known_difference, leaves
+
+__all__ = ["signature", "signature_key", "pre_key", "claim", "write_pending", "load_program",
+           "reduce_and_write", "replay", "finding_dirs", "module_opcodes", "module_types",
+           "has_narrow_float", "classify"]
+
+#: Opcodes left out of a signature: they only move values.
+_STRUCTURAL = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
+
+
+def finding_dirs(out_dir: str) -> list[str]:
+    """Names of the finding directories in a campaign's ``out_dir``."""
+    if not os.path.isdir(out_dir):
+        return []
+    return sorted(n for n in os.listdir(out_dir) if not n.startswith(".")
+                  and os.path.isfile(os.path.join(out_dir, n, "finding.json")))
+
+
+def module_types(module) -> list[str]:
+    from hloref.shapes import ArrayShape, flatten_shape
+    types = set()
+    for _, instr in module.instructions():
+        for s in flatten_shape(instr.shape):
+            if isinstance(s, ArrayShape):
+                types.add(s.element_type.name)
+    return sorted(types)
+
+
+def module_opcodes(module) -> list[str]:
+    return sorted({i.opcode for _, i in module.instructions() if i.opcode not in _STRUCTURAL})
+
+
+def signature(module, verdict: str, blamed_pass: str | None) -> dict:
+    """The deduplication key of a (reduced) finding."""
+    return {"blamed_pass": blamed_pass, "opcodes": module_opcodes(module),
+            "element_types": module_types(module), "verdict": verdict}
+
+
+def signature_key(sig: dict) -> str:
+    return hashlib.sha256(json.dumps(sig, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def pre_key(report, module, oracle) -> str:
+    """Cheap key before reduction: verdict, culprit opcode and its types (or the
+    module's opcodes for crashes), so duplicates are not reduced again."""
+    c = report.culprit.innermost() if report.culprit else None
+    if c is not None:
+        types = sorted({x.dtype.name for o in c.operands for x in leaves(o)})
+        basis = [oracle, report.verdict, c.opcode, types]
+    else:
+        basis = [oracle, report.verdict, module_opcodes(module), module_types(module)]
+    return hashlib.sha256(json.dumps(basis).encode()).hexdigest()[:12]
+
+
+def claim(path: str) -> bool:
+    """Create ``path`` exclusively (atomic across processes); False if it exists."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: str = "xla",
+                     seed=None, blame: bool = True, extra_meta: dict | None = None,
+                     still_fails=None) -> tuple[str, dict, bool]:
+    """Reduce a failing program, blame a pass (xla mismatches), write the finding.
+
+    The shared form of ``hloref diff --reduce``: returns ``(directory, signature,
+    new)``; ``new`` is False when a finding with the same signature exists (its
+    directory is returned and nothing is written). ``still_fails(report)`` may veto a
+    reduction step (default: the same verdict, blamed on the same opcode)."""
+    from .differential import diff
+    from .reduce import reduce_failure
+    from .report import markdown_report, write_finding
+
+    want = report.culprit.innermost().opcode if report.culprit else None
+
+    def fails(m, a) -> bool:
+        r = diff(m, a, oracle=oracle, worker=worker)
+        if r.verdict != report.verdict:
+            return False
+        if still_fails is not None and not still_fails(r):
+            return False
+        return want is None or (r.culprit is not None and r.culprit.innermost().opcode == want)
+
+    try:
+        small, small_args = reduce_failure(module, values, fails)
+    except Exception:  # noqa: BLE001 - keep the unreduced program rather than lose it
+        import hloref
+        small, small_args = hloref.parse(module.to_text()), list(values)
+    final = diff(small, small_args, oracle=oracle, worker=worker)
+    if final.verdict != report.verdict:  # reduction lost it (flaky oracle): keep the original
+        import hloref
+        small, small_args = hloref.parse(module.to_text()), list(values)
+        final = diff(small, small_args, oracle=oracle, worker=worker)
+    blamed = None
+    confirmed = None
+    text = small.to_text()
+    if blame and oracle == "xla" and final.verdict == "mismatch":
+        try:
+            from .blame import blame as run_blame
+            b = run_blame(text, small_args, worker)
+            blamed, confirmed = b.pass_name, b.confirmed
+        except Exception:  # noqa: BLE001 - blame is best effort
+            pass
+    sig = signature(small, final.verdict, blamed)
+    key = signature_key(sig)
+    culprit = final.culprit.innermost() if final.culprit else None
+    name = f"{final.verdict}-{culprit.opcode if culprit else 'module'}-{key}"
+    path = os.path.join(out_dir, name)
+    if os.path.exists(path):
+        return path, sig, False
+    title = (f"XLA:CPU {final.verdict} in `{culprit.opcode}`" if culprit
+             else f"{oracle} {final.verdict} on a {len(small.entry.instructions)}-instruction module")
+    md = markdown_report(title=title, verdict=final.verdict, module_text=text, inputs=small_args,
+                         expected=final.expected, actual=final.actual, summary=final.summary(),
+                         blamed_pass=blamed, blame_confirmed=confirmed, seed=seed, oracle=oracle,
+                         debug_options=final.debug_options)
+    meta = {"verdict": final.verdict, "oracle": oracle, "seed": seed,
+            "debug_options": final.debug_options,
+            "culprit": culprit and {"opcode": culprit.opcode, "instruction": culprit.name},
+            "blamed_pass": blamed, "blame_confirmed": confirmed,
+            "instructions": len(small.entry.instructions), "signature": sig,
+            "signature_key": key, "message": final.message, **(extra_meta or {})}
+    write_finding(path, module_text=text, inputs=small_args, expected=final.expected,
+                  actual=final.actual, report_md=md, meta=meta)
+    return path, sig, True
+
+
+def write_pending(out_dir: str, key: str, module, args, meta: dict) -> str:
+    from hloref.cli import flatten_value, write_npz
+    pending = os.path.join(out_dir, "pending")
+    os.makedirs(pending, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".pending-", dir=pending)
+    with open(os.path.join(tmp, "module.hlo"), "w", encoding="utf-8") as f:
+        f.write(module.to_text())
+    write_npz(os.path.join(tmp, "inputs.npz"), flatten_value(tuple(args)))
+    with open(os.path.join(tmp, "meta.json"), "w", encoding="utf-8") as f:
+        json.dump(meta, f, default=str)
+    final = os.path.join(pending, key)
+    if os.path.exists(final):
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+        return final
+    os.replace(tmp, final)
+    return final
+
+
+def load_program(directory: str):
+    import hloref
+    from hloref.api import coerce_argument
+    from hloref.cli import read_npz, unflatten_arguments
+    with open(os.path.join(directory, "module.hlo"), encoding="utf-8") as f:
+        module = hloref.parse(f.read())
+    arrays = read_npz(os.path.join(directory, "inputs.npz"))
+    params = module.entry.parameters
+    values = unflatten_arguments(arrays, [p.shape for p in params])
+    values = [coerce_argument(v, p.shape, f"argument {i}") for i, (v, p) in
+              enumerate(zip(values, params))]
+    return module, values
+
+
+def replay(paths, *, worker_factory=None, timeout: float = 60.0) -> list[dict]:
+    """Re-run stored findings; each result says whether it still reproduces."""
+    from .differential import diff
+    dirs = []
+    for p in paths:
+        if os.path.isfile(os.path.join(p, "finding.json")):
+            dirs.append(p)
+        elif os.path.isdir(p):
+            dirs.extend(os.path.join(p, n) for n in sorted(os.listdir(p))
+                        if os.path.isfile(os.path.join(p, n, "finding.json")))
+    workers: dict = {}
+    results = []
+    try:
+        for d in dirs:
+            with open(os.path.join(d, "finding.json"), encoding="utf-8") as f:
+                meta = json.load(f)
+            oracle = meta.get("oracle", "xla")
+            if oracle not in workers:
+                if worker_factory is not None:
+                    workers[oracle] = worker_factory(oracle)
+                else:
+                    from .workers import OracleWorker
+                    workers[oracle] = OracleWorker(oracle, timeout=timeout)
+            strict = None
+            try:
+                module, values = load_program(d)
+                r = diff(module, values, oracle=oracle, worker=workers[oracle], timeout=timeout,
+                         debug_options=meta.get("debug_options") or None)
+                verdict = r.verdict
+                known = known_difference(r) if verdict == "mismatch" else \
+                    (r.known_gap if verdict == "known-gap" else None)
+                reproduces = verdict == meta.get("verdict") and not known
+                message = r.summary().splitlines()[0]
+                if oracle == "xla" and has_narrow_float(module):
+                    # XLA's contract without excess precision: every narrow rounding kept
+                    s = diff(module, values, oracle=oracle, worker=workers[oracle],
+                             timeout=timeout, localize=False,
+                             debug_options={"xla_allow_excess_precision": False})
+                    strict = s.verdict
+            except Exception as exc:  # noqa: BLE001
+                verdict, reproduces, message = "error", False, f"{type(exc).__name__}: {exc}"
+                known = None
+            results.append({"path": d, "stored_verdict": meta.get("verdict"), "verdict": verdict,
+                            "reproduces": reproduces, "known_difference": known,
+                            "verdict_without_excess_precision": strict,
+                            "classification": classify(verdict, known, strict),
+                            "message": message})
+    finally:
+        for w in workers.values():
+            w.close()
+    return results
+
+
+def has_narrow_float(module) -> bool:
+    from hloref.shapes import ArrayShape, flatten_shape
+    return any(isinstance(sh, ArrayShape) and sh.element_type.is_float and sh.element_type.bits <= 16
+               for _, i in module.instructions() for sh in flatten_shape(i.shape))
+
+
+def classify(verdict: str, known, strict) -> str:
+    """What a replayed finding is now, under the envelope."""
+    if known:
+        return f"known difference ({known})"
+    if verdict in ("mismatch", "crash", "timeout"):
+        return "bug under XLA's default options" + (
+            "" if strict is None else f" (without excess precision: {strict})")
+    if strict in ("mismatch", "crash", "timeout"):
+        return ("inside the envelope with excess precision; a bug only with "
+                "xla_allow_excess_precision=false")
+    return "not a bug: inside the envelope" + (
+        "" if strict is None else " with and without excess precision")
+
+
