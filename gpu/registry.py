@@ -54,7 +54,7 @@ def gpu_op(*opcodes: str, note: str = ""):
 
 
 _FAMILIES = ("control", "elementwise", "compare", "convert", "shape_ops", "reduce", "dot",
-             "convolution", "indexing", "windows", "sort", "bitwise_convert")
+             "convolution", "indexing", "windows", "sort", "bitwise_convert", "rng")
 _loaded = False
 
 

@@ -1,0 +1,252 @@
+"""``rng-bit-generator`` and ``rng-get-and-update-state`` on the GPU (mirrors
+``evaluator/rng.py``, whose docstring fixes the algorithms; bit-exact with it and so
+with XLA:CPU).
+
+The state stays on the device: every thread reads the key and counter from the state
+buffer, computes the counter of its element (128-bit add for Philox, 64-bit for
+ThreeFry), runs the counter-based generator (Philox-4x32, 10 rounds; ThreeFry-2x32, 20
+rounds) and keeps the word(s) of its element, in the CPU's layout: Philox words in
+order (pairs for 64-bit results); ThreeFry one counter per 64-bit element, or for
+narrower results the shape split in half along its first even dimension (else its
+largest), word 0 at even and word 1 at odd positions. One more single-thread kernel
+writes the new state. Results narrower than 32 bits are the low bits of the words.
+
+``rng-get-and-update-state`` takes no operands: its 128-bit state is the interpreter's
+(one per evaluation, as on the CPU), and the result is sent to the device once.
+``rng`` (hloref's own stream with redraws) still runs on the CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import cuda
+
+from hloref.errors import HloEvalError
+from hloref.evaluator.rng import RNG_STATE_INITIAL
+from hloref.shapes import TupleShape
+
+from .bitwise_convert import from_bits
+from .device import empty, to_device, type_params
+from .elementwise import launch
+from .registry import GpuFallback, gpu_op
+
+OP_FAMILY = True
+
+_M32 = 0xFFFFFFFF
+
+
+@cuda.jit(device=True)
+def philox4x32(lo, hi, k0, k1):
+    """Philox-4x32, 10 rounds, of the 128-bit counter ``(lo, hi)`` under key ``(k0, k1)``:
+    four 32-bit words (as uint64)."""
+    m = np.uint64(_M32)
+    x0 = lo & m
+    x1 = lo >> np.uint64(32)
+    x2 = hi & m
+    x3 = hi >> np.uint64(32)
+    a = k0 & m
+    b = k1 & m
+    for _ in range(10):
+        p0 = x0 * np.uint64(0xD2511F53)
+        p1 = x2 * np.uint64(0xCD9E8D57)
+        n0 = (p1 >> np.uint64(32)) ^ x1 ^ a
+        n1 = p1 & m
+        n2 = (p0 >> np.uint64(32)) ^ x3 ^ b
+        n3 = p0 & m
+        x0 = n0
+        x1 = n1
+        x2 = n2
+        x3 = n3
+        a = (a + np.uint64(0x9E3779B9)) & m
+        b = (b + np.uint64(0xBB67AE85)) & m
+    return x0, x1, x2, x3
+
+
+@cuda.jit(device=True)
+def _key_word(i, k0, k1, k2):
+    if i == 0:
+        return k0
+    if i == 1:
+        return k1
+    return k2
+
+
+@cuda.jit(device=True)
+def _rotation(block, r):
+    if block % 2 == 0:
+        return (13, 15, 26, 6)[r]
+    return (17, 29, 16, 24)[r]
+
+
+@cuda.jit(device=True)
+def threefry2x32(c, k0, k1):
+    """ThreeFry-2x32, 20 rounds, of the 64-bit counter ``c`` (low word first) under key
+    ``(k0, k1)``: two 32-bit words (as uint64)."""
+    m = np.uint64(_M32)
+    k0 = k0 & m
+    k1 = k1 & m
+    k2 = (np.uint64(0x1BD11BDA) ^ k0 ^ k1) & m
+    x0 = ((c & m) + k0) & m
+    x1 = ((c >> np.uint64(32)) + k1) & m
+    for block in range(5):
+        for r in range(4):
+            rot = np.uint64(_rotation(block, r))
+            x0 = (x0 + x1) & m
+            x1 = ((x1 << rot) | (x1 >> (np.uint64(32) - rot))) & m
+            x1 = x0 ^ x1
+        x0 = (x0 + _key_word((block + 1) % 3, k0, k1, k2)) & m
+        x1 = (x1 + _key_word((block + 2) % 3, k0, k1, k2) + np.uint64(block + 1)) & m
+    return x0, x1
+
+
+@cuda.jit(device=True)
+def _word(w, x0, x1, x2, x3):
+    if w == 0:
+        return x0
+    if w == 1:
+        return x1
+    if w == 2:
+        return x2
+    return x3
+
+
+@cuda.jit(device=True)
+def _philox_counter(state, k, c):
+    """``(key, lo + c, hi + carry)`` from the device state (``k`` words)."""
+    key = state[0]
+    lo = state[1]
+    hi = state[2] if k == 3 else state[0]
+    new_lo = lo + np.uint64(c)
+    if new_lo < lo:
+        hi = hi + np.uint64(1)
+    return key, new_lo, hi
+
+
+@functools.cache  # one kernel per (algorithm, result type)
+def _bits_kernel(algorithm, et):
+    put = from_bits(et)
+    wide = et.bits == 64
+    m = np.uint64(_M32)
+
+    if algorithm == "rng_philox":
+        @cuda.jit
+        def k(state, nstate, out, n, p, pre, d, post, h):
+            i = cuda.grid(1)
+            step = cuda.gridsize(1)
+            while i < n:
+                if wide:
+                    key, lo, hi = _philox_counter(state, nstate, i // 2)
+                    x0, x1, x2, x3 = philox4x32(lo, hi, key & m, key >> np.uint64(32))
+                    w = 2 * (i % 2)
+                    b = _word(w, x0, x1, x2, x3) | (_word(w + 1, x0, x1, x2, x3) << np.uint64(32))
+                else:
+                    key, lo, hi = _philox_counter(state, nstate, i // 4)
+                    x0, x1, x2, x3 = philox4x32(lo, hi, key & m, key >> np.uint64(32))
+                    b = _word(i % 4, x0, x1, x2, x3)
+                out[i] = put(b, p)
+                i += step
+    else:
+        @cuda.jit
+        def k(state, nstate, out, n, p, pre, d, post, h):
+            i = cuda.grid(1)
+            step = cuda.gridsize(1)
+            while i < n:
+                key = state[0]
+                k0 = key & m
+                k1 = key >> np.uint64(32)
+                if wide:
+                    x0, x1 = threefry2x32(state[1] + np.uint64(i), k0, k1)
+                    b = x0 | (x1 << np.uint64(32))
+                else:
+                    t = i // post
+                    dpos = t % d
+                    c = ((t // d) * h + dpos // 2) * post + i % post
+                    x0, x1 = threefry2x32(state[1] + np.uint64(c), k0, k1)
+                    b = x0 if dpos % 2 == 0 else x1
+                out[i] = put(b, p)
+                i += step
+
+    return k
+
+
+@cuda.jit
+def _new_state(state, nstate, out, used, philox):
+    if cuda.grid(1) == 0:
+        out[0] = state[0]
+        if philox:
+            key, lo, hi = _philox_counter(state, nstate, used)
+            out[1] = lo
+            if nstate == 3:
+                out[2] = hi
+        else:
+            out[1] = state[1] + np.uint64(used)
+
+
+def _split_dim(dims) -> int:
+    for i, d in enumerate(dims):
+        if d % 2 == 0:
+            return i
+    best = 0
+    for i, d in enumerate(dims):
+        if d > dims[best]:
+            best = i
+    return best
+
+
+@gpu_op("rng-bit-generator")
+def rng_bit_generator(state, *, shape, algorithm="rng_default"):
+    if isinstance(shape, TupleShape):
+        state_shape, out_shape = shape.elements
+    else:
+        state_shape, out_shape = None, shape
+    et = out_shape.element_type
+    if et.is_pred or et.is_complex or not (et.is_integer or et.is_float):
+        raise HloEvalError(f"rng-bit-generator cannot produce element type {et.name}")
+    if state.et.name != "u64" or (state_shape is not None
+                                  and state_shape.element_type.name != "u64"):
+        raise GpuFallback("rng-bit-generator state that is not u64")
+    k = state.size
+    alg = str(algorithm)
+    if alg == "rng_default":
+        alg = "rng_philox"  # XLA:CPU's default
+    dims = tuple(out_shape.dims)
+    n = int(np.prod(dims, dtype=np.int64))
+    width = 64 if et.bits == 64 else 32
+    pre = d = post = h = 1
+    if alg == "rng_three_fry":
+        if k != 2:
+            raise HloEvalError(f"rng_three_fry needs a u64[2] state, got u64[{k}]")
+        if width == 64 or not dims:
+            used = n if width == 64 else 1
+        else:
+            sd = _split_dim(dims)
+            pre = int(np.prod(dims[:sd], dtype=np.int64))
+            post = int(np.prod(dims[sd + 1:], dtype=np.int64))
+            d = dims[sd]
+            h = (d + 1) // 2
+            used = pre * h * post
+    elif alg == "rng_philox":
+        if k not in (2, 3):
+            raise HloEvalError(f"rng_philox needs a u64[2] or u64[3] state, got u64[{k}]")
+        used = ((n * 2 if width == 64 else n) + 3) // 4
+    else:
+        raise HloEvalError(f"unknown rng-bit-generator algorithm {alg}")
+    out = empty(dims, et)
+    launch(_bits_kernel(alg, et), n, state.data, k, out.data, n, type_params(et), pre,
+           max(d, 1), max(post, 1), h)
+    if state_shape is None:
+        return out
+    new_state = empty((k,), state.et)
+    _new_state[1, 1](state.data, k, new_state.data, used % 2 ** 64, alg == "rng_philox")
+    return new_state, out
+
+
+@gpu_op("rng-get-and-update-state")
+def rng_get_and_update_state(*, ctx, delta):
+    value = getattr(ctx, "_rng_state", None)
+    if value is None:
+        value = RNG_STATE_INITIAL
+    ctx._rng_state = (value + int(str(delta))) % 2 ** 128
+    return to_device(np.array([value & (2 ** 64 - 1), value >> 64], dtype=np.uint64))
