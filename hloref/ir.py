@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .shapes import Shape
+from .shapes import ProgramShape, Shape
 
 __all__ = ["Instruction", "Computation", "Module", "ProgramShape"]
 
@@ -105,14 +105,6 @@ class Computation:
         return (self.name, self.is_entry, self.root.name if self.root else None,
                 tuple(i.structural_key() for i in self.instructions),
                 tuple((k, _hashable(v)) for k, v in self.attrs.items()))
-
-
-@dataclass(frozen=True)
-class ProgramShape:
-    """``(shape, ...) -> shape``, e.g. ``entry_computation_layout``."""
-
-    parameters: tuple[Shape, ...]
-    result: Shape
 
 
 @dataclass(eq=False)

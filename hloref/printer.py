@@ -12,71 +12,15 @@ import numpy as np
 
 from . import attrs as A
 from .lexer import escape
-from .shapes import (UNBOUNDED, ArrayShape, BufferShape, Layout, OpaqueShape, Shape, TokenShape,
-                     TupleShape)
-from .types import ElementType
+from .shapes import (ArrayShape, ProgramShape, Shape, TupleShape,
+                     layout_to_text, shape_to_text)  # noqa: F401 (layout_to_text re-exported)
+from .types import ELEMENT_TYPES, ElementType, float_info
 
 __all__ = ["module_to_text", "computation_to_text", "instruction_to_text", "shape_to_text",
            "layout_to_text", "literal_to_text", "attr_to_text"]
 
 
 # -- shapes ----------------------------------------------------------------------------------
-
-def layout_to_text(layout: Layout) -> str:
-    other = dict()
-    for letter, text in layout.other:
-        other.setdefault(letter, []).append(text)
-    parts: list[str] = []
-
-    def emit_other(letter: str):
-        for text in other.pop(letter, []):
-            parts.append(f"{letter}({text})")
-
-    emit_other("D")
-    if layout.tiles:
-        parts.append("T" + "".join(
-            "(" + ",".join("*" if d == -1 else str(d) for d in t) + ")" for t in layout.tiles))
-    for letter in ("L", "#", "*"):
-        emit_other(letter)
-    if layout.element_size_bits:
-        parts.append(f"E({layout.element_size_bits})")
-    if layout.memory_space:
-        parts.append(f"S({layout.memory_space})")
-    for letter in ("SC", "P", "M"):
-        emit_other(letter)
-    for letter in list(other):
-        emit_other(letter)
-    text = ",".join(str(d) for d in layout.minor_to_major)
-    if parts:
-        text += ":" + "".join(parts)
-    return "{" + text + "}"
-
-
-def shape_to_text(shape: Shape, layout: bool = True) -> str:
-    if isinstance(shape, ArrayShape):
-        dims = []
-        dyn = shape.dynamic or (False,) * len(shape.dims)
-        for d, is_dyn in zip(shape.dims, dyn):
-            if d == UNBOUNDED:
-                dims.append("?")
-            elif is_dyn:
-                dims.append(f"<={d}")
-            else:
-                dims.append(str(d))
-        text = f"{shape.element_type.name}[{','.join(dims)}]"
-        if layout and shape.layout is not None:
-            text += layout_to_text(shape.layout)
-        return text
-    if isinstance(shape, TupleShape):
-        return "(" + ", ".join(shape_to_text(e, layout) for e in shape.elements) + ")"
-    if isinstance(shape, TokenShape):
-        return "token[]"
-    if isinstance(shape, OpaqueShape):
-        return "opaque[]"
-    if isinstance(shape, BufferShape):
-        return f"b({shape_to_text(shape.inner, layout)})"
-    raise TypeError(f"not a shape: {shape!r}")
-
 
 # -- literals --------------------------------------------------------------------------------
 
@@ -92,7 +36,6 @@ def _shortest_float(value: float, dtype: np.dtype, bits: int, udtype: np.dtype) 
 
 
 def _float_strings(flat: np.ndarray, et: ElementType) -> list[str]:
-    from .parser.literals import float_info
     info = float_info(et)
     bits_arr = np.ascontiguousarray(flat).view(info.udtype)
     with np.errstate(all="ignore"):
@@ -143,7 +86,6 @@ def _element_strings(arr: np.ndarray, et: ElementType) -> list[str]:
     if et.kind == "float":
         return _float_strings(flat, et)
     if et.kind == "complex":
-        from .types import ELEMENT_TYPES
         part = ELEMENT_TYPES["f32" if et.name == "c64" else "f64"]
         re_ = _float_strings(np.ascontiguousarray(flat.real), part)
         im = _float_strings(np.ascontiguousarray(flat.imag), part)
@@ -303,7 +245,6 @@ def computation_to_text(comp) -> str:
 
 
 def _module_attr_text(key: str, value: Any) -> str:
-    from .ir import ProgramShape
     if isinstance(value, ProgramShape):
         params = ", ".join(shape_to_text(p) for p in value.parameters)
         return "{(" + params + ")->" + shape_to_text(value.result) + "}"

@@ -18,6 +18,7 @@ from .types import ElementType, element_type
 __all__ = [
     "Layout", "Shape", "ArrayShape", "TupleShape", "TokenShape", "OpaqueShape", "BufferShape",
     "UNBOUNDED", "array_shape", "scalar", "shape_of_value", "flatten_shape", "byte_size",
+    "ProgramShape", "shape_to_text", "layout_to_text",
 ]
 
 #: Size recorded for an unbounded dynamic dimension (``?`` in text).
@@ -112,7 +113,6 @@ class ArrayShape(Shape):
         return tuple(range(self.rank - 1, -1, -1))
 
     def to_text(self, *, layout: bool = True) -> str:
-        from .printer import shape_to_text
         return shape_to_text(self, layout=layout)
 
 
@@ -123,7 +123,6 @@ class TupleShape(Shape):
     is_tuple = True
 
     def to_text(self, *, layout: bool = True) -> str:
-        from .printer import shape_to_text
         return shape_to_text(self, layout=layout)
 
 
@@ -190,3 +189,69 @@ def shape_of_value(value) -> Shape:
     if isinstance(value, Token):
         return TokenShape()
     raise TypeError(f"not an HLO value: {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class ProgramShape:
+    """``(shape, ...) -> shape``, e.g. ``entry_computation_layout``."""
+
+    parameters: tuple[Shape, ...]
+    result: Shape
+
+
+# -- text (the printer and error messages write shapes with these) -------------------------
+
+def layout_to_text(layout: Layout) -> str:
+    other = dict()
+    for letter, text in layout.other:
+        other.setdefault(letter, []).append(text)
+    parts: list[str] = []
+
+    def emit_other(letter: str):
+        for text in other.pop(letter, []):
+            parts.append(f"{letter}({text})")
+
+    emit_other("D")
+    if layout.tiles:
+        parts.append("T" + "".join(
+            "(" + ",".join("*" if d == -1 else str(d) for d in t) + ")" for t in layout.tiles))
+    for letter in ("L", "#", "*"):
+        emit_other(letter)
+    if layout.element_size_bits:
+        parts.append(f"E({layout.element_size_bits})")
+    if layout.memory_space:
+        parts.append(f"S({layout.memory_space})")
+    for letter in ("SC", "P", "M"):
+        emit_other(letter)
+    for letter in list(other):
+        emit_other(letter)
+    text = ",".join(str(d) for d in layout.minor_to_major)
+    if parts:
+        text += ":" + "".join(parts)
+    return "{" + text + "}"
+
+
+def shape_to_text(shape: Shape, layout: bool = True) -> str:
+    if isinstance(shape, ArrayShape):
+        dims = []
+        dyn = shape.dynamic or (False,) * len(shape.dims)
+        for d, is_dyn in zip(shape.dims, dyn):
+            if d == UNBOUNDED:
+                dims.append("?")
+            elif is_dyn:
+                dims.append(f"<={d}")
+            else:
+                dims.append(str(d))
+        text = f"{shape.element_type.name}[{','.join(dims)}]"
+        if layout and shape.layout is not None:
+            text += layout_to_text(shape.layout)
+        return text
+    if isinstance(shape, TupleShape):
+        return "(" + ", ".join(shape_to_text(e, layout) for e in shape.elements) + ")"
+    if isinstance(shape, TokenShape):
+        return "token[]"
+    if isinstance(shape, OpaqueShape):
+        return "opaque[]"
+    if isinstance(shape, BufferShape):
+        return f"b({shape_to_text(shape.inner, layout)})"
+    raise TypeError(f"not a shape: {shape!r}")

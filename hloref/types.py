@@ -8,6 +8,7 @@ CPU, so those values travel through kernels as their bit patterns.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -16,7 +17,7 @@ import numpy as np
 __all__ = [
     "ElementType", "FloatFormat", "element_type", "ELEMENT_TYPES", "ARRAY_TYPES",
     "PRED", "S32", "S64", "U32", "U64", "F16", "BF16", "F32", "F64", "C64", "C128",
-    "TOKEN", "from_dtype",
+    "TOKEN", "from_dtype", "FloatInfo", "float_info",
 ]
 
 
@@ -192,3 +193,57 @@ def element_type(name: str) -> ElementType:
 def from_dtype(dtype) -> ElementType:
     """The element type whose numpy/ml_dtypes dtype is ``dtype``."""
     return _BY_DTYPE[np.dtype(dtype)]
+
+
+# -- per-type float constants (literal parsing and printing) -----------------------------
+
+class FloatInfo:
+    """Per-type constants for literal conversion: overflow threshold, NaN bit patterns."""
+
+    def __init__(self, et: ElementType):
+        self.et = et
+        self.dtype = et.dtype
+        fmt = et.float_format
+        self.fmt = fmt
+        self.bits = fmt.bits
+        self.mant_mask = (1 << fmt.mantissa_bits) - 1
+        self.udtype = et.bits_dtype
+        if et.name == "f64":
+            self.threshold = math.inf
+        else:
+            fmax = float(ml_dtypes.finfo(self.dtype).max)
+            ulp = 2.0 ** (math.floor(math.log2(fmax)) - fmt.mantissa_bits)
+            self.threshold = fmax + ulp / 2
+        with np.errstate(all="ignore"):
+            self.nan_bits = int(np.array([np.nan]).astype(self.dtype).view(self.udtype)[0])
+            self.neg_nan_bits = int(np.array([-np.nan]).astype(self.dtype).view(self.udtype)[0])
+
+    def nan_with_payload(self, negative: bool, payload: int | None) -> int:
+        """Bit pattern of ``[-]nan[(0xpayload)]``; raises ValueError when impossible."""
+        fmt = self.fmt
+        if not fmt.has_nan:
+            raise ValueError(f"{self.et.name} has no NaN")
+        default = self.neg_nan_bits if negative else self.nan_bits
+        if payload is None:
+            return default
+        if fmt.nan_style != "ieee":
+            if payload != (default & self.mant_mask):
+                raise ValueError(f"{self.et.name} has no NaN payload bits; "
+                                 f"payload 0x{payload:x} is not allowed")
+            return default
+        if payload == 0 or payload > self.mant_mask:
+            raise ValueError(f"NaN payload 0x{payload:x} does not fit in the "
+                             f"{fmt.mantissa_bits} mantissa bits of {self.et.name}")
+        exp_mask = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits
+        sign = (1 << (self.bits - 1)) if negative else 0
+        return sign | exp_mask | payload
+
+
+_FLOAT_INFO: dict[str, FloatInfo] = {}
+
+
+def float_info(et: ElementType) -> FloatInfo:
+    info = _FLOAT_INFO.get(et.name)
+    if info is None:
+        info = _FLOAT_INFO[et.name] = FloatInfo(et)
+    return info
