@@ -184,23 +184,25 @@ class _Verifier:
         if comp.root is None:
             self.fail("computation has no root instruction", comp)
         params = [i for i in comp.instructions if i.opcode == "parameter"]
-        numbers = []
+        n = len(params)
+        first: dict[int, Instruction] = {}
         for p in params:
-            if p.parameter_number is None or p.parameter_number < 0:
-                self.fail(f"parameter has invalid number {p.parameter_number}", comp, p)
+            number = p.parameter_number
+            if number is None or number < 0:
+                self.fail(f"parameter has invalid number {number}", comp, p)
                 return
-            numbers.append(p.parameter_number)
-        seen: set[int] = set()
-        for p in params:
-            if p.parameter_number in seen:
-                self.fail(f"parameter number {p.parameter_number} is used more than once", comp, p)
+            if number in first:
+                self.fail(f"parameter number {number} is used more than once (also by "
+                          f"%{first[number].name})", comp, p)
                 return
-            seen.add(p.parameter_number)
-        if numbers and sorted(numbers) != list(range(len(numbers))):
-            missing = sorted(set(range(max(numbers) + 1)) - seen)
-            self.fail(f"parameter numbers must be 0..{len(numbers) - 1} without gaps; missing "
-                      f"{missing}", comp, next(p for p in params if p.parameter_number > len(numbers) - 1))
-            return
+            first[number] = p
+        for p in params:  # n distinct numbers all below n: exactly 0..n-1
+            if p.parameter_number >= n:
+                missing = [k for k in range(n) if k not in first][:8]
+                self.fail(f"parameter number {p.parameter_number} is out of range: computation "
+                          f"{comp.name} has {n} parameter(s), numbered 0..{n - 1} (missing "
+                          f"{missing})", comp, p)
+                return
         names: set[str] = set()
         for instr in comp.instructions:
             if instr.name in names:

@@ -326,7 +326,7 @@ def test_fixed_versions_accepted_by_both():
 def test_parameter_numbering_and_entry_layout():
     gap = "HloModule g\nENTRY main {\n  p = f32[] parameter(0)\n  q = f32[] parameter(2)\n" \
           "  ROOT r = f32[] add(p, q)\n}\n"
-    assert any("without gaps" in str(e) for e in verify_text(gap))
+    assert any("parameter number 2 is out of range" in str(e) for e in verify_text(gap))
     assert not xla_accepts_isolated([gap])[0][0]  # XLA aborts (CHECK failure) on this one
     layout = "HloModule l, entry_computation_layout={(f32[2]{0})->f32[3]{0}}\nENTRY main {\n" \
              "  p = f32[2] parameter(0)\n  ROOT r = f32[2] negate(p)\n}\n"
@@ -567,3 +567,44 @@ def test_more_opcodes_inferred_shape_accepted_by_xla(name):
     ok, why = xla_accepts(text)
     assert ok, f"XLA rejects hloref's inferred {shape_str(inferred)}:\n{text}\n{why}"
     assert verify_text(text) == []
+
+
+PARAMS = "HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT p = f32[2] parameter(NUMBER)\n}\n"
+
+
+@pytest.mark.parametrize("number,message,instruction", [
+    # 2**32: once a 4-billion-element set of "missing" numbers (killed for memory)
+    ("4294967296", "parameter number 4294967296 is out of range: computation e has 2 "
+                   "parameter(s), numbered 0..1 (missing [1])", "p"),
+    ("2", "parameter number 2 is out of range", "p"),
+    ("0", "parameter number 0 is used more than once (also by %a)", "p"),
+])
+def test_parameter_numbers_one_clear_message(number, message, instruction, tmp_path):
+    import subprocess
+    import sys
+    text = PARAMS.replace("NUMBER", number)
+    errs = verify_text(text)
+    assert len(errs) == 1 and message in str(errs[0]), errs
+    assert errs[0].instruction == instruction
+    assert not xla_accepts_isolated([text])[0][0]
+    # the CLI: one line, no traceback, in bounded memory and time
+    path = tmp_path / "m.hlo"
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "hloref", "parse", "--verify", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert message in proc.stderr
+
+
+def test_signature_result_must_match_the_root():
+    """XLA's parser: "Shape of computation f, s32[2], is not compatible with that of its
+    root instruction a, f32[2]"; the parameter list of the signature is not checked."""
+    from hloref.errors import HloParseError
+    bad = "HloModule m\nENTRY %f (a: f32[2]) -> s32[2] {\n  ROOT a = f32[2] parameter(0)\n}\n"
+    with pytest.raises(HloParseError, match="shape of computation f, s32\\[2\\], is not "
+                                            "compatible with that of its root instruction a"):
+        hloref.parse(bad)
+    assert not xla_accepts_isolated([bad])[0][0]
+    ignored = "HloModule m\nENTRY %f (a: f32[3]) -> f32[2]{0} {\n  ROOT a = f32[2] parameter(0)\n}\n"
+    assert verify_text(ignored) == []
+    assert xla_accepts_isolated([ignored])[0][0]

@@ -112,7 +112,28 @@ class ModuleParser(AttributeParser):
         if headerless:
             module.name = "module_" + entry
         infer_missing_shapes(module, self.positions, s)
+        self.check_signature_results()
         return module
+
+    @property
+    def signature_results(self) -> list:
+        if not hasattr(self, "_signature_results"):
+            self._signature_results = []
+        return self._signature_results
+
+    def check_signature_results(self) -> None:
+        """A ``(params) -> shape`` signature's result must be compatible with the root's
+        shape (layouts aside), as XLA's parser requires; its parameter list is not checked
+        (XLA ignores it)."""
+        from ..printer import shape_to_text
+        from ..shape_inference import same_shape
+        for comp, shape, pos in self.signature_results:
+            root = comp.root
+            if root is None or root.shape is None or same_shape(shape, root.shape):
+                continue
+            raise self.s.error(f"shape of computation {comp.name}, {shape_to_text(shape, False)}, "
+                               f"is not compatible with that of its root instruction "
+                               f"{root.name}, {shape_to_text(root.shape, False)}", pos)
 
     def module_attr(self, key: str) -> Any:
         s = self.s
@@ -185,7 +206,9 @@ class ModuleParser(AttributeParser):
                     s.expect(")", "after computation parameters")
                     break
             s.expect("->", "after computation parameters")
-            self.shape()
+            s.skip_ws()
+            result_pos = s.pos
+            self.signature_results.append((comp, self.shape(), result_pos))
         self.computation_attrs(comp)
         self.computation_body(comp)
         self.computation_attrs(comp)  # XLA prints execution_thread after the '}'
