@@ -292,6 +292,8 @@ def cmd_fuzz(args) -> int:
         raise cli.CliError("--examples must be >= 0")
     if args.batch < 1:
         raise cli.CliError("--batch must be >= 1")
+    if args.unit_programs < 1:
+        raise cli.CliError("--unit-programs must be >= 1")
     if args.workers is not None and args.workers < 1:
         raise cli.CliError("--workers must be >= 1")
     oracles = ("xla", "tf") if args.oracle == "both" else (args.oracle,)
@@ -307,6 +309,7 @@ def cmd_fuzz(args) -> int:
     opts = CampaignOptions(out=args.out, oracles=oracles, seed=args.seed, examples=args.examples,
                            seconds=seconds, workers=args.workers or (0 if args.ray else 1),
                            ops=ops, db=args.db, batch=args.batch, ray=args.ray,
+                           unit_programs=args.unit_programs,
                            db_github=args.db_github, max_instructions=args.max_instructions,
                            timeout=args.timeout, blame=not args.no_blame,
                            json_summary=args.json_summary, junit=args.junit,
@@ -354,6 +357,9 @@ def add_fuzz_commands(sub) -> None:
     f.add_argument("--ray", metavar="ADDRESS",
                    help="run the workers as Ray actors on this cluster (what ray.init accepts: "
                         "auto, HOST:PORT, ray://HOST:10001); needs pip install hloref[ray]")
+    f.add_argument("--unit-programs", type=int, default=64,
+                   help="with --ray: programs per unit of work (a unit whose worker dies is "
+                        "run again whole)")
     f.add_argument("--batch", type=int, default=16,
                    help="programs the oracle compiles and runs as one module (1: each alone)")
     f.add_argument("--ops", nargs="+", help="restrict the generated opcodes (space/comma separated)")
