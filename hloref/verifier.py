@@ -119,7 +119,7 @@ def _expected_params(instr: Instruction, attr: str) -> int | None:
         if op in ("all-reduce", "all-reduce-start", "reduce-scatter", "collective-reduce"):
             return 2
         return None
-    if attr == "calls" and op == "fusion":
+    if attr == "calls" and op in ("fusion", "async-start") and not instr.async_wrapped_opcode:
         return n
     if attr in ("condition", "body"):
         return 1

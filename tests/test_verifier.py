@@ -608,3 +608,29 @@ def test_signature_result_must_match_the_root():
     ignored = "HloModule m\nENTRY %f (a: f32[3]) -> f32[2]{0} {\n  ROOT a = f32[2] parameter(0)\n}\n"
     assert verify_text(ignored) == []
     assert xla_accepts_isolated([ignored])[0][0]
+
+
+def test_async_start_operands_match_the_called_computation():
+    """hlo_verifier_test.cc:1997: one operand for a two-parameter computation. XLA's
+    verifier rejects it ("number of operands doesn't match operands for
+    async_computation. Got: 1, but expected: 2"); so does hloref's, naming the
+    instruction (the interpreter's error named only the computation)."""
+    text = """HloModule Module
+async_computation {
+  p0 = f32[2,3] parameter(0)
+  p1 = f32[3,2] parameter(1)
+  ROOT custom-call = f32[3,2] custom-call(p0, p1), custom_call_target="foo"
+}
+ENTRY Entry {
+  p0 = f32[2,3] parameter(0)
+  async-start = ((f32[2,3], f32[3,2]), f32[3,2], s32[]) async-start(p0), calls=async_computation
+  ROOT async-done = f32[3,2] async-done(async-start)
+}
+"""
+    errs = verify_text(text)
+    assert [e.instruction for e in errs] == ["async-start"], errs
+    assert "calls=%async_computation takes 2 parameter(s), expected 1" in str(errs[0])
+    assert not xla_accepts_isolated([text])[0][0]
+    fixed = text.replace("async-start(p0)", "async-start(p0, p1)").replace(
+        "p0 = f32[2,3] parameter(0)\n  async", "p0 = f32[2,3] parameter(0)\n  p1 = f32[3,2] parameter(1)\n  async")
+    assert verify_text(fixed) == []
