@@ -90,6 +90,18 @@ def check_dims_in_range(dims: Sequence[int], rank: int, name: str, *, unique: bo
         raise ShapeError(f"{name}={{{','.join(map(str, dims))}}} must be sorted ascending")
 
 
+def arrays_of_equal_dims(operands: Sequence[Shape], op: str) -> list[ArrayShape]:
+    """At least one array operand, all with the same dimensions (map, sort)."""
+    if not operands:
+        raise ShapeError(f"{op}: expects at least one operand")
+    arrs = [as_array(o, f"{op} operand {i}") for i, o in enumerate(operands)]
+    for i, a in enumerate(arrs):
+        if a.dims != arrs[0].dims:
+            raise ShapeError(f"{op}: operand {i} dims {list(a.dims)} differ from operand 0 "
+                             f"{list(arrs[0].dims)}")
+    return arrs
+
+
 def tuple_or_single(shapes: list[Shape]) -> Shape:
     return shapes[0] if len(shapes) == 1 else TupleShape(tuple(shapes))
 

@@ -7,8 +7,8 @@ from typing import Sequence
 
 from ..shapes import ArrayShape, Shape, TokenShape, TupleShape
 from ..types import PRED, S32
-from .common import (ShapeError, as_array, infer, int_list, make_array, program_shape, required,
-                     same_shape, shape_str)
+from .common import (ShapeError, arrays_of_equal_dims, as_array, infer, int_list, make_array,
+                     program_shape, required, same_shape, shape_str)
 
 
 @infer("tuple")
@@ -138,13 +138,7 @@ def infer_add_dependency(operand: Shape, token: Shape, **_):
 def infer_map(*operands: Shape, to_apply=None, dimensions=None, **_):
     """``map``: arrays of equal dims; to_apply takes one scalar per operand and
     returns a scalar; result has the operands' dims and the scalar's type."""
-    if not operands:
-        raise ShapeError("map: expects at least one operand")
-    arrs = [as_array(o, f"map operand {i}") for i, o in enumerate(operands)]
-    for i, a in enumerate(arrs):
-        if a.dims != arrs[0].dims:
-            raise ShapeError(f"map: operand {i} dims {list(a.dims)} differ from operand 0 "
-                             f"{list(arrs[0].dims)}")
+    arrs = arrays_of_equal_dims(operands, "map")
     if dimensions is not None and list(int_list(dimensions, "dimensions")) != list(range(arrs[0].rank)):
         raise ShapeError(f"map: dimensions must be {{0..{arrs[0].rank - 1}}}, got {dimensions}")
     prog = program_shape(required(to_apply, "to_apply"))

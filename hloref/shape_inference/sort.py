@@ -4,21 +4,15 @@ from __future__ import annotations
 
 from ..shapes import ArrayShape, Shape, TupleShape
 from ..types import PRED, S32
-from .common import (ShapeError, as_array, check_dims_in_range, infer, int_list, make_array,
-                     program_shape, required, same_shape, shape_str,
+from .common import (ShapeError, arrays_of_equal_dims, as_array, check_dims_in_range, infer,
+                     int_list, make_array, program_shape, required, same_shape, shape_str,
                      tuple_or_single)
 
 
 @infer("sort")
 def infer_sort(*operands: Shape, dimensions=None, to_apply=None, is_stable=None, **_):
     """``sort``: arrays of equal dims; comparator takes 2N scalars, returns pred[]."""
-    if not operands:
-        raise ShapeError("sort: expects at least one operand")
-    arrs = [as_array(o, f"sort operand {i}") for i, o in enumerate(operands)]
-    for i, a in enumerate(arrs):
-        if a.dims != arrs[0].dims:
-            raise ShapeError(f"sort: operand {i} dims {list(a.dims)} differ from operand 0 "
-                             f"{list(arrs[0].dims)}")
+    arrs = arrays_of_equal_dims(operands, "sort")
     dims = int_list(required(dimensions, "dimensions"), "dimensions")
     if len(dims) != 1:
         raise ShapeError(f"sort: dimensions must have one entry, got {list(dims)}")
