@@ -470,8 +470,10 @@ _SERIAL_KERNELS = threading.Lock()
 
 
 def run_devices(module, per_device_args: list[list], *, limits=None, io: list | None = None,
-                timeout: float = 60.0) -> list:
-    """Run the entry computation on every device in its own thread; results in device order."""
+                timeout: float = 60.0, interpreter_options=None) -> list:
+    """Run the entry computation on every device in its own thread; results in device order.
+    ``interpreter_options(d)``: extra ``Interpreter`` keyword arguments for device ``d``
+    (the numerical envelope's ``perturb`` hook and ``op_overrides``)."""
     from .interpreter import Interpreter
     R, P = module.replica_count, module.num_partitions
     n = R * P
@@ -481,9 +483,10 @@ def run_devices(module, per_device_args: list[list], *, limits=None, io: list | 
     hub = Hub(n, timeout)
     results: list = [None] * n
     errors: list = [None] * n
+    options = [interpreter_options(d) if interpreter_options else {} for d in range(n)]
 
     def work(d):
-        interp = Interpreter(module, limits=limits)
+        interp = Interpreter(module, limits=limits, **options[d])
         interp.device = Device(d // P, d % P, R, P, hub, io[d] if io else DeviceIO())
         try:
             results[d] = interp.run(per_device_args[d])

@@ -120,6 +120,25 @@ class Envelope:
             worst = max(worst, verdict.max_position)
         return EnvelopeVerdict(True, max_position=worst)
 
+    def check_each(self, actual) -> list[tuple[tuple, EnvelopeVerdict]]:
+        """``(path, verdict)`` for every result leaf of ``actual``, each against its own
+        envelope (``check`` stops at the first leaf outside)."""
+        a_leaves = dict(_leaves(actual))
+        out = []
+        for path, leaf in self.leaves.items():
+            if path not in a_leaves:
+                out.append((path, EnvelopeVerdict(False, "missing from the result", leaf=path)))
+                continue
+            a = np.asarray(a_leaves[path])
+            if a.shape != leaf.nominal.shape or a.dtype != leaf.nominal.dtype:
+                v = EnvelopeVerdict(False, f"{a.dtype}{list(a.shape)} vs expected "
+                                           f"{leaf.nominal.dtype}{list(leaf.nominal.shape)}")
+            else:
+                v = _check_leaf(leaf, a, self.policy)
+            v.leaf = path
+            out.append((path, v))
+        return out
+
     def width(self, path=()) -> np.ndarray:
         leaf = self.leaves[path]
         return leaf.hi - leaf.lo

@@ -52,7 +52,8 @@ from .compare import NARROW_OPCODE_ULPS, OPCODE_ULPS, ulp_of
 from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
 from .freedoms import EnvelopePolicy, Freedoms
 
-__all__ = ["Perturber", "Sampled", "sample", "program_computations", "combiner_kinds",
+__all__ = ["Perturber", "Sampled", "sample", "sample_program", "RunHooks",
+           "program_computations", "combiner_kinds",
            "float_type", "ulp_at", "is_narrow"]
 
 
@@ -645,20 +646,70 @@ class Sampled:
     seconds: float = 0.0
 
 
-def sample(module: Module, args: list, policy: EnvelopePolicy | None = None, *, limits=None,
-           record_entry: bool = False, nominal=None) -> Sampled:
-    """Evaluate ``module`` once as written and ``policy.samples`` times perturbed."""
-    import time
+class RunHooks:
+    """The hooks of one run (the nominal one, ``index=None``, or perturbed run
+    ``index``) of a program that may be several interpreter runs: one per device, or
+    the pieces of a multi-device program. ``perturber(module, key)`` is the ``perturb``
+    hook of the piece named ``key`` (its budgets are recorded in the nominal run and
+    reused by the same piece in every perturbed run); ``interpreter_options(module,
+    key)`` the ``Interpreter`` keyword arguments (the hook and ``op_overrides``)."""
 
-    from hloref.evaluator.interpreter import Interpreter
+    def __init__(self, policy: EnvelopePolicy, index: int | None, budgets: dict,
+                 seed: np.random.SeedSequence | None = None):
+        import threading
+        self.policy, self.index, self.seed = policy, index, seed
+        self._budgets = budgets
+        self._lock = threading.Lock()
+
+    def perturber(self, module: Module, key: str = "") -> Perturber:
+        import zlib
+        with self._lock:
+            budgets = self._budgets.setdefault(key, {})
+        freedoms = self.policy.freedoms
+        if self.index is None:
+            return Perturber(module, freedoms, None, budgets)
+        seed = self.seed if not key else np.random.SeedSequence(
+            self.seed.entropy, spawn_key=tuple(self.seed.spawn_key) + (zlib.crc32(key.encode()),))
+        return Perturber(module, freedoms, np.random.default_rng(seed), budgets,
+                         schedule=(self.policy.seed, self.index, self.policy.samples))
+
+    def interpreter_options(self, module: Module, key: str = "") -> dict:
+        options = {"perturb": self.perturber(module, key)}
+        if self.index is not None and self.policy.freedoms.accumulation:
+            # a perturbed run sums f32 dots in f32 (as XLA does): its error is far inside
+            # the accumulation freedom the run adds anyway, and BLAS sgemm is twice
+            # dgemm's speed
+            options["op_overrides"] = {"dot": {"accumulate": "native"}}
+        return options
+
+
+def sample_program(run, policy: EnvelopePolicy | None = None) -> Sampled:
+    """The nominal and ``policy.samples`` perturbed values of a program that ``run(hooks)``
+    evaluates, giving each interpreter it starts ``hooks.interpreter_options(module,
+    key)`` (``RunHooks``): for programs that are more than one interpreter run."""
+    import time
     policy = policy or EnvelopePolicy()
     t0 = time.perf_counter()
     budgets: dict = {}
+    out = Sampled(run(RunHooks(policy, None, budgets)), [])
+    seeds = np.random.SeedSequence(policy.seed).spawn(policy.samples)
+    for k, s in enumerate(seeds):
+        out.samples.append(run(RunHooks(policy, k, budgets, s)))
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def sample(module: Module, args: list, policy: EnvelopePolicy | None = None, *, limits=None,
+           record_entry: bool = False, nominal=None) -> Sampled:
+    """Evaluate ``module`` once as written and ``policy.samples`` times perturbed."""
+    from hloref.evaluator.interpreter import Interpreter
     out = Sampled(None, [])
 
-    def observer_for(store, many: bool):
+    def observer_for(hooks: RunHooks):
         if not record_entry:
             return None
+        store, many = (out.entry_nominal, False) if hooks.index is None else \
+            (out.entry_samples, True)
 
         def observe(comp, instr, value):
             if comp is module.entry and instr.opcode != "parameter":
@@ -668,18 +719,10 @@ def sample(module: Module, args: list, policy: EnvelopePolicy | None = None, *, 
                     store[instr.name] = value
         return observe
 
-    recorder = Perturber(module, policy.freedoms, None, budgets)
-    out.nominal = Interpreter(module, limits=limits, perturb=recorder,
-                              observer=observer_for(out.entry_nominal, False)).run(list(args))
-    seeds = np.random.SeedSequence(policy.seed).spawn(policy.samples)
-    # a perturbed run sums f32 dots in f32 (as XLA does): its error is far inside the
-    # accumulation freedom the run adds anyway, and BLAS sgemm is twice dgemm's speed
-    fast = {"dot": {"accumulate": "native"}} if policy.freedoms.accumulation else None
-    for k, s in enumerate(seeds):
-        perturber = Perturber(module, policy.freedoms, np.random.default_rng(s), budgets,
-                              schedule=(policy.seed, k, policy.samples))
-        out.samples.append(Interpreter(module, limits=limits, perturb=perturber,
-                                       observer=observer_for(out.entry_samples, True),
-                                       op_overrides=fast).run(list(args)))
-    out.seconds = time.perf_counter() - t0
+    def run(hooks: RunHooks):
+        return Interpreter(module, limits=limits, observer=observer_for(hooks),
+                           **hooks.interpreter_options(module)).run(list(args))
+
+    runs = sample_program(run, policy)
+    out.nominal, out.samples, out.seconds = runs.nominal, runs.samples, runs.seconds
     return out

@@ -125,8 +125,17 @@ class _PerDevice(list):
     """One value per device."""
 
 
-def evaluate_manual(module, inputs: list, *, limits=None):
-    """The global value of a shard_map module on global ``inputs`` (see the module doc)."""
+def evaluate_manual(module, inputs: list, *, limits=None, hooks=None):
+    """The global value of a shard_map module on global ``inputs`` (see the module doc).
+    ``hooks`` (``hloref.fuzz.perturb.RunHooks``): one run of the numerical envelope;
+    every interpreter started here (one per device, one per global-view instruction)
+    gets its perturbation hook."""
+
+    def options(sub, key):
+        if hooks is None:
+            return None
+        return lambda d: hooks.interpreter_options(sub, f"{key}/{d}")
+
     import dataclasses
 
     import hloref
@@ -175,7 +184,8 @@ def evaluate_manual(module, inputs: list, *, limits=None):
             sub = Module(name=f"{module.name}_manual", computations=dict(module.computations),
                          entry_name=body, attrs={"num_partitions": n, "replica_count": 1})
             args = [list(o) if isinstance(o, _PerDevice) else [o] * n for o in ops]
-            values[instr.name] = _PerDevice(hloref.evaluate(sub, *args, limits=limits))
+            values[instr.name] = _PerDevice(hloref.evaluate(
+                sub, *args, limits=limits, interpreter_options=options(sub, instr.name)))
         elif instr.opcode == "get-tuple-element" and per_device:
             values[instr.name] = _PerDevice(v[instr.attrs["index"]] for v in ops[0])
         elif per_device:
@@ -187,7 +197,8 @@ def evaluate_manual(module, inputs: list, *, limits=None):
             values[instr.name] = ops[0][instr.attrs["index"]]
         else:  # an instruction in global view: hloref on its global operands
             iso = isolated_module(module, dataclasses.replace(instr))
-            values[instr.name] = hloref.evaluate(iso, *ops, limits=limits)
+            values[instr.name] = hloref.evaluate(iso, *ops, limits=limits,
+                                                 interpreter_options=options(iso, instr.name))
     result = values[entry.root.name]
     if isinstance(result, _PerDevice):
         raise _unsupported("the entry returns per-device values")

@@ -74,7 +74,8 @@ def _describe(value) -> str:
 
 
 def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=None,
-             outfeed=None, host_recv=None, host_send=None, fallback: bool = True):
+             outfeed=None, host_recv=None, host_send=None, fallback: bool = True,
+             interpreter_options=None):
     """Evaluate the entry computation of a module on ``args`` (one per parameter).
 
     A module that runs on N = replica_count × num_partitions > 1 devices takes, for
@@ -90,7 +91,10 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
 
     A parameter with bounded dynamic dimensions (``f32[<=8]``) takes an array shorter
     than the bound there: its extent is the runtime size. A result with runtime sizes
-    below its bounds comes back cut to them (cpu backend)."""
+    below its bounds comes back cut to them (cpu backend).
+
+    ``interpreter_options(device)`` (cpu backend): extra ``Interpreter`` keyword
+    arguments per device, for hooks such as the numerical envelope's ``perturb``."""
     module = _module(module_or_text)
     if backend not in BACKENDS:
         raise HloEvalError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
@@ -116,7 +120,8 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
                for d in range(n)]
         if backend == "gpu":
             raise HloEvalError("the gpu backend evaluates single-device modules only")
-        return run_devices(module, per_device, limits=limits, io=ios)
+        return run_devices(module, per_device, limits=limits, io=ios,
+                           interpreter_options=interpreter_options)
     values, sizes = [], []
     for i, (a, p) in enumerate(zip(args, params)):
         a, s = _bounded_argument(a, p.shape)
@@ -135,7 +140,8 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
         from hloref.gpu import evaluate_gpu
         return evaluate_gpu(module, values, limits=limits, fallback=fallback)
     from hloref.evaluator.interpreter import Interpreter
-    interp = Interpreter(module, limits=limits, backend=backend)
+    interp = Interpreter(module, limits=limits, backend=backend,
+                         **(interpreter_options(0) if interpreter_options else {}))
     interp.device = single_device(io)
     return interp.run(values, sizes if dynamic else None)
 

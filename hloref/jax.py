@@ -26,8 +26,10 @@ Arguments:
 ``.module``, ``.inputs``, ``.evaluate(limits=...)``, ``.run_xla()``,
 ``.check(blame=..., worker=...)``).
 
-Multi-device computations (``pmap``, ``shard_map`` over several devices) are not
-handled here yet: ``program`` raises ``HloUnsupportedError`` for them.
+Multi-device computations (``pmap``, ``shard_map`` over several devices) run on
+simulated devices (``hloref._manual``) and are judged by the numerical envelope
+(``check_devices``); a jit that XLA's SPMD partitioner splits across devices raises
+``HloUnsupportedError``.
 """
 
 from __future__ import annotations
@@ -227,59 +229,54 @@ def check_manual(prog: "JaxProgram", oracle_value, *, limits=None):
 
 
 def check_devices(module, inputs: list, oracle_value, *, devices: int, names: list,
-                  text: str = "", function: str = "", limits=None):
-    """hloref's global value of a shard_map/pmap module (``hloref._manual``) against XLA's
-    under the plain comparison policy; floats that agree to half their significant bits
-    count as rounding. ``diff`` and the envelope evaluate single-device modules only, so
-    there is no envelope, isolation or blame here: a difference is a ``mismatch`` with
-    the outputs that differ."""
+                  text: str = "", function: str = "", limits=None, policy=None):
+    """hloref's global value of a shard_map/pmap module (``hloref._manual``) against XLA's,
+    under the same numerical envelope as ``hloref diff``: the program (the per-device
+    body on every simulated device, and the global-view instructions around it) is run
+    once as written and ``policy.samples`` times perturbed, every interpreter with its
+    perturbation hook. No isolation or pass blame for multi-device modules: a
+    difference is a ``mismatch`` with the outputs outside their envelope."""
     import time
 
     from hloref.fuzz.compare import compare_values
     from hloref.fuzz.differential import DiffReport
-    from ._frontend import _upgrade, flat_result, leaf_paths
+    from hloref.fuzz.envelope import Envelope, EnvelopePolicy
+    from hloref.fuzz.perturb import sample_program
+    from ._frontend import _upgrade, flat_result, format_index
     from .errors import HloError
     from ._manual import evaluate_manual
     t0 = time.perf_counter()
+    policy = policy or EnvelopePolicy()
     try:
-        ours = evaluate_manual(module, inputs, limits=limits)
+        runs = sample_program(
+            lambda hooks: evaluate_manual(module, inputs, limits=limits, hooks=hooks), policy)
     except HloError as exc:
         verdict = "unsupported" if type(exc).__name__ == "HloUnsupportedError" else "error"
         return _upgrade(DiffReport(verdict, "xla", message=f"hloref: {exc}"),
                         function=function, hlo_text=text, inputs=list(inputs))
     seconds = time.perf_counter() - t0
-    comparison = compare_values(oracle_value, ours)
-    ours_flat = flat_result(module, ours)
-    mismatches = [] if comparison.ok else leaf_paths(
-        module, ours_flat, flat_result(module, oracle_value), names)
-    dtype_of = {}
-    for name, leaf in zip(names, ours_flat):
-        dtype_of[name] = np.asarray(leaf).dtype
-    mismatches = [(p, v) for p, v in mismatches
-                  if not _rounding_only(v, next((d for n, d in dtype_of.items()
-                                                 if p == n or p.startswith(n + "[")), None))]
-    message = (f"{devices} devices (shard_map): compared under the per-type ULP policy, "
-               "floats agreeing to half their significant bits counted as rounding (no "
-               "envelope or localisation for multi-device modules yet)")
+    ours = runs.nominal
+    env = Envelope(ours, runs.samples, policy, module)
+    tupled = isinstance(ours, tuple)
+    theirs = tuple(oracle_value) if tupled else oracle_value
+    mismatches = []
+    for path, v in env.check_each(theirs):
+        if not v.ok:
+            i = path[0] if path else 0
+            name = names[i] if i < len(names) else f"out[{i}]"
+            mismatches.append((format_index(name, v.index), v))
+    verdict = env.check(theirs)
+    try:
+        comparison = compare_values(theirs, ours)
+    except Exception:  # noqa: BLE001 - a structure the plain policy cannot compare
+        comparison = None
+    message = f"{devices} devices (shard_map): the envelope of {policy.samples} perturbed runs"
     report = DiffReport("mismatch" if mismatches else "match", "xla", message=message,
-                        comparison=comparison if mismatches else None, expected=ours,
-                        actual=oracle_value, hloref_seconds=seconds)
+                        comparison=comparison, envelope=verdict,
+                        expected=ours, actual=oracle_value, hloref_seconds=seconds,
+                        policy=policy)
     return _upgrade(report, mismatches=mismatches, hlo_text=text, inputs=list(inputs),
                     output_names=list(names), function=function)
-
-
-def _rounding_only(verdict, dtype) -> bool:
-    """A float difference where at least half the significant bits still agree (the
-    summation-order differences of dots and psums)."""
-    import ml_dtypes
-    if dtype is None or verdict.first_index is None:
-        return False
-    if dtype.kind not in "fc" and not dtype.name.startswith(("bfloat", "float")):
-        return False
-    if dtype.kind == "c":
-        dtype = np.zeros((), dtype).real.dtype
-    bits = ml_dtypes.finfo(dtype).nmant
-    return bool(np.isfinite(verdict.max_rel)) and verdict.max_rel <= 2.0 ** (-bits / 2)
 
 
 def _with_tokens(module, flat: list) -> list:
