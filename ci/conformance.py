@@ -267,7 +267,7 @@ def judge(module, args, expected, ours, eval_seconds: float, limits) -> dict:
     "known-gap" (a documented semantic gap) or "mismatch"."""
     from hloref.fuzz.compare import compare_values
     from hloref.fuzz.differential import diff
-    from hloref.fuzz.envelope import EnvelopePolicy
+    from hloref.fuzz.freedoms import EnvelopePolicy
     from hloref.fuzz.known_gaps import KNOWN_GAPS
     plain = compare_values(expected, ours)
     if plain.ok:
