@@ -173,8 +173,7 @@ def leaf_paths(module, expected: list, actual: list, names: list[str]) -> list:
 
 def _outside(module, report, inputs: list, names: list[str], limits=None) -> list:
     """``(path, EnvelopeVerdict)`` for each result leaf outside the module's numerical
-    envelope (``hloref.fuzz.envelope``): each leaf of the oracle's value is checked
-    with every other leaf at hloref's nominal value."""
+    envelope (``hloref.fuzz.envelope``), each leaf judged on its own."""
     from hloref.api import coerce_argument
     from hloref.fuzz.envelope import envelope_of
     from hloref.shapes import TupleShape
@@ -182,21 +181,17 @@ def _outside(module, report, inputs: list, names: list[str], limits=None) -> lis
             for i, (a, p) in enumerate(zip(_tokens_for(module, inputs),
                                            module.entry.parameters))]
     env = envelope_of(module, args, getattr(report, "policy", None), limits=limits)
-    nominal, actual = env.nominal, report.actual
-    if not isinstance(module.entry.root.shape, TupleShape):
-        v = env.check(actual)
-        return [] if v.ok else [(format_index(names[0] if names else "out", v.index), v)]
+    tupled = isinstance(module.entry.root.shape, TupleShape)
+    # result leaves are numbered among the non-token outputs (the names)
+    arrays = [i for i, v in enumerate(env.nominal) if isinstance(v, np.ndarray)] \
+        if tupled else [0]
     out = []
-    k = 0  # index among the non-token leaves (the names)
-    for i in range(len(nominal)):
-        if actual[i] is None or not isinstance(actual[i], np.ndarray):
+    for path, v in env.check_each(report.actual):
+        if v.ok:
             continue
-        probe = tuple(actual[j] if j == i else nominal[j] for j in range(len(nominal)))
-        v = env.check(probe)
+        k = arrays.index(path[0]) if tupled and path and path[0] in arrays else 0
         name = names[k] if k < len(names) else f"out[{k}]"
-        k += 1
-        if not v.ok:
-            out.append((format_index(name, v.index), v))
+        out.append((format_index(name, v.index), v))
     return out
 
 
