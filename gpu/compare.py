@@ -4,7 +4,8 @@ FLOAT comparisons run in the compute type (narrow floats decoded exactly to f32)
 TOTALORDER compares sign-magnitude keys of the bit patterns, as the CPU's
 ``total_order_keys``; integers compare as int64/uint64. ``select`` moves the storage
 bits unchanged (any element type, NaN payloads kept); a ``select`` of tuples reads its
-scalar predicate to the host. Complex ``compare``/``clamp`` fall back to the CPU.
+scalar predicate to the host. Complex ``compare`` (EQ/NE) compares both parts;
+complex ``clamp`` falls back to the CPU.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from numba import cuda
 from hloref.errors import HloEvalError
 from hloref.evaluator.narrow import STYLE_E8M0, STYLE_FNUZ
 
+from . import complex_elementwise
 from .device import LOAD, f32_bits, f64_bits, host_scalar, type_class
 from .elementwise import _imax, _imin, _kind, apply, fmax, fmin
 from .registry import GpuFallback, gpu_op
@@ -94,12 +96,17 @@ _DIRECTIONS = {"EQ": _eq, "NE": _ne, "LT": _lt, "LE": _le, "GT": _gt, "GE": _ge}
 DIRECTIONS = _DIRECTIONS
 
 
-@gpu_op("compare", note="complex: cpu fallback")
+@gpu_op("compare")
 def compare(a, b, *, shape, direction, type=None):
     direction = str(direction)
     if direction not in _DIRECTIONS:
         raise HloEvalError(f"unknown comparison direction {direction}")
     cls = type_class(a.et)
+    if cls == "complex":
+        if direction not in ("EQ", "NE"):
+            raise HloEvalError(f"compare direction {direction} is not defined on complex values")
+        out_shape = max((a.shape, b.shape), key=len)
+        return complex_elementwise.compare(direction, a, b, out_shape, shape.element_type)
     if cls not in ("sint", "uint", "pred", "f32", "f64", "narrow"):
         raise GpuFallback(f"compare of {a.et.name} has no GPU kernel")
     classes = None

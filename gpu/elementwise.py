@@ -3,7 +3,9 @@
 Same element-type rules as the CPU: integers compute in int64/uint64 and wrap to
 their width on store; f32 and narrow floats do arithmetic in f32 (narrow values
 decoded exactly, the result encoded once with ``narrow.encode_scalar``); f64 in f64;
-transcendentals of f32 and narrower compute in f64 and round once. The integer
+transcendentals of f32 and narrower compute in f64 and round once. Complex add,
+subtract, multiply, divide, negate, abs, sign, real, imag and complex run in
+``complex_elementwise.py``. The integer
 element functions are the CPU's own scalar functions (``kernels.sdiv``/``srem``/
 ``udiv``/``urem``/``ipow``/``clz``/``popcnt``/``mulhi_*``) compiled for numba.cuda by
 ``device.device_fn``.
@@ -11,7 +13,8 @@ element functions are the CPU's own scalar functions (``kernels.sdiv``/``srem``/
 Transcendentals: on a GPU they are libdevice's (``math.*``) f64 functions, which may
 differ from the host libm by an ulp of f64 (after rounding to f32 and narrower the
 result is nearly always the same); under the simulator they are numpy's, i.e. the
-CPU backend's. Complex element types fall back to the CPU op.
+CPU backend's. Complex transcendentals, power, atan2, maximum/minimum fall back to the
+CPU op.
 
 Kernels: one generic grid-stride kernel per arity, specialised (and cached) per
 (element function, operand type classes, result type class). A scalar operand (size
@@ -29,7 +32,7 @@ from numba import cuda
 
 from hloref.evaluator import kernels
 
-from . import config
+from . import complex_elementwise, config
 from .device import (LOAD, SIMULATOR, STORE, DArray, ceil64, device_fn, empty, floor64, rint64,
                      signbit, trunc64, type_class, type_params)
 from .registry import GpuFallback, gpu_op
@@ -122,15 +125,28 @@ def _pick(table: dict, et, opname: str):
 
 
 def _elementwise(opname: str, table: dict, *, note=""):
-    """Register ``opname`` as ``table[kind](*operand values)`` over the result type."""
+    """Register ``opname`` as ``table[kind](*operand values)`` over the result type
+    (complex operands: ``complex_elementwise``'s kernels where it has one)."""
 
     def evaluate(*xs, shape):
+        if _kind(xs[0].et) == "complex":
+            return _complex_op(opname, xs, shape)
         fn = _pick(table, xs[0].et, opname)
         return apply(fn, xs, shape.element_type)
 
     evaluate.__name__ = opname.replace("-", "_")
     gpu_op(opname, note=note)(evaluate)
     return evaluate
+
+
+def _complex_op(opname, xs, shape):
+    et = shape.element_type
+    if opname in complex_elementwise.BINARY:
+        out_shape = max((o.shape for o in xs), key=len)
+        return complex_elementwise.binary(opname, xs[0], xs[1], out_shape, et)
+    if opname in complex_elementwise.UNARY or opname in complex_elementwise.TO_REAL:
+        return complex_elementwise.unary(opname, xs[0], et)
+    raise GpuFallback(f"{opname} on {xs[0].et.name} has no GPU kernel")
 
 
 def dfn(fn):
@@ -293,10 +309,9 @@ def _not_pred(a):
     return np.int64(1) - a
 
 
-_elementwise("negate", {"int": _neg, "float": _fneg}, note="complex: cpu fallback")
-_elementwise("abs", {"sint": _abs_s, "uint": _same, "float": _fabs}, note="complex: cpu fallback")
-_elementwise("sign", {"sint": _sign_s, "uint": _sign_u, "float": _sign_f},
-             note="complex: cpu fallback")
+_elementwise("negate", {"int": _neg, "float": _fneg})
+_elementwise("abs", {"sint": _abs_s, "uint": _same, "float": _fabs})
+_elementwise("sign", {"sint": _sign_s, "uint": _sign_u, "float": _sign_f})
 _elementwise("ceil", {"float": _ceil})
 _elementwise("floor", {"float": _floor})
 _elementwise("round-nearest-afz", {"float": _round_afz})
@@ -450,11 +465,10 @@ def fmin(a, b):
     return a if a < b else b
 
 
-_elementwise("add", {"int": _add, "float": _add, "pred": _or_pred}, note="complex: cpu fallback")
-_elementwise("subtract", {"int": _sub, "float": _sub}, note="complex, pred: cpu fallback")
-_elementwise("multiply", {"int": _mul, "float": _mul, "pred": _and_pred},
-             note="complex: cpu fallback")
-_elementwise("divide", {"sint": sdiv, "uint": udiv, "float": _fdiv}, note="complex: cpu fallback")
+_elementwise("add", {"int": _add, "float": _add, "pred": _or_pred})
+_elementwise("subtract", {"int": _sub, "float": _sub}, note="pred: cpu fallback")
+_elementwise("multiply", {"int": _mul, "float": _mul, "pred": _and_pred})
+_elementwise("divide", {"sint": sdiv, "uint": udiv, "float": _fdiv})
 _elementwise("remainder", {"sint": srem, "uint": urem, "float": _frem},
              note="complex: cpu fallback")
 _elementwise("power", {"sint": _ipow_s, "uint": _ipow_u, "float": _fpow},
@@ -544,3 +558,33 @@ def _make_mulhi(bits, signed):
 
 
 _shift_op("mulhi", _make_mulhi)
+
+
+# ---------------------------------------------------------------- complex parts
+
+
+@dfn
+def _zero(a):
+    return np.float64(0.0)
+
+
+@gpu_op("real")
+def real(x, *, shape):
+    if _kind(x.et) == "complex":
+        return complex_elementwise.unary("real", x, shape.element_type)
+    return apply(_same, (x,), x.et, in_classes=("raw",), out_class="raw")
+
+
+@gpu_op("imag")
+def imag(x, *, shape):
+    if _kind(x.et) == "complex":
+        return complex_elementwise.unary("imag", x, shape.element_type)
+    return apply(_zero, (x,), shape.element_type)
+
+
+@gpu_op("complex")
+def complex_(a, b, *, shape):
+    if a.et.name not in ("f32", "f64") or b.et != a.et:
+        raise GpuFallback(f"complex of {a.et.name} and {b.et.name} has no GPU kernel")
+    out_shape = max((a.shape, b.shape), key=len)
+    return complex_elementwise.compose(a, b, out_shape, shape.element_type)

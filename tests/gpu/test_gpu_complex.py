@@ -1,0 +1,98 @@
+"""Complex elementwise arithmetic on the GPU backend (fallback disabled) against the cpu
+backend and XLA:CPU, on c64 and c128, special values (zeros, infinities, NaN) included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hloref
+
+from gpu_check import RNG, check, module
+
+PARTS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.0, 1e-30, 3e30]
+
+
+def cvalues(t, n):
+    """``n`` complex values: random, then every pair of special parts."""
+    dt = np.complex64 if t == "c64" else np.complex128
+    re = RNG.standard_normal(n) * 3
+    im = RNG.standard_normal(n) * 3
+    pairs = [(a, b) for a in PARTS for b in PARTS]
+    k = min(len(pairs), n // 2)
+    for j, pick in enumerate(RNG.permutation(len(pairs))[:k]):
+        re[j], im[j] = pairs[pick]
+    out = np.empty(n, dt)
+    out.real, out.imag = re, im
+    return out
+
+
+def finite(t, n):
+    dt = np.complex64 if t == "c64" else np.complex128
+    return (RNG.standard_normal(n) * 3 + 1j * RNG.standard_normal(n) * 3).astype(dt)
+
+
+#: op -> bit-exact with the cpu backend; multiply, abs and sign are not: the cpu
+#: backend's numpy SIMD loops fuse a product (FMA) in multiply and compute abs as
+#: ``l * sqrt(fma(s/l, s/l, 1))`` on AVX2/AVX-512 machines, the GPU kernels use the
+#: plain formula and ``hypot`` (they agree to an ulp)
+EXACT = {"add": True, "subtract": True, "divide": True, "multiply": False, "negate": True,
+         "sign": False, "abs": False, "real": True, "imag": True}
+
+
+@pytest.mark.parametrize("t", ["c64", "c128"])
+def test_complex_binary(t):
+    specials_a, specials_b = cvalues(t, 160), cvalues(t, 160)
+    specials_b[::7] = specials_a[::7]
+    a, b = finite(t, 64), finite(t, 64)
+    b[::5] = a[::5]
+    for op in ["add", "subtract", "divide", "multiply"]:
+        # special values against the cpu backend only: XLA:CPU's complex divide differs
+        # from it on infinities (x / ±0 takes the zero's sign in XLA, not in numpy); and
+        # not for multiply, whose NaN/infinity parts depend on the cpu's FMA use
+        if op != "multiply":
+            check(module([f"{t}[160]"] * 2, f"{op}(p0, p1)", f"{t}[160]"), specials_a,
+                  specials_b, opcode=op, exact=EXACT[op], xla=False)
+        check(module([f"{t}[64]"] * 2, f"{op}(p0, p1)", f"{t}[64]"), a, b, opcode=op,
+              exact=EXACT[op], xla="required")
+    for d in ["EQ", "NE"]:
+        check(module([f"{t}[160]"] * 2, f"compare(p0, p1), direction={d}", "pred[160]"),
+              specials_a, specials_b, xla="required")
+    # a scalar operand broadcasts
+    check(module([f"{t}[64]", f"{t}[]"], "divide(p0, p1)", f"{t}[64]"), a, b[3].reshape(()),
+          xla=False)  # XLA's StableHLO import rejects the implicit broadcast
+
+
+@pytest.mark.parametrize("t", ["c64", "c128"])
+def test_complex_unary(t):
+    part = "f32" if t == "c64" else "f64"
+    z, w = cvalues(t, 120), finite(t, 64)
+    for op, out in [("negate", t), ("sign", t), ("abs", part), ("real", part), ("imag", part)]:
+        # XLA:CPU's abs(inf + i NaN) is NaN (C99 and both backends: inf): specials of
+        # abs and sign against the cpu backend only
+        # sign (|values| <= 1): a 1-ulp |z| moves z/|z| by ~2 ulp; XLA:CPU computes c64
+        # sign in f32
+        atol = ({"c64": 3e-7, "c128": 1e-15}[t]) if op == "sign" else None
+        check(module([f"{t}[120]"], f"{op}(p0)", f"{out}[120]"), z, opcode=op, exact=EXACT[op],
+              xla="required" if op not in ("sign", "abs") else False, atol=atol)
+        check(module([f"{t}[64]"], f"{op}(p0)", f"{out}[64]"), w, opcode=op, exact=EXACT[op],
+              xla="required", atol=atol)
+    re = z.real.copy()
+    im = z.imag[::-1].copy()
+    check(module([f"{part}[120]"] * 2, "complex(p0, p1)", f"{t}[120]"), re, im, xla="required")
+    # real/imag of a real operand: the value and zeros
+    check(module([f"{part}[120]"], "real(p0)", f"{part}[120]"), re, xla="required")
+    check(module([f"{part}[120]"], "imag(p0)", f"{part}[120]"), re, xla="required")
+
+
+def test_complex_by_hand():
+    text = module(["c64[3]", "c64[3]"], "divide(p0, p1)", "c64[3]")
+    a = np.array([1 + 2j, 1 + 1j, 5 + 0j], np.complex64)
+    b = np.array([3 + 4j, 0j, complex(np.inf, 0)], np.complex64)
+    out = hloref.evaluate(text, a, b, backend="gpu", fallback=False)
+    assert out[0] == np.complex64(0.44 + 0.08j)
+    assert np.isinf(out[1].real) and np.isinf(out[1].imag)  # Annex G: x / 0 is infinite
+    assert out[2] == 0  # finite / infinite is zero
+    text = module(["c128[2]"], "sign(p0)", "c128[2]")
+    out = hloref.evaluate(text, np.array([3 + 4j, 0j]), backend="gpu", fallback=False)
+    assert np.allclose(out, [0.6 + 0.8j, 0])
