@@ -5,6 +5,7 @@ Usage::
     python ci/conformance.py SOURCE [--ref main] [--cache DIR] [--out docs/conformance.md]
                              [--json results.json] [--extract-to DIR] [--limit N]
                              [--no-eval] [--only SUBSTRING] [--timeout S] [--seed N]
+                             [--shard I/N] [--xla-only] [--cached-only] [--resume]
 
 ``SOURCE`` is a bare git directory of openxla/xla (or its mirror ROCm/xla, whose ``main``
 holds the same files; ``--ref`` picks the commit), a checkout of it, or a directory of
@@ -419,8 +420,19 @@ def _multi_device(text: str) -> bool:
     return bool(header) and any(int(n) > 1 for n in _DEVICES_RE.findall(header.group()))
 
 
+def _write_json(path: str, records: list[dict]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(records, f, indent=1, default=str)
+    os.replace(tmp, path)
+
+
 def score(cases: list[Case], cache: Cache, *, evaluate: bool, seed: int, timeout: float,
-          progress: bool = True, xla_only: bool = False, cached_only: bool = False) -> list[dict]:
+          progress: bool = True, xla_only: bool = False, cached_only: bool = False,
+          done: dict | None = None, json_path: str | None = None) -> list[dict]:
+    """One record per case. ``done``: records of an earlier run by key, kept as they
+    are (``--resume``); with ``json_path`` the records so far are written there every
+    200 cases, so a run cut short leaves them."""
     xla = Worker("xla", timeout)
     ours = Worker("hloref", timeout)
     records = []
@@ -429,6 +441,11 @@ def score(cases: list[Case], cache: Cache, *, evaluate: bool, seed: int, timeout
         for i, case in enumerate(cases):
             if progress and i % 200 == 0:
                 print(f"[{i}/{len(cases)}] {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+                if json_path and i:
+                    _write_json(json_path, records)
+            if done and case.key in done:
+                records.append(done[case.key])
+                continue
             rec = {"key": case.key, "where": case.where, "copies": len(case.locations)}
             records.append(rec)
             got = _xla_cached(cache, xla, f"{case.key}.parse", "parse", case.text, timeout=60)
@@ -740,6 +757,9 @@ def main(argv=None) -> int:
     p.add_argument("--xla-only", action="store_true", help="only fill the cache of XLA's answers")
     p.add_argument("--cached-only", action="store_true",
                    help="run XLA:CPU only where its answer is already cached")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the records already in --json (by text hash) instead of scoring "
+                        "those modules again (the file is rewritten every 200 modules)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
@@ -762,8 +782,12 @@ def main(argv=None) -> int:
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", c.where) + ".hlo"
             with open(os.path.join(a.extract_to, name), "w", encoding="utf-8") as f:
                 f.write(c.text)
+    done = None
+    if a.resume and a.json and os.path.exists(a.json):
+        with open(a.json, encoding="utf-8") as f:
+            done = {r["key"]: r for r in json.load(f)}
     records = score(cases, Cache(a.cache), evaluate=not a.no_eval, seed=a.seed, timeout=a.timeout,
-                    xla_only=a.xla_only, cached_only=a.cached_only)
+                    xla_only=a.xla_only, cached_only=a.cached_only, done=done, json_path=a.json)
     desc = f"`{a.ref}` of {os.path.basename(os.path.normpath(a.source))}"
     try:
         rev = subprocess.run(["git", f"--git-dir={a.source}", "rev-parse", a.ref], check=True,
@@ -777,8 +801,7 @@ def main(argv=None) -> int:
         with open(a.out, "w", encoding="utf-8") as f:
             f.write(text + "\n")
     if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
-            json.dump(records, f, indent=1, default=str)
+        _write_json(a.json, records)
     accepted = [r for r in records if r["xla_parse"] == "ok"]
     return 0 if all(r.get("hloref_parse") == "ok" for r in accepted) else 1
 

@@ -132,3 +132,14 @@ ENTRY main {
 """
     assert conformance._fusion_returns_parameter(text.replace("RESULT", "p1"))
     assert not conformance._fusion_returns_parameter(text.replace("RESULT", "add"))
+
+
+def test_resume_keeps_earlier_records_and_writes_them(tmp_path):
+    cases = [conformance.Case("k1", "HloModule a\nENTRY e { ROOT p = f32[] parameter(0) }\n",
+                              ["x_test.cc:1"])]
+    earlier = {"key": "k1", "where": "x_test.cc:1", "copies": 1, "xla_parse": "ok",
+               "hloref_parse": "ok"}
+    path = str(tmp_path / "r.json")
+    records = conformance.score(cases, conformance.Cache(None), evaluate=False, seed=0,
+                                timeout=10, progress=False, done={"k1": earlier}, json_path=path)
+    assert records == [earlier]  # no worker was started: the record is kept as it was
