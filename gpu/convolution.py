@@ -7,8 +7,9 @@ base-dilated, padded input coordinate ``s * stride + k * window_dilation - paddi
 ``feature_group_count`` and ``batch_group_count`` as the CPU does. Arithmetic follows
 ``dot``: float results accumulate in f64 and round once (the CPU sums per window
 offset with einsum: a different order, covered by the accumulation bound); integer
-results wrap in int64/uint64. Complex, pred and mixed-type integer convolutions run on
-the CPU.
+results wrap in int64/uint64; operands of another type than the result are converted
+to it on the device first (``dot.accumulation``, the CPU's rule). Complex and pred
+convolutions run on the CPU.
 """
 
 from __future__ import annotations
@@ -95,13 +96,13 @@ def _t(values, pad):
     return values if values else (pad,)
 
 
-@gpu_op("convolution", note="complex, pred, mixed integer types: cpu fallback")
+@gpu_op("convolution", note="complex, pred results: cpu fallback")
 def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_count=1,
                 batch_group_count=1, **_):
     if extra:
         raise GpuFallback("convolution with sparsity metadata operands")
     et = shape.element_type
-    fma, zero = accumulation("convolution", lhs, rhs, et, pred=False)
+    lhs, rhs, fma, zero = accumulation("convolution", lhs, rhs, et, pred=False)
     dn = dim_labels
     nsp = len(dn.input_spatial_dimensions)
     wdims = window.dims if isinstance(window, Window) else tuple(

@@ -8,10 +8,12 @@ the contracting dimensions in row-major order:
   ``dgemm`` (blocked order) and a GPU may fuse multiply-adds: both are f64
   accumulations in different orders, covered by the comparison policy's
   accumulation bound;
-* integer results: products summed in int64/uint64 with wrap-around, wrapped to the
-  result width (operands of another type than the result run on the CPU);
-* pred results: OR of ANDs.
-Complex results and integer operands of a float result run on the CPU.
+* integer results: operands of another type converted (wrapped) to the result type on
+  the device, as the CPU does (``s8 x s8 -> s32`` matmuls), products summed in
+  int64/uint64 with wrap-around, wrapped to the result width;
+* pred results: OR of ANDs;
+* integer or pred operands of a float result are converted to the result type first.
+Complex operands or results run on the CPU.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from numba import cuda
 
 from .device import LOAD, STORE, empty, type_class, type_params
+from .convert import convert_array
 from .elementwise import _kind, launch
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple as _t, row_major_strides
@@ -96,29 +99,31 @@ def _kernel(fma, zero, ca, cb, co):
 
 
 def accumulation(opcode: str, lhs, rhs, et, *, pred: bool = True):
-    """The (multiply-add, zero) device functions of a dot-like ``opcode`` with result type
-    ``et``; raises GpuFallback for the type combinations without a kernel."""
+    """``(lhs, rhs, multiply-add, zero)`` of a dot-like ``opcode`` with result type ``et``:
+    the operands as the CPU takes them (integer or pred operands of another type than an
+    integer or pred result, and integer/pred operands of a float result, converted to
+    ``et`` on the device; float operands are read exactly), and the accumulation's device
+    functions. Raises GpuFallback for the combinations without a kernel."""
     kind = _kind(et)
+    real = ("float", "sint", "uint", "pred")
+    if _kind(lhs.et) not in real or _kind(rhs.et) not in real:
+        raise GpuFallback(f"{opcode} of {lhs.et.name} and {rhs.et.name} has no GPU kernel")
     if kind == "float":
-        if _kind(lhs.et) != "float" or _kind(rhs.et) != "float":
-            raise GpuFallback(f"{opcode} of non-float operands with a float result")
-        return _fma_f, _zero_f
-    if kind in ("sint", "uint"):
-        if lhs.et != et or rhs.et != et:
-            raise GpuFallback(f"integer {opcode} whose operand and result types differ")
-        return _fma_i, (_zero_s if kind == "sint" else _zero_u)
-    if kind == "pred" and pred:
-        if lhs.et != et or rhs.et != et:
-            raise GpuFallback(f"pred {opcode} of non-pred operands")
-        return _fma_p, _zero_s
+        lhs, rhs = (x if _kind(x.et) == "float" else convert_array(x, et) for x in (lhs, rhs))
+        return lhs, rhs, _fma_f, _zero_f
+    if kind in ("sint", "uint") or (kind == "pred" and pred):
+        lhs, rhs = (x if x.et == et else convert_array(x, et) for x in (lhs, rhs))
+        if kind == "pred":
+            return lhs, rhs, _fma_p, _zero_s
+        return lhs, rhs, _fma_i, (_zero_s if kind == "sint" else _zero_u)
     raise GpuFallback(f"{opcode} with a {et.name} result has no GPU kernel")
 
 
-@gpu_op("dot", note="complex, mixed integer types: cpu fallback")
+@gpu_op("dot", note="complex: cpu fallback")
 def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contracting_dims=(),
         rhs_contracting_dims=(), **_):
     et = shape.element_type
-    fma, zero = accumulation("dot", lhs, rhs, et)
+    lhs, rhs, fma, zero = accumulation("dot", lhs, rhs, et)
     lb, rb = list(lhs_batch_dims), list(rhs_batch_dims)
     lc, rc = list(lhs_contracting_dims), list(rhs_contracting_dims)
     ls, rs = row_major_strides(lhs.shape), row_major_strides(rhs.shape)
