@@ -16,10 +16,14 @@ the result with the usual property (``property.check_program`` given the value).
   the outcome alone is the one recorded; a mismatch that vanishes alone is a
   cross-program effect of the batch, counted in ``Stats.batch_only`` and not reported.
 * **A batch the oracle refuses, crashes on or hangs on** is not judged: when the
-  oracle's message names instructions of some programs (``b<i>.``), those run alone
+  oracle's message names instructions of some programs (``b<i>.``) or an opcode it
+  cannot compile (``UNIMPLEMENTED: cosh``: the programs holding one), those run alone
   and the others as a batch again; otherwise the batch is split in halves, down to
   single programs run alone (a crash costs at most about 2·log2(n) oracle restarts).
   A timeout runs every program alone, each with the ordinary time limit.
+* **Refusals learned.** When the oracle refuses a program alone and its message names
+  the opcode (``UNIMPLEMENTED: cosh``), the (opcode, element type) pairs are kept
+  (``Refusals``); later programs holding one run alone from the start.
 """
 
 from __future__ import annotations
@@ -33,9 +37,48 @@ from hloref.shapes import TupleShape
 
 from .property import Outcome, check_program
 
-__all__ = ["combine", "check_batch", "BatchTimer"]
+__all__ = ["combine", "check_batch", "check_alone", "BatchTimer", "Refusals"]
 
 _NAMED = re.compile(r"\bb(\d+)\.")
+#: How XLA:CPU names the opcode it cannot compile ("UNIMPLEMENTED: cosh", "unary complex
+#: op 'asinh'", "unsupported operand type U2 in op dot").
+_REFUSED_OP = re.compile(r"UNIMPLEMENTED: (?:unary complex op '([\w-]+)'|unsupported operand "
+                         r"type \w+ in op ([\w-]+)|([\w-]+)$)")
+
+
+def _refused_opcode(message: str | None) -> str | None:
+    first = message.splitlines()[0] if message else ""
+    m = _REFUSED_OP.search(first)
+    return next(g for g in m.groups() if g) if m else None
+
+
+class Refusals:
+    """(opcode, element type) pairs the oracle refused to compile, learned from programs
+    refused alone; a program holding one is run alone instead of in a batch, so it does
+    not make its batch fail and split."""
+
+    def __init__(self):
+        self.pairs: set = set()
+
+    @staticmethod
+    def _pairs(module, opcode=None) -> set:
+        from hloref.shapes import ArrayShape, flatten_shape
+        out = set()
+        for _, instr in module.instructions():
+            if opcode is None or instr.opcode == opcode:
+                for operand in instr.operands or [instr]:
+                    for sh in flatten_shape(operand.shape):
+                        if isinstance(sh, ArrayShape):
+                            out.add((instr.opcode, sh.element_type.name))
+        return out
+
+    def learn(self, module, message: str) -> None:
+        opcode = _refused_opcode(message)
+        if opcode:
+            self.pairs |= self._pairs(module, opcode)
+
+    def refused(self, module) -> bool:
+        return bool(self.pairs) and not self.pairs.isdisjoint(self._pairs(module))
 
 
 def _renamed_refs(value, names: dict):
@@ -129,14 +172,21 @@ def check_alone(item, worker, *, oracle: str = "xla", timeout: float = 60.0, sta
     return _judge(item, worker, oracle=oracle, timeout=timeout, timer=BatchTimer(stats))
 
 
-def check_batch(items, worker, *, oracle: str = "xla", timeout: float = 60.0, stats) -> list:
+def check_batch(items, worker, *, oracle: str = "xla", timeout: float = 60.0, stats,
+                refusals: Refusals | None = None) -> list:
     """Judge ``items`` (``(module, args)`` pairs) with batched oracle runs; returns one
-    ``Outcome`` (or the exception the check raised) per item, in order."""
+    ``Outcome`` (or the exception the check raised) per item, in order. ``refusals``
+    (kept by the caller across batches) sends programs like ones the oracle refused
+    straight to a run alone, and learns from the refusals seen alone."""
     timer = BatchTimer(stats)
     results: list = [None] * len(items)
 
     def alone(i):
         results[i] = check_alone(items[i], worker, oracle=oracle, timeout=timeout, stats=stats)
+        r = results[i]
+        if refusals is not None and isinstance(r, Outcome) and r.kind == "rejected" and \
+                not r.message.startswith("hloref"):
+            refusals.learn(items[i][0], r.message)
 
     def run(indices):
         if len(indices) == 1:
@@ -167,6 +217,10 @@ def check_batch(items, worker, *, oracle: str = "xla", timeout: float = 60.0, st
             return
         named = sorted({indices[int(m.group(1))] for m in _NAMED.finditer(result.message or "")
                         if int(m.group(1)) < len(indices)})
+        refused_op = _refused_opcode(result.message)
+        if not named and refused_op:  # the programs holding that opcode are the suspects
+            named = [i for i in indices
+                     if any(instr.opcode == refused_op for _, instr in items[i][0].instructions())]
         if named and len(named) < len(indices):
             for i in named:
                 alone(i)
@@ -176,8 +230,12 @@ def check_batch(items, worker, *, oracle: str = "xla", timeout: float = 60.0, st
         run(indices[:half])
         run(indices[half:])
 
-    if len(items) == 1:
-        alone(0)
-    elif items:
-        run(list(range(len(items))))
+    together = []
+    for i, (module, _) in enumerate(items):
+        if refusals is not None and refusals.refused(module):
+            alone(i)
+        else:
+            together.append(i)
+    if together:
+        run(together)
     return results

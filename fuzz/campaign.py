@@ -57,7 +57,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .batch import check_alone, check_batch
+from .batch import Refusals, check_alone, check_batch
 from .findings import (claim, finding_dirs, load_program, pre_key, reduce_and_write, replay,
                        signature, write_pending)
 from .property import KNOWN_DIFFERENCES, Outcome, check_program, known_difference
@@ -144,6 +144,7 @@ class Runner:
         self.done = 0
         self.start_examples = start_examples
         self.workers: dict = {}
+        self.refusals = {oracle: Refusals() for oracle in opts.oracles}
         self.stats_path = os.path.join(opts.out, ".stats", f"worker-{index}.json")
         self._last_flush = 0.0
         self._t_mark = time.perf_counter()
@@ -196,7 +197,7 @@ class Runner:
             worker = self.worker(oracle)
             if self.opts.batch > 1 and len(items) > 1:
                 results = check_batch(items, worker, oracle=oracle, timeout=self.opts.timeout,
-                                      stats=self.stats)
+                                      stats=self.stats, refusals=self.refusals[oracle])
             else:
                 results = [check_alone(it, worker, oracle=oracle, timeout=self.opts.timeout,
                                        stats=self.stats) for it in items]
@@ -317,6 +318,7 @@ class Runner:
         from hypothesis import seed as hseed
         from hypothesis import strategies as st
         from hypothesis import target
+        from hypothesis.errors import HypothesisException
 
         from .strategies import inputs_for, modules
 
@@ -352,7 +354,13 @@ class Runner:
             self._t_mark = time.perf_counter()
 
         self._t_mark = time.perf_counter()
-        prop()
+        try:
+            prop()
+        except HypothesisException as exc:
+            # e.g. FlakyStrategyDefinition: an example replayed after the budget changed
+            # drew fewer programs; the programs it did run are counted, go on
+            print(f"hloref fuzz: Hypothesis run {run_seed} ended early: {type(exc).__name__}",
+                  file=sys.stderr)
 
     def run(self) -> Stats:
         opts = self.opts

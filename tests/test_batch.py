@@ -11,7 +11,7 @@ import hloref
 
 pytest.importorskip("jax")
 
-from hloref.fuzz.batch import check_batch, combine  # noqa: E402
+from hloref.fuzz.batch import Refusals, check_batch, combine  # noqa: E402
 from hloref.fuzz.stats import Stats  # noqa: E402
 from hloref.fuzz.workers import OracleResult, OracleWorker  # noqa: E402
 
@@ -128,12 +128,18 @@ def test_a_part_that_differs_only_in_the_batch_is_not_a_finding(xla):
 def test_a_refused_program_is_split_out_and_run_alone(xla):
     items = [(hloref.parse(t), a) for _, t, a in PROGRAMS]
     items.insert(2, (hloref.parse(REFUSED), [np.array([0.5, 2], np.float32)]))
-    stats = Stats()
-    outcomes = check_batch(items, xla, stats=stats)
+    stats, refusals = Stats(), Refusals()
+    outcomes = check_batch(items, xla, stats=stats, refusals=refusals)
     kinds = [o.kind for o in outcomes]
     assert kinds == ["match", "match", "rejected", "match", "match"], [o.message for o in outcomes]
     assert "UNIMPLEMENTED: cosh" in outcomes[2].message
     assert stats.batch_splits >= 1 and stats.alone_runs >= 1
+    assert refusals.pairs == {("cosh", "f32")}
+    # learned: the next cosh program runs alone at once, its batch is not split
+    again = Stats()
+    outcomes = check_batch(items[1:4], xla, stats=again, refusals=refusals)
+    assert [o.kind for o in outcomes] == ["match", "rejected", "match"]
+    assert again.batches == 1 and again.batch_splits == 0 and again.alone_runs == 1
 
 
 def test_a_crashing_program_is_found_alone(xla):
