@@ -15,6 +15,7 @@ import numpy as np
 from hloref.attrs import ComputationRef
 from hloref.errors import HloEvalError, HloLimitError, HloUnsupportedError
 from hloref.ir import Computation, Instruction, Module
+from hloref.opcodes import SIDE_EFFECTING
 from hloref.shapes import TupleShape, byte_size
 
 from .control import run_conditional, run_while
@@ -327,13 +328,9 @@ def _value_bytes(value) -> int:
     return int(getattr(value, "nbytes", 0))
 
 
-#: Opcodes with effects beyond their value (XLA's ``HasSideEffectNoRecurse``): kept
-#: even when nothing uses them.
-_SIDE_EFFECTS = frozenset({
-    "send", "send-done", "recv", "recv-done", "rng", "rng-get-and-update-state", "infeed",
-    "outfeed", "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
-    "collective-permute-start", "collective-permute-done",
-})
+#: Opcodes with effects beyond their value (XLA's ``HasSideEffectNoRecurse``, the
+#: catalogue's side-effecting group): kept even when nothing uses them.
+_SIDE_EFFECTS = SIDE_EFFECTING
 
 
 def _has_side_effect(module: Module, instr: Instruction, memo: dict) -> bool:
