@@ -54,7 +54,8 @@ def gpu_op(*opcodes: str, note: str = ""):
 
 
 _FAMILIES = ("control", "elementwise", "compare", "convert", "shape_ops", "reduce", "dot",
-             "convolution", "indexing", "windows", "sort", "bitwise_convert", "rng")
+             "convolution", "indexing", "windows", "sort", "bitwise_convert", "rng",
+             "dot_variants", "custom_call")
 _loaded = False
 
 

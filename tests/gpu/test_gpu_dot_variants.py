@@ -1,0 +1,103 @@
+"""scaled-dot and the __op$block_scaled_dot custom call (fp8/fp4 operands, e8m0 and fp8
+block scales) on the GPU backend (fallback disabled), against the cpu backend and a
+numpy f64 reference written from the semantics (XLA:CPU runs neither: scaled-dot does
+not convert to StableHLO and the custom call has no host implementation)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import hloref
+
+from gpu_check import RNG, check
+
+#: (operand type, scale type, block size): MXFP8, MXFP8 e5m2, MXFP4, NVFP4
+FORMATS = [("f8e4m3fn", "f8e8m0fnu", 32), ("f8e5m2", "f8e8m0fnu", 32),
+           ("f4e2m1fn", "f8e8m0fnu", 32), ("f4e2m1fn", "f8e4m3fn", 16)]
+
+
+DTYPES = {"f8e4m3fn": ml_dtypes.float8_e4m3fn, "f8e5m2": ml_dtypes.float8_e5m2,
+          "f4e2m1fn": ml_dtypes.float4_e2m1fn}
+
+
+def quantized(t, dims):
+    return (RNG.standard_normal(dims) * 2).astype(DTYPES[t])
+
+
+def scales(t, dims):
+    if t == "f8e8m0fnu":
+        return np.exp2(RNG.integers(-3, 4, dims)).astype(ml_dtypes.float8_e8m0fnu)
+    return (np.abs(RNG.standard_normal(dims)) + 0.25).astype(ml_dtypes.float8_e4m3fn)
+
+
+def f64(x):
+    return np.asarray(x).astype(np.float64)
+
+
+@pytest.mark.parametrize("t,st,block", FORMATS)
+@pytest.mark.parametrize("out", ["f32", "bf16"])
+def test_scaled_dot(t, st, block, out):
+    k = 2 * block
+    a, b = quantized(t, (2, 3, k)), quantized(t, (2, k, 5))
+    sa, sb = scales(st, (2, 3, 2)), scales(st, (2, 2, 5))
+    text = f"""HloModule m
+ENTRY e {{
+  a = {t}[2,3,{k}] parameter(0)
+  b = {t}[2,{k},5] parameter(1)
+  sa = {st}[2,3,2] parameter(2)
+  sb = {st}[2,2,5] parameter(3)
+  ROOT r = {out}[2,3,5] scaled-dot(a, b, sa, sb), lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_contracting_dims={{1}}
+}}"""
+    got = check(text, a, b, sa, sb, xla=False)
+    lhs = f64(a) * np.repeat(f64(sa), block, axis=2)
+    rhs = f64(b) * np.repeat(f64(sb), block, axis=1)
+    want = np.matmul(lhs, rhs).astype(ml_dtypes.bfloat16 if out == "bf16" else np.float32)
+    np.testing.assert_array_equal(got, want)  # products and sums are exact in f64 here
+
+
+@pytest.mark.parametrize("t,st,block", FORMATS)
+def test_block_scaled_dot_custom_call(t, st, block):
+    k = 2 * block
+    a, b = quantized(t, (3, 4, k)), quantized(t, (3, 6, k))
+    sa, sb = scales(st, (3, 4, 2)), scales(st, (3, 6, 2))
+    g = np.float32(0.375)
+    for with_global in (False, True):
+        extra = ", g" if with_global else ""
+        param = "\n  g = f32[] parameter(4)" if with_global else ""
+        text = f"""HloModule m
+ENTRY e {{
+  a = {t}[3,4,{k}] parameter(0)
+  b = {t}[3,6,{k}] parameter(1)
+  sa = {st}[3,4,2] parameter(2)
+  sb = {st}[3,6,2] parameter(3){param}
+  ROOT r = f32[3,4,6] custom-call(a, b, sa, sb{extra}), custom_call_target="__op$block_scaled_dot"
+}}"""
+        args = (a, b, sa, sb) + ((g,) if with_global else ())
+        got = check(text, *args, xla=False)
+        lhs = f64(a) * np.repeat(f64(sa), block, axis=2)
+        rhs = f64(b) * np.repeat(f64(sb), block, axis=2)
+        want = np.einsum("bmk,bnk->bmn", lhs, rhs) * (0.375 if with_global else 1.0)
+        np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+def test_custom_call_identity_topk_and_fallback():
+    x = ((RNG.standard_normal((3, 7)) * 3).round() + 0.5).astype(np.float32)  # ties, no ±0
+    text = """HloModule m
+ENTRY e {
+  x = f32[3,7] parameter(0)
+  s = f32[3,7] custom-call(x), custom_call_target="Sharding", sharding={replicated}
+  ROOT t = (f32[3,7], s32[3,7]) custom-call(s), custom_call_target="TopK"
+}"""
+    vals, idx = check(text, x, xla=False)
+    order = np.argsort(-x, axis=1, kind="stable")  # largest first, ties to the lower index
+    assert np.array_equal(idx, order) and np.array_equal(vals, np.take_along_axis(x, order, 1))
+    # a target without a device version runs on the CPU, visibly
+    lapack = """HloModule m
+ENTRY e {
+  x = f32[] parameter(0)
+  ROOT t = f32[] custom-call(x), custom_call_target="no_such_target_on_any_backend"
+}"""
+    with pytest.raises(hloref.errors.HloUnsupportedError, match="no GPU version"):
+        hloref.evaluate(lapack, np.float32(1), backend="gpu", fallback=False)
