@@ -19,11 +19,12 @@ the result with the usual property (``property.check_program`` given the value).
   oracle's message names instructions of some programs (``b<i>.``) or an opcode it
   cannot compile (``UNIMPLEMENTED: cosh``: the programs holding one), those run alone
   and the others as a batch again; otherwise the batch is split in halves, down to
-  single programs run alone (a crash costs at most about 2·log2(n) oracle restarts).
-  A timeout runs every program alone, each with the ordinary time limit.
+  single programs run alone. A crash or a timeout runs every program alone (each with
+  the ordinary time limit): one more oracle restart instead of about log2(n).
 * **Refusals learned.** When the oracle refuses a program alone and its message names
   the opcode (``UNIMPLEMENTED: cosh``), the (opcode, element type) pairs are kept
-  (``Refusals``); later programs holding one run alone from the start.
+  (``Refusals``); later programs holding one run alone from the start, and so do
+  programs holding every opcode and element type of a reduced crash or hang.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Refusals:
 
     def __init__(self):
         self.pairs: set = set()
+        #: (opcodes, element types) of reduced crash and timeout findings
+        self.crashes: list = []
 
     @staticmethod
     def _pairs(module, opcode=None) -> set:
@@ -77,7 +80,20 @@ class Refusals:
         if opcode:
             self.pairs |= self._pairs(module, opcode)
 
+    def learn_crash(self, signature: dict) -> None:
+        """A reduced crash (or hang): a program holding all its opcodes and element
+        types runs alone from now on, so it does not take a batch down with it."""
+        entry = (frozenset(signature.get("opcodes") or ()),
+                 frozenset(signature.get("element_types") or ()))
+        if entry[0] and entry not in self.crashes:
+            self.crashes.append(entry)
+
     def refused(self, module) -> bool:
+        if self.crashes:
+            from .findings import module_opcodes, module_types
+            ops, types = set(module_opcodes(module)), set(module_types(module))
+            if any(o <= ops and t <= types for o, t in self.crashes):
+                return True
         return bool(self.pairs) and not self.pairs.isdisjoint(self._pairs(module))
 
 
@@ -211,7 +227,7 @@ def check_batch(items, worker, *, oracle: str = "xla", timeout: float = 60.0, st
                     stats.batch_only += 1
             return
         stats.batch_splits += 1
-        if result.kind == "timeout":
+        if result.kind in ("timeout", "crash"):  # alone: one more restart, not log2(n)
             for i in indices:
                 alone(i)
             return

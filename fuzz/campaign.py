@@ -12,8 +12,8 @@ is the runner.
 ``OracleWorker`` and runs Hypothesis; one Hypothesis example draws ``B`` programs
 (``--batch``, default 16), which the oracle compiles and runs as one module
 (``fuzz/batch.py``: a part that is not a match is confirmed alone; ``--batch 1`` runs
-every program alone, as before batching). ``target()`` gets the largest error of the
-example's programs. The parent aggregates per-worker statistics files and prints
+every program alone, as before batching; the TensorFlow oracle always runs programs
+alone). ``target()`` gets the largest error of the example's programs. The parent aggregates per-worker statistics files and prints
 progress (a status line on a TTY, plain periodic lines otherwise) and a summary at the
 end. Exit status 1 when the run wrote new findings, 0 otherwise.
 
@@ -195,7 +195,7 @@ class Runner:
         worst = 0.0
         for oracle in self.opts.oracles:
             worker = self.worker(oracle)
-            if self.opts.batch > 1 and len(items) > 1:
+            if self.opts.batch > 1 and len(items) > 1 and oracle == "xla":
                 results = check_batch(items, worker, oracle=oracle, timeout=self.opts.timeout,
                                       stats=self.stats, refusals=self.refusals[oracle])
             else:
@@ -263,6 +263,17 @@ class Runner:
         path = self.reduce_pending(pending)
         if path:
             self.stats.findings.append(path)
+            self.learn_from(path, oracle)
+
+    def learn_from(self, finding: str, oracle: str) -> None:
+        """A crash or hang finding: programs like it run alone from now on."""
+        try:
+            with open(os.path.join(finding, "finding.json"), encoding="utf-8") as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            return
+        if meta.get("verdict") in ("crash", "timeout") and oracle in self.refusals:
+            self.refusals[oracle].learn_crash(meta.get("signature") or {})
 
     def reduce_pending(self, pending: str, out_dir: str | None = None) -> str | None:
         """Reduce a pending finding into ``out_dir`` (default ``--out``); the finding's

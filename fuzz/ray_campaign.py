@@ -84,6 +84,7 @@ class _UnitRunner(Runner):
                 module, values, report, worker, out, oracle=oracle, seed=seed_info,
                 blame=self.opts.blame, extra_meta={"campaign_key": key},
                 still_fails=lambda r: not (r.verdict == "mismatch" and known_difference(r)))
+            self.learn_from(path, oracle)
             files = {}
             for name in sorted(os.listdir(path)):
                 with open(os.path.join(path, name), "rb") as f:

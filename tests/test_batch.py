@@ -154,7 +154,15 @@ def test_a_crashing_program_is_found_alone(xla):
 
     items = [(hloref.parse(t), a) for _, t, a in PROGRAMS]
     items.append((hloref.parse(MULTIPLY), [np.ones(4, np.float32), np.ones(4, np.float32)]))
-    stats = Stats()
-    outcomes = check_batch(items, CrashOnMultiply(), stats=stats)
-    # PROGRAMS[2] multiplies too: both crash alone, the others match in smaller batches
+    stats, refusals = Stats(), Refusals()
+    outcomes = check_batch(items, CrashOnMultiply(), stats=stats, refusals=refusals)
+    # PROGRAMS[2] multiplies too: both crash alone, the others match alone
     assert [o.verdict for o in outcomes] == ["match", "match", "crash", "match", "crash"]
+    assert stats.batches == 1 and stats.alone_runs == 5
+    # a reduced crash finding is learned: programs like it run alone from the start
+    refusals.learn_crash({"opcodes": ["multiply"], "element_types": ["f32"]})
+    again = Stats()
+    outcomes = check_batch(items[:2] + items[4:], CrashOnMultiply(), stats=again,
+                           refusals=refusals)
+    assert [o.verdict for o in outcomes] == ["match", "match", "crash"]
+    assert again.batches == 1 and again.batch_splits == 0 and again.alone_runs == 1

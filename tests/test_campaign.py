@@ -127,6 +127,9 @@ def test_planted_crash_is_a_finding(tmp_path, xla):
     assert len(found) == 1 and found[0].startswith("crash-")
     reduced = open(os.path.join(out, found[0], "module.hlo")).read()
     assert "multiply(" in reduced and "exponential(" not in reduced
+    # programs like the reduced crash run alone from now on, not in a batch
+    assert runner.refusals["xla"].refused(module)
+    assert not runner.refusals["xla"].refused(hloref.parse(PLANT.replace("multiply", "add")))
 
 
 def test_known_differences_are_not_findings(tmp_path, xla):
