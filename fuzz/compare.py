@@ -173,7 +173,9 @@ def compare_values(actual, expected, *, opcode: str | None = None,
 def _compare_complex(a: np.ndarray, e: np.ndarray, et: ElementType, tol: Tolerance, atol) -> Verdict:
     """Complex values compare normwise: |actual - expected| within ULPs of |expected|
     (componentwise ULPs would punish a tiny imaginary part next to a large real one).
-    NaN in either component equals NaN in either component; infinities must match."""
+    NaN in either component equals NaN in either component; an infinity matches only
+    an infinity, and (C99 G.3) a value with an infinite part is an infinity whatever
+    its other part: (inf, NaN) and (inf, -inf) are the same complex infinity."""
     part = from_dtype(np.real(e).dtype)
     a128, e128 = a.astype(np.complex128), e.astype(np.complex128)
     a_nan = np.isnan(a128.real) | np.isnan(a128.imag)
@@ -190,8 +192,9 @@ def _compare_complex(a: np.ndarray, e: np.ndarray, et: ElementType, tol: Toleran
         tiny = _smallest_normal(part)
         diff = np.where((np.abs(a128) < tiny) & (magnitude < tiny), 0.0, diff)
     finite = ~(a_nan | e_nan | a_inf | e_inf)
-    bad = (a_nan ^ e_nan) | ((a_inf | e_inf) & ~(a_nan | e_nan) & (a128 != e128)) | \
-        (finite & (diff > allowed))
+    bad = ~(a_inf & e_inf) & (
+        (a_nan ^ e_nan) | ((a_inf | e_inf) & ~(a_nan | e_nan) & (a128 != e128)) |
+        (finite & (diff > allowed)))
     if not np.any(bad):
         return Verdict("match")
     idx = tuple(int(i) for i in np.argwhere(bad)[0])

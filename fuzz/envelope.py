@@ -51,6 +51,9 @@ class _Leaf:
     #: narrow result exactly, e.g. through a widening convert): without excess
     #: precision the oracle's values must be values of it too
     grid: ElementType | None = None
+    #: complex: elements where the complex infinity is allowed (C99 G.3: any value
+    #: with an infinite part), because the nominal value or a run is one
+    inf_ok: np.ndarray | None = None
 
 
 @dataclass
@@ -181,17 +184,31 @@ def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy) -> _Leaf:
         return _Leaf(nom, stack.min(axis=0), stack.max(axis=0),
                      np.zeros(nom.shape, bool), None)
     if et.is_complex:
-        c = nom.astype(np.complex128)
+        # normwise: a centre and a radius per element. Non-finite values (a NaN or an
+        # infinite part) are judged apart: NaN is allowed where a run gave one, the
+        # complex infinity where a run gave one; a finite value only around the finite
+        # runs (the nominal value, or the runs' midpoint when the nominal one is not
+        # finite), as wide as their spread
+        zs = np.stack([nom.astype(np.complex128)] + [v.astype(np.complex128) for v in values])
+        nan = np.isnan(zs.real) | np.isnan(zs.imag)
+        inf = np.isinf(zs.real) | np.isinf(zs.imag)  # (inf, NaN) is both
+        finite = ~(nan | inf)
+        nan_ok, inf_ok = np.any(nan, axis=0), np.any(inf, axis=0)
         with np.errstate(all="ignore"):
-            devs = [np.abs(v.astype(np.complex128) - c) for v in values]
-            dev = np.nanmax(np.stack(devs), axis=0) if devs else np.zeros(nom.shape)
-        nan_ok = np.isnan(c.real) | np.isnan(c.imag)
-        for v in values:
-            z = v.astype(np.complex128)
-            nan_ok |= np.isnan(z.real) | np.isnan(z.imag)
-        dev = np.nan_to_num(dev, nan=np.inf)
-        radius = policy.widen * dev + DTYPE_ULPS.get(et.name, 2) * ulp_at(nom, et)
-        return _Leaf(nom, c, radius, nan_ok, et)
+            lo_re = np.min(np.where(finite, zs.real, np.inf), axis=0)
+            hi_re = np.max(np.where(finite, zs.real, -np.inf), axis=0)
+            lo_im = np.min(np.where(finite, zs.imag, np.inf), axis=0)
+            hi_im = np.max(np.where(finite, zs.imag, -np.inf), axis=0)
+            mid = (lo_re + hi_re) / 2 + 1j * ((lo_im + hi_im) / 2)
+            c = np.where(finite[0], zs[0], mid)
+            devs = np.where(finite, np.abs(zs - c), 0.0)
+            dev = np.max(devs, axis=0)
+            floor = DTYPE_ULPS.get(et.name, 2) * ulp_at(
+                np.where(finite[0], nom, np.where(np.any(finite, axis=0), mid, 0)).astype(nom.dtype),
+                et)
+            radius = np.where(np.any(finite, axis=0), policy.widen * dev + floor, -1.0)
+        c = np.where(np.any(finite, axis=0), c, 0)
+        return _Leaf(nom, c, radius, nan_ok, et, inf_ok=inf_ok)
     c = nom.astype(np.float64)
     stack = np.stack([c] + [v.astype(np.float64) for v in values])
     nan_ok = np.any(np.isnan(stack), axis=0)
@@ -243,9 +260,13 @@ def _check_leaf(leaf: _Leaf, a: np.ndarray, policy: EnvelopePolicy) -> EnvelopeV
         z = a.astype(np.complex128)
         c = leaf.lo
         a_nan = np.isnan(z.real) | np.isnan(z.imag)
+        # C99 G.3: a value with an infinite part is the complex infinity, whatever its
+        # other part ((inf, NaN) from Smith's quotient, (inf, -inf) from XLA's recovery)
+        a_inf = np.isinf(z.real) | np.isinf(z.imag)  # (inf, NaN) is both
         with np.errstate(all="ignore"):
-            d = np.abs(z - c)
-            same = (z == c) | (a_nan & leaf.nan_ok)
+            d = np.where(a_nan | a_inf, np.inf, np.abs(z - c))
+            same = (a_nan & leaf.nan_ok) | (a_inf & leaf.inf_ok) | \
+                ((z == c) & ~a_nan & ~a_inf & (leaf.hi >= 0))
             bad = ~same & ~(d <= leaf.hi)
             position = np.where(same, 0.0, d / np.where(leaf.hi > 0, leaf.hi, np.inf))
         if not np.any(bad):

@@ -252,3 +252,35 @@ def test_subnormal_operands_read_as_zero_is_xlas_daz_and_normal_values_stay_exac
     bad_s[-1] = 0.0
     report = diff(SIGN_AND_ZERO_TEST, [x], worker=worker, oracle_value=(eq, bad_s))
     assert report.verdict == "mismatch", report.summary()
+
+
+COMPLEX_DIVIDE = """HloModule m
+ENTRY e {
+  a = c64[4] parameter(0)
+  b = c64[4] parameter(1)
+  ROOT q = c64[4] divide(a, b)
+}
+"""
+
+
+def test_complex_infinities_match_whatever_their_other_part(worker):
+    # C99 G.3: a complex value with an infinite part is an infinity. XLA:CPU's divide
+    # gives (inf, -inf) where Smith's quotient is (inf, NaN) (its ratio b_r/b_i is
+    # subnormal and flushed, so its Annex G recovery runs), and (NaN, -inf) where
+    # hloref's is (inf, -inf): all the same complex infinity (2 mismatches in jax's
+    # FunctionAccuracyTest sinc before). A finite value against an infinity, or a
+    # finite one off by 1e-3, is still flagged.
+    inf = np.inf
+    a = np.array([complex(-inf, -inf), complex(inf, 1), 1 + 2j, 3 - 1j], np.complex64)
+    b = np.array([complex(-1.4191163e-07, -2.4145012e+31), complex(1e-30, 1e30), 3 + 4j, 1j],
+                 np.complex64)
+    report = diff(COMPLEX_DIVIDE, [a, b], worker=worker)
+    assert report.verdict == "match", report.summary()
+    theirs = np.array(report.actual, copy=True)
+    assert np.isinf(theirs[0].imag) and np.isinf(theirs[1].imag)  # XLA's own infinities
+    bad = np.array(theirs, copy=True)
+    bad[0] = complex(3e38, 0)
+    assert diff(COMPLEX_DIVIDE, [a, b], worker=worker, oracle_value=bad).verdict == "mismatch"
+    bad = np.array(theirs, copy=True)
+    bad[2] *= np.complex64(1.001)
+    assert diff(COMPLEX_DIVIDE, [a, b], worker=worker, oracle_value=bad).verdict == "mismatch"
