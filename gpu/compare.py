@@ -145,10 +145,14 @@ def _clamp_p(lo, x, hi):
     return (x | lo) & hi
 
 
+def clamp_fn(et):
+    """The device element function ``(lo, x, hi)`` of ``clamp`` on ``et``."""
+    fn = {"float": _clamp_f, "sint": _clamp_i, "uint": _clamp_i, "pred": _clamp_p}.get(_kind(et))
+    if fn is None:
+        raise GpuFallback(f"clamp of {et.name} has no GPU kernel")
+    return fn
+
+
 @gpu_op("clamp", note="complex: cpu fallback")
 def clamp(lo, x, hi, *, shape):
-    kind = _kind(x.et)
-    fn = {"float": _clamp_f, "sint": _clamp_i, "uint": _clamp_i, "pred": _clamp_p}.get(kind)
-    if fn is None:
-        raise GpuFallback(f"clamp of {x.et.name} has no GPU kernel")
-    return apply(fn, (lo, x, hi), x.et, out_shape=x.shape)
+    return apply(clamp_fn(x.et), (lo, x, hi), x.et, out_shape=x.shape)

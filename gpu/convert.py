@@ -97,24 +97,30 @@ def _float_to_int(et):
     return fn
 
 
-def convert_array(x: DArray, et) -> DArray:
-    src_kind, dst_kind = _kind(x.et), _kind(et)
+def convert_fn(src, et):
+    """``(element function, input class, output class)`` converting ``src`` to ``et``."""
+    src_kind, dst_kind = _kind(src), _kind(et)
     ok = ("sint", "uint", "pred", "float")
     if src_kind not in ok or dst_kind not in ok:
-        raise GpuFallback(f"convert {x.et.name} -> {et.name} has no GPU kernel")
-    if x.et == et:
-        return apply(_same, (x,), et, in_classes=("raw",), out_class="raw")
-    if dst_kind == "pred":
-        return apply(_nonzero, (x,), et)
-    if src_kind == "float" and dst_kind in ("sint", "uint"):
-        return apply(_float_to_int(et), (x,), et)
-    if src_kind in ("sint", "uint") and type_class(et) == "narrow":
-        return apply(_s64_sticky if src_kind == "sint" else _u64_sticky, (x,), et)
-    if src_kind == "pred" and dst_kind == "float":
-        return apply(_to_f64, (x,), et)
-    # int -> int (wrap on store), int -> f32/f64 (one rounding on store),
+        raise GpuFallback(f"convert {src.name} -> {et.name} has no GPU kernel")
+    if src == et:
+        return _same, "raw", "raw"
+    fn = _same  # int -> int (wrap on store), int -> f32/f64 (one rounding on store),
     # float -> float (exact value, one rounding on store), pred -> int
-    return apply(_same, (x,), et)
+    if dst_kind == "pred":
+        fn = _nonzero
+    elif src_kind == "float" and dst_kind in ("sint", "uint"):
+        fn = _float_to_int(et)
+    elif src_kind in ("sint", "uint") and type_class(et) == "narrow":
+        fn = _s64_sticky if src_kind == "sint" else _u64_sticky
+    elif src_kind == "pred" and dst_kind == "float":
+        fn = _to_f64
+    return fn, type_class(src), type_class(et)
+
+
+def convert_array(x: DArray, et) -> DArray:
+    fn, cin, cout = convert_fn(x.et, et)
+    return apply(fn, (x,), et, in_classes=(cin,), out_class=cout)
 
 
 @gpu_op("convert", note="complex: cpu fallback")

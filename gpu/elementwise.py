@@ -124,6 +124,20 @@ def _pick(table: dict, et, opname: str):
     return fn
 
 
+#: opcode -> its element-function table (kind -> device function), for the computation
+#: compiler (``gpu/computation.py``)
+ELEMENT_TABLES: dict[str, dict] = {}
+
+
+def element_fn(opname: str, et):
+    """The device element function of elementwise ``opname`` on operands of ``et``
+    (``GpuFallback`` when there is none)."""
+    table = ELEMENT_TABLES.get(opname)
+    if table is None:
+        raise GpuFallback(f"{opname} has no GPU element function")
+    return _pick(table, et, opname)
+
+
 def _elementwise(opname: str, table: dict, *, note=""):
     """Register ``opname`` as ``table[kind](*operand values)`` over the result type
     (complex operands: ``complex_elementwise``'s kernels where it has one)."""
@@ -136,6 +150,7 @@ def _elementwise(opname: str, table: dict, *, note=""):
 
     evaluate.__name__ = opname.replace("-", "_")
     gpu_op(opname, note=note)(evaluate)
+    ELEMENT_TABLES[opname] = table
     return evaluate
 
 

@@ -8,8 +8,14 @@ with the init value: float ``add``/``multiply`` accumulate in f64 and round once
 the result type; integers wrap in int64/uint64; ``maximum``/``minimum`` propagate NaN
 and order -0 < +0. The CPU sums with numpy's pairwise summation, this kernel
 sequentially: both in f64, so results agree after rounding except in rare near-ties
-(the comparison policy's accumulation bound covers the difference). Variadic reduces,
-other reducers and complex types run on the CPU.
+(the comparison policy's accumulation bound covers the difference).
+
+Any other reducer, variadic reduces (argmax: values and indices) included, runs when
+the computation compiler (``gpu/computation.py``) accepts it: one thread per output
+element combines the reduced elements in the CPU's balanced tree order
+(``reduce.tree_reduce``), each step rounding to the element types as the CPU does, so
+results are bit-exact. Reducers with ops that have no GPU element function (complex,
+shifts...) run on the CPU.
 """
 
 from __future__ import annotations
@@ -19,13 +25,14 @@ import functools
 import numpy as np
 from numba import cuda
 
+from hloref.errors import HloEvalError
 from hloref.evaluator.reduce import simple_reducer
 from hloref.shapes import TupleShape
 
-from .device import LOAD, STORE, empty, type_class, type_params
+from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
 from .elementwise import _add, _and_pred, _imax, _imin, _kind, _mul, _or_pred, _xor, fmax, fmin, launch
 from .registry import GpuFallback, gpu_op
-from .shape_ops import int_tuple as _t, row_major_strides
+from .shape_ops import int_tuple as _t, row_major_strides, strided_offset
 
 OP_FAMILY = True
 
@@ -96,17 +103,111 @@ def _kernel(op, widen, cls):
     return k
 
 
-@gpu_op("reduce", note="variadic reduces, other reducers, complex: cpu fallback")
-def reduce(*operands, shape, dimensions, to_apply):
-    if len(operands) != 2 or isinstance(shape, TupleShape):
-        raise GpuFallback("variadic reduce")
-    x, init = operands
+def _general_source(n: int, tuple_result: bool) -> str:
+    """A kernel reducing ``n`` inputs with device function ``f`` in the CPU's balanced
+    tree order (``reduce.tree_reduce``: neighbours pairwise, level by level, an odd last
+    element carried up; then ``f(inits, tree)``), streamed with a stack of complete
+    subtrees: a new subtree merges with the top while their heights agree, and what is
+    left merges from the top down at the end, which is the same tree."""
+    xs = [f"x{j}" for j in range(n)]
+    ins = [f"i{j}" for j in range(n)]
+    outs = [f"o{j}" for j in range(n)]
+    a = [f"a{j}" for j in range(n)]
+    st = [f"s{j}" for j in range(n)]
+
+    def take(target):
+        if tuple_result:
+            return [f"{t} = c[{j}]" for j, t in enumerate(target)]
+        return [f"{target[0]} = c"]
+
+    body = [f"def k({', '.join(xs + ins + outs)}, count, kept_dims, kept_strides, red_dims, "
+            f"red_strides, total):",
+            "    o = cuda.grid(1)",
+            "    step = cuda.gridsize(1)",
+            "    while o < count:",
+            "        base = strided_offset(o, kept_dims, kept_strides, 0)",
+            "        h = cuda.local.array(64, np.int64)"]
+    body += [f"        {st[j]} = cuda.local.array(64, D{j})" for j in range(n)]
+    body += ["        top = 0",
+             "        for r in range(total):",
+             "            off = strided_offset(r, red_dims, red_strides, base)"]
+    body += [f"            {a[j]} = {xs[j]}[off]" for j in range(n)]
+    body += ["            hh = 0",
+             "            while top > 0 and h[top - 1] == hh:",
+             f"                c = f({', '.join(f'{t}[top - 1]' for t in st)}, {', '.join(a)})"]
+    body += ["                " + line for line in take(a)]
+    body += ["                top -= 1", "                hh += 1"]
+    body += [f"            {st[j]}[top] = {a[j]}" for j in range(n)]
+    body += ["            h[top] = hh", "            top += 1",
+             "        if total == 0:"]
+    body += [f"            {outs[j]}[o] = {ins[j]}[0]" for j in range(n)]
+    body += ["        else:", "            top -= 1"]
+    body += [f"            {a[j]} = {st[j]}[top]" for j in range(n)]
+    body += ["            while top > 0:", "                top -= 1",
+             f"                c = f({', '.join(f'{t}[top]' for t in st)}, {', '.join(a)})"]
+    body += ["                " + line for line in take(a)]
+    body += [f"            c = f({', '.join(f'{i}[0]' for i in ins)}, {', '.join(a)})"]
+    body += ["            " + line for line in take(a)]
+    body += [f"            {outs[j]}[o] = {a[j]}" for j in range(n)]
+    body += ["        o += step"]
+    return "\n".join(body) + "\n"
+
+
+_GENERAL: dict = {}
+
+
+def _general_kernel(compiled, dtypes):
+    key = (id(compiled), tuple(str(d) for d in dtypes))
+    hit = _GENERAL.get(key)
+    if hit is None:
+        ns = {"cuda": cuda, "np": np, "f": compiled.fn, "strided_offset": strided_offset}
+        ns.update({f"D{j}": d for j, d in enumerate(dtypes)})
+        exec(compile(_general_source(len(dtypes), compiled.tuple_result),
+                     "<gpu general reduce>", "exec"), ns)
+        hit = _GENERAL[key] = (compiled, cuda.jit(ns["k"]))
+    return hit[1]
+
+
+def _general_reduce(operands, shape, dims, comp, ctx):
+    """Any reducer the computation compiler accepts, variadic too, in the CPU's tree order."""
+    from .computation import compile_computation
+    n = len(operands) // 2
+    if len(operands) != 2 * n or n == 0:
+        raise HloEvalError(f"reduce takes N inputs and N init values, got {len(operands)} operands")
+    xs, inits = operands[:n], operands[n:]
+    leaves = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
+    compiled = compile_computation(comp, ctx.module)
+    if compiled is None:
+        raise GpuFallback("the reducer has ops without GPU element functions")
+    ets = [s.element_type for s in leaves]
+    if (compiled.results != ets or compiled.params != ets + [x.et for x in xs]
+            or any(i.et != e for i, e in zip(inits, ets)) or any(x.et != e for x, e in zip(xs, ets))):
+        raise GpuFallback("reduce whose input, init and result types differ")
+    x0 = xs[0]
+    if any(x.shape != x0.shape for x in xs):
+        raise HloEvalError("reduce inputs must have the same dimensions")
+    kept = [d for d in range(x0.ndim) if d not in dims]
+    st = row_major_strides(x0.shape)
+    outs = [empty(s.dims, s.element_type) for s in leaves]
+    total = 1
+    for d in dims:
+        total *= x0.shape[d]
+    kernel = _general_kernel(compiled, [storage_dtype(e) for e in ets])
+    launch(kernel, outs[0].size, *[x.data for x in xs], *[i.data for i in inits],
+           *[o.data for o in outs], outs[0].size, _t(x0.shape[d] for d in kept),
+           _t(st[d] for d in kept) if kept else (0,), _t(x0.shape[d] for d in dims),
+           _t(st[d] for d in dims) if dims else (0,), total)
+    return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
+
+
+@gpu_op("reduce", note="reducers with ops without GPU element functions, complex: cpu fallback")
+def reduce(*operands, shape, dimensions, to_apply, ctx):
     kind = simple_reducer(to_apply.computation)
-    if kind is None:
-        raise GpuFallback("the reducer is not a single commutative op of its parameters")
+    if len(operands) != 2 or isinstance(shape, TupleShape) or kind is None \
+            or operands[0].et != shape.element_type:
+        return _general_reduce(operands, shape, tuple(dimensions), to_apply.computation, ctx)
+    x, init = operands
     et = shape.element_type
-    if x.et != et:
-        raise GpuFallback("reduce whose input and result types differ")
     op, widen = combiner(kind, et)
     dims = tuple(dimensions)
     kept = [d for d in range(x.ndim) if d not in dims]

@@ -17,6 +17,8 @@ window dilation, stride; padding and holes are skipped, not filled with the init
   ``scatter(current, source)`` rounded to the element type. ``select`` must be one
   ``compare`` of its two parameters (either order, FLOAT or TOTALORDER) and
   ``scatter`` one commutative op; other computations run on the CPU.
+* ``map``: the computation compiled to a device function (``gpu/computation.py``), one
+  thread per element.
 """
 
 from __future__ import annotations
@@ -287,4 +289,46 @@ def select_and_scatter(x, source, init, *, shape, select, scatter, window=None):
     launch(_scatter_windows_kernel(op, type_class(et)), out.size, source.data, init.data,
            chosen, out.data, out.size, type_params(et), geo.rank, geo.xdims, geo.xstrides,
            geo.odims, geo.ostrides, geo.size, geo.stride, geo.padlo)
+    return out
+
+
+# ----------------------------------------------------------------- map
+
+_MAPS: dict = {}
+
+
+def _map_kernel(compiled, arity: int):
+    key = (id(compiled), arity)
+    hit = _MAPS.get(key)
+    if hit is None:
+        xs = [f"x{j}" for j in range(arity)]
+        source = "\n".join([
+            f"def k(out, count{''.join(', ' + x for x in xs)}):",
+            "    i = cuda.grid(1)",
+            "    step = cuda.gridsize(1)",
+            "    while i < count:",
+            f"        out[i] = f({', '.join(x + '[i]' for x in xs)})",
+            "        i += step"]) + "\n"
+        ns = {"cuda": cuda, "f": compiled.fn}
+        exec(compile(source, "<gpu map>", "exec"), ns)
+        hit = _MAPS[key] = (compiled, cuda.jit(ns["k"]))
+    return hit[1]
+
+
+@gpu_op("map", note="computations with ops without GPU element functions: cpu fallback")
+def map_(*operands, shape, to_apply, ctx):
+    """operation_semantics §Map: the computation compiled for the device
+    (``gpu/computation.py``), one thread per element."""
+    from .computation import compile_computation
+    dims = tuple(shape.dims)
+    if any(tuple(o.shape) != dims for o in operands):
+        raise HloEvalError("map operands must all have the result's dimensions")
+    compiled = compile_computation(to_apply.computation, ctx.module)
+    if compiled is None or compiled.tuple_result:
+        raise GpuFallback("the map computation has ops without GPU element functions")
+    if compiled.params != [o.et for o in operands] or compiled.results != [shape.element_type]:
+        raise GpuFallback("map computation types differ from the operands' or the result's")
+    out = empty(dims, shape.element_type)
+    launch(_map_kernel(compiled, len(operands)), out.size, out.data, out.size,
+           *[o.data for o in operands])
     return out

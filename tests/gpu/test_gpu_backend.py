@@ -280,18 +280,20 @@ def test_fallback_counted_and_warned():
 
 
 def test_fallback_reducer_runs_on_cpu():
-    # a reducer that is not one op: the reduce falls back, its reducer runs on the CPU
+    # a reducer with an op without a GPU element function (shift-left): the reduce falls
+    # back, its reducer runs on the CPU
     red = """
 red {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  s = f32[] add(x, y)
-  ROOT m = f32[] multiply(s, s)
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  s = s32[] add(x, y)
+  one = s32[] constant(1)
+  ROOT m = s32[] shift-left(s, one)
 }
 """
-    text = module(["f32[3,4]", "f32[]"], "reduce(p0, p1), dimensions={1}, to_apply=red", "f32[3]",
+    text = module(["s32[3,4]", "s32[]"], "reduce(p0, p1), dimensions={1}, to_apply=red", "s32[3]",
                   extra=red)
-    check(text, values("f32", (3, 4), kind="unit"), np.float32(0.5), fallbacks=1, xla=False)
+    check(text, values("s32", (3, 4), kind="small"), np.int32(1), fallbacks=1, xla=False)
 
 
 def test_opcode_without_gpu_kernel_falls_back():
