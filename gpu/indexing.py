@@ -18,8 +18,9 @@ to the host.
   to the element type, as the combiner computation does. Cost: operand size x number
   of scatter indices index tests. Combiners: one commutative op of the two parameters
   (``reduce.simple_reducer``: add, multiply, maximum, minimum, and, or, xor) on
-  integer, pred and real float types, and overwrite (``ROOT`` the update parameters,
-  variadic too) on every element type; other combiners run on the CPU.
+  integer, pred and real float types, overwrite (``ROOT`` the update parameters,
+  variadic too) on every element type, and any single-operand combiner the computation
+  compiler (``gpu/computation.py``) accepts; other combiners run on the CPU.
 * ``dynamic-slice`` / ``dynamic-update-slice``: the start scalars are loaded into one
   int64 device array, then one thread per result (update) element clamps and moves.
 """
@@ -395,10 +396,10 @@ def overwrite_combiner(comp, n: int) -> bool:
                for i, o in enumerate(root.operands))
 
 
-@gpu_op("scatter", note="combiners other than overwrite or one commutative op, complex: "
-                        "cpu fallback")
+@gpu_op("scatter", note="variadic combiners other than overwrite, combiners with ops without "
+                        "GPU element functions: cpu fallback")
 def scatter(*args, shape, update_window_dims, inserted_window_dims,
-            scatter_dims_to_operand_dims, index_vector_dim, to_apply, input_batching_dims=(),
+            scatter_dims_to_operand_dims, index_vector_dim, to_apply, ctx, input_batching_dims=(),
             scatter_indices_batching_dims=()):
     n = (len(args) - 1) // 2
     if len(args) != 2 * n + 1 or n == 0:
@@ -406,13 +407,20 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims,
     operands, indices, updates = args[:n], args[n], args[n + 1:]
     comp = to_apply.computation
     overwrite = overwrite_combiner(comp, n)
-    op = None
+    op, op_class = None, None
     if not overwrite:
         kind = simple_reducer(comp) if n == 1 else None
-        if kind is None or comp.parameters[0].shape.element_type != operands[0].et:
-            raise GpuFallback("the scatter combiner is neither an overwrite nor one "
-                              "commutative op of its parameters")
-        op = combiner(kind, operands[0].et)[0]
+        if kind is not None and comp.parameters[0].shape.element_type == operands[0].et:
+            op = combiner(kind, operands[0].et)[0]
+        else:  # any other single-operand combiner the computation compiler accepts
+            from .computation import compile_computation
+            compiled = compile_computation(comp, ctx.module) if n == 1 else None
+            et = operands[0].et
+            if compiled is None or compiled.params != [et, updates[0].et] \
+                    or compiled.results != [et]:
+                raise GpuFallback("the scatter combiner is not an overwrite, and not a "
+                                  "single-operand computation with GPU element functions")
+            op, op_class = compiled.fn, "raw"
     cls = _index_class(indices.et, "scatter")
     dims = operands[0].shape
     rank = len(dims)
@@ -456,6 +464,6 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims,
             launch(_scatter_overwrite, size, out.data, upd.data, size, *geometry)
         else:
             et = out.et
-            launch(_scatter_combine_kernel(op, type_class(et)), size, out.data, upd.data, size,
-                   *geometry, type_params(et))
+            launch(_scatter_combine_kernel(op, op_class or type_class(et)), size, out.data,
+                   upd.data, size, *geometry, type_params(et))
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]

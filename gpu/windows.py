@@ -14,9 +14,10 @@ window dilation, stride; padding and holes are skipped, not filled with the init
   unless ``select(choice, candidate)``); then one thread per operand element starts
   from ``init`` and applies, in row-major source order, the source values of the
   windows that chose it (only the windows that can cover it are visited), each
-  ``scatter(current, source)`` rounded to the element type. ``select`` must be one
-  ``compare`` of its two parameters (either order, FLOAT or TOTALORDER) and
-  ``scatter`` one commutative op; other computations run on the CPU.
+  ``scatter(current, source)`` rounded to the element type. ``select`` is one
+  ``compare`` of its two parameters (either order, FLOAT or TOTALORDER) or any
+  computation the computation compiler (``gpu/computation.py``) accepts, and so is
+  ``scatter``; other computations run on the CPU.
 * ``map``: the computation compiled to a device function (``gpu/computation.py``), one
   thread per element.
 """
@@ -253,24 +254,36 @@ def _scatter_windows_kernel(op, cls):
     return k
 
 
-@gpu_op("select-and-scatter", note="select other than one compare, scatter other than one "
-                                   "commutative op, complex: cpu fallback")
-def select_and_scatter(x, source, init, *, shape, select, scatter, window=None):
-    sel = select_compare(select.computation)
-    if sel is None:
-        raise GpuFallback("the select computation is not one compare of its parameters")
-    kind = simple_reducer(scatter.computation)
-    if kind is None:
-        raise GpuFallback("the scatter computation is not one commutative op of its parameters")
+@gpu_op("select-and-scatter", note="select/scatter computations with ops without GPU "
+                                   "element functions, complex: cpu fallback")
+def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=None):
+    from .computation import compile_computation
     et = shape.element_type
     if source.et != et or init.et != et:
         raise GpuFallback("select-and-scatter whose source, init and result types differ")
-    op = combiner(kind, et)[0]
-    direction, total_order, swapped = sel
     xcls = type_class(x.et)
     if xcls not in ("sint", "uint", "pred", "f32", "f64", "narrow"):
         raise GpuFallback(f"select-and-scatter of {x.et.name} has no GPU kernel")
-    key = LOAD["key_" + xcls] if total_order and xcls in ("f32", "f64", "narrow") else LOAD[xcls]
+    sel = select_compare(select.computation)
+    if sel is not None:
+        direction, total_order, swapped = sel
+        cmp = DIRECTIONS[direction]
+        key = LOAD["key_" + xcls] if total_order and xcls in ("f32", "f64", "narrow") \
+            else LOAD[xcls]
+    else:  # any select computation the compiler accepts, on the storage values
+        compiled = compile_computation(select.computation, ctx.module)
+        if compiled is None or compiled.params != [x.et, x.et] or \
+                [r.name for r in compiled.results] != ["pred"]:
+            raise GpuFallback("the select computation has ops without GPU element functions")
+        cmp, key, swapped = compiled.fn, LOAD["raw"], False
+    kind = simple_reducer(scatter.computation)
+    if kind is not None:
+        op, op_class = combiner(kind, et)[0], type_class(et)
+    else:
+        compiled = compile_computation(scatter.computation, ctx.module)
+        if compiled is None or compiled.params != [et, et] or compiled.results != [et]:
+            raise GpuFallback("the scatter computation has ops without GPU element functions")
+        op, op_class = compiled.fn, "raw"
     wdims = _window_dims(window, x.ndim)
     if any(w.base_dilation != 1 or w.window_dilation != 1 for w in wdims):
         raise HloEvalError("select-and-scatter does not take window dilations")
@@ -283,10 +296,10 @@ def select_and_scatter(x, source, init, *, shape, select, scatter, window=None):
         raise HloEvalError(f"select-and-scatter: windows give dimensions {spans}, the source "
                            f"has {list(source.shape)}")
     chosen = cuda.device_array(max(source.size, 1), dtype=np.int64)
-    launch(_select_kernel(DIRECTIONS[direction], key, swapped), source.size, x.data, chosen,
+    launch(_select_kernel(cmp, key, swapped), source.size, x.data, chosen,
            source.size, type_params(x.et), *geo.args())
     out = empty(shape.dims, et)
-    launch(_scatter_windows_kernel(op, type_class(et)), out.size, source.data, init.data,
+    launch(_scatter_windows_kernel(op, op_class), out.size, source.data, init.data,
            chosen, out.data, out.size, type_params(et), geo.rank, geo.xdims, geo.xstrides,
            geo.odims, geo.ostrides, geo.size, geo.stride, geo.padlo)
     return out

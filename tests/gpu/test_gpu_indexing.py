@@ -224,9 +224,28 @@ def test_scatter_variadic_overwrite():
           values("s32", (4,)), xla="required")
 
 
-def test_scatter_other_combiner_needs_fallback():
-    # subtract is not commutative: no GPU kernel, the fallback runs it (and is reported)
+def test_scatter_general_combiner():
+    # subtract is not commutative: the combiner runs compiled (gpu/computation.py), each
+    # target's updates in order: current - u0 - u2 - u4 for row 1
     text = _scatter_text("f32", "subtract", 0)
     x, u = values("f32", (6, 4)), values("f32", (5, 4))
     idx = np.array([[1], [4], [1], [6], [1]], np.int32)
-    check(text, x, idx, u, fallbacks=1, xla="required")
+    out = check(text, x, idx, u, opcode="scatter", xla="required")
+    assert np.array_equal(out[1], ((x[1] - u[0]) - u[2]) - u[4], equal_nan=True)
+
+
+def test_scatter_combiner_without_device_functions_falls_back():
+    shift = """
+comb {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  s = s32[] add(a, b)
+  ROOT r = s32[] shift-left(s, b)
+}
+"""
+    text = module(["s32[6,4]", "s32[5,1]", "s32[5,4]"],
+                  "scatter(p0, p1, p2), " + SCATTERS[0][3] + ", to_apply=comb", "s32[6,4]",
+                  extra=shift)
+    idx = np.array([[1], [4], [1], [6], [1]], np.int32)
+    check(text, values("s32", (6, 4), kind="small"), idx, values("s32", (5, 4), kind="small"),
+          fallbacks=1, xla="required")

@@ -126,3 +126,31 @@ def test_select_and_scatter_by_hand():
     out = hloref.evaluate(text, np.array([1, 7, 7, 2, 0], np.int32), np.array([10, 20, 30], np.int32),
                           np.int32(5), backend="gpu", fallback=False)
     assert out.tolist() == [5, 35, 35, 5, 5]
+
+
+GENERAL_SAS = """
+sel {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ge = pred[] compare(a, b), direction=GE
+  isnan = pred[] compare(a, a), direction=NE
+  ROOT r = pred[] or(ge, isnan)
+}
+sc {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  s = f32[] add(a, b)
+  h = f32[] constant(0.5)
+  ROOT r = f32[] multiply(s, h)
+}
+"""
+
+
+def test_select_and_scatter_general_computations():
+    # select and scatter that are not one op run compiled; scatter (a + b) / 2 is not
+    # associative, so the source order per element matters
+    text = module(["f32[4,6]", "f32[4,3]", "f32[]"],
+                  "select-and-scatter(p0, p1, p2), window={size=3x3 stride=1x2 pad=1_1x1_1}, "
+                  "select=sel, scatter=sc", "f32[4,6]", extra=GENERAL_SAS)
+    x = np.round(values("f32", (4, 6), kind="unit") * 2).astype(np.float32)
+    check(text, x, values("f32", (4, 3), kind="unit"), np.float32(1), xla="required")
