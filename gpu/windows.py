@@ -7,8 +7,9 @@ window dilation, stride; padding and holes are skipped, not filled with the init
   (``gpu/reduce.py``): the reducer is one commutative op of its parameters (float
   add/multiply accumulate in f64 and round once; max/min propagate NaN with -0 < +0;
   integers wrap), the window's value is combined with the init value last; a window on
-  no operand element gives the init value. Variadic reduce-windows and other reducers
-  run on the CPU.
+  no operand element gives the init value. Any other reducer (variadic too) that the
+  computation compiler (``gpu/computation.py``) accepts runs the CPU's masked pairwise
+  tree over the window positions, bit-exact; the rest runs on the CPU.
 * ``select-and-scatter``: one thread per source element (window) picks its operand
   element as the CPU does (the first valid one, replaced by each later candidate
   unless ``select(choice, candidate)``); then one thread per operand element starts
@@ -34,7 +35,7 @@ from hloref.evaluator.reduce import simple_reducer
 from hloref.shapes import TupleShape
 
 from .compare import DIRECTIONS
-from .device import LOAD, STORE, empty, type_class, type_params
+from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
 from .elementwise import launch
 from .reduce import combiner
 from .registry import GpuFallback, gpu_op
@@ -139,17 +140,106 @@ def _reduce_window_kernel(op, widen, cls):
     return k
 
 
-@gpu_op("reduce-window", note="variadic reduce-windows, other reducers, complex: cpu fallback")
-def reduce_window(*operands, shape, to_apply, window=None):
-    if len(operands) != 2 or isinstance(shape, TupleShape):
-        raise GpuFallback("variadic reduce-window")
-    x, init = operands
+def _general_window_source(n: int, tuple_result: bool) -> str:
+    """A kernel reducing each window of ``n`` inputs with device function ``f`` as the
+    CPU's masked tree does (``windows._masked_tree``): the balanced pairwise tree over all
+    window positions, where a pair with one position on padding passes the other up and
+    a pair with none stays empty; ``f(inits, tree)`` if any position was valid, else the
+    inits. Streamed with a stack of subtrees, as ``reduce``'s general kernel."""
+    xs, ins, outs = ([f"{p}{j}" for j in range(n)] for p in ("x", "i", "o"))
+    a, st = [f"a{j}" for j in range(n)], [f"s{j}" for j in range(n)]
+
+    def take():
+        return [f"{t} = c[{j}]" for j, t in enumerate(a)] if tuple_result else [f"{a[0]} = c"]
+
+    def merge(indent):
+        pad = " " * indent
+        return ([pad + "if v[top] != 0 and av != 0:",
+                 pad + f"    c = f({', '.join(f'{t}[top]' for t in st)}, {', '.join(a)})"]
+                + [pad + "    " + line for line in take()]
+                + [pad + "elif v[top] != 0:"]
+                + [pad + f"    {a[j]} = {st[j]}[top]" for j in range(n)]
+                + [pad + "    av = 1"])
+
+    body = [f"def k({', '.join(xs + ins + outs)}, count, rank, xdims, xstrides, odims, "
+            f"ostrides, size, kstrides, stride, wdil, bdil, padlo, total):",
+            "    o = cuda.grid(1)", "    step = cuda.gridsize(1)", "    while o < count:",
+            "        h = cuda.local.array(64, np.int64)",
+            "        v = cuda.local.array(64, np.uint8)"]
+    body += [f"        {st[j]} = cuda.local.array(64, D{j})" for j in range(n)]
+    body += ["        top = 0", "        av = 0", "        for r in range(total):",
+             "            off = window_offset(o, r, rank, xdims, xstrides, odims, ostrides, "
+             "size, kstrides, stride, wdil, bdil, padlo)",
+             "            if off >= 0:"]
+    body += [f"                {a[j]} = {xs[j]}[off]" for j in range(n)]
+    body += ["                av = 1", "            else:"]
+    body += [f"                {a[j]} = {ins[j]}[0]" for j in range(n)]
+    body += ["                av = 0", "            hh = 0",
+             "            while top > 0 and h[top - 1] == hh:", "                top -= 1"]
+    body += merge(16)
+    body += ["                hh += 1"]
+    body += [f"            {st[j]}[top] = {a[j]}" for j in range(n)]
+    body += ["            v[top] = av", "            h[top] = hh", "            top += 1",
+             "        if top > 0:", "            top -= 1"]
+    body += [f"            {a[j]} = {st[j]}[top]" for j in range(n)]
+    body += ["            av = v[top]", "            while top > 0:", "                top -= 1"]
+    body += merge(16)
+    body += ["        if av != 0:",
+             f"            c = f({', '.join(f'{i}[0]' for i in ins)}, {', '.join(a)})"]
+    body += ["            " + line for line in take()]
+    body += [f"            {outs[j]}[o] = {a[j]}" for j in range(n)]
+    body += ["        else:"]
+    body += [f"            {outs[j]}[o] = {ins[j]}[0]" for j in range(n)]
+    body += ["        o += step"]
+    return "\n".join(body) + "\n"
+
+
+_GENERAL_WINDOWS: dict = {}
+
+
+def _general_reduce_window(operands, shape, comp, window, ctx):
+    from .computation import compile_computation
+    n = len(operands) // 2
+    if len(operands) != 2 * n or n == 0:
+        raise HloEvalError(f"reduce-window takes N inputs and N init values, got "
+                           f"{len(operands)} operands")
+    xs, inits = operands[:n], operands[n:]
+    leaves = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
+    ets = [s.element_type for s in leaves]
+    compiled = compile_computation(comp, ctx.module)
+    if compiled is None or compiled.results != ets or compiled.params != ets + [x.et for x in xs] \
+            or any(i.et != e for i, e in zip(inits, ets)) or any(x.et != e for x, e in zip(xs, ets)):
+        raise GpuFallback("the reducer has ops without GPU element functions, or its types "
+                          "differ from the inputs'")
+    x0 = xs[0]
+    if any(x.shape != x0.shape for x in xs):
+        raise HloEvalError("reduce-window inputs must have the same dimensions")
+    wdims = _window_dims(window, x0.ndim)
+    dtypes = [storage_dtype(e) for e in ets]
+    key = (id(compiled), tuple(str(d) for d in dtypes))
+    hit = _GENERAL_WINDOWS.get(key)
+    if hit is None:
+        ns = {"cuda": cuda, "np": np, "f": compiled.fn, "window_offset": _window_offset}
+        ns.update({f"D{j}": d for j, d in enumerate(dtypes)})
+        exec(compile(_general_window_source(n, compiled.tuple_result), "<gpu reduce-window>",
+                     "exec"), ns)
+        hit = _GENERAL_WINDOWS[key] = (compiled, cuda.jit(ns["k"]))
+    outs = [empty(s.dims, s.element_type) for s in leaves]
+    geo = _Geometry(x0.shape, leaves[0].dims, wdims)
+    launch(hit[1], outs[0].size, *[x.data for x in xs], *[i.data for i in inits],
+           *[o.data for o in outs], outs[0].size, *geo.args())
+    return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
+
+
+@gpu_op("reduce-window", note="reducers with ops without GPU element functions, complex: "
+                              "cpu fallback")
+def reduce_window(*operands, shape, to_apply, ctx, window=None):
     kind = simple_reducer(to_apply.computation)
-    if kind is None:
-        raise GpuFallback("the reducer is not a single commutative op of its parameters")
+    if len(operands) != 2 or isinstance(shape, TupleShape) or kind is None \
+            or operands[0].et != shape.element_type:
+        return _general_reduce_window(operands, shape, to_apply.computation, window, ctx)
+    x, init = operands
     et = shape.element_type
-    if x.et != et:
-        raise GpuFallback("reduce-window whose input and result types differ")
     op, widen = combiner(kind, et)
     wdims = _window_dims(window, x.ndim)
     out = empty(shape.dims, et)

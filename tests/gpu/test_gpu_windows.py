@@ -154,3 +154,71 @@ def test_select_and_scatter_general_computations():
                   "select=sel, scatter=sc", "f32[4,6]", extra=GENERAL_SAS)
     x = np.round(values("f32", (4, 6), kind="unit") * 2).astype(np.float32)
     check(text, x, values("f32", (4, 3), kind="unit"), np.float32(1), xla="required")
+
+
+ADD_COPY = """
+red {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  s = {t}[] add(a, b)
+  ROOT r = {t}[] copy(s)
+}}
+"""
+
+
+@pytest.mark.parametrize("t", ["bf16", "f16", "s16"])
+def test_reduce_window_general_reducer(t):
+    # copy(add) is not recognised as one op: the masked pairwise tree of the cpu backend,
+    # each step rounded to the type, padding and holes skipped
+    et = element_type(t)
+    for xd, od, win in WINDOWS:
+        x = values(t, _dims(xd), kind="unit" if et.is_float else "small")
+        text = module([f"{t}{xd}", f"{t}[]"], f"reduce-window(p0, p1), window={{{win}}}, to_apply=red",
+                      f"{t}{od}", extra=ADD_COPY.format(t=t))
+        atol = None
+        if et.is_float:  # XLA:CPU adds in another order (each step rounded)
+            n = int(np.prod([int(v) for v in win.split()[0][5:].split("x")]))
+            atol = accumulation_atol(n, n * np.abs(x.astype(np.float64)).max(), et)
+        check(text, x, np.asarray(0.25 if et.is_float else 3).astype(x.dtype),
+              opcode="reduce-window", xla="required", atol=atol)
+
+
+ARGMAX_POOL = """HloModule p
+red {
+  v0 = f32[] parameter(0)
+  i0 = s32[] parameter(1)
+  v1 = f32[] parameter(2)
+  i1 = s32[] parameter(3)
+  gt = pred[] compare(v0, v1), direction=GT
+  isnan = pred[] compare(v0, v0), direction=NE
+  first = pred[] or(gt, isnan)
+  eq = pred[] compare(v0, v1), direction=EQ
+  lt = pred[] compare(i0, i1), direction=LT
+  tie = pred[] and(eq, lt)
+  pick = pred[] or(first, tie)
+  v = f32[] select(pick, v0, v1)
+  i = s32[] select(pick, i0, i1)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+ENTRY e {
+  x = f32[5,6] parameter(0)
+  idx = s32[5,6] iota(), iota_dimension=1
+  lo = f32[] constant(-inf)
+  zero = s32[] constant(-1)
+  ROOT r = (f32[3,3], s32[3,3]) reduce-window(x, idx, lo, zero), window={size=3x2 stride=2x2 pad=1_1x0_0}, to_apply=red
+}
+"""
+
+
+def test_reduce_window_variadic_argmax_pooling():
+    x = np.round(values("f32", (5, 6), kind="unit") * 3).astype(np.float32)  # ties
+    v, i = check(ARGMAX_POOL, x, xla="required")
+    # by hand: the max of each window, and the lowest column holding it
+    for r in range(3):
+        for c in range(3):
+            rows = slice(max(2 * r - 1, 0), min(2 * r + 2, 5))
+            win = x[rows, 2 * c:2 * c + 2]
+            if np.isnan(win).any():
+                continue
+            assert v[r, c] == win.max()
+            assert i[r, c] == 2 * c + int(np.nonzero((win == win.max()).any(axis=0))[0][0])
