@@ -16,8 +16,12 @@ Three kernels, all device-resident:
 3. one thread per element moves every operand's storage bits through the permutation.
 
 Comparators: ``compare(p2k, p2k+1), direction=LT|GT`` of any ``type`` (swapped
-parameters flip the direction), on any operand ``k``; a lexicographic chain and other
-comparators run on the CPU. Sort keys of complex operands also run on the CPU.
+parameters flip the direction), on any operand ``k``, through keys as above; any other
+comparator the computation compiler (``gpu/computation.py``) accepts (lexicographic
+multi-key chains) runs compiled as the comparison of the same stable sort on row copies
+of the operands: for a strict weak ordering that is the CPU's result (for one that is
+not, the CPU's merge-then-Python-sort fallback may order differently). Sort keys of
+complex operands run on the CPU.
 """
 
 from __future__ import annotations
@@ -91,204 +95,215 @@ def _lt(keys, a, b, desc):
     return keys[a] < keys[b]
 
 
-@cuda.jit(device=True)
-def _insertion_sort(p, first, last, keys, desc):
-    if first == last:
-        return
-    for i in range(first + 1, last):
-        val = p[i]
-        if _lt(keys, val, p[first], desc):
-            for j in range(i, first, -1):
-                p[j] = p[j - 1]
-            p[first] = val
-        else:
-            j = i
-            while j - 1 >= 0 and _lt(keys, val, p[j - 1], desc):
-                p[j] = p[j - 1]
-                j -= 1
-            p[j] = val
+@functools.cache  # one set of device functions per comparison
+def algorithms(lt):
+    """libstdc++'s ``std::stable_sort`` and ``std::sort`` as device functions over the
+    comparison ``lt(keys, a, b, desc)`` ("is element ``a`` before element ``b``"):
+    ``(stable_sort(p, n, keys, desc, buf), std_sort(p, n, keys, desc, buf, stack))``."""
+
+    @cuda.jit(device=True)
+    def _insertion_sort(p, first, last, keys, desc):
+        if first == last:
+            return
+        for i in range(first + 1, last):
+            val = p[i]
+            if lt(keys, val, p[first], desc):
+                for j in range(i, first, -1):
+                    p[j] = p[j - 1]
+                p[first] = val
+            else:
+                j = i
+                while j - 1 >= 0 and lt(keys, val, p[j - 1], desc):
+                    p[j] = p[j - 1]
+                    j -= 1
+                p[j] = val
 
 
-@cuda.jit(device=True)
-def _move_merge(src, f1, l1, f2, l2, dst, r, keys, desc):
-    while f1 != l1 and f2 != l2:
-        if _lt(keys, src[f2], src[f1], desc):
-            dst[r] = src[f2]
-            f2 += 1
-        else:
-            dst[r] = src[f1]
-            f1 += 1
-        r += 1
-    while f1 != l1:
-        dst[r] = src[f1]
-        f1 += 1
-        r += 1
-    while f2 != l2:
-        dst[r] = src[f2]
-        f2 += 1
-        r += 1
-    return r
-
-
-@cuda.jit(device=True)
-def _merge_sort_loop(src, first, last, dst, r, step, keys, desc):
-    two = 2 * step
-    while last - first >= two:
-        r = _move_merge(src, first, first + step, first + step, first + two, dst, r, keys, desc)
-        first += two
-    if last - first < step:
-        step = last - first
-    _move_merge(src, first, first + step, first + step, last, dst, r, keys, desc)
-
-
-@cuda.jit(device=True)
-def _merge_sort_with_buffer(p, first, last, buf, keys, desc):
-    length = last - first
-    step = 7
-    f = first
-    while last - f >= step:
-        _insertion_sort(p, f, f + step, keys, desc)
-        f += step
-    _insertion_sort(p, f, last, keys, desc)
-    while step < length:
-        _merge_sort_loop(p, first, last, buf, 0, step, keys, desc)
-        step *= 2
-        _merge_sort_loop(buf, 0, length, p, first, step, keys, desc)
-        step *= 2
-
-
-@cuda.jit(device=True)
-def _stable_sort(p, n, keys, desc, buf):
-    """libstdc++ ``std::stable_sort`` with a buffer of (n + 1) / 2 elements."""
-    if n == 0:
-        return
-    middle = (n + 1) // 2
-    _merge_sort_with_buffer(p, 0, middle, buf, keys, desc)
-    _merge_sort_with_buffer(p, middle, n, buf, keys, desc)
-    len1 = middle
-    len2 = n - middle
-    if len1 <= len2:  # forward merge from the buffered first half
-        for i in range(len1):
-            buf[i] = p[i]
-        f1 = 0
-        f2 = middle
-        r = 0
-        while f1 != len1 and f2 != n:
-            if _lt(keys, p[f2], buf[f1], desc):
-                p[r] = p[f2]
+    @cuda.jit(device=True)
+    def _move_merge(src, f1, l1, f2, l2, dst, r, keys, desc):
+        while f1 != l1 and f2 != l2:
+            if lt(keys, src[f2], src[f1], desc):
+                dst[r] = src[f2]
                 f2 += 1
             else:
-                p[r] = buf[f1]
+                dst[r] = src[f1]
                 f1 += 1
             r += 1
-        while f1 != len1:
-            p[r] = buf[f1]
+        while f1 != l1:
+            dst[r] = src[f1]
             f1 += 1
             r += 1
-    else:  # backward merge from the buffered second half
-        for i in range(len2):
-            buf[i] = p[middle + i]
-        if len2 == 0:
+        while f2 != l2:
+            dst[r] = src[f2]
+            f2 += 1
+            r += 1
+        return r
+
+
+    @cuda.jit(device=True)
+    def _merge_sort_loop(src, first, last, dst, r, step, keys, desc):
+        two = 2 * step
+        while last - first >= two:
+            r = _move_merge(src, first, first + step, first + step, first + two, dst, r, keys, desc)
+            first += two
+        if last - first < step:
+            step = last - first
+        _move_merge(src, first, first + step, first + step, last, dst, r, keys, desc)
+
+
+    @cuda.jit(device=True)
+    def _merge_sort_with_buffer(p, first, last, buf, keys, desc):
+        length = last - first
+        step = 7
+        f = first
+        while last - f >= step:
+            _insertion_sort(p, f, f + step, keys, desc)
+            f += step
+        _insertion_sort(p, f, last, keys, desc)
+        while step < length:
+            _merge_sort_loop(p, first, last, buf, 0, step, keys, desc)
+            step *= 2
+            _merge_sort_loop(buf, 0, length, p, first, step, keys, desc)
+            step *= 2
+
+
+    @cuda.jit(device=True)
+    def _stable_sort(p, n, keys, desc, buf):
+        """libstdc++ ``std::stable_sort`` with a buffer of (n + 1) / 2 elements."""
+        if n == 0:
             return
-        last1 = middle - 1
-        last2 = len2 - 1
-        r = n
-        while True:
-            if _lt(keys, buf[last2], p[last1], desc):
-                r -= 1
-                p[r] = p[last1]
-                if last1 == 0:
-                    for j in range(last2, -1, -1):
-                        r -= 1
-                        p[r] = buf[j]
-                    return
-                last1 -= 1
-            else:
-                r -= 1
-                p[r] = buf[last2]
-                if last2 == 0:
-                    return
-                last2 -= 1
+        middle = (n + 1) // 2
+        _merge_sort_with_buffer(p, 0, middle, buf, keys, desc)
+        _merge_sort_with_buffer(p, middle, n, buf, keys, desc)
+        len1 = middle
+        len2 = n - middle
+        if len1 <= len2:  # forward merge from the buffered first half
+            for i in range(len1):
+                buf[i] = p[i]
+            f1 = 0
+            f2 = middle
+            r = 0
+            while f1 != len1 and f2 != n:
+                if lt(keys, p[f2], buf[f1], desc):
+                    p[r] = p[f2]
+                    f2 += 1
+                else:
+                    p[r] = buf[f1]
+                    f1 += 1
+                r += 1
+            while f1 != len1:
+                p[r] = buf[f1]
+                f1 += 1
+                r += 1
+        else:  # backward merge from the buffered second half
+            for i in range(len2):
+                buf[i] = p[middle + i]
+            if len2 == 0:
+                return
+            last1 = middle - 1
+            last2 = len2 - 1
+            r = n
+            while True:
+                if lt(keys, buf[last2], p[last1], desc):
+                    r -= 1
+                    p[r] = p[last1]
+                    if last1 == 0:
+                        for j in range(last2, -1, -1):
+                            r -= 1
+                            p[r] = buf[j]
+                        return
+                    last1 -= 1
+                else:
+                    r -= 1
+                    p[r] = buf[last2]
+                    if last2 == 0:
+                        return
+                    last2 -= 1
 
 
-@cuda.jit(device=True)
-def _introsort(p, n, depth0, keys, desc, buf, stack):
-    """libstdc++ ``__introsort_loop`` with an explicit stack of ``(first, last, depth)``."""
-    stack[0] = 0
-    stack[1] = n
-    stack[2] = depth0
-    top = 1
-    while top > 0:
-        top -= 1
-        first = stack[3 * top]
-        last = stack[3 * top + 1]
-        depth = stack[3 * top + 2]
-        while last - first > 16:
-            if depth == 0:
-                # heap sort in libstdc++; the CPU backend merges instead (not replayed)
-                _merge_sort_with_buffer(p, first, last, buf, keys, desc)
-                break
-            depth -= 1
-            a = first + 1
-            b = first + (last - first) // 2
-            c = last - 1
-            if _lt(keys, p[a], p[b], desc):
-                if _lt(keys, p[b], p[c], desc):
-                    m = b
-                elif _lt(keys, p[a], p[c], desc):
+    @cuda.jit(device=True)
+    def _introsort(p, n, depth0, keys, desc, buf, stack):
+        """libstdc++ ``__introsort_loop`` with an explicit stack of ``(first, last, depth)``."""
+        stack[0] = 0
+        stack[1] = n
+        stack[2] = depth0
+        top = 1
+        while top > 0:
+            top -= 1
+            first = stack[3 * top]
+            last = stack[3 * top + 1]
+            depth = stack[3 * top + 2]
+            while last - first > 16:
+                if depth == 0:
+                    # heap sort in libstdc++; the CPU backend merges instead (not replayed)
+                    _merge_sort_with_buffer(p, first, last, buf, keys, desc)
+                    break
+                depth -= 1
+                a = first + 1
+                b = first + (last - first) // 2
+                c = last - 1
+                if lt(keys, p[a], p[b], desc):
+                    if lt(keys, p[b], p[c], desc):
+                        m = b
+                    elif lt(keys, p[a], p[c], desc):
+                        m = c
+                    else:
+                        m = a
+                elif lt(keys, p[a], p[c], desc):
+                    m = a
+                elif lt(keys, p[b], p[c], desc):
                     m = c
                 else:
-                    m = a
-            elif _lt(keys, p[a], p[c], desc):
-                m = a
-            elif _lt(keys, p[b], p[c], desc):
-                m = c
-            else:
-                m = b
-            t = p[first]
-            p[first] = p[m]
-            p[m] = t
-            lo = first + 1
-            hi = last
-            while True:
-                while lo < last and _lt(keys, p[lo], p[first], desc):
-                    lo += 1
-                hi -= 1
-                while hi > first and _lt(keys, p[first], p[hi], desc):
+                    m = b
+                t = p[first]
+                p[first] = p[m]
+                p[m] = t
+                lo = first + 1
+                hi = last
+                while True:
+                    while lo < last and lt(keys, p[lo], p[first], desc):
+                        lo += 1
                     hi -= 1
-                if not lo < hi:
-                    break
-                t = p[lo]
-                p[lo] = p[hi]
-                p[hi] = t
-                lo += 1
-            stack[3 * top] = lo
-            stack[3 * top + 1] = last
-            stack[3 * top + 2] = depth
-            top += 1
-            last = lo
+                    while hi > first and lt(keys, p[first], p[hi], desc):
+                        hi -= 1
+                    if not lo < hi:
+                        break
+                    t = p[lo]
+                    p[lo] = p[hi]
+                    p[hi] = t
+                    lo += 1
+                stack[3 * top] = lo
+                stack[3 * top + 1] = last
+                stack[3 * top + 2] = depth
+                top += 1
+                last = lo
 
 
-@cuda.jit(device=True)
-def _std_sort(p, n, keys, desc, buf, stack):
-    """libstdc++ ``std::sort``: introsort then the final insertion sort."""
-    if n == 0:
-        return
-    lg = 0
-    while (1 << (lg + 1)) <= n:
-        lg += 1
-    _introsort(p, n, 2 * lg, keys, desc, buf, stack)
-    if n > 16:
-        _insertion_sort(p, 0, 16, keys, desc)
-        for i in range(16, n):
-            val = p[i]
-            j = i
-            while j - 1 >= 0 and _lt(keys, val, p[j - 1], desc):
-                p[j] = p[j - 1]
-                j -= 1
-            p[j] = val
-    else:
-        _insertion_sort(p, 0, n, keys, desc)
+    @cuda.jit(device=True)
+    def _std_sort(p, n, keys, desc, buf, stack):
+        """libstdc++ ``std::sort``: introsort then the final insertion sort."""
+        if n == 0:
+            return
+        lg = 0
+        while (1 << (lg + 1)) <= n:
+            lg += 1
+        _introsort(p, n, 2 * lg, keys, desc, buf, stack)
+        if n > 16:
+            _insertion_sort(p, 0, 16, keys, desc)
+            for i in range(16, n):
+                val = p[i]
+                j = i
+                while j - 1 >= 0 and lt(keys, val, p[j - 1], desc):
+                    p[j] = p[j - 1]
+                    j -= 1
+                p[j] = val
+        else:
+            _insertion_sort(p, 0, n, keys, desc)
+
+    return _stable_sort, _std_sort
+
+
+_stable_sort, _std_sort = algorithms(_lt)
 
 
 def _stack_size(n: int) -> int:
@@ -393,13 +408,86 @@ def permutation(x, rows: _Rows, load_name, key_dtype, desc: bool, replay_nan: bo
     return perm
 
 
-@gpu_op("sort", note="comparators other than one LT/GT compare, complex keys: cpu fallback")
-def sort(*operands, shape, dimensions, to_apply, is_stable=False):
+@cuda.jit
+def _rows_of(src, out, perm, total, n, dims, strides, dstride):
+    """``out``: ``src`` laid out row after row; ``perm``: the identity in every row."""
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < total:
+        out[i] = src[_row_offset(i, n, dims, strides, dstride)]
+        perm[i] = i % n
+        i += step
+
+
+_GENERAL: dict = {}
+
+
+def _general_kernel(compiled, arity: int):
+    """A per-row stable sort whose comparison is the compiled comparator
+    ``f(x0[a], x0[b], x1[a], x1[b], ...) != 0`` over row buffers ``x0, x1, ...``."""
+    key = (id(compiled), arity)
+    hit = _GENERAL.get(key)
+    if hit is None:
+        args = ", ".join(f"keys[{j}][a], keys[{j}][b]" for j in range(arity))
+        xs = [f"x{j}" for j in range(arity)]
+        rows = ", ".join(f"{x}[r * n:(r + 1) * n]" for x in xs)
+        source = "\n".join([
+            "def lt(keys, a, b, desc):",
+            f"    return f({args}) != 0",
+            "",
+            f"def k({', '.join(xs)}, perm, rows, n, buf):",
+            "    r = cuda.grid(1)",
+            "    step = cuda.gridsize(1)",
+            "    while r < rows:",
+            f"        stable(perm[r * n:(r + 1) * n], n, ({rows},), False, "
+            "buf[r * n:(r + 1) * n])",
+            "        r += step"]) + "\n"
+        ns = {"cuda": cuda, "f": compiled.fn}
+        exec(compile(source, "<gpu sort comparator>", "exec"), ns)
+        ns["stable"] = algorithms(cuda.jit(device=True)(ns["lt"]))[0]
+        hit = _GENERAL[key] = (compiled, cuda.jit(ns["k"]))
+    return hit[1]
+
+
+def _general_sort(operands, shape, d, comp, ctx):
+    """Any comparator the computation compiler accepts (lexicographic multi-key sorts):
+    a stable sort, which for a strict weak ordering is the CPU's result."""
+    from .computation import compile_computation
+    compiled = compile_computation(comp, ctx.module)
+    want = [o.et for o in operands for _ in range(2)]
+    if compiled is None or compiled.tuple_result or compiled.params != want or \
+            [r.name for r in compiled.results] != ["pred"]:
+        raise GpuFallback("the comparator has ops without GPU element functions")
+    x0 = operands[0]
+    rows = _Rows(x0.shape, d)
+    outs = [empty(o.shape, o.et) for o in operands]
+    if rows.total == 0:
+        return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
+    perm = cuda.device_array(rows.total, dtype=np.int64)
+    laid = []
+    for o in operands:
+        r = empty((rows.total,), o.et)
+        launch(_rows_of, rows.total, o.data, r.data, perm, rows.total, rows.n, *rows.args)
+        laid.append(r.data)
+    buf = cuda.device_array(rows.total, dtype=np.int64)
+    launch(_general_kernel(compiled, len(operands)), rows.rows, *laid, perm, rows.rows, rows.n,
+           buf)
+    for o, out in zip(operands, outs):
+        launch(_permute, rows.total, o.data, out.data, perm, rows.total, rows.n, *rows.args)
+    return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
+
+
+@gpu_op("sort", note="comparators with ops without GPU element functions, complex keys: "
+                     "cpu fallback")
+def sort(*operands, shape, dimensions, to_apply, ctx, is_stable=False):
     if not operands:
         raise HloEvalError("sort needs at least one operand")
     simple = simple_comparator(to_apply.computation)
     if simple is None:
-        raise GpuFallback("the comparator is not one LT/GT compare of a pair of parameters")
+        (d,) = tuple(dimensions)
+        if any(o.shape != operands[0].shape for o in operands):
+            raise HloEvalError("sort operands must have the same dimensions")
+        return _general_sort(operands, shape, d, to_apply.computation, ctx)
     k, direction, kind = simple
     if k >= len(operands):
         raise HloEvalError(f"sort comparator compares operand {k} of {len(operands)}")

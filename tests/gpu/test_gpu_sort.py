@@ -4,6 +4,7 @@ NaN rows replayed as XLA:CPU's libstdc++ sorts do, key/value sorts, any sorted d
 
 from __future__ import annotations
 
+import jax
 import ml_dtypes
 import numpy as np
 import pytest
@@ -145,3 +146,16 @@ def test_topk_by_hand():
     assert idx.tolist() == [1, 2, 5, 0]
     vals, idx = hloref.evaluate(topk_module("f32", (6,), 3, False), x, backend="gpu", fallback=False)
     assert idx.tolist() == [3, 4, 0]
+
+
+def test_sort_lexicographic_comparator_from_jax():
+    # lax.sort with num_keys=2: a comparator chain (compare, and, or) run compiled
+    a = np.round(RNG.standard_normal((3, 12)) * 1.5).astype(np.float32)
+    b = RNG.integers(-3, 4, (3, 12)).astype(np.int32)
+    c = np.arange(36, dtype=np.int32).reshape(3, 12)
+    fn = jax.jit(lambda a, b, c: jax.lax.sort((a, b, c), dimension=1, num_keys=2))
+    text = fn.lower(a, b, c).as_text(dialect="hlo")
+    out = check(text, a, b, c, xla="required")
+    ref = fn(a, b, c)
+    for got, want in zip(out, ref):
+        assert np.array_equal(got, np.asarray(want))  # jax itself
