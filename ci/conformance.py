@@ -428,6 +428,10 @@ _DEVICES_RE = re.compile(r"\b(?:replica_count|num_partitions)=(\d+)")
 
 
 def _multi_device(text: str) -> bool:
+    """replica_count or num_partitions above 1 in the header (which may span lines)."""
+    module = _module(text)
+    if module is not None:
+        return module.replica_count > 1 or module.num_partitions > 1
     header = _HEADER_RE.search(text)
     return bool(header) and any(int(n) > 1 for n in _DEVICES_RE.findall(header.group()))
 

@@ -40,6 +40,10 @@ def test_raw_string_literals_with_entry_are_extracted(tmp_path):
 def test_multi_device_header():
     assert conformance._multi_device("HloModule m, replica_count=1, num_partitions=4\n")
     assert not conformance._multi_device("HloModule m, replica_count=1\nENTRY e {}")
+    # host_offloader_test.cc:3523: the header goes on over several lines
+    assert conformance._multi_device("HloModule m,\nentry_computation_layout={(s32[2])->s32[2]},\n"
+                                     "num_partitions=2\n\nENTRY e {\n  ROOT p = s32[2] "
+                                     "parameter(0)\n}\n")
 
 
 SUM = """HloModule s
