@@ -79,8 +79,8 @@ def gpu_status(opcode: str) -> str:
         return f"no (the GPU backend cannot load: {type(exc).__name__})"
     if opcode == "parameter":
         return "yes"
-    if opcode == "async-start":  # dispatched by the CPU interpreter loop
-        return "cpu fallback: no GPU kernel for this opcode"
+    if opcode == "async-start":  # prepared by the GPU interpreter around the wrapped op
+        return "yes (the wrapped op or computation runs as it would unwrapped)"
     entry = gpu.get(opcode)
     if entry is not None:
         return f"yes ({entry.note})" if entry.note else "yes"

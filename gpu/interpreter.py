@@ -84,6 +84,16 @@ class GpuInterpreter(Interpreter):
         step = super()._prepare(instr, position)  # CPU fn, kwargs bound to this interpreter
         if instr.opcode == "parameter":
             return step
+        if instr.opcode == "async-start":
+            # the CPU interpreter's async-start, whose wrapped op or called computation was
+            # prepared by this interpreter (GPU ops); its context zeros go to the device
+            start = step.fn
+
+            def run_start(*operands):
+                value = start(*operands)
+                return value[:2] + tuple(to_device(c) for c in value[2:])
+
+            return _Prepared(instr, run_start, step.kwargs, step.operand_index)
         entry = GPU_OPS.get(instr.opcode)
         if entry is None:
             return self._fallback_step(instr, position, step.operand_index,
