@@ -147,3 +147,25 @@ def test_resume_keeps_earlier_records_and_writes_them(tmp_path):
     records = conformance.score(cases, conformance.Cache(None), evaluate=False, seed=0,
                                 timeout=10, progress=False, done={"k1": earlier}, json_path=path)
     assert records == [earlier]  # no worker was started: the record is kept as it was
+
+
+def test_init_not_identity_variadic():
+    """hlo_parser_test.cc:693: a variadic (add, add) reduce-window with init 1."""
+    text = """HloModule m
+r {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  c = f32[] parameter(2)
+  d = f32[] parameter(3)
+  s = f32[] add(a, c)
+  t = f32[] add(b, d)
+  ROOT u = (f32[], f32[]) tuple(s, t)
+}
+ENTRY e {
+  x = f32[] constant(42)
+  i = f32[] constant(INIT)
+  ROOT w = (f32[], f32[]) reduce-window(x, x, i, i), to_apply=r
+}
+"""
+    assert conformance._init_not_identity(text.replace("INIT", "1"))
+    assert not conformance._init_not_identity(text.replace("INIT", "0"))
