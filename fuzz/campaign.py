@@ -88,8 +88,9 @@ class CampaignOptions:
     timeout: float = 60.0
     #: programs compiled and run by the oracle as one module (1: each alone)
     batch: int = 16
-    #: Hypothesis examples (each ``batch`` programs) per Hypothesis run
-    examples_per_run: int = 4
+    #: Hypothesis examples (each ``batch`` programs) per Hypothesis run (each run starts
+    #: with the simplest example, a repeat after the first run)
+    examples_per_run: int = 8
     blame: bool = True
     progress_every: float = 10.0
     json_summary: str | None = None
@@ -100,7 +101,7 @@ class CampaignOptions:
     ray: str | None = None
     #: Ray: programs per unit of work handed to an actor (a unit is re-run when its
     #: actor dies)
-    unit_programs: int = 64
+    unit_programs: int = 128
 
 
 def database(opts: CampaignOptions):
@@ -148,6 +149,7 @@ class Runner:
         self.stats_path = os.path.join(opts.out, ".stats", f"worker-{index}.json")
         self._last_flush = 0.0
         self._t_mark = time.perf_counter()
+        self._tested: set = set()  # digests of the programs run, to skip repeats
 
     def worker(self, oracle: str):
         if oracle not in self.workers:
@@ -182,6 +184,20 @@ class Runner:
 
     def out_of_budget(self) -> bool:
         return self.remaining() == 0
+
+    def first_time(self, module, args) -> bool:
+        """False for a program (module and inputs) this worker has already tested,
+        counted in ``Stats.repeats`` and not run again."""
+        from hloref.cli import flatten_value
+        h = hashlib.sha1(module.to_text().encode())
+        for a in flatten_value(tuple(args)):
+            h.update(str(a.dtype).encode() + bytes(str(a.shape), "ascii") + a.tobytes())
+        key = h.digest()
+        if key in self._tested:
+            self.stats.repeats += 1
+            return False
+        self._tested.add(key)
+        return True
 
     # -- judging -------------------------------------------------------------------------
     def handle(self, module, args, oracle: str, seed_info) -> Outcome:
@@ -352,6 +368,8 @@ class Runner:
             for j in range(max(1, n)):
                 module = data.draw(strat)
                 args = data.draw(inputs_for(module))
+                if not self.first_time(module, args):
+                    continue  # e.g. the simplest example, which every Hypothesis run tries
                 items.append((module, args))
                 infos.append({"batch_seed": run_seed, "example": example_no[0], "program": j,
                               "mode": args.mode, "input_seed": args.seed})
@@ -373,21 +391,30 @@ class Runner:
             print(f"hloref fuzz: Hypothesis run {run_seed} ended early: {type(exc).__name__}",
                   file=sys.stderr)
 
+    def generate(self, run_seed, db=None, *, stale_runs: int = 3) -> None:
+        """Hypothesis runs with the seeds ``run_seed(0)``, ``run_seed(1)``, ... until the
+        budget is spent, or ``stale_runs`` runs in a row found no program not tested
+        before (a generator restricted to a tiny space)."""
+        per_example = max(1, self.opts.batch)
+        run_no = stale = 0
+        while not self.out_of_budget() and stale < stale_runs:
+            left = self.remaining()
+            n = self.opts.examples_per_run if left is None else \
+                min(self.opts.examples_per_run, -(-left // per_example))
+            before = self.done
+            # one more: every run starts with the simplest example, a repeat after the first
+            self.run_hypothesis(run_seed(run_no), n + 1, db)
+            run_no += 1
+            stale = 0 if self.done > before else stale + 1
+
     def run(self) -> Stats:
         opts = self.opts
         db = database(opts)
         t_start = time.perf_counter()
         self.resume_pending()
-        run_no = 0
         try:
-            while not self.out_of_budget():
-                run_seed = hash_seed(opts.seed, self.index, self.start_examples, run_no)
-                run_no += 1
-                left = self.remaining()
-                per_example = max(1, opts.batch)
-                n = opts.examples_per_run if left is None else \
-                    min(opts.examples_per_run, -(-left // per_example))
-                self.run_hypothesis(run_seed, n, db)
+            self.generate(lambda run_no: hash_seed(opts.seed, self.index, self.start_examples,
+                                                   run_no), db)
         finally:
             self.stats.seconds = time.perf_counter() - t_start
             self.flush(force=True)

@@ -357,7 +357,7 @@ def add_fuzz_commands(sub) -> None:
     f.add_argument("--ray", metavar="ADDRESS",
                    help="run the workers as Ray actors on this cluster (what ray.init accepts: "
                         "auto, HOST:PORT, ray://HOST:10001); needs pip install hloref[ray]")
-    f.add_argument("--unit-programs", type=int, default=64,
+    f.add_argument("--unit-programs", type=int, default=128,
                    help="with --ray: programs per unit of work (a unit whose worker dies is "
                         "run again whole)")
     f.add_argument("--batch", type=int, default=16,

@@ -114,12 +114,7 @@ class UnitWorker:
         r.stats, r.done, r.quota, r.deadline = Stats(), 0, programs, deadline
         r.seen, r.found = set(seen), []
         t0 = time.perf_counter()
-        run_no = 0
-        while not r.out_of_budget():
-            left = r.remaining()
-            n = min(self.opts.examples_per_run, -(-left // max(1, self.opts.batch)))
-            r.run_hypothesis(hash_seed(self.opts.seed, "unit", unit, run_no), n, self.db)
-            run_no += 1
+        r.generate(lambda run_no: hash_seed(self.opts.seed, "unit", unit, run_no), self.db)
         r.stats.seconds = time.perf_counter() - t0
         return {"unit": unit, "stats": r.stats.to_json(), "found": r.found, "pid": os.getpid()}
 

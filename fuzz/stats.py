@@ -52,6 +52,8 @@ class Stats:
     batch_only: int = 0
     #: batches split because the batched module was rejected, crashed or hung
     batch_splits: int = 0
+    #: programs drawn again (same module, same inputs) and skipped, not counted
+    repeats: int = 0
     opcodes: Counter = field(default_factory=Counter)
     element_types: Counter = field(default_factory=Counter)
     outcomes: Counter = field(default_factory=Counter)
@@ -158,7 +160,7 @@ def make_summary(run: Stats, totals: Stats, new_findings, all_findings, *, worke
         "time_split": {label: getattr(run, name) for name, label in TIME_PARTS},
         "batching": {"batches": run.batches, "alone_runs": run.alone_runs,
                      "confirmations": run.confirmations, "batch_only": run.batch_only,
-                     "batch_splits": run.batch_splits},
+                     "batch_splits": run.batch_splits, "repeats_skipped": run.repeats},
         "opcodes_covered": sorted(run.opcodes), "opcode_counts": dict(run.opcodes),
         "opcodes_reachable": reachable,
         "element_types_covered": sorted(run.element_types),
@@ -203,7 +205,8 @@ def format_summary(summary: dict) -> str:
     if b and b["batches"]:
         lines.append(f"batched oracle runs: {b['batches']} batches, {b['alone_runs']} runs alone, "
                      f"{b['confirmations']} confirmations alone ({b['batch_only']} only in the "
-                     f"batch), {b['batch_splits']} batches split")
+                     f"batch), {b['batch_splits']} batches split; {b.get('repeats_skipped', 0)} repeated "
+                     "programs skipped")
     lines += [
         f"opcodes covered: {len(s['opcodes_covered'])} (of {s['opcodes_reachable']} reachable); "
         f"element types: {len(s['element_types_covered'])}: {' '.join(s['element_types_covered'])}",

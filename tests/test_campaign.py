@@ -202,3 +202,13 @@ def test_fuzz_one_input_is_built_lazily_and_runs():
     fuzz_one_input = campaign.fuzz_one_input  # built on first access
     assert callable(fuzz_one_input) and campaign.test_hlo_property.__test__ is False
     fuzz_one_input(bytes(256))  # the all-zero buffer draws the simplest program; it agrees
+
+
+def test_a_program_drawn_again_is_not_run_again(tmp_path):
+    runner = C.Runner(C.CampaignOptions(out=str(tmp_path)), 0, 0, None, None)
+    module = hloref.parse(PLANT)
+    args = [np.ones(4, np.float32), np.full(4, 2, np.float32)]
+    assert runner.first_time(module, args)
+    assert not runner.first_time(hloref.parse(PLANT), [a.copy() for a in args])
+    assert runner.first_time(module, [args[0], np.full(4, 3, np.float32)])  # other inputs
+    assert runner.stats.repeats == 1

@@ -1,7 +1,7 @@
 """``hloref fuzz --ray``: a campaign on a local Ray head (2 CPUs) whose worker process is
 killed in the middle finishes, loses no finding, duplicates none and counts every
-program once. The oracle is XLA:CPU with a planted bug: an ``f32`` ``multiply`` alone
-comes back off by one, so the campaign has findings to lose."""
+program once. The oracle is XLA:CPU with a planted bug: f16/f32/f64 results of a
+module with a ``multiply`` come back off by one, so the campaign has findings to lose."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from hloref.fuzz.workers import OracleWorker  # noqa: E402
 
 
 class PlantedOracle:
-    """``worker_factory``: XLA:CPU, except that f32 results of a module with a
-    ``multiply`` are off by one. Sent to the Ray actors by value."""
+    """``worker_factory``: XLA:CPU, except that f16/f32/f64 results of a module with
+    a ``multiply`` are off by one. Sent to the Ray actors by value."""
 
     def __call__(self, oracle):
         return _Planted(OracleWorker(oracle, timeout=120))
@@ -56,7 +56,7 @@ class _Planted:
 def _perturb(v):
     if isinstance(v, tuple):
         return tuple(_perturb(x) for x in v)
-    return (v + np.float32(1)).astype(v.dtype) if v.dtype == np.float32 else v
+    return (v.astype(np.float64) + 1).astype(v.dtype) if v.dtype.kind == "f" else v
 
 
 def _free_port() -> int:
@@ -122,8 +122,9 @@ def _kill_a_busy_worker(out: str, killed: dict, stop: threading.Event) -> None:
 def test_ray_campaign_with_a_killed_worker(ray_head, tmp_path):
     out = str(tmp_path / "out")
     opts = CampaignOptions(out=out, examples=48, seed=5, ray=ray_head, workers=2, unit_programs=8,
-                           batch=1, blame=False, quiet=True, ops=["multiply", "add", "negate"],
+                           batch=1, blame=False, quiet=True, ops=["multiply", "negate"],
                            worker_factory=PlantedOracle(), json_summary=str(tmp_path / "s.json"),
+                           db=str(tmp_path / "db"),
                            junit=str(tmp_path / "junit.xml"))
     killed: dict = {}
     stop = threading.Event()
@@ -155,3 +156,5 @@ def test_ray_campaign_with_a_killed_worker(ray_head, tmp_path):
         assert name in names, (key, name)
     assert summary["new_findings"] == len(names)
     assert not [n for n in os.listdir(out) if n.startswith(".finding-")]
+    # the actors read and wrote the one example database (a directory every node sees)
+    assert any(files for _, _, files in os.walk(tmp_path / "db"))
