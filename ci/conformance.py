@@ -26,7 +26,7 @@ For each module:
    ``ci/logical_bitcasts.py``); when it runs, hloref evaluates it on
    the same inputs and XLA:CPU's value is judged as ``hloref diff`` judges it: a match
    within the per-type ULP floor (``fuzz/compare.py``), else inside the numerical
-   envelope (``fuzz/envelope.py``: 8 perturbed evaluations, fewer, at least 3, for a
+   envelope (``fuzz/envelope.py``: 8 perturbed evaluations, fewer, at least 2, for a
    module whose evaluation takes over 5 s; reported separately), else a documented
    semantic gap (``fuzz/known_gaps.py``), else a mismatch.
 
@@ -266,7 +266,7 @@ def _hloref_job(job):
 #: The envelope costs ``samples`` more evaluations; a module whose evaluation takes
 #: longer than ENVELOPE_SECONDS / 8 gets fewer samples (at least MIN_SAMPLES).
 ENVELOPE_SECONDS = 40.0
-MIN_SAMPLES = 3
+MIN_SAMPLES = 2
 
 
 def envelope_samples(eval_seconds: float) -> int:
