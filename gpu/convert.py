@@ -5,8 +5,9 @@
 * float -> int: NaN -> 0, out-of-range values saturate, the rest truncate toward 0;
 * int -> f32/f64: one rounding (hardware int -> float conversion, RNE); int -> narrow
   float: through f64 rounded to odd above 2**53 (sticky bit), then one rounding;
-* int -> int: two's-complement wrap; anything -> pred: x != 0; pred -> 1/0.
-Complex sources or targets fall back to the CPU.
+* int -> int: two's-complement wrap; anything -> pred: x != 0; pred -> 1/0;
+* complex: part by part between complex types; complex -> real drops the imaginary part;
+  real -> complex has imaginary part 0 (the real value rounded once to the part type).
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .device import DArray, trunc64, type_class
+from hloref.types import F32, F64
+
+from . import complex_elementwise
+from .device import DArray, empty, to_device, trunc64, type_class
 from .elementwise import _kind, _same, apply
 from .registry import GpuFallback, gpu_op
 
@@ -123,6 +127,42 @@ def convert_array(x: DArray, et) -> DArray:
     return apply(fn, (x,), et, in_classes=(cin,), out_class=cout)
 
 
-@gpu_op("convert", note="complex: cpu fallback")
+def _part_type(et):
+    return F32 if et.name == "c64" else F64
+
+
+def real_to_complex(x: DArray, et) -> DArray:
+    """``x`` (real, pred or integer) as complex ``et``: the value rounded once to the
+    part type, imaginary part 0 (the CPU's ``astype``)."""
+    part = _part_type(et)
+    re = convert_array(x, part) if x.et != part else x
+    zero = to_device(np.zeros(1, part.dtype))
+    return complex_elementwise.compose(re, zero, x.shape, et)
+
+
+def complex_convert(x: DArray, et) -> DArray:
+    """Conversions with a complex source or result, composed of device kernels: complex
+    to complex part by part, complex to real through the real part (the imaginary part
+    is dropped, as on the CPU), real to complex with imaginary part 0."""
+    if x.et.is_complex and et.is_complex:
+        src_part, dst_part = _part_type(x.et), _part_type(et)
+        flat = DArray(complex_elementwise.parts(x), (2 * x.size,), src_part)
+        wide = convert_array(flat, dst_part) if src_part != dst_part else flat
+        out = empty(x.shape, et)
+        if x.size:
+            complex_elementwise.parts(out).copy_to_device(wide.data)
+        return out
+    if x.et.is_complex and et.is_pred:  # x != 0: either part nonzero
+        zero = to_device(np.zeros(1, x.et.dtype))
+        return complex_elementwise.compare("NE", x, zero, x.shape, et)
+    if x.et.is_complex:
+        re = complex_elementwise.unary("real", x, _part_type(x.et))
+        return convert_array(re, et) if re.et != et else re
+    return real_to_complex(x, et)
+
+
+@gpu_op("convert")
 def convert(x, *, shape):
+    if x.et.is_complex or shape.element_type.is_complex:
+        return complex_convert(x, shape.element_type)
     return convert_array(x, shape.element_type)

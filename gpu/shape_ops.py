@@ -208,9 +208,16 @@ def _iota_kernel(cls):
     return k
 
 
-@gpu_op("iota", note="complex: cpu fallback")
+@gpu_op("iota")
 def iota(*, shape, iota_dimension):
     et = shape.element_type
+    if et.is_complex:  # the real iota in the part type, imaginary part 0
+        from hloref.shapes import ArrayShape
+        from hloref.types import F32, F64
+        from .convert import real_to_complex
+        part = F32 if et.name == "c64" else F64
+        return real_to_complex(iota(shape=ArrayShape(part, tuple(shape.dims)),
+                                    iota_dimension=iota_dimension), et)
     cls = type_class(et)
     if cls not in STORE or cls == "raw":
         raise GpuFallback(f"iota of {et.name} has no GPU kernel")
