@@ -21,6 +21,8 @@ window dilation, stride; padding and holes are skipped, not filled with the init
   ``scatter``; other computations run on the CPU.
 * ``map``: the computation compiled to a device function (``gpu/computation.py``), one
   thread per element.
+* ``scan``: the body in the GPU interpreter per position, inputs sliced and outputs
+  stacked by device kernels.
 """
 
 from __future__ import annotations
@@ -435,3 +437,58 @@ def map_(*operands, shape, to_apply, ctx):
     launch(_map_kernel(compiled, len(operands)), out.size, out.data, out.size,
            *[o.data for o in operands])
     return out
+
+
+# ----------------------------------------------------------------- scan
+
+@gpu_op("scan")
+def scan(*operands, shape, to_apply, dimensions, num_carries=0, is_reverse=False):
+    """``scan`` (the CPU's semantics, ``evaluator/windows.py``): the body runs in the GPU
+    interpreter once per position; inputs are sliced at the position on the device and
+    the per-position outputs stacked along the scanned dimension by ``concatenate``."""
+    from .shape_ops import concatenate, gather
+    if len(dimensions) != 1:
+        raise HloEvalError(f"scan takes one dimension, got {list(dimensions)}")
+    d = int(dimensions[0])
+    nc = int(num_carries)
+    if nc < 0 or nc > len(operands):
+        raise HloEvalError(f"scan: num_carries={nc} with {len(operands)} operands")
+    inputs = list(operands[:len(operands) - nc])
+    carries = list(operands[len(operands) - nc:])
+    leaves = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
+    n_out = len(leaves) - nc
+    if n_out < 0:
+        raise HloEvalError("scan: the result has fewer elements than num_carries")
+    out_shapes = leaves[:n_out]
+    if inputs:
+        length = inputs[0].shape[d]
+    elif out_shapes:
+        length = out_shapes[0].dims[d]
+    else:
+        length = 0
+
+    def take(x, i):
+        st = row_major_strides(x.shape)
+        dims = [n for k, n in enumerate(x.shape) if k != d]
+        return gather(x, dims, [v for k, v in enumerate(st) if k != d], i * st[d])
+
+    per_position: list = [None] * length
+    steps = range(length - 1, -1, -1) if is_reverse else range(length)
+    for i in steps:
+        res = to_apply(*[take(x, i) for x in inputs], *carries)
+        res = list(res) if isinstance(res, tuple) else [res]
+        if len(res) != n_out + nc:
+            raise HloEvalError(f"scan: to_apply returned {len(res)} values, expected {n_out + nc}")
+        per_position[i] = res[:n_out]
+        carries = res[n_out:]
+    outs = []
+    for j, s_ in enumerate(out_shapes):
+        if length == 0:
+            outs.append(empty(s_.dims, s_.element_type))
+            continue
+        one = list(s_.dims)
+        one[d] = 1
+        outs.append(concatenate(*[per_position[i][j].reshape(one) for i in range(length)],
+                                shape=s_, dimensions=(d,)))
+    values = outs + carries
+    return tuple(values) if isinstance(shape, TupleShape) else values[0]

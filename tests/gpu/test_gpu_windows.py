@@ -222,3 +222,35 @@ def test_reduce_window_variadic_argmax_pooling():
                 continue
             assert v[r, c] == win.max()
             assert i[r, c] == 2 * c + int(np.nonzero((win == win.max()).any(axis=0))[0][0])
+
+
+SCAN = """HloModule sc
+f {
+  a = {ty}[3] parameter(0)
+  c = {ty}[3] parameter(1)
+  s = {ty}[3] add(a, c)
+  m = {ty}[3] maximum(a, c)
+  ROOT t = ({ty}[3], {ty}[3]) tuple(s, m)
+}
+ENTRY main {
+  x = {ty}[4,3] parameter(0)
+  c = {ty}[3] parameter(1)
+  ROOT s = ({ty}[4,3], {ty}[3]) scan(x, c), to_apply=f, dimensions={0}, num_carries=1{rev}
+}
+"""
+
+
+@pytest.mark.parametrize("t", ["f32", "s32", "bf16"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan(t, reverse):
+    text = SCAN.replace("{ty}", t).replace("{rev}", ", is_reverse=true" if reverse else "")
+    x, c = values(t, (4, 3)), values(t, (3,))
+    ys, carry = check(text, x, c, xla="required")
+    # by hand: output i is x[i] + the carry before step i; the carry a running maximum
+    order = range(3, -1, -1) if reverse else range(4)
+    run = c.astype(np.float64)
+    for i in order:
+        if t == "s32":
+            wrapped = (x[i].astype(np.int64) + run.astype(np.int64)).astype(np.int32)  # s32 wraps
+            assert np.array_equal(ys[i], wrapped)
+        run = np.fmax(x[i].astype(np.float64), run) if t != "s32" else np.maximum(x[i], run)
