@@ -192,7 +192,7 @@ def _general_reduce(operands, shape, dims, comp, ctx):
     total = 1
     for d in dims:
         total *= x0.shape[d]
-    kernel = _general_kernel(compiled, [storage_dtype(e) for e in ets])
+    kernel = _general_kernel(compiled, [storage_dtype(e).type for e in ets])
     launch(kernel, outs[0].size, *[x.data for x in xs], *[i.data for i in inits],
            *[o.data for o in outs], outs[0].size, _t(x0.shape[d] for d in kept),
            _t(st[d] for d in kept) if kept else (0,), _t(x0.shape[d] for d in dims),

@@ -217,7 +217,7 @@ def _general_reduce_window(operands, shape, comp, window, ctx):
     if any(x.shape != x0.shape for x in xs):
         raise HloEvalError("reduce-window inputs must have the same dimensions")
     wdims = _window_dims(window, x0.ndim)
-    dtypes = [storage_dtype(e) for e in ets]
+    dtypes = [storage_dtype(e).type for e in ets]
     key = (id(compiled), tuple(str(d) for d in dtypes))
     hit = _GENERAL_WINDOWS.get(key)
     if hit is None:
