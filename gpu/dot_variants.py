@@ -4,7 +4,20 @@ Each operand is dequantized on the device into an f64 buffer, ``x * scale`` with
 scale broadcast in blocks (block size per dimension = operand size / scale size; a
 rank-0 scale is 1), exact in f64 for the fp8/fp4 operands and e8m0/fp8 scales of
 block-scaled formats; then ``dot`` (f64 accumulation, one rounding to the result
-type), as the CPU does. ``ragged-dot`` still runs on the CPU.
+type), as the CPU does.
+
+``ragged-dot`` with one row of group sizes (rank-1 ``group_sizes``): one thread per
+result element, reading the group sizes on the device (prefix sums per thread):
+
+* ragged non-contracting dimension: the element's row ``m`` takes, for every group
+  ``g`` whose interval ``[start_g, start_g + size_g)`` holds it, the dot with
+  ``rhs[g]`` (the group dimension), summed over those groups in order (rows in no
+  group give 0);
+* ragged contracting dimension: result ``[g, ...]`` sums only the contracting
+  indices in group ``g``;
+* ragged batch dimension: a plain ``dot``.
+Operands convert and accumulate as ``dot`` (f64 for float results, wrapping integers).
+Group sizes of rank > 1 run on the CPU.
 """
 
 from __future__ import annotations
@@ -17,7 +30,7 @@ from numba import cuda
 from hloref.errors import HloEvalError
 from hloref.types import F64
 
-from .device import LOAD, DArray, empty, type_class, type_params
+from .device import LOAD, STORE, DArray, empty, type_class, type_params
 from .dot import dot
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
@@ -81,3 +94,124 @@ def scaled_dot(lhs, rhs, lhs_scale, rhs_scale, *, shape, lhs_batch_dims=(), rhs_
     return dot(a, b, shape=shape, lhs_batch_dims=lhs_batch_dims, rhs_batch_dims=rhs_batch_dims,
                lhs_contracting_dims=lhs_contracting_dims,
                rhs_contracting_dims=rhs_contracting_dims)
+
+
+# ----------------------------------------------------------------- ragged-dot
+
+@functools.cache  # one kernel per (multiply-add, zero, type classes, group-size class)
+def _ragged_kernel(fma, zero, ca, cb, co, cg):
+    from .indexing import index_loader
+    la, lb, store, lg = LOAD[ca], LOAD[cb], STORE[co], index_loader(cg)
+
+    @cuda.jit
+    def k(a, b, out, n, odims, oa, ob, kdims, ka, kb, total, pa, pb, po, gs, ngroups, pg,
+          contracting, rpos, gstride, lead):
+        o = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while o < n:
+            rem = o % lead
+            g_out = o // lead  # the leading group index (contracting mode)
+            base_a = 0
+            base_b = 0
+            m = 0
+            for d in range(len(odims) - 1, -1, -1):
+                q = rem // odims[d]
+                digit = rem - q * odims[d]
+                if d == rpos:
+                    m = digit
+                base_a += digit * oa[d]
+                base_b += digit * ob[d]
+                rem = q
+            result = zero(0)
+            start = np.int64(0)
+            for g in range(ngroups):
+                size = lg(gs[g], pg)
+                if contracting:
+                    if g == g_out:
+                        acc = zero(0)
+                        for r in range(total):
+                            rem = r
+                            offa = base_a
+                            offb = base_b
+                            kr = 0
+                            for d in range(len(kdims) - 1, -1, -1):
+                                q = rem // kdims[d]
+                                digit = rem - q * kdims[d]
+                                if d == rpos:
+                                    kr = digit
+                                offa += digit * ka[d]
+                                offb += digit * kb[d]
+                                rem = q
+                            if start <= kr and kr < start + size:
+                                acc = fma(acc, la(a[offa], pa), lb(b[offb], pb))
+                        result = acc
+                elif start <= m and m < start + size:
+                    acc = zero(0)
+                    for r in range(total):
+                        rem = r
+                        offa = base_a
+                        offb = base_b + g * gstride
+                        for d in range(len(kdims) - 1, -1, -1):
+                            q = rem // kdims[d]
+                            digit = rem - q * kdims[d]
+                            offa += digit * ka[d]
+                            offb += digit * kb[d]
+                            rem = q
+                        acc = fma(acc, la(a[offa], pa), lb(b[offb], pb))
+                    result = result + acc
+                start += size
+            out[o] = store(result, po)
+            o += step
+
+    return k
+
+
+@gpu_op("ragged-dot", note="group sizes of rank > 1, complex: cpu fallback")
+def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dims=(),
+               lhs_contracting_dims=(), rhs_contracting_dims=(), lhs_ragged_dims=(),
+               rhs_group_dims=()):
+    from .dot import accumulation
+    (ragged,) = tuple(lhs_ragged_dims)
+    et = shape.element_type
+    if group_sizes.ndim != 1:
+        raise GpuFallback("ragged-dot with group sizes of rank > 1")
+    gcls = type_class(group_sizes.et)
+    if gcls not in ("sint", "uint"):
+        raise HloEvalError(f"ragged-dot: group sizes must be integers, got {group_sizes.et.name}")
+    lb, rb = list(lhs_batch_dims), list(rhs_batch_dims)
+    lc, rc = list(lhs_contracting_dims), list(rhs_contracting_dims)
+    if ragged in lb:  # the groups only partition the batch
+        return dot(lhs, rhs, shape=shape, lhs_batch_dims=lb, rhs_batch_dims=rb,
+                   lhs_contracting_dims=lc, rhs_contracting_dims=rc)
+    a, b, fma, zero = accumulation("ragged-dot", lhs, rhs, et)
+    ls, rs = row_major_strides(lhs.shape), row_major_strides(rhs.shape)
+    lfree = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
+    contracting = ragged in lc
+    gdims = () if contracting else tuple(rhs_group_dims)
+    if not contracting and len(gdims) != 1:
+        raise HloEvalError("ragged-dot with a ragged non-contracting dimension needs one "
+                           "rhs_group_dims")
+    rfree = [d for d in range(rhs.ndim) if d not in rb and d not in rc and d not in gdims]
+    odims = [lhs.shape[d] for d in lb] + [lhs.shape[d] for d in lfree] + \
+        [rhs.shape[d] for d in rfree]
+    oa = [ls[d] for d in lb] + [ls[d] for d in lfree] + [0] * len(rfree)
+    ob = [rs[d] for d in rb] + [0] * len(lfree) + [rs[d] for d in rfree]
+    kdims = [lhs.shape[d] for d in lc]
+    ngroups = group_sizes.shape[0]
+    want = ([ngroups] if contracting else []) + odims
+    if list(shape.dims) != want:
+        raise HloEvalError(f"ragged-dot computed dimensions {want}, the instruction says "
+                           f"{list(shape.dims)}")
+    rpos = lc.index(ragged) if contracting else len(lb) + lfree.index(ragged)
+    lead = max(int(np.prod(odims, dtype=np.int64)), 1)
+    total = int(np.prod(kdims, dtype=np.int64))
+    out = empty(shape.dims, et)
+    kern = _ragged_kernel(fma, zero, type_class(a.et), type_class(b.et), type_class(et), gcls)
+    launch(kern, out.size, a.data, b.data, out.data, out.size, int_tuple(odims),
+           int_tuple(oa) if oa else (0,), int_tuple(ob) if ob else (0,), int_tuple(kdims),
+           int_tuple(ls[d] for d in lc) if lc else (0,),
+           int_tuple(rs[d] for d in rc) if rc else (0,), total, type_params(a.et),
+           type_params(b.et), type_params(et), group_sizes.data, ngroups,
+           type_params(group_sizes.et), contracting, rpos,
+           rs[gdims[0]] if gdims else 0, lead)
+    return out

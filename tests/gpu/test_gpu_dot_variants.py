@@ -101,3 +101,55 @@ ENTRY e {
 }"""
     with pytest.raises(hloref.errors.HloUnsupportedError, match="no GPU version"):
         hloref.evaluate(lapack, np.float32(1), backend="gpu", fallback=False)
+
+
+RAGGED_NON_CONTRACTING = """HloModule m
+ENTRY e {
+  a = f32[10,4] parameter(0)
+  b = f32[3,4,5] parameter(1)
+  g = s64[3] parameter(2)
+  ROOT r = f32[10,5] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
+}"""
+
+RAGGED_CONTRACTING = """HloModule m
+ENTRY e {
+  a = f32[6,9] parameter(0)
+  b = f32[9,5] parameter(1)
+  g = s32[3] parameter(2)
+  ROOT r = f32[3,6,5] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}
+}"""
+
+
+@pytest.mark.parametrize("sizes", [[3, 2, 4], [0, 10, 0], [2, 2, 2]])
+def test_ragged_dot_non_contracting(sizes):
+    lhs = RNG.standard_normal((10, 4)).astype(np.float32)
+    rhs = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    got = check(RAGGED_NON_CONTRACTING, lhs, rhs, np.array(sizes, np.int64), opcode="dot",
+                exact=False, atol=1e-6, xla=False)  # XLA:CPU has no ragged-dot
+    expected = np.zeros((10, 5))
+    starts = np.cumsum([0] + sizes)
+    for i in range(3):  # rows of group i use rhs[i]; rows past the total stay 0
+        rows = slice(starts[i], min(starts[i + 1], 10))
+        expected[rows] = lhs[rows].astype(np.float64) @ rhs[i]
+    np.testing.assert_allclose(got, expected.astype(np.float32), rtol=1e-6, atol=1e-6)
+
+
+def test_ragged_dot_contracting_and_integer():
+    lhs = RNG.standard_normal((6, 9)).astype(np.float32)
+    rhs = RNG.standard_normal((9, 5)).astype(np.float32)
+    sizes = [2, 3, 3]  # the 9th contracting index is in no group
+    got = check(RAGGED_CONTRACTING, lhs, rhs, np.array(sizes, np.int32), opcode="dot",
+                exact=False, atol=1e-6, xla=False)
+    starts = np.cumsum([0] + sizes)
+    expected = np.stack([lhs[:, starts[i]:starts[i + 1]].astype(np.float64)
+                         @ rhs[starts[i]:starts[i + 1]] for i in range(3)])
+    np.testing.assert_allclose(got, expected.astype(np.float32), rtol=1e-6, atol=1e-6)
+    text = RAGGED_NON_CONTRACTING.replace("f32[10,4]", "s8[10,4]").replace("f32[3,4,5]", "s8[3,4,5]") \
+        .replace("f32[10,5]", "s32[10,5]")
+    a = RNG.integers(-128, 128, (10, 4)).astype(np.int8)
+    b = RNG.integers(-128, 128, (3, 4, 5)).astype(np.int8)
+    out = check(text, a, b, np.array([4, 4, 1], np.int64), xla=False)
+    want = np.zeros((10, 5), np.int64)
+    for i, (s0, s1) in enumerate([(0, 4), (4, 8), (8, 9)]):
+        want[s0:s1] = a[s0:s1].astype(np.int64) @ b[i].astype(np.int64)
+    assert np.array_equal(out, want)
