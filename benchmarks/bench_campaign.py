@@ -9,7 +9,8 @@ compiled alone, as before batching: "before") and ``--batch B`` ("after"). The m
 speed drifts (shared cores), so each campaign's time is cut into ``--rounds``
 stretches run in turns (before, after, after, before, ...); a campaign resumes from its
 ``--out`` directory, so each is one campaign with the seed it started with. Prints,
-per mode: programs, programs/s, the time split (generation, hloref, XLA compile, XLA
+per mode: programs, programs/s, CPU milliseconds per program (the campaign's processes,
+user plus system: what a shared machine's load distorts least), the time split (generation, hloref, XLA compile, XLA
 run, comparison, process hops, reduction; milliseconds per program, summed over
 workers), opcodes and element types covered, outcomes and findings; then the coverage
 and findings each mode has that the other lacks, and (``--replay``) which stored
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -32,10 +34,20 @@ from hloref.fuzz.findings import finding_dirs, replay
 from hloref.fuzz.stats import TIME_PARTS, Stats
 
 
-def _campaign(out: str, seconds: float, args, batch: int) -> None:
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished descendants (the campaign's worker
+    processes and their oracle processes), user plus system."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _campaign(out: str, seconds: float, args, batch: int) -> float:
+    """Run (or resume) one stretch; returns the CPU seconds it took."""
     opts = CampaignOptions(out=out, seconds=seconds, workers=args.workers, seed=args.seed,
                            batch=batch, blame=False, quiet=True)
+    c0 = _cpu_seconds()
     run_campaign(opts)
+    return _cpu_seconds() - c0
 
 
 def _totals(out: str) -> Stats:
@@ -76,9 +88,10 @@ def main(argv=None) -> int:
           f"in {args.rounds} stretches each, run in turns; load average "
           f"{os.getloadavg()[0]:.1f} at the start", flush=True)
     t0 = time.time()
+    cpu = dict.fromkeys(names, 0.0)
     for r in range(max(1, args.rounds)):
         for m in (names if r % 2 == 0 else names[::-1]):
-            _campaign(outs[m], stretch, args, modes[m])
+            cpu[m] += _campaign(outs[m], stretch, args, modes[m])
             s = _totals(outs[m])
             print(f"  round {r + 1}: {m}: {s.programs} programs so far", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at the end ({time.time() - t0:.0f} s); the "
@@ -90,6 +103,7 @@ def main(argv=None) -> int:
         results[m] = {
             "programs": s.programs, "seconds": s.seconds,
             "programs_per_second": s.programs / max(s.seconds, 1e-9),
+            "cpu_ms_per_program": cpu[m] * 1e3 / max(1, s.programs),
             "ms_per_program": {label: getattr(s, name) * per for name, label in TIME_PARTS},
             "opcodes": sorted(s.opcodes), "element_types": sorted(s.element_types),
             "outcomes": dict(s.outcomes), "findings": _signatures(out),
@@ -97,15 +111,18 @@ def main(argv=None) -> int:
             "batch_only": s.batch_only, "batch_splits": s.batch_splits,
         }
     labels = [label for _, label in TIME_PARTS]
-    print("\n| mode | programs | programs/s | " + " | ".join(f"{x} ms" for x in labels)
-          + " | opcodes | types |")
-    print("|---" * (5 + len(labels)) + "|")
+    print("\n| mode | programs | programs/s | CPU ms/program | "
+          + " | ".join(f"{x} ms" for x in labels) + " | opcodes | types |")
+    print("|---" * (6 + len(labels)) + "|")
     for m, r in results.items():
         print(f"| {m} | {r['programs']} | {r['programs_per_second']:.1f} | "
+              f"{r['cpu_ms_per_program']:.0f} | "
               + " | ".join(f"{r['ms_per_program'][x]:.1f}" for x in labels)
               + f" | {len(r['opcodes'])} | {len(r['element_types'])} |")
     before, after = (results[m] for m in names)
-    print(f"\nspeed-up: {after['programs_per_second'] / max(before['programs_per_second'], 1e-9):.2f}x")
+    print(f"\nspeed-up: {after['programs_per_second'] / max(before['programs_per_second'], 1e-9):.2f}x"
+          f" in programs/s, {before['cpu_ms_per_program'] / max(after['cpu_ms_per_program'], 1e-9):.2f}x"
+          " in CPU time per program (all processes: the figure a busy machine distorts least)")
     print(f"after: {after['batches']} batches, {after['alone_runs']} runs alone, "
           f"{after['confirmations']} confirmations alone ({after['batch_only']} only in the "
           f"batch), {after['batch_splits']} batches split")

@@ -13,9 +13,9 @@ is the runner.
 (``--batch``, default 16), which the oracle compiles and runs as one module
 (``fuzz/batch.py``: a part that is not a match is confirmed alone; ``--batch 1`` runs
 every program alone, as before batching; the TensorFlow oracle always runs programs
-alone). ``target()`` gets the largest error of the example's programs. The parent aggregates per-worker statistics files and prints
-progress (a status line on a TTY, plain periodic lines otherwise) and a summary at the
-end. Exit status 1 when the run wrote new findings, 0 otherwise.
+alone). ``target()`` gets the largest error of the example's programs. The parent
+aggregates per-worker statistics files and prints progress (a status line on a TTY,
+plain periodic lines otherwise) and a summary at the end. Exit status 1 when the run wrote new findings, 0 otherwise.
 
 **Seeds.** Worker ``i`` of a campaign with seed ``S`` runs Hypothesis with the seeds
 ``hash_seed(S, i, start, run)``, so no two workers (and no resumed run) repeat work.
@@ -63,8 +63,8 @@ from .findings import (claim, finding_dirs, load_program, pre_key, reduce_and_wr
 from .property import KNOWN_DIFFERENCES, Outcome, check_program, known_difference
 from .stats import Stats, aggregate, atomic_json, make_summary, progress_line, write_junit
 
-__all__ = ["CampaignOptions", "CampaignSetupError", "Runner", "run_campaign", "hash_seed", "parse_duration",
-           "database", "Outcome", "check_program", "known_difference", "KNOWN_DIFFERENCES",
+__all__ = ["CampaignOptions", "CampaignSetupError", "Runner", "run_campaign", "hash_seed",
+           "parse_duration", "database", "Outcome", "check_program", "known_difference", "KNOWN_DIFFERENCES",
            "signature", "reduce_and_write", "replay", "load_program", "write_pending", "Stats"]
 
 

@@ -24,8 +24,6 @@ import json
 import os
 import tempfile
 
-import numpy as np
-
 from .property import known_difference, leaves
 
 __all__ = ["signature", "signature_key", "pre_key", "claim", "write_pending", "load_program",

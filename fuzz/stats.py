@@ -205,8 +205,8 @@ def format_summary(summary: dict) -> str:
     if b and b["batches"]:
         lines.append(f"batched oracle runs: {b['batches']} batches, {b['alone_runs']} runs alone, "
                      f"{b['confirmations']} confirmations alone ({b['batch_only']} only in the "
-                     f"batch), {b['batch_splits']} batches split; {b.get('repeats_skipped', 0)} repeated "
-                     "programs skipped")
+                     f"batch), {b['batch_splits']} batches split; "
+                     f"{b.get('repeats_skipped', 0)} repeated programs skipped")
     lines += [
         f"opcodes covered: {len(s['opcodes_covered'])} (of {s['opcodes_reachable']} reachable); "
         f"element types: {len(s['element_types_covered'])}: {' '.join(s['element_types_covered'])}",
