@@ -112,11 +112,26 @@ def literal_to_text(value: Any, shape: Shape) -> str:
     if not isinstance(shape, ArrayShape):
         raise TypeError(f"no literal for shape {shape}")
     arr = np.asarray(value)
+    if shape.rank and arr.size >= COMPACT_LITERAL_MIN and not shape.element_type.is_complex \
+            and _zero_after_first(arr):
+        # XLA's parser reads one value for an array as its first element, the others
+        # zero: a large constant(0) prints as written instead of as megabytes of zeros
+        return _element_strings(arr.reshape(-1)[:1], shape.element_type)[0]
     strs = _element_strings(arr, shape.element_type)
     if shape.rank == 0:
         return strs[0]
     dims = tuple(max(d, 0) for d in shape.dims)
     return _nest(strs, dims, 0, 0)
+
+
+#: Array literals with at least this many elements, all zero (bit for bit) after the
+#: first, print as their first element alone (``f32[4096,4096] constant(0)``).
+COMPACT_LITERAL_MIN = 1024
+
+
+def _zero_after_first(arr: np.ndarray) -> bool:
+    rest = np.ascontiguousarray(arr.reshape(-1)[1:])
+    return not rest.view(np.uint8).any()
 
 
 # -- attributes ------------------------------------------------------------------------------

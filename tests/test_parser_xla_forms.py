@@ -257,3 +257,34 @@ def test_rng_bit_generator_declared_as_bits_alone():
         pytest.skip("no XLA:CPU")
     np.testing.assert_array_equal(ours, run_hlo(RBG_ARRAY, seed))
     np.testing.assert_array_equal(ours, run_hlo(tuple_form, seed)[1])
+
+
+
+@pytest.mark.parametrize("shape,literal", [
+    ("f32[64,64]", "-2.5"), ("pred[40,40]", "true"), ("bf16[32,32]", "0"),
+    ("s8[4096,4096]", "7"),
+])
+def test_large_scalar_for_array_constants_stay_compact(shape, literal):
+    """bfloat16_propagation_test.cc:1287 has two ``f32[4096,4096] constant(0)``: hloref
+    took 52 s to parse them (a token per element) and printed 151 MB. A large array
+    that is zero after its first element prints as that element alone; XLA reads the
+    print back to the same value (its CPU run returns it)."""
+    import time
+    text = f"HloModule m\nENTRY e {{\n  ROOT c = {shape} constant({literal})\n}}\n"
+    t0 = time.perf_counter()
+    ours = parse_module(text)
+    assert time.perf_counter() - t0 < 5
+    printed = module_to_text(ours)
+    assert f"constant({literal})" in printed and len(printed) < 200
+    assert parse_module(printed) == ours
+    from hloref.fuzz.oracles.xla import available, run_hlo
+    if available():
+        np.testing.assert_array_equal(run_hlo(printed), ours.entry.root.literal)
+
+
+def test_complex_array_needs_nested_literal():
+    text = "HloModule m\nENTRY e {\n  ROOT c = c64[4] constant((1, 2))\n}\n"
+    with pytest.raises(Exception, match="expects nested array in rank 1, but sees 0"):
+        xc.hlo.hlo_module_from_text(text)
+    with pytest.raises(HloParseError, match="expects nested array in rank 1, but sees 0"):
+        parse_module(text)

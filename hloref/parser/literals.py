@@ -99,11 +99,16 @@ class LiteralParser(ShapeParser):
         items: list[tuple[int, str, Any]] = []
         if shape.rank and not s.at("{"):
             # XLA reads one value for an array constant as its first element, the
-            # others zero (``s32[2,2] constant(3)`` is {{3, 0}, {0, 0}}).
+            # others zero (``s32[2,2] constant(3)`` is {{3, 0}, {0, 0}}); not for
+            # complex types, whose value starts with '('.
+            if et.is_complex:
+                raise s.error(f"expects nested array in rank {shape.rank}, but sees 0")
             first = self.scalar_token(et)
-            zero = (first[0], "bool", False) if et.kind == "pred" else (first[0], "int", "0")
             n = math.prod(max(d, 0) for d in shape.dims)
-            return self.convert([first] + [zero] * (n - 1) if n else [], shape)
+            out = np.zeros(tuple(max(d, 0) for d in shape.dims), dtype=et.dtype)
+            if n:  # convert the one value alone: a f32[4096,4096] constant(0) is 16M zeros
+                out.reshape(-1)[:1] = self.convert([first], shape.with_dims((1,)))
+            return out
         if shape.rank == 0:
             items.append(self.scalar_token(et))
         else:
