@@ -51,3 +51,4 @@ def test_async_wrapped_op():
     out = check(SUGARED, x, xla=False)  # XLA:CPU has no host Sharding custom call
     np.testing.assert_array_equal(out, x)
     assert hloref.gpu.gpu_status("async-start").startswith("yes")
+
