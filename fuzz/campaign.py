@@ -391,10 +391,11 @@ class Runner:
             print(f"hloref fuzz: Hypothesis run {run_seed} ended early: {type(exc).__name__}",
                   file=sys.stderr)
 
-    def generate(self, run_seed, db=None, *, stale_runs: int = 3) -> None:
+    def generate(self, run_seed, db=None, *, stale_runs: int = 10) -> None:
         """Hypothesis runs with the seeds ``run_seed(0)``, ``run_seed(1)``, ... until the
         budget is spent, or ``stale_runs`` runs in a row found no program not tested
-        before (a generator restricted to a tiny space)."""
+        before (a generator restricted to a tiny space: the budget is then left unspent
+        rather than looping forever)."""
         per_example = max(1, self.opts.batch)
         run_no = stale = 0
         while not self.out_of_budget() and stale < stale_runs:
@@ -402,8 +403,9 @@ class Runner:
             n = self.opts.examples_per_run if left is None else \
                 min(self.opts.examples_per_run, -(-left // per_example))
             before = self.done
-            # one more: every run starts with the simplest example, a repeat after the first
-            self.run_hypothesis(run_seed(run_no), n + 1, db)
+            # more than needed: every run starts with the simplest examples, repeats after
+            # the first run (an example past the budget draws nothing)
+            self.run_hypothesis(run_seed(run_no), max(n, 3) + 1, db)
             run_no += 1
             stale = 0 if self.done > before else stale + 1
 

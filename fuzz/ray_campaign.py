@@ -143,6 +143,22 @@ def _write_finding(out: str, item: dict) -> bool:
     return True
 
 
+def _check_reachable(address: str, timeout: float = 10.0) -> None:
+    """A ``HOST:PORT`` (or ``ray://HOST:PORT``) nobody listens on fails here, in
+    seconds, instead of in Ray's minutes of retries."""
+    import socket
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", "local": Ray finds (or refuses) the cluster itself
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise CampaignSetupError(f"--ray {address}: no Ray cluster answers there ({exc}); "
+                                 "start one with `ray start --head` or give its address"
+                                 ) from None
+
+
 def run_ray_campaign(opts: CampaignOptions) -> dict:
     """Run a campaign on the Ray cluster at ``opts.ray``; returns the summary."""
     try:
@@ -164,6 +180,7 @@ def run_ray_campaign(opts: CampaignOptions) -> dict:
     seen_dir = os.path.join(opts.out, ".seen")
     os.makedirs(seen_dir, exist_ok=True)
     seen = set(os.listdir(seen_dir))
+    _check_reachable(opts.ray)
     try:
         ray.init(address=opts.ray, ignore_reinit_error=True, log_to_driver=False,
                  logging_level="warning")

@@ -137,7 +137,7 @@ def test_ray_campaign_with_a_killed_worker(ray_head, tmp_path):
         killer.join()
     assert killed, "no worker was killed while running a unit"
     # the campaign finished, every program counted once
-    assert summary["programs"] == 48
+    assert summary["programs"] == 48, (summary["programs"], summary["batching"], summary["ray"])
     assert summary["ray"]["retried_units"] >= 1 and summary["ray"]["lost_units"] == 0
     state = json.load(open(os.path.join(out, "campaign.json")))
     assert state["units_done"] == list(range(6)) and state["totals"]["programs"] == 48
@@ -158,3 +158,12 @@ def test_ray_campaign_with_a_killed_worker(ray_head, tmp_path):
     assert not [n for n in os.listdir(out) if n.startswith(".finding-")]
     # the actors read and wrote the one example database (a directory every node sees)
     assert any(files for _, _, files in os.walk(tmp_path / "db"))
+
+
+def test_ray_address_nobody_answers_is_a_clear_error(tmp_path, capsys):
+    from hloref.cli import main
+    port = _free_port()  # nothing listens there
+    code = main(["fuzz", "--ray", f"127.0.0.1:{port}", "--examples", "1", "--out",
+                 str(tmp_path / "out")])
+    assert code == 2
+    assert f"--ray 127.0.0.1:{port}: no Ray cluster answers there" in capsys.readouterr().err
