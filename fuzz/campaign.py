@@ -445,10 +445,8 @@ def parse_duration(text: str) -> float:
 
 
 def run_campaign(opts: CampaignOptions) -> dict:
-    """Run a campaign; returns the summary (also written to ``--json-summary``)."""
-    if opts.ray:
-        from .ray_campaign import run_ray_campaign
-        return run_ray_campaign(opts)
+    """Run a campaign in local worker processes (``fuzz/ray_campaign.py`` runs one on a
+    Ray cluster); returns the summary (also written to ``--json-summary``)."""
     import multiprocessing as mp
 
     from .strategies import reachable_opcodes

@@ -315,7 +315,11 @@ def cmd_fuzz(args) -> int:
                            json_summary=args.json_summary, junit=args.junit,
                            progress_every=args.progress_every)
     try:
-        summary = run_campaign(opts)
+        if opts.ray:
+            from .ray_campaign import run_ray_campaign
+            summary = run_ray_campaign(opts)
+        else:
+            summary = run_campaign(opts)
     except CampaignSetupError as exc:
         raise cli.CliError(str(exc)) from None
     print(format_summary(summary))

@@ -2,7 +2,7 @@
 
 import sys
 
-from hloref.fuzz.workers import _child_main
+from hloref.fuzz.workers import child_main
 
 if __name__ == "__main__":
-    _child_main(sys.argv[1])
+    child_main(sys.argv[1])

@@ -22,7 +22,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-__all__ = ["OracleResult", "OracleWorker", "ORACLES"]
+__all__ = ["OracleResult", "OracleWorker", "ORACLES", "child_main"]
 
 ORACLES = ("xla", "tf")
 
@@ -78,7 +78,7 @@ class _Channel:
         return bool(ready)
 
 
-def _child_main(oracle: str) -> None:
+def child_main(oracle: str) -> None:
     """The worker process (``python -m hloref.fuzz.worker_main ORACLE``); jobs on stdin,
     answers on stdout (which nothing else may write to: it is moved aside first)."""
     rfd = os.dup(0)

@@ -22,7 +22,8 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("jax")
 
-from hloref.fuzz.campaign import CampaignOptions, run_campaign  # noqa: E402
+from hloref.fuzz.campaign import CampaignOptions  # noqa: E402
+from hloref.fuzz.ray_campaign import run_ray_campaign  # noqa: E402
 from hloref.fuzz.workers import OracleWorker  # noqa: E402
 
 
@@ -131,7 +132,7 @@ def test_ray_campaign_with_a_killed_worker(ray_head, tmp_path):
     killer = threading.Thread(target=_kill_a_busy_worker, args=(out, killed, stop), daemon=True)
     killer.start()
     try:
-        summary = run_campaign(opts)
+        summary = run_ray_campaign(opts)
     finally:
         stop.set()
         killer.join()
