@@ -194,9 +194,14 @@ def combiner_kinds(module: Module, instr: Instruction) -> tuple[str | None, ...]
     return tuple(kinds)
 
 
-def _add_combiner(module: Module, instr: Instruction) -> bool:
-    """Whether ``instr``'s applied computation adds (in at least one output)."""
-    return "add" in (combiner_kinds(module, instr) or ())
+#: Combiners whose order of application is free and rounds: a sum's terms, a
+#: product's factors (XLA:CPU reassociates both; max/min/and/or/xor are exact).
+_REORDERED = frozenset({"add", "multiply"})
+
+
+def _reordered_combiner(module: Module, instr: Instruction) -> bool:
+    """Whether ``instr``'s applied computation adds or multiplies (in some output)."""
+    return bool(_REORDERED & set(combiner_kinds(module, instr) or ()))
 
 
 def _terms(instr: Instruction, operands: list, value: np.ndarray) -> int:
@@ -526,10 +531,12 @@ class Perturber:
         if op in EXPANDED_OPS:
             return _expansion_budget(instr, operands, value)
         if op in ("reduce", "reduce-window", "scatter", "all-reduce", "all-reduce-start",
-                  "reduce-scatter", "collective-reduce") and not _add_combiner(self.module, instr):
+                  "reduce-scatter", "collective-reduce") and \
+                not _reordered_combiner(self.module, instr):
             return None  # max/min/and/or combiners are exact; others are combiners' business
         if isinstance(value, tuple):
-            # a variadic reduce: each output summed by its own add may be reordered
+            # a variadic reduce: each output combined by its own add or multiply may
+            # be reordered
             kinds = combiner_kinds(self.module, instr)
             if op not in ("reduce", "reduce-window") or kinds is None or \
                     len(kinds) != len(value):
@@ -540,7 +547,7 @@ class Perturber:
                 return None
             return tuple(
                 self._sum_budget(instr, operands, leaf, np.abs(_to_f64(np.asarray(mag))))
-                if kind == "add" and float_type(leaf) is not None else None
+                if kind in _REORDERED and float_type(leaf) is not None else None
                 for kind, leaf, mag in zip(kinds, value, mags))
         et = float_type(value)
         if et is None:
@@ -563,7 +570,9 @@ class Perturber:
 
     @staticmethod
     def _sum_budget(instr, operands, value, mag):
-        """sqrt(n)·eps·Σ|terms| + 1 ULP for ``value``, given Σ|terms| (``mag``)."""
+        """sqrt(n)·eps·Σ|terms| + 1 ULP for ``value``, given Σ|terms| (``mag``; for a
+        product, the op on the magnitudes is Π|factors| = |value|: a relative error of
+        sqrt(n)·eps, the reordered product's)."""
         op = instr.opcode
         et = float_type(value)
         n = _terms(instr, operands, value)

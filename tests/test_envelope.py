@@ -284,3 +284,38 @@ def test_complex_infinities_match_whatever_their_other_part(worker):
     bad = np.array(theirs, copy=True)
     bad[2] *= np.complex64(1.001)
     assert diff(COMPLEX_DIVIDE, [a, b], worker=worker, oracle_value=bad).verdict == "mismatch"
+
+
+PRODUCT_WINDOW = """HloModule R2Window
+mul {
+  lhs = f32[] parameter(0)
+  rhs = f32[] parameter(1)
+  ROOT mul = f32[] multiply(lhs, rhs)
+}
+ENTRY R2Window {
+  operand = f32[256,384]{1,0} parameter(0)
+  constant = f32[] constant(1)
+  ROOT reduce-window = f32[256,384]{1,0} reduce-window(operand, constant), window={size=2x3 pad=0_1x1_1}, to_apply=mul
+}
+"""
+
+
+def test_products_multiply_in_any_order(worker):
+    # XLA's reduce_window_test.cc R2General256x384: XLA:CPU reassociates the 6-factor
+    # products (up to 3 ULP from hloref's left-to-right value: a conformance false
+    # alarm before multiply combiners had the accumulation freedom); a 1e-4 relative
+    # error is still flagged
+    x = np.random.default_rng(3).uniform(-2, 2, (256, 384)).astype(np.float32)
+    report = diff(PRODUCT_WINDOW, [x], worker=worker)
+    assert report.verdict == "match", report.summary()
+    env, _ = _envelope(PRODUCT_WINDOW, x)
+    p = np.pad(x, ((0, 1), (1, 1)), constant_values=1)
+    factors = [p[i:i + 256, j:j + 384] for i in range(2) for j in range(3)]
+    for order in ((0, 1, 2, 3, 4, 5), (5, 4, 3, 2, 1, 0), (0, 5, 1, 4, 2, 3)):
+        acc = np.ones_like(x)
+        for k in order:
+            acc = (acc * factors[k]).astype(np.float32)
+        assert env.check(acc).ok, env.check(acc)
+    bad = np.array(report.actual, copy=True)
+    bad[100, 200] *= np.float32(1.0001)
+    assert diff(PRODUCT_WINDOW, [x], worker=worker, oracle_value=bad).verdict == "mismatch"
