@@ -568,6 +568,11 @@ REASON_RULES = [
      "implementation-defined"),
     ("unsupported", lambda r, t: r.get("hloref_eval") == "HloUnsupportedError",
      "hloref limitation: an op or custom-call target hloref does not implement"),
+    ("promised-indices", lambda r, t: r.get("verdict") == "mismatch" and re.search(
+        r"\b(scatter|gather)\(", t) is not None and re.search(
+        r"\b(unique_indices|indices_are_sorted)=true", t) is not None,
+     "`unique_indices=true`/`indices_are_sorted=true` with seeded indices that are neither: "
+     "implementation-defined (operation_semantics §Scatter, §Gather)"),
     ("non-terminating", lambda r, t: "does not terminate" in r.get("hloref_message", ""),
      "a `while` that never terminates (its body returns its state unchanged): no value by "
      "the written semantics; XLA's while-loop simplifier removes it and returns the "
@@ -584,6 +589,14 @@ REASON_RULES = [
 _NON_ASSOCIATIVE = ("reducer that is not associative (`a + 2|b|`): the order of "
                     "application is arbitrary, so the result is implementation-defined")
 REASON_BY_LOCATION = {
+    "xla/tests/reduce_window_test.cc:1659":
+        "envelope false alarm: a reduce-window with a multiply reducer over 6 elements, "
+        "reassociated by XLA:CPU (at most 3 ULP apart; 44 of 98,304 elements a quarter "
+        "envelope width outside: the envelope's accumulation freedom covers add combiners)",
+    "xla/service/while_loop_simplifier_test.cc:297":
+        "hloref limitation: a loop of 2^31 + 43 iterations (42 counts down past the s32 "
+        "wrap-around until it is >= 100) exceeds Limits.max_while_iterations; XLA:CPU's "
+        "2147483647 is the written semantics' value (by hand)",
     "xla/tests/reduce_window_test.cc:1642":
         "envelope false alarm: a reduce-window with a multiply reducer over 6 elements, "
         "reassociated by XLA:CPU (at most 3 ULP apart; 44 of 98,304 elements a quarter "

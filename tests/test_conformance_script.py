@@ -169,3 +169,12 @@ ENTRY e {
 """
     assert conformance._init_not_identity(text.replace("INIT", "1"))
     assert not conformance._init_not_identity(text.replace("INIT", "0"))
+
+
+def test_reason_for_promised_indices_and_locations():
+    rec = {"where": "x_test.cc:1", "verdict": "mismatch"}
+    scatter = "ENTRY e {\n  ROOT s = f32[4] scatter(a, i, u), unique_indices=true, to_apply=add\n}"
+    assert "unique_indices=true" in conformance.reason_for(rec, scatter)
+    assert conformance.reason_for(rec, scatter.replace("unique_indices=true", "x=1")) is None
+    loop = {"where": "xla/service/while_loop_simplifier_test.cc:297", "hloref_eval": "HloLimitError"}
+    assert "2^31 + 43 iterations" in conformance.reason_for(loop, "")
