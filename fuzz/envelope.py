@@ -206,6 +206,8 @@ def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy) -> _Leaf:
             floor = DTYPE_ULPS.get(et.name, 2) * ulp_at(
                 np.where(finite[0], nom, np.where(np.any(finite, axis=0), mid, 0)).astype(nom.dtype),
                 et)
+            if policy.freedoms.ftz:  # a part within the smallest normal of zero may flush
+                floor = floor + (2.0 ** -126 if et.name == "c64" else 2.0 ** -1022)
             radius = np.where(np.any(finite, axis=0), policy.widen * dev + floor, -1.0)
         c = np.where(np.any(finite, axis=0), c, 0)
         return _Leaf(nom, c, radius, nan_ok, et, inf_ok=inf_ok)

@@ -319,3 +319,28 @@ def test_products_multiply_in_any_order(worker):
     bad = np.array(report.actual, copy=True)
     bad[100, 200] *= np.float32(1.0001)
     assert diff(PRODUCT_WINDOW, [x], worker=worker, oracle_value=bad).verdict == "mismatch"
+
+
+COMPLEX_MULTIPLY = """HloModule m
+ENTRY e {
+  a = c64[3] parameter(0)
+  b = c64[3] parameter(1)
+  ROOT p = c64[3] multiply(a, b)
+}
+"""
+
+
+def test_a_subnormal_part_of_a_complex_result_may_flush(worker):
+    # (1e-13 + 5e-20i)(1e-19 + 0i) = 1e-32 + 5e-39i has a subnormal imaginary part,
+    # which XLA:CPU flushes to 0 (jax's sinc on the complex plane), 7 ULP of |z| away;
+    # a normal value off by 1e-3 is flagged
+    a = np.array([1e-13 + 5e-20j, 1 + 2j, 3 - 1j], np.complex64)
+    b = np.array([1e-19 + 0j, 2 - 1j, 1 + 1j], np.complex64)
+    report = diff(COMPLEX_MULTIPLY, [a, b], worker=worker)
+    assert report.actual[0].imag == 0 and report.expected[0].imag != 0  # XLA flushed it
+    assert report.verdict == "match", report.summary()
+    strict = EnvelopePolicy(freedoms=Freedoms(ftz=False))
+    assert diff(COMPLEX_MULTIPLY, [a, b], worker=worker, policy=strict).verdict == "mismatch"
+    bad = np.array(report.actual, copy=True)
+    bad[1] *= np.complex64(1.001)
+    assert diff(COMPLEX_MULTIPLY, [a, b], worker=worker, oracle_value=bad).verdict == "mismatch"
