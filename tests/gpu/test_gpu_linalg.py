@@ -1,5 +1,6 @@
 """batch-norm-inference on the GPU backend (fallback disabled) against the cpu backend (bit
-for bit), XLA:CPU and a numpy f64 reference."""
+for bit), XLA:CPU and a numpy f64 reference; batch-norm-training/-grad, cholesky and
+triangular-solve against the cpu backend, XLA:CPU and numpy within the envelope."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import numpy as np
 import pytest
 
 from hloref.fuzz.compare import accumulation_atol
+from hloref.fuzz.error_bounds import cholesky_atol, triangular_solve_atol
 from hloref.types import element_type
 
-from gpu_check import check, values
+from gpu_check import RNG, check, values
 
 BN = """HloModule b
 ENTRY e {{
@@ -91,3 +93,99 @@ def test_batch_norm_training_and_grad(t, fi):
     xf = x.astype(np.float64)
     np.testing.assert_allclose(mean.astype(np.float64), xf.mean(axis=axes), rtol=4 * eps, atol=4 * eps)
     np.testing.assert_allclose(var.astype(np.float64), xf.var(axis=axes), rtol=4 * eps, atol=4 * eps)
+
+
+# ----------------------------------------------------------------- cholesky, triangular-solve
+
+CHOLESKY = """HloModule c
+ENTRY e {{
+  a = {t}[3,4,4] parameter(0)
+  ROOT l = {t}[3,4,4] cholesky(a), lower={lower}
+}}
+"""
+
+TRSV = """HloModule t
+ENTRY e {{
+  a = {t}[2,3,3] parameter(0)
+  b = {t}{bdims} parameter(1)
+  ROOT x = {t}{bdims} triangular-solve(a, b), left_side={left}, lower={lower}, unit_diagonal={unit}, transpose_a={trans}
+}}
+"""
+
+
+def _matrices(t, dims):
+    et = element_type(t)
+    x = RNG.standard_normal(dims)
+    if et.is_complex:
+        x = x + 1j * RNG.standard_normal(dims)
+    return x
+
+
+def _spd(t, batch, n):
+    x = _matrices(t, (batch, n, n))
+    return (x @ np.conj(np.swapaxes(x, -1, -2)) + n * np.eye(n)).astype(element_type(t).dtype)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "c64", "c128"])
+@pytest.mark.parametrize("lower", ["true", "false"])
+def test_cholesky(t, lower):
+    a = _spd(t, 3, 4)
+    et = element_type(t)
+    want = np.linalg.cholesky(a.astype(np.complex128))  # numpy: independent of both
+    want = want if et.is_complex else want.real
+    if lower == "false":
+        want = np.conj(np.swapaxes(want, -1, -2))
+    bound = cholesky_atol(a, want, lower=lower == "true", et=et)
+    out = check(CHOLESKY.format(t=t, lower=lower), a, exact=False, opcode="cholesky",
+                atol=bound, xla="required")
+    assert np.all(np.abs(out - want) <= bound)
+
+
+def test_cholesky_not_positive_definite_is_nan():
+    """A negative pivot: the whole matrix of that batch element is NaN, the other stays."""
+    a = _spd("f32", 3, 4)
+    a[1, 2, 2] = -100.0
+    want = np.full(a.shape, np.nan)
+    want[[0, 2]] = np.linalg.cholesky(a[[0, 2]].astype(np.float64))
+    bound = cholesky_atol(a, want, lower=True, et=element_type("f32"))
+    out = check(CHOLESKY.format(t="f32", lower="true"), a, exact=False, opcode="cholesky",
+                atol=bound, xla="required")
+    assert np.all(np.isnan(out[1])) and not np.any(np.isnan(out[[0, 2]]))
+
+
+#: (type, left_side, lower, unit_diagonal, transpose_a)
+TRSV_CASES = [
+    ("f32", "true", "true", "false", "NO_TRANSPOSE"),
+    ("f32", "false", "false", "true", "TRANSPOSE"),
+    ("f64", "true", "false", "false", "TRANSPOSE"),
+    ("f64", "false", "true", "false", "NO_TRANSPOSE"),
+    ("c64", "true", "true", "true", "ADJOINT"),
+    ("c64", "false", "true", "false", "TRANSPOSE"),
+    ("c128", "true", "false", "false", "ADJOINT"),
+    ("c128", "false", "false", "false", "NO_TRANSPOSE"),
+]
+
+
+@pytest.mark.parametrize("t,left,lower,unit,trans", TRSV_CASES)
+def test_triangular_solve(t, left, lower, unit, trans):
+    et = element_type(t)
+    a = _spd(t, 2, 3)  # well conditioned in both triangles
+    bdims = (2, 3, 5) if left == "true" else (2, 5, 3)
+    b = _matrices(t, bdims).astype(et.dtype)
+    # numpy's solve on the triangle as read (independent of both backends)
+    m = np.where(np.tril(np.ones((3, 3), bool)) if lower == "true" else
+                 np.triu(np.ones((3, 3), bool)), a.astype(np.complex128), 0)
+    if unit == "true":
+        m[:, range(3), range(3)] = 1
+    if trans != "NO_TRANSPOSE":
+        m = np.swapaxes(m, -1, -2)
+        m = np.conj(m) if trans == "ADJOINT" else m
+    want = np.linalg.solve(m, b) if left == "true" else \
+        np.swapaxes(np.linalg.solve(np.swapaxes(m, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
+    want = want if et.is_complex else want.real
+    bound = triangular_solve_atol(a, want, left_side=left == "true", lower=lower == "true",
+                                  unit_diagonal=unit == "true", transpose_a=trans, et=et)
+    text = TRSV.format(t=t, bdims="[" + ",".join(map(str, bdims)) + "]", left=left,
+                       lower=lower, unit=unit, trans=trans)
+    out = check(text, a, b, exact=False, opcode="triangular-solve", atol=bound, xla="required")
+    assert np.all(np.abs(out - want) <= bound)
