@@ -13,22 +13,24 @@ writes the new state. Results narrower than 32 bits are the low bits of the word
 
 ``rng-get-and-update-state`` takes no operands: its 128-bit state is the interpreter's
 (one per evaluation, as on the CPU), and the result is sent to the device once.
-``rng`` (hloref's own stream with redraws) still runs on the CPU.
+``rng``: hloref's own stream with redraws, on the device (below).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.rng import RNG_STATE_INITIAL
+from hloref.evaluator.numeric import to_float64
+from hloref.evaluator.rng import RNG_KEY, RNG_STATE_INITIAL
 from hloref.shapes import TupleShape
 
 from .bitwise_convert import from_bits
-from .device import empty, to_device, type_params
+from .device import LOAD, SIMULATOR, STORE, empty, to_device, type_class, type_params
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 
@@ -250,3 +252,298 @@ def rng_get_and_update_state(*, ctx, delta):
         value = RNG_STATE_INITIAL
     ctx._rng_state = (value + int(str(delta))) % 2 ** 128
     return to_device(np.array([value & (2 ** 64 - 1), value >> 64], dtype=np.uint64))
+
+
+# ----------------------------------------------------------------- rng (hloref's own stream)
+#
+# The CPU's stream (``evaluator/rng.py``: Philox-4x32 under ``RNG_KEY`` from the
+# interpreter's 128-bit op counter, value ``t`` = the words (0, 1) or (2, 3) of counter
+# ``t // 2``), drawn on the device: one thread per value. Redraws (integers past the
+# last whole multiple of the span, floats that round up to ``hi``) take fresh values in
+# index order, as the CPU: a single-thread kernel ranks the rejected elements and the
+# count (one scalar) comes back to advance the host's counter. The bounds are read as
+# scalars too. Integer and uniform results are bit-exact with the CPU; normal results
+# use log/cos/sqrt (the host's numpy functions in the simulator, bit-exact there;
+# libdevice's on a GPU, within an ulp or two).
+
+if SIMULATOR:
+    _log, _cos, _sqrt = np.log, np.cos, np.sqrt
+else:  # pragma: no cover - needs a GPU
+    _log, _cos, _sqrt = math.log, math.cos, math.sqrt
+
+_M63 = 0x7FFFFFFFFFFFFFFF
+
+
+@cuda.jit(device=True)
+def _stream_value(clo, chi, t, k0, k1):
+    """Value ``t`` of the stream from the 128-bit counter ``(clo, chi)``: a u64."""
+    lo = clo + np.uint64(t // 2)
+    hi = chi + np.uint64(1) if lo < clo else chi
+    w0, w1, w2, w3 = philox4x32(lo, hi, k0, k1)
+    if t % 2 == 0:
+        return w0 | (w1 << np.uint64(32))
+    return w2 | (w3 << np.uint64(32))
+
+
+@cuda.jit
+def _draw_kernel(bits, n, clo, chi, k0, k1):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        bits[i] = _stream_value(clo, chi, i, k0, k1)
+        i += step
+
+
+@cuda.jit
+def _redraw_kernel(bits, rank, n, clo, chi, k0, k1):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        if rank[i] >= 0:
+            bits[i] = _stream_value(clo, chi, rank[i], k0, k1)
+        i += step
+
+
+@cuda.jit
+def _rank_kernel(bad, rank, count, n):
+    """One thread: ``rank[i]`` = the number of rejected elements before ``i`` (or -1)."""
+    if cuda.grid(1) == 0:
+        c = 0
+        for i in range(n):
+            if bad[i]:
+                rank[i] = c
+                c += 1
+            else:
+                rank[i] = -1
+        count[0] = c
+
+
+@cuda.jit
+def _int_reject_kernel(bits, bad, n, limit):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        bad[i] = 1 if bits[i] >= limit else 0
+        i += step
+
+
+@functools.cache
+def _int_finish_kernel(cls):
+    store = STORE[cls]
+    signed = cls == "sint"
+
+    @cuda.jit
+    def k(bits, out, n, span, whole, lo, p):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            offs = bits[i] if whole else bits[i] % span
+            wide = offs + lo  # wraps mod 2**64: exact in range
+            if signed:
+                v = np.int64(wide & np.uint64(_M63))
+                if wide >> np.uint64(63):
+                    v += np.int64(-9223372036854775807 - 1)
+                out[i] = store(v, p)
+            else:
+                out[i] = store(wide, p)
+            i += step
+
+    return k
+
+
+@functools.cache
+def _uniform_kernel(cls):
+    store = STORE[cls]
+
+    @cuda.jit
+    def k(bits, out, rank, n, lo, hi, p):
+        """Element ``i`` (every one, or where ``rank[i] >= 0``) from its bits."""
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            if rank[i] >= 0:
+                u = np.float64(bits[i] >> np.uint64(11)) * 2.0 ** -53
+                out[i] = store(lo + (hi - lo) * u, p)
+            i += step
+
+    return k
+
+
+@functools.cache
+def _float_reject_kernel(cls):
+    load = LOAD[cls]
+
+    @cuda.jit
+    def k(out, bad, n, hi, p):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            bad[i] = 0 if np.float64(load(out[i], p)) < hi else 1
+            i += step
+
+    return k
+
+
+@functools.cache
+def _fill_kernel(cls):
+    store = STORE[cls]
+
+    @cuda.jit
+    def k(out, rank, n, value, p):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            if rank[i] >= 0:
+                out[i] = store(value, p)
+            i += step
+
+    return k
+
+
+@functools.cache
+def _normal_kernel(cls):
+    store = STORE[cls]
+
+    @cuda.jit
+    def k(out, n, clo, chi, k0, k1, mu, sigma, p):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            b1 = _stream_value(clo, chi, 2 * i, k0, k1)
+            b2 = _stream_value(clo, chi, 2 * i + 1, k0, k1)
+            u1 = (np.float64(b1 >> np.uint64(11)) + 1.0) * 2.0 ** -53
+            u2 = np.float64(b2 >> np.uint64(11)) * 2.0 ** -53
+            z = _sqrt(-2.0 * _log(u1)) * _cos(2.0 * np.pi * u2)
+            out[i] = store(mu + sigma * z, p)
+            i += step
+
+    return k
+
+
+class _DeviceStream:
+    """The interpreter's op counter (``ctx._rng_op_counter``, shared with the CPU's rng)."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.k0, self.k1 = RNG_KEY & _M32, (RNG_KEY >> 32) & _M32
+
+    def take(self, n: int):
+        """The counter ``(lo, hi)`` of the next ``n`` values, advanced past them."""
+        counter = getattr(self.ctx, "_rng_op_counter", 0)
+        self.ctx._rng_op_counter = (counter + (n + 1) // 2) % 2 ** 128
+        return counter & (2 ** 64 - 1), counter >> 64
+
+
+def _scalar(x):
+    return to_float64(x.to_host().reshape(1))[0]
+
+
+def _rejections(stream, bad, rank, count, n, redraw):
+    """Up to 64 rounds: rank the rejected elements, redraw them; the count left."""
+    for _ in range(64):
+        _rank_kernel[1, 1](bad, rank, count, n)
+        c = int(count.copy_to_host()[0])
+        if c == 0:
+            return 0
+        redraw(c)
+    _rank_kernel[1, 1](bad, rank, count, n)
+    return int(count.copy_to_host()[0])
+
+
+@gpu_op("rng")
+def rng(a, b, *, shape, ctx, distribution):
+    et = shape.element_type
+    dims = tuple(shape.dims)
+    n = int(np.prod(dims, dtype=np.int64))
+    dist = str(distribution)
+    if et.is_pred or et.is_complex:
+        raise HloEvalError(f"rng does not support element type {et.name}")
+    cls = type_class(et)
+    if cls not in ("sint", "uint", "f32", "f64", "narrow"):
+        raise GpuFallback(f"rng of {et.name} has no GPU kernel")
+    stream = _DeviceStream(ctx)
+    out = empty(dims, et)
+    p = type_params(et)
+    if dist == "rng_uniform" and et.is_integer:
+        lo = int(a.to_host().reshape(-1)[0])
+        span = int(b.to_host().reshape(-1)[0]) - lo
+        if span <= 0:
+            span, n_draw = 1, 0  # every element lo
+        else:
+            n_draw = n
+        bits = cuda.device_array(max(n, 1), dtype=np.uint64)
+        if n_draw:
+            clo, chi = stream.take(n)
+            launch(_draw_kernel, n, bits, n, np.uint64(clo), np.uint64(chi), np.uint64(stream.k0),
+                   np.uint64(stream.k1))
+            limit = 2 ** 64 - (2 ** 64 % span)
+            if limit < 2 ** 64:
+                bad = cuda.device_array(n, dtype=np.uint8)
+                rank = cuda.device_array(n, dtype=np.int64)
+                count = cuda.device_array(1, dtype=np.int64)
+
+                def redraw(c):
+                    rlo, rhi = stream.take(c)
+                    launch(_redraw_kernel, n, bits, rank, n, np.uint64(rlo), np.uint64(rhi),
+                           np.uint64(stream.k0), np.uint64(stream.k1))
+                    launch(_int_reject_kernel, n, bits, bad, n, np.uint64(limit))
+
+                launch(_int_reject_kernel, n, bits, bad, n, np.uint64(limit))
+                _rejections(stream, bad, rank, count, n, redraw)
+        else:
+            launch(_fill_zero_u64, n, bits, n)
+        launch(_int_finish_kernel(cls), n, bits, out.data, n,
+               np.uint64(span % 2 ** 64), span >= 2 ** 64, np.uint64(lo % 2 ** 64), p)
+        return out
+    if dist == "rng_uniform":
+        lo, hi = _scalar(a), _scalar(b)
+        rank = cuda.device_array(max(n, 1), dtype=np.int64)
+        launch(_fill_i64, n, rank, n, 0)
+        if not lo < hi:
+            launch(_fill_kernel(cls), n, out.data, rank, n, lo, p)
+            return out
+        bits = cuda.device_array(max(n, 1), dtype=np.uint64)
+        clo, chi = stream.take(n)
+        keys = np.uint64(stream.k0), np.uint64(stream.k1)
+        launch(_draw_kernel, n, bits, n, np.uint64(clo), np.uint64(chi), *keys)
+        launch(_uniform_kernel(cls), n, bits, out.data, rank, n, lo, hi, p)
+        bad = cuda.device_array(max(n, 1), dtype=np.uint8)
+        count = cuda.device_array(1, dtype=np.int64)
+
+        def redraw(c):
+            rlo, rhi = stream.take(c)
+            launch(_redraw_kernel, n, bits, rank, n, np.uint64(rlo), np.uint64(rhi), *keys)
+            launch(_uniform_kernel(cls), n, bits, out.data, rank, n, lo, hi, p)
+            launch(_float_reject_kernel(cls), n, out.data, bad, n, hi, p)
+
+        launch(_float_reject_kernel(cls), n, out.data, bad, n, hi, p)
+        if _rejections(stream, bad, rank, count, n, redraw):
+            launch(_fill_kernel(cls), n, out.data, rank, n, lo, p)
+        return out
+    if dist == "rng_normal":
+        if not et.is_float:
+            raise HloEvalError(f"rng_normal needs a floating-point result, got {et.name}")
+        mu, sigma = _scalar(a), _scalar(b)
+        clo, chi = stream.take(2 * n)
+        launch(_normal_kernel(cls), n, out.data, n, np.uint64(clo), np.uint64(chi),
+               np.uint64(stream.k0), np.uint64(stream.k1), mu, sigma, p)
+        return out
+    raise HloEvalError(f"unknown rng distribution {dist}")
+
+
+@cuda.jit
+def _fill_zero_u64(bits, n):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        bits[i] = np.uint64(0)
+        i += step
+
+
+@cuda.jit
+def _fill_i64(a, n, value):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        a[i] = value
+        i += step
