@@ -39,21 +39,24 @@ def run_while(init, condition, body, *, limit: int, instruction_name: str, to_ho
     """``while condition(state): state = body(state)``; stops past ``limit`` iterations.
     ``to_host`` reads the predicate (the GPU backend passes its device-to-host read).
 
-    A body that hands back its state unchanged (the very same values) while a
-    condition without side effects holds never terminates: that is reported at once
+    A body that hands back unchanged (the very same values) every part of the state
+    that a condition without side effects reads, while it holds, never terminates
+    (memory_space_assignment_test: a pred flag passed through): that is reported at once
     instead of after ``limit`` iterations (XLA's while-loop simplifier may remove such
     a loop and return its initial state; the written semantics has no value)."""
     state = init
     iterations = 0
     pure = _is_pure(condition)
+    read = _elements_read(condition) if pure else None
     while bool(to_host(condition(state))):
         if iterations >= limit:
             raise HloLimitError(f"while loop still running after {limit} iterations "
                                 f"(Limits.max_while_iterations)", instruction=instruction_name)
         new = body(state)
-        if pure and _same_values(new, state):
-            raise HloEvalError("while loop does not terminate: the body returns its state "
-                               "unchanged and the condition still holds",
+        if pure and _same_read_values(new, state, read):
+            raise HloEvalError("while loop does not terminate: the body returns the part of "
+                               "its state the condition reads unchanged, and the condition "
+                               "still holds",
                                instruction=instruction_name)
         state = new
         iterations += 1
@@ -75,6 +78,31 @@ def _is_pure(condition) -> bool:
     if comp is None:
         return False
     return all(i.opcode not in _IMPURE_OPCODES for i in comp.instructions)
+
+
+def _elements_read(condition) -> frozenset | None:
+    """Tuple indices of its parameter that a condition reads, when it reads the
+    parameter only through ``get-tuple-element``; None: the whole state."""
+    comp = condition.computation
+    params = comp.parameters
+    if len(params) != 1:
+        return None
+    param = params[0]
+    read = set()
+    for instr in comp.instructions:
+        if any(o is param for o in instr.operands):
+            if instr.opcode != "get-tuple-element":
+                return None
+            read.add(int(instr.attrs["index"]))
+    if comp.root is param:
+        return None
+    return frozenset(read)
+
+
+def _same_read_values(new, old, read) -> bool:
+    if read is None or not (isinstance(new, tuple) and isinstance(old, tuple)):
+        return _same_values(new, old)
+    return len(new) == len(old) and all(new[k] is old[k] for k in read)
 
 
 def _same_values(a, b) -> bool:

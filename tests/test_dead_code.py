@@ -127,3 +127,37 @@ def test_while_whose_body_returns_its_state_is_reported_at_once():
         "ROOT _ = (u32[],f32[1]) tuple(t0,t1)",
         "one = u32[] constant(1)\n  t2 = u32[] add(t0, one)\n  ROOT _ = (u32[],f32[1]) tuple(t2,add0)")
     np.testing.assert_array_equal(hloref.evaluate(counting, np.ones(1, np.float32)), [2.0])
+
+
+FLAG_WHILE = """HloModule module
+while_cond {
+  p0 = (f32[3], f32[3], pred[]) parameter(0)
+  ROOT gte = pred[] get-tuple-element(p0), index=2
+}
+while_body {
+  p0 = (f32[3], f32[3], pred[]) parameter(0)
+  gte0 = f32[3] get-tuple-element(p0), index=0
+  gte1 = f32[3] get-tuple-element(p0), index=1
+  gte2 = pred[] get-tuple-element(p0), index=2
+  add = f32[3] add(gte0, gte1)
+  ROOT tuple = (f32[3], f32[3], pred[]) tuple(add, gte1, gte2)
+}
+ENTRY entry {
+  p0 = f32[3] parameter(0)
+  p1 = pred[] parameter(1)
+  tuple = (f32[3], f32[3], pred[]) tuple(p0, p0, p1)
+  while = (f32[3], f32[3], pred[]) while(tuple), condition=while_cond, body=while_body
+  ROOT gte = f32[3] get-tuple-element(while), index=0
+}
+"""
+
+
+def test_while_whose_condition_reads_only_a_passed_through_flag():
+    """memory_space_assignment_test.cc:7175: the condition reads a pred the body passes
+    through; another element changes every iteration. With the flag true the loop never
+    ends (reported at once, not after 2M slow iterations); false: no iteration, p0."""
+    x = np.array([1, 2, 3], np.float32)
+    limits = hloref.Limits(max_while_iterations=10**9)
+    with pytest.raises(HloEvalError, match="does not terminate"):
+        hloref.evaluate(FLAG_WHILE, x, np.bool_(True), limits=limits)
+    np.testing.assert_array_equal(hloref.evaluate(FLAG_WHILE, x, np.bool_(False)), x)
