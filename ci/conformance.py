@@ -574,9 +574,9 @@ REASON_RULES = [
      "`unique_indices=true`/`indices_are_sorted=true` with seeded indices that are neither: "
      "implementation-defined (operation_semantics §Scatter, §Gather)"),
     ("non-terminating", lambda r, t: "does not terminate" in r.get("hloref_message", ""),
-     "a `while` that never terminates (its body returns unchanged what its condition reads): no value by "
-     "the written semantics; XLA's while-loop simplifier removes it and returns the "
-     "initial state; hloref reports the loop"),
+     "a `while` that never terminates (its body returns unchanged what its condition "
+     "reads): no value by the written semantics; XLA's while-loop simplifier removes it "
+     "and XLA:CPU returns a value; hloref reports the loop"),
     ("init-identity", lambda r, t: r.get("verdict") == "mismatch" and _init_not_identity(t),
      "reduce/reduce-window init value that is not the reducer's identity (a seeded random "
      "parameter, or e.g. 1 for add): implementation-defined; XLA:CPU folds the init in once "
