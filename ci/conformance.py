@@ -6,6 +6,7 @@ Usage::
                              [--json results.json] [--extract-to DIR] [--limit N]
                              [--no-eval] [--only SUBSTRING] [--timeout S] [--seed N]
                              [--shard I/N] [--xla-only] [--cached-only] [--resume]
+                             [--merge A.json B.json ...]
 
 ``SOURCE`` is a bare git directory of openxla/xla (or its mirror ROCm/xla, whose ``main``
 holds the same files; ``--ref`` picks the commit), a checkout of it, or a directory of
@@ -714,6 +715,32 @@ def reason_for(r: dict, text: str) -> str | None:
     return None
 
 
+def merge_records(paths: list[str], cases: list[Case]) -> list[dict]:
+    """The records of ``paths`` for ``cases`` (later files win), with the multi-device
+    rule and the reasons applied again as the current script would."""
+    by_key: dict[str, dict] = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for r in json.load(f):
+                by_key[r["key"]] = r
+    records = []
+    for case in cases:
+        r = by_key.get(case.key)
+        if r is None:
+            continue
+        if r.get("xla_run") == "ok" and _multi_device(case.text):
+            for k in ("verdict", "reason", "hloref_eval", "compare_message"):
+                r.pop(k, None)
+            r["xla_run"] = "unsupported"
+            r["xla_message"] = ("a multi-device module (replica_count or num_partitions > 1): "
+                                "jaxlib's XLA:CPU here runs one device")
+        if r.get("xla_run") == "ok" and r.get("hloref_parse") == "ok" and (
+                r.get("hloref_eval") != "ok" or r.get("verdict") == "mismatch"):
+            r["reason"] = reason_for(r, case.text)
+        records.append(r)
+    return records
+
+
 def _classify(message: str) -> str:
     """A short failure class from an error message (numbers and names stripped)."""
     m = re.sub(r"line \d+, column \d+: ", "", message or "")
@@ -826,6 +853,10 @@ def main(argv=None) -> int:
     p.add_argument("--resume", action="store_true",
                    help="keep the records already in --json (by text hash) instead of scoring "
                         "those modules again (the file is rewritten every 200 modules)")
+    p.add_argument("--merge", nargs="+", metavar="JSON",
+                   help="summarise the records of earlier runs (e.g. the --json of each "
+                        "--shard; a later file's record replaces an earlier one's) instead "
+                        "of scoring; reasons are derived again with the current rules")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
@@ -848,12 +879,16 @@ def main(argv=None) -> int:
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", c.where) + ".hlo"
             with open(os.path.join(a.extract_to, name), "w", encoding="utf-8") as f:
                 f.write(c.text)
-    done = None
-    if a.resume and a.json and os.path.exists(a.json):
-        with open(a.json, encoding="utf-8") as f:
-            done = {r["key"]: r for r in json.load(f)}
-    records = score(cases, Cache(a.cache), evaluate=not a.no_eval, seed=a.seed, timeout=a.timeout,
-                    xla_only=a.xla_only, cached_only=a.cached_only, done=done, json_path=a.json)
+    if a.merge:
+        records = merge_records(a.merge, cases)
+    else:
+        done = None
+        if a.resume and a.json and os.path.exists(a.json):
+            with open(a.json, encoding="utf-8") as f:
+                done = {r["key"]: r for r in json.load(f)}
+        records = score(cases, Cache(a.cache), evaluate=not a.no_eval, seed=a.seed,
+                        timeout=a.timeout, xla_only=a.xla_only, cached_only=a.cached_only,
+                        done=done, json_path=a.json)
     desc = f"`{a.ref}` of {os.path.basename(os.path.normpath(a.source))}"
     try:
         rev = subprocess.run(["git", f"--git-dir={a.source}", "rev-parse", a.ref], check=True,

@@ -178,3 +178,18 @@ def test_reason_for_promised_indices_and_locations():
     assert conformance.reason_for(rec, scatter.replace("unique_indices=true", "x=1")) is None
     loop = {"where": "xla/service/while_loop_simplifier_test.cc:297", "hloref_eval": "HloLimitError"}
     assert "2^31 + 43 iterations" in conformance.reason_for(loop, "")
+
+
+def test_merge_later_records_win_and_reasons_are_derived_again(tmp_path):
+    import json
+    text = "HloModule m\nENTRY e {\n  ROOT s = f32[4] scatter(a, i, u), unique_indices=true\n}\n"
+    case = conformance.Case("k", text, ["x_test.cc:1"])
+    old = {"key": "k", "where": "x_test.cc:1", "xla_parse": "ok", "xla_run": "ok",
+           "hloref_parse": "timeout"}
+    new = {"key": "k", "where": "x_test.cc:1", "xla_parse": "ok", "xla_run": "ok",
+           "hloref_parse": "ok", "hloref_eval": "ok", "verdict": "mismatch"}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps([old]))
+    b.write_text(json.dumps([new]))
+    (rec,) = conformance.merge_records([str(a), str(b)], [case])
+    assert rec["hloref_parse"] == "ok" and "unique_indices=true" in rec["reason"]
