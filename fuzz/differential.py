@@ -35,7 +35,7 @@ from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
 
 from .compare import Verdict, accumulation_atol, compare_values
 from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
-from .known_gaps import KNOWN_GAPS, known_gap
+from .known_gaps import KNOWN_DIFFERENCES, KNOWN_GAPS, known_difference, known_gap
 from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, sample
 from .workers import OracleResult, OracleWorker
 
@@ -98,6 +98,9 @@ class DiffReport:
     optimized_culprit: IsolatedInstruction | None = None
     #: key of ``known_gaps.KNOWN_GAPS`` explaining a difference (verdict ``known-gap``)
     known_gap: str | None = None
+    #: key of ``known_gaps.KNOWN_DIFFERENCES`` when a mismatch is an XLA:CPU behaviour
+    #: already known (a bug reported, a documented limitation): still a mismatch
+    known_difference: str | None = None
     oracle_result: OracleResult | None = None
     debug_options: dict = field(default_factory=dict)
     policy: EnvelopePolicy | None = None
@@ -124,6 +127,9 @@ class DiffReport:
             lines.append(f"(differences within the envelope: {self.comparison})")
         if self.known_gap:
             lines.append(f"known semantic gap ({self.known_gap}): {KNOWN_GAPS[self.known_gap]}")
+        if self.known_difference:
+            lines.append(f"a known XLA:CPU difference ({self.known_difference}): "
+                         f"{KNOWN_DIFFERENCES[self.known_difference]}")
         if self.culprit is not None:
             c = self.culprit.innermost()
             lines.append(f"first instruction outside its own envelope: %{c.name} ({c.opcode}) in "
@@ -422,6 +428,7 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
         if report.culprit is None and localize and worker is not None and oracle_module is None:
             _localize_in_compiled_program(report, module, text, coerced, values, worker,
                                           debug_options, policy, limits)
+        report.known_difference = known_difference(report)
         return report
     finally:
         if own_worker and worker is not None:

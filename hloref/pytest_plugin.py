@@ -464,7 +464,8 @@ class HlorefSession:
             report.message = (report.message + "\n" if report.message else "") + \
                 f"(could not write a reproducer: {exc})"
         with self._lock:
-            self.stats.mismatches.append((nodeid, report.function, report.reproducer))
+            self.stats.mismatches.append((nodeid, report.function, report.reproducer,
+                                          getattr(report, "known_difference", None)))
             self._reports.append(report)
 
     # -- pytest hooks ------------------------------------------------------------------
@@ -511,8 +512,9 @@ class HlorefSession:
             lines.append(f"  unsupported ({n}): {reason}")
         for reason, n in s.skip_reasons.most_common(8):
             lines.append(f"  skipped ({n}): {reason}")
-        for nodeid, fn, path in s.mismatches:
-            lines.append(f"  MISMATCH {nodeid}: {fn}" + (f" -> {path}" if path else ""))
+        for nodeid, fn, path, known in s.mismatches:
+            lines.append(f"  MISMATCH {nodeid}: {fn}" + (f" -> {path}" if path else "")
+                         + (f" (a known XLA:CPU difference: {known})" if known else ""))
         return lines
 
 

@@ -464,3 +464,21 @@ def test_tf_sinh_accuracy_is_a_known_gap(tf_worker):
     np.testing.assert_array_equal(hloref.evaluate(text, x), np.sinh(x.astype(np.float64)).astype(np.float32))
     report = diff(text, [x], worker=tf_worker, oracle="tf")
     assert report.verdict == "known-gap" and report.known_gap == "tf-transcendental-accuracy"
+
+
+def test_a_known_xla_difference_stays_a_mismatch_and_is_named(worker):
+    # popcnt of s4 -8 (0b1000): one bit set (§PopulationCount); XLA:CPU counts the 8 bits
+    # of the sign-extended storage byte (5). Still a mismatch (XLA is wrong), named as
+    # the catalogued difference so a campaign does not report it again.
+    text = """HloModule m
+ENTRY e {
+  x = s4[3] parameter(0)
+  ROOT p = s4[3] popcnt(x)
+}
+"""
+    x = np.array([-8, -1, 3], dtype=ml_dtypes.int4)
+    report = diff(text, [x], worker=worker)
+    assert np.asarray(report.expected).astype(int).tolist() == [1, 4, 2]
+    assert report.verdict == "mismatch"
+    assert report.known_difference == "popcnt-s4", report.summary()
+    assert "a known XLA:CPU difference (popcnt-s4)" in report.summary()
