@@ -30,7 +30,7 @@ import numpy as np
 
 from hloref.errors import HloError
 from hloref.ir import Computation, Instruction, Module
-from hloref.opcodes import ACCUMULATING, CATALOGUE
+from hloref.opcodes import ACCUMULATING, CATALOGUE, STRUCTURAL
 from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
 
 from .compare import Verdict, accumulation_atol, compare_values
@@ -43,8 +43,7 @@ __all__ = ["DiffReport", "IsolatedInstruction", "diff", "isolate", "isolated_mod
            "instruction_verdict"]
 
 #: Instructions that only move or forward values: never a miscompilation on their own.
-_STRUCTURAL = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "after-all",
-                         "add-dependency", "opt-barrier", "domain", "bitcast"})
+_STRUCTURAL = STRUCTURAL  # nothing to isolate: the catalogue's structural group
 #: Accumulations judged alone by Σ|terms| (the op run on its operands' magnitudes):
 #: the catalogue's group less the collectives (other devices' terms are not at hand),
 #: scatter and select-and-scatter (their positions depend on the operands' values).
