@@ -16,11 +16,18 @@ the two parts, the CPU's formulas written out:
   division (no recovery; 0 stays 0);
 * ``real``/``imag``/``complex`` move parts; ``compare`` EQ/NE compare both parts.
 
-Complex transcendentals (exp, log, sqrt, power, ...) still run on the CPU.
+* transcendentals (exp, log, sqrt, sin, cos, tan, tanh, sinh, cosh, the inverse
+  functions, rsqrt, logistic, cbrt, power): in c128 by numpy's functions in the
+  simulator (the CPU backend's, so bit-exact there) and numba's ``cmath`` on a GPU
+  (within ulps of c128), rounded once to c64; expm1 and log1p by the CPU's formulas
+  from real functions; rsqrt and logistic divide by numpy's Smith division.
+
+atan2, remainder, maximum and minimum of complex values still run on the CPU.
 """
 
 from __future__ import annotations
 
+import cmath
 import functools
 import math
 
@@ -30,10 +37,28 @@ from numba import cuda
 from . import config
 from .device import SIMULATOR, DArray, empty
 
-if SIMULATOR:
-    _hypot = np.hypot  # the CPU backend's (the host libm's)
+if SIMULATOR:  # numpy's functions: the CPU backend's (the host libm's, npymath's)
+    _hypot = np.hypot
+    _cexp, _clog, _csqrt, _cpow = np.exp, np.log, np.sqrt, np.power
+    _csin, _ccos, _ctan, _ctanh, _csinh, _ccosh = (np.sin, np.cos, np.tan, np.tanh, np.sinh,
+                                                   np.cosh)
+    _casin, _cacos, _catan, _casinh, _cacosh, _catanh = (
+        np.arcsin, np.arccos, np.arctan, np.arcsinh, np.arccosh, np.arctanh)
+    _rexpm1, _rexp, _rlog, _rlog1p, _rsin, _rcos, _ratan2 = (
+        np.expm1, np.exp, np.log, np.log1p, np.sin, np.cos, np.arctan2)
 else:  # pragma: no cover - needs a GPU
     _hypot = math.hypot
+    _cexp, _clog, _csqrt = cmath.exp, cmath.log, cmath.sqrt
+    _csin, _ccos, _ctan, _ctanh, _csinh, _ccosh = (cmath.sin, cmath.cos, cmath.tan,
+                                                   cmath.tanh, cmath.sinh, cmath.cosh)
+    _casin, _cacos, _catan, _casinh, _cacosh, _catanh = (
+        cmath.asin, cmath.acos, cmath.atan, cmath.asinh, cmath.acosh, cmath.atanh)
+    _rexpm1, _rexp, _rlog, _rlog1p, _rsin, _rcos, _ratan2 = (
+        math.expm1, math.exp, math.log, math.log1p, math.sin, math.cos, math.atan2)
+
+    @cuda.jit(device=True)
+    def _cpow(z, w):
+        return z ** w
 
 
 def _launch(kernel, n, *args):
@@ -164,6 +189,77 @@ def c_ne(ar, ai, br, bi):
     return np.uint8(0) if (ar == br and ai == bi) else np.uint8(1)
 
 
+# ----------------------------------------------------------------- transcendentals
+
+
+def _c128_unary(f):
+    """``(ar, ai) -> parts of f(ar + i ai)`` computed in c128."""
+    @cuda.jit(device=True)
+    def g(ar, ai):
+        w = f(complex(np.float64(ar), np.float64(ai)))
+        return w.real, w.imag
+    return g
+
+
+@cuda.jit(device=True)
+def c_expm1(ar, ai):
+    """The CPU's ``_expm1_complex``: expm1(x)cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y)."""
+    x = np.float64(ar)
+    y = np.float64(ai)
+    s = _rsin(y / 2)
+    re = _rexpm1(x) * _rcos(y) - 2.0 * (s * s)
+    return re, (y if y == 0 else _rexp(x) * _rsin(y))
+
+
+@cuda.jit(device=True)
+def c_log1p(ar, ai):
+    """The CPU's ``_log1p_complex``: log|1+z| (log1p of the small part near 0) + i arg(1+z)."""
+    x = np.float64(ar)
+    y = np.float64(ai)
+    if _hypot(x, y) > 0.5:
+        re = _rlog(_hypot(1.0 + x, y))
+    else:
+        re = 0.5 * _rlog1p(x * (2.0 + x) + y * y)
+    return re, _ratan2(y, 1.0 + x)
+
+
+@cuda.jit(device=True)
+def c_cbrt(ar, ai):
+    w = _cpow(complex(np.float64(ar), np.float64(ai)), complex(1.0 / 3.0, 0.0))
+    return w.real, w.imag
+
+
+@cuda.jit(device=True)
+def c_rsqrt(ar, ai):
+    w = _csqrt(complex(np.float64(ar), np.float64(ai)))
+    return smith(1.0, 0.0, w.real, w.imag)
+
+
+@cuda.jit(device=True)
+def c_logistic(ar, ai):
+    """1 / (1 + exp(-z)), as numpy evaluates it in c128."""
+    w = _cexp(complex(-np.float64(ar), -np.float64(ai)))
+    return smith(1.0, 0.0, 1.0 + w.real, 0.0 + w.imag)
+
+
+@cuda.jit(device=True)
+def c_pow(ar, ai, br, bi):
+    w = _cpow(complex(np.float64(ar), np.float64(ai)), complex(np.float64(br), np.float64(bi)))
+    return w.real, w.imag
+
+
+TRANSCENDENTAL = {
+    "exponential": _c128_unary(_cexp), "log": _c128_unary(_clog),
+    "sqrt": _c128_unary(_csqrt), "sine": _c128_unary(_csin), "cosine": _c128_unary(_ccos),
+    "tan": _c128_unary(_ctan), "tanh": _c128_unary(_ctanh), "sinh": _c128_unary(_csinh),
+    "cosh": _c128_unary(_ccosh), "asin": _c128_unary(_casin), "acos": _c128_unary(_cacos),
+    "atan": _c128_unary(_catan), "asinh": _c128_unary(_casinh),
+    "acosh": _c128_unary(_cacosh), "atanh": _c128_unary(_catanh),
+    "exponential-minus-one": c_expm1, "log-plus-one": c_log1p, "cbrt": c_cbrt,
+    "rsqrt": c_rsqrt, "logistic": c_logistic,
+}
+
+
 # ----------------------------------------------------------------- kernels
 
 
@@ -233,8 +329,8 @@ def _compose(out, n, a, na, b, nb):
         i += step
 
 
-BINARY = {"add": c_add, "subtract": c_sub, "multiply": c_mul, "divide": c_div}
-UNARY = {"negate": c_neg, "sign": c_sign}
+BINARY = {"add": c_add, "subtract": c_sub, "multiply": c_mul, "divide": c_div, "power": c_pow}
+UNARY = {"negate": c_neg, "sign": c_sign, **TRANSCENDENTAL}
 TO_REAL = {"abs": c_abs, "real": c_real, "imag": c_imag}
 COMPARE = {"EQ": c_eq, "NE": c_ne}
 

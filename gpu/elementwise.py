@@ -4,8 +4,8 @@ Same element-type rules as the CPU: integers compute in int64/uint64 and wrap to
 their width on store; f32 and narrow floats do arithmetic in f32 (narrow values
 decoded exactly, the result encoded once with ``narrow.encode_scalar``); f64 in f64;
 transcendentals of f32 and narrower compute in f64 and round once. Complex add,
-subtract, multiply, divide, negate, abs, sign, real, imag and complex run in
-``complex_elementwise.py``. The integer
+subtract, multiply, divide, power, negate, abs, sign, real, imag, complex and the
+transcendentals run in ``complex_elementwise.py``. The integer
 element functions are the CPU's own scalar functions (``kernels.sdiv``/``srem``/
 ``udiv``/``urem``/``ipow``/``clz``/``popcnt``/``mulhi_*``) compiled for numba.cuda by
 ``device.device_fn``.
@@ -30,6 +30,7 @@ import math
 import numpy as np
 from numba import cuda
 
+from hloref.errors import HloEvalError
 from hloref.evaluator import kernels
 
 from . import complex_elementwise, config
@@ -161,6 +162,8 @@ def _complex_op(opname, xs, shape):
         return complex_elementwise.binary(opname, xs[0], xs[1], out_shape, et)
     if opname in complex_elementwise.UNARY or opname in complex_elementwise.TO_REAL:
         return complex_elementwise.unary(opname, xs[0], et)
+    if opname == "erf":
+        raise HloEvalError("erf is not defined on complex values")
     raise GpuFallback(f"{opname} on {xs[0].et.name} has no GPU kernel")
 
 
@@ -211,7 +214,7 @@ _TRANSCENDENTAL = {
     "asinh": _asinh, "acosh": _acosh, "atanh": _atanh, "erf": _erf,
 }
 for _name, _f in _TRANSCENDENTAL.items():
-    _elementwise(_name, {"float": _f64_unary(_f)}, note="complex: cpu fallback")
+    _elementwise(_name, {"float": _f64_unary(_f)})
 
 
 @dfn
@@ -228,8 +231,8 @@ def _logistic(x):
     return e / (1.0 + e)
 
 
-_elementwise("rsqrt", {"float": _rsqrt}, note="complex: cpu fallback")
-_elementwise("logistic", {"float": _logistic}, note="complex: cpu fallback")
+_elementwise("rsqrt", {"float": _rsqrt})
+_elementwise("logistic", {"float": _logistic})
 
 # ---------------------------------------------------------------- other unary ops
 
@@ -486,8 +489,7 @@ _elementwise("multiply", {"int": _mul, "float": _mul, "pred": _and_pred})
 _elementwise("divide", {"sint": sdiv, "uint": udiv, "float": _fdiv})
 _elementwise("remainder", {"sint": srem, "uint": urem, "float": _frem},
              note="complex: cpu fallback")
-_elementwise("power", {"sint": _ipow_s, "uint": _ipow_u, "float": _fpow},
-             note="complex: cpu fallback")
+_elementwise("power", {"sint": _ipow_s, "uint": _ipow_u, "float": _fpow})
 _elementwise("atan2", {"float": _fatan2}, note="complex: cpu fallback")
 _elementwise("maximum", {"int": _imax, "float": fmax, "pred": _or_pred},
              note="complex: cpu fallback")

@@ -268,15 +268,16 @@ def test_while_device_state():
 
 
 def test_fallback_counted_and_warned():
-    # complex transcendentals have no GPU kernel yet: the op runs on the CPU, reported
+    # complex atan2 has no GPU kernel yet: the op runs on the CPU, reported
     a = (RNG.standard_normal(6) + 1j * RNG.standard_normal(6)).astype(np.complex64)
-    text = module(["c64[6]"], "exponential(p0)", "c64[6]")
-    check(text, a, fallbacks=1, exact=False, opcode="exponential")
+    b = (RNG.standard_normal(6) + 1j * RNG.standard_normal(6)).astype(np.complex64)
+    text = module(["c64[6]", "c64[6]"], "atan2(p0, p1)", "c64[6]")
+    check(text, a, b, fallbacks=1, exact=False, opcode="atan2")
     report = hloref.gpu.last_report
-    assert report.counts == {"exponential": 1} and "c64" in report.reasons["exponential"]
+    assert report.counts == {"atan2": 1} and "c64" in report.reasons["atan2"]
     m = hloref.parse(text)
     with pytest.raises(HloUnsupportedError):
-        hloref.gpu.evaluate_gpu(m, [a], fallback=False)
+        hloref.gpu.evaluate_gpu(m, [a, b], fallback=False)
 
 
 def test_fallback_reducer_runs_on_cpu():
@@ -304,10 +305,11 @@ def test_opcode_without_gpu_kernel_falls_back():
     for op in missing:
         assert hloref.gpu.gpu_status(op).startswith("cpu fallback")
     assert hloref.supported_opcodes("gpu") >= hloref.supported_opcodes("cpu")
-    assert "fft" in missing  # an opcode without a GPU kernel: it runs on the CPU, reported
-    z = (RNG.standard_normal(8) + 2j).astype(np.complex64)
-    check(module(["c64[8]"], "fft(p0), fft_type=FFT, fft_length={8}", "c64[8]"), z, fallbacks=1,
-          xla=False)
+    # an opcode without a GPU kernel: it runs on the CPU, reported
+    assert "get-dimension-size" in missing
+    out = check(module(["f32[5,3]"], "get-dimension-size(p0), dimensions={0}", "s32[]"),
+                values("f32", (5, 3)), fallbacks=1, xla=False)
+    assert out == 5
 
 
 def test_conditional():
