@@ -5,7 +5,8 @@ broadcast, transpose, slice, reverse and copy are one affine gather kernel
 dimensions and negative for reversed ones); concatenate is one affine scatter per
 operand; pad and iota have their own kernels. All move storage bits unchanged, so
 they serve every element type (narrow floats, complex, sub-byte ints). reshape is free
-(the same flat buffer with a new shape). bitcast runs on the GPU when both shapes have
+(the same flat buffer with a new shape). shuffle is one gather kernel (rotate: shifted
+coordinates; permute: clamped coordinates from its indices attribute). bitcast runs on the GPU when both shapes have
 the default layout and the same element type; otherwise on the CPU.
 """
 
@@ -16,7 +17,7 @@ import functools
 import numpy as np
 from numba import cuda
 
-from hloref.errors import HloEvalError
+from hloref.errors import HloEvalError, HloUnsupportedError
 
 from .device import STORE, DArray, empty, type_class, type_params
 from .elementwise import launch
@@ -249,3 +250,67 @@ def tuple_(*xs, shape):
 @gpu_op("get-tuple-element")
 def get_tuple_element(x, *, shape, index):
     return x[index]
+
+
+@cuda.jit
+def _shuffle_kernel(src, out, n, dims, shift, sel, idx, k):
+    """``out[i] = src[j]``: ``j``'s coordinate along dimension ``d`` is ``(i_d + shift_d)
+    mod n_d`` (rotate; shift 0 elsewhere) or, where ``sel[d] >= 0``, the clamped
+    coordinate ``idx[i, sel[d]]`` (permute)."""
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    rank = len(dims)
+    while i < n:
+        rem = i
+        j = 0
+        stride = 1
+        for r in range(rank):
+            d = rank - 1 - r
+            c = rem % dims[d]
+            rem //= dims[d]
+            if sel[d] >= 0:
+                c = idx[i * k + sel[d]]
+                c = 0 if c < 0 else (dims[d] - 1 if c > dims[d] - 1 else c)
+            else:
+                c = (c + shift[d]) % dims[d]
+            j += c * stride
+            stride *= dims[d]
+        out[i] = src[j]
+        i += step
+
+
+@gpu_op("shuffle")
+def shuffle(x, *, shape, dimensions, mode, shifts=(), indices=None):
+    """``shuffle`` (the CPU's ``evaluator/shape_ops.py`` fixes the semantics): one
+    gather kernel moving storage bits. The permute indices are an attribute (a literal),
+    broadcast on the host to ``x.shape + (len(dimensions),)`` and sent once."""
+    mode = str(mode)
+    dims = tuple(int(d) for d in x.shape)
+    rank = len(dims)
+    shift = [0] * rank
+    sel = [-1] * rank
+    k = 1
+    table = np.zeros(1, np.int64)
+    if mode == "rotate":
+        for d, s in zip(dimensions, shifts):
+            shift[d] = int(s) % dims[d] if dims[d] else 0
+    elif mode == "permute":
+        idx = np.asarray(indices.value)
+        if idx.dtype.kind == "u":
+            idx = np.minimum(idx, np.iinfo(np.int64).max)
+        idx = idx.astype(np.int64)
+        if idx.ndim == rank:
+            idx = idx[..., None]
+        k = len(dimensions)
+        table = np.ascontiguousarray(np.broadcast_to(idx, dims + (k,))).reshape(-1)
+        for j, d in enumerate(dimensions):
+            sel[d] = j
+    else:
+        raise HloUnsupportedError("shuffle", "gpu", f"mode={mode}: hloref evaluates the rotate "
+                                  "and permute modes only")
+    out = empty(dims, x.et)
+    if out.size:
+        launch(_shuffle_kernel, out.size, x.data, out.data, out.size, int_tuple(dims),
+               int_tuple(shift) if rank else (0,), int_tuple(sel) if rank else (-1,),
+               cuda.to_device(table if table.size else np.zeros(1, np.int64)), max(k, 1))
+    return out
