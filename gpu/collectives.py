@@ -1,27 +1,324 @@
-"""Collectives on the GPU (mirrors ``evaluator/collectives.py``).
+"""Collectives on the GPU (mirrors ``evaluator/collectives.py``, whose docstring fixes the
+semantics: participants, group order, per-op results).
 
-The GPU backend evaluates single-device modules only (``hloref.evaluate`` refuses a
-module with replica_count x num_partitions > 1 on it), so the device is replica 0 of
-partition 0: ``replica-id`` and ``partition-id`` are a device zero. The collectives
-themselves (all-reduce, all-gather, ...) still run their CPU versions: simulating one
-device per replica on the GPU needs a multi-device GPU interpreter first.
+A module with ``replica_count x num_partitions = N > 1`` runs as N GPU interpreters in N
+threads (``run_devices``), one simulated device each, sharing the one GPU: every
+buffer stays on the device. A collective hands its device arrays to the CPU backend's
+``Hub`` (the rendezvous matches executions by instruction name and count, so
+collectives in loops pair up); each device then builds its own result from the
+group's device arrays with device kernels: block copies along a dimension
+(all-gather, reduce-scatter, all-to-all), the reduction computation compiled for the
+device (``gpu/computation.py``, applied pairwise in group order as the CPU's
+``_combine``), copies or zeros (collective-permute, collective-broadcast). CPU
+fallbacks inside a multi-device run (send/recv, infeed/outfeed, ragged-all-to-all,
+collective-reduce, variadic reductions) share the device's ``Device`` and so its
+rendezvous. ``replica-id`` and ``partition-id`` are the device's (0 on one device).
 """
 
 from __future__ import annotations
 
-import numpy as np
+import threading
 
-from .device import to_device
-from .registry import gpu_op
+import numpy as np
+from numba import cuda
+
+from hloref.errors import HloEvalError
+from hloref.evaluator.collectives import Device, DeviceIO, Hub, participants, single_device
+from hloref.shapes import ArrayShape, TupleShape
+
+from .device import DArray, empty, to_device
+from .elementwise import launch
+from .registry import GpuFallback, gpu_op
 
 OP_FAMILY = True
 
+__all__ = ["run_devices"]
+
+
+def _device(ctx) -> Device:
+    dev = getattr(ctx, "device", None)
+    if dev is None:
+        dev = ctx.device = single_device()
+    return dev
+
 
 @gpu_op("replica-id")
-def replica_id(*, shape):
-    return to_device(np.asarray(0, np.uint32))
+def replica_id(*, shape, ctx):
+    return to_device(np.asarray(_device(ctx).replica, np.uint32))
 
 
 @gpu_op("partition-id")
-def partition_id(*, shape):
-    return to_device(np.asarray(0, np.uint32))
+def partition_id(*, shape, ctx):
+    return to_device(np.asarray(_device(ctx).partition, np.uint32))
+
+
+# ----------------------------------------------------------------- device helpers
+
+@cuda.jit
+def _copy_block(src, out, n, count, inner, src_len, src_off, out_len, out_off):
+    """``out[o, out_off + c, r] = src[o, src_off + c, r]`` for ``c < count``."""
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        r = i % inner
+        c = (i // inner) % count
+        o = i // (inner * count)
+        out[(o * out_len + out_off + c) * inner + r] = src[(o * src_len + src_off + c) * inner + r]
+        i += step
+
+
+@cuda.jit
+def _zero(out, n):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        out[i] = 0
+        i += step
+
+
+def _split(dims, dim):
+    outer = int(np.prod(dims[:dim], dtype=np.int64))
+    inner = int(np.prod(dims[dim + 1:], dtype=np.int64))
+    return outer, max(inner, 1)
+
+
+def _block(src: DArray, out: DArray, dim: int, src_off: int, out_off: int, count: int):
+    outer, inner = _split(src.shape, dim)
+    n = outer * count * inner
+    launch(_copy_block, n, src.data, out.data, n, max(count, 1), inner, src.shape[dim], src_off,
+           out.shape[dim], out_off)
+
+
+def _copy(x: DArray) -> DArray:
+    out = empty(x.shape, x.et)
+    launch(_copy_block, x.size, x.data, out.data, x.size, 1, 1, 1, 0, 1, 0)
+    return out
+
+
+def _zeros(shape, et) -> DArray:
+    out = empty(shape, et)
+    launch(_zero, out.size, out.data, out.size)
+    return out
+
+
+def _exchange(ctx, name, group, value):
+    dev = _device(ctx)
+    key = dev.next_key(name)
+    if dev.hub is None or group == [dev.id]:
+        return {dev.id: value}
+    return dev.hub.exchange(key, dev.id, group, value)
+
+
+def _group(ctx, replica_groups, channel_id, use_global_device_ids):
+    flag = None if use_global_device_ids is None else bool(use_global_device_ids)
+    return participants(_device(ctx), replica_groups, channel_id, flag)
+
+
+def _reducer(ctx, to_apply, xs):
+    """The combining function ``(a, b) -> DArray`` on the device, checked before any
+    exchange (a fallback then runs the CPU op from the start, on every device alike)."""
+    from .computation import compile_computation
+    from .windows import map_
+    if len(xs) != 1:
+        raise GpuFallback("variadic reductions of collectives have no GPU kernel")
+    (x,) = xs
+    compiled = compile_computation(to_apply.computation, ctx.module)
+    if compiled is None or compiled.tuple_result or compiled.params != [x.et, x.et] \
+            or compiled.results != [x.et]:
+        raise GpuFallback("the reduction computation has ops without GPU element functions")
+
+    def combine(values):
+        acc = values[0]
+        for v in values[1:]:
+            acc = map_(acc, v, shape=ArrayShape(x.et, tuple(x.shape)), to_apply=to_apply, ctx=ctx)
+        return acc if len(values) > 1 else _copy(acc)
+
+    return combine
+
+
+# ----------------------------------------------------------------- collectives
+
+@gpu_op("all-reduce", "all-reduce-start")
+def all_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None, channel_id=None,
+               use_global_device_ids=None):
+    combine = _reducer(ctx, to_apply, xs)
+    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = _exchange(ctx, instruction_name, group, tuple(xs))
+    return combine([values[d][0] for d in group])
+
+
+@gpu_op("all-reduce-done")
+def all_reduce_done(start, *, shape):
+    return start
+
+
+@gpu_op("all-gather-done", "collective-permute-done")
+def collective_done(start, *, shape):
+    return start[1]
+
+
+@gpu_op("all-gather", "all-gather-start")
+def all_gather(*xs, shape, dimensions, ctx, instruction_name, opcode, replica_groups=None,
+               channel_id=None, use_global_device_ids=None):
+    (dim,) = tuple(dimensions)
+    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = _exchange(ctx, instruction_name, group, tuple(xs))
+    outs = []
+    for i, x in enumerate(xs):
+        dims = list(x.shape)
+        dims[dim] = sum(values[d][i].shape[dim] for d in group)
+        out = empty(tuple(dims), x.et)
+        offset = 0
+        for d in group:
+            part = values[d][i]
+            _block(part, out, dim, 0, offset, part.shape[dim])
+            offset += part.shape[dim]
+        outs.append(out)
+    result = outs[0] if len(xs) == 1 else tuple(outs)
+    if opcode == "all-gather-start":  # (operands, results)
+        return (xs[0] if len(xs) == 1 else tuple(xs), result)
+    return result
+
+
+@gpu_op("reduce-scatter")
+def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, replica_groups=None,
+                   channel_id=None, use_global_device_ids=None):
+    (dim,) = tuple(dimensions)
+    combine = _reducer(ctx, to_apply, xs)
+    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = _exchange(ctx, instruction_name, group, tuple(xs))
+    me = group.index(_device(ctx).id)
+    (x,) = xs
+    reduced = combine([values[d][0] for d in group])
+    chunk = x.shape[dim] // len(group)
+    dims = list(x.shape)
+    dims[dim] = chunk
+    out = empty(tuple(dims), x.et)
+    _block(reduced, out, dim, me * chunk, 0, chunk)
+    return out
+
+
+@gpu_op("all-to-all")
+def all_to_all(*xs, shape, ctx, instruction_name, dimensions=None, replica_groups=None,
+               channel_id=None):
+    group = _group(ctx, replica_groups, channel_id, None)
+    values = _exchange(ctx, instruction_name, group, tuple(xs))
+    me = group.index(_device(ctx).id)
+    if dimensions:
+        (dim,) = tuple(dimensions)
+        (x,) = xs
+        chunk = x.shape[dim] // len(group)
+        dims = list(x.shape)
+        dims[dim] = chunk * len(group)
+        out = empty(tuple(dims), x.et)
+        for k, d in enumerate(group):
+            _block(values[d][0], out, dim, me * chunk, k * chunk, chunk)
+        return out
+    # tuple form: operand j of every participant goes to participant j
+    return tuple(values[d][me] for d in group)
+
+
+@gpu_op("collective-permute", "collective-permute-start")
+def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_name, opcode,
+                       channel_id=None, slice_sizes=None):
+    if rest or not isinstance(x, DArray):
+        raise GpuFallback("collective-permute with in-place operands has no GPU kernel")
+    dev = _device(ctx)
+    pairs = [tuple(int(v) for v in p) for p in source_target_pairs]
+    # every device reaches the rendezvous with its value; devices outside all pairs too
+    everyone = list(range(dev.replica_count * dev.num_partitions))
+    values = _exchange(ctx, instruction_name, everyone, x)
+    src = [s for s, t in pairs if t == dev.id]
+    result = _copy(values[src[0]]) if src else _zeros(x.shape, x.et)
+    if opcode == "collective-permute-start":
+        contexts = [to_device(np.zeros((), np.uint32))
+                    for _ in range(len(shape.elements) - 2)] \
+            if isinstance(shape, TupleShape) else []
+        return (x, result, *contexts)
+    return result
+
+
+@gpu_op("collective-broadcast")
+def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None, channel_id=None):
+    group = _group(ctx, replica_groups, channel_id, None)
+    values = _exchange(ctx, instruction_name, group, tuple(xs))
+    root = values[group[0]]
+    return _copy(root[0]) if len(xs) == 1 else tuple(_copy(v) for v in root)
+
+
+# ----------------------------------------------------------------- running N devices
+
+class _TurnHub(Hub):
+    """The CPU's rendezvous, with one device thread running at a time: a thread holds
+    ``turn`` while it runs and gives it up while it waits for the others. (numba's CUDA
+    simulator cannot run kernels launched from several host threads at once; on a GPU
+    the devices share one GPU anyway.)"""
+
+    def __init__(self, num_devices: int, timeout: float):
+        super().__init__(num_devices, timeout)
+        self.turn = threading.Lock()
+
+    def exchange(self, key, device, participants, value):
+        self.turn.release()
+        try:
+            return super().exchange(key, device, participants, value)
+        finally:
+            self.turn.acquire()
+
+    def take(self, key):
+        self.turn.release()
+        try:
+            return super().take(key)
+        finally:
+            self.turn.acquire()
+
+
+def run_devices(module, per_device_args: list[list], *, limits=None, io: list | None = None,
+                fallback: bool = True, timeout: float = 60.0, reports: list | None = None) -> list:
+    """Run the entry computation on N simulated GPU devices, each in its own thread
+    with its own ``GpuInterpreter``; host results in device order. ``reports``: a list
+    that receives each device's ``FallbackReport``."""
+    from .device import to_host
+    from .interpreter import GpuInterpreter
+    R, P = module.replica_count, module.num_partitions
+    n = R * P
+    if len(per_device_args) != n:
+        raise HloEvalError(f"the module runs on {n} devices ({R} replicas × {P} partitions): "
+                           f"give one argument list per device, got {len(per_device_args)}")
+    hub = _TurnHub(n, timeout)
+    results: list = [None] * n
+    errors: list = [None] * n
+    interps = [GpuInterpreter(module, limits=limits, fallback=fallback) for _ in range(n)]
+    for d, interp in enumerate(interps):
+        interp.attach_device(Device(d // P, d % P, R, P, hub, io[d] if io else DeviceIO()))
+    if reports is not None:
+        reports.extend(i.report for i in interps)
+
+    def work(d):
+        hub.turn.acquire()
+        try:
+            args = [to_device(v) for v in per_device_args[d]]
+            results[d] = to_host(interps[d].run(args))
+        except BaseException as exc:  # noqa: BLE001 - reported below, others released
+            errors[d] = exc
+            hub.fail(exc)
+        finally:
+            hub.turn.release()
+
+    from hloref.evaluator import narrow
+    threads = [threading.Thread(target=work, args=(d,), daemon=True) for d in range(n)]
+    # CPU fallbacks: numba's default threading layer cannot run parallel kernels from
+    # several Python threads at once, so the narrow-float kernels run serially
+    saved, narrow.PARALLEL_THRESHOLD = narrow.PARALLEL_THRESHOLD, None
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        narrow.PARALLEL_THRESHOLD = saved
+    first = next((e for e in errors if e is not None and "another device failed" not in str(e)),
+                 next((e for e in errors if e is not None), None))
+    if first is not None:
+        raise first
+    return results

@@ -71,6 +71,12 @@ class GpuInterpreter(Interpreter):
         self._cpu = Interpreter(module, limits=self.limits, backend="cpu")
         self.constants: dict[int, object] = {}  # id(instr) -> device value
 
+    def attach_device(self, device) -> None:
+        """Run as ``device`` (an ``evaluator.collectives.Device``): collectives and the
+        CPU fallbacks (send/recv, feeds) rendezvous through its hub."""
+        self.device = device
+        self._cpu.device = device
+
     # The instruction loop (memory budget, last-use release, error naming) is the CPU
     # Interpreter's: values here are device arrays, whose ``nbytes`` the budget counts.
 

@@ -119,7 +119,24 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
                         host_recv=pick(host_recv, d) or {}, host_send=pick(host_send, d) or {})
                for d in range(n)]
         if backend == "gpu":
-            raise HloEvalError("the gpu backend evaluates single-device modules only")
+            from hloref import gpu
+            if not gpu.is_available():
+                raise HloEvalError("the gpu backend needs a CUDA GPU (numba.cuda.is_available() "
+                                   "is false); set NUMBA_ENABLE_CUDASIM=1 to use numba's CUDA "
+                                   "simulator")
+            from hloref.gpu.collectives import run_devices as run_gpu_devices
+            from hloref.gpu.interpreter import FallbackReport
+            reports: list = []
+            try:
+                return run_gpu_devices(module, per_device, limits=limits, io=ios,
+                                       fallback=fallback, reports=reports)
+            finally:
+                total = FallbackReport()  # every device's fallbacks, as hloref.gpu.last_report
+                for r in reports:
+                    for op_name, count in r.counts.items():
+                        total.counts[op_name] += count
+                        total.reasons.setdefault(op_name, r.reasons[op_name])
+                gpu.last_report = total
         return run_devices(module, per_device, limits=limits, io=ios,
                            interpreter_options=interpreter_options)
     values, sizes = [], []
