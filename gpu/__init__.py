@@ -84,6 +84,9 @@ def gpu_status(opcode: str) -> str:
     entry = gpu.get(opcode)
     if entry is not None:
         return f"yes ({entry.note})" if entry.note else "yes"
+    if opcode in ("set-dimension-size", "dynamic-reshape"):
+        from .interpreter import GpuInterpreter
+        return "cpu fallback: " + GpuInterpreter.DYNAMIC_REASON
     if opcode in load_all():
         return "cpu fallback: no GPU kernel for this opcode"
     return "no: " + UNSUPPORTED.get(opcode, "not implemented yet")

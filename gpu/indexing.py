@@ -36,7 +36,7 @@ from hloref.errors import HloEvalError
 from hloref.evaluator.reduce import simple_reducer
 from hloref.shapes import TupleShape
 
-from .device import LOAD, STORE, DArray, empty, type_class, type_params
+from .device import LOAD, STORE, DArray, empty, to_device, type_class, type_params
 from .elementwise import launch
 from .reduce import combiner
 from .registry import GpuFallback, gpu_op
@@ -467,3 +467,17 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims,
             launch(_scatter_combine_kernel(op, op_class or type_class(et)), size, out.data,
                    upd.data, size, *geometry, type_params(et))
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
+
+
+# ----------------------------------------------------------------- dimension sizes
+
+@gpu_op("get-dimension-size")
+def get_dimension_size(operand, *, shape, dimensions):
+    """The static size of dimension ``dimensions[0]`` as a device s32 scalar. (A module
+    with runtime sizes, from set-dimension-size or dynamic-reshape, runs on the CPU
+    whole: ``GpuInterpreter.run``.)"""
+    (d,) = tuple(dimensions)
+    if not 0 <= int(d) < operand.ndim:
+        raise HloEvalError(f"get-dimension-size: dimension {d} out of range for a "
+                           f"rank-{operand.ndim} operand")
+    return to_device(np.array(operand.shape[int(d)], dtype=np.int32))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hloref.errors import HloUnsupportedError
+from hloref.evaluator.dynamic import DYNAMIC_SOURCES
 from hloref.evaluator.interpreter import Interpreter, Limits, _Prepared
 from hloref.ir import Computation
 
@@ -80,10 +81,29 @@ class GpuInterpreter(Interpreter):
     # The instruction loop (memory budget, last-use release, error naming) is the CPU
     # Interpreter's: values here are device arrays, whose ``nbytes`` the budget counts.
 
+    #: why a module with runtime dimension sizes runs on the CPU
+    DYNAMIC_REASON = ("runtime dimension sizes (set-dimension-size, dynamic-reshape) are tracked "
+                      "on the CPU backend only: the whole module runs there")
+
     def _has_dynamic(self, comp: Computation) -> bool:
-        # runtime dimension sizes are tracked on the CPU backend only; on the GPU,
-        # set/get-dimension-size fall back to the CPU ops (static sizes)
+        # runtime dimension sizes are tracked on the CPU backend only: ``run`` gives a
+        # module with a source of them to the CPU interpreter whole
         return False
+
+    def run(self, args: list, sizes: list | None = None) -> object:
+        sources = sorted({i.opcode for c in self.module.computations.values()
+                          for i in c.instructions if i.opcode in DYNAMIC_SOURCES})
+        if not sources:
+            return super().run(args, sizes)
+        if not self.fallback:
+            raise HloUnsupportedError(sources[0], "gpu", f"{self.DYNAMIC_REASON} (CPU fallback "
+                                      "disabled)")
+        import warnings
+        for opcode in sources:
+            if self.report.add(opcode, self.DYNAMIC_REASON):
+                warnings.warn(f"hloref gpu backend: {opcode} runs on the CPU "
+                              f"({self.DYNAMIC_REASON})", RuntimeWarning, stacklevel=2)
+        return to_device(self._cpu.run([to_host(a) for a in args], sizes))
 
     # -- planning -------------------------------------------------------------
     def _prepare(self, instr, position) -> _Prepared:

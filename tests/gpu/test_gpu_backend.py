@@ -306,10 +306,13 @@ def test_opcode_without_gpu_kernel_falls_back():
         assert hloref.gpu.gpu_status(op).startswith("cpu fallback")
     assert hloref.supported_opcodes("gpu") >= hloref.supported_opcodes("cpu")
     # an opcode without a GPU kernel: it runs on the CPU, reported
-    assert "get-dimension-size" in missing
-    out = check(module(["f32[5,3]"], "get-dimension-size(p0), dimensions={0}", "s32[]"),
-                values("f32", (5, 3)), fallbacks=1, xla=False)
-    assert out == 5
+    assert "outfeed" in missing
+    text = ("HloModule m\nENTRY e {\n  p0 = f32[2] parameter(0)\n  t = token[] after-all()\n"
+            "  o = token[] outfeed(p0, t), outfeed_shape=f32[2]{0}\n"
+            "  ROOT r = (f32[2], token[]) tuple(p0, o)\n}\n")
+    out = hloref.evaluate(hloref.parse(text), np.array([1, 2], np.float32), backend="gpu")
+    assert hloref.gpu.last_report.counts == {"outfeed": 1}
+    np.testing.assert_array_equal(out[0], [1, 2])
 
 
 def test_conditional():
@@ -334,3 +337,36 @@ def test_real_gpu_smoke():  # pragma: no cover - needs hardware
         pytest.skip("no CUDA GPU")
     a = values("f32", (64,))
     check(module(["f32[64]"] * 2, "add(p0, p1)", "f32[64]"), a, a)
+
+
+DYNAMIC = """HloModule m
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e {
+  p = f32[4] parameter(0)
+  n = s32[] parameter(1)
+  d = f32[<=4] set-dimension-size(p, n), dimensions={0}
+  z = f32[] constant(0)
+  r = f32[] reduce(d, z), dimensions={0}, to_apply=add
+  g = s32[] get-dimension-size(d), dimensions={0}
+  ROOT t = (f32[], s32[]) tuple(r, g)
+}
+"""
+
+
+def test_runtime_dimension_sizes_run_on_the_cpu_whole():
+    """The gpu interpreter does not track runtime sizes: a module with set-dimension-size
+    runs on the CPU (reported), so the reduce sums the 2 valid elements (by hand: 1 + 2)
+    instead of all 4; with the fallback disabled it is refused."""
+    m = hloref.parse(DYNAMIC)
+    x = np.array([1, 2, 3, 4], np.float32)
+    out = hloref.evaluate(m, x, np.int32(2), backend="gpu")
+    assert float(out[0]) == 3.0 and int(out[1]) == 2
+    assert set(hloref.gpu.last_report.counts) == {"set-dimension-size"}
+    with pytest.raises(HloUnsupportedError, match="runtime dimension sizes"):
+        hloref.evaluate(m, x, np.int32(2), backend="gpu", fallback=False)
+
+
+def test_get_dimension_size_static_on_the_device():
+    out = check(module(["f32[5,3]"], "get-dimension-size(p0), dimensions={1}", "s32[]"),
+                values("f32", (5, 3)), xla=False)
+    assert out == 3 and out.dtype == np.int32
