@@ -1,6 +1,7 @@
 """docs/architecture.md names only what exists: every path, every ``path:name``
 (a top-level definition, or ``path:Class.member``), every dotted ``hloref.x.y`` name,
-and every Python-looking identifier it quotes is checked against the source tree,
+every "``NAME`` of/in ``path.py``", and every Python-looking identifier it quotes
+(defined somewhere) is checked against the source tree,
 read with ``ast`` (nothing is imported). Refactors that move or rename a file or a
 function fail here until the map is updated.
 """
@@ -117,9 +118,18 @@ def _split(doc: Path) -> tuple[list[str], list[str]]:
     return spans, block_lines
 
 
+#: "`NAME` of `path.py`" / "`NAME` in `path.py`": NAME must be defined in that file.
+_NAME_IN_FILE = re.compile(r"`(" + _IDENT + r")` (?:of|in) `([\w./-]+\.py)`")
+
+
 def problems(doc: Path, tree: Tree) -> list[str]:
     spans, block_lines = _split(doc)
     bad = []
+    for name, path_text in _NAME_IN_FILE.findall(doc.read_text(encoding="utf-8")):
+        path = ROOT / path_text
+        if path in tree.top and name not in tree.top[path] \
+                and not any(name in m for m in tree.members[path].values()):
+            bad.append(f"`{name}` of `{path_text}`: not defined there")
     for token in spans:
         if token in NOT_PYTHON:
             continue
@@ -176,7 +186,7 @@ def test_the_checker_flags_what_does_not_exist(tmp_path, tree):
     doc.write_text("`hloref/api.py:evaluate` `hloref/api.py:no_such_function`\n"
                    "`evaluator/nowhere.py` `hloref/nowhere.py:main` `Interpreter.run` `Interpreter.no_such_member`\n"
                    "`hloref.fuzz.compare.compare_values` `hloref.fuzz.compare.nothing`\n"
-                   "`NoSuchName_anywhere` `topk`\n"
+                   "`NoSuchName_anywhere` `topk` `OPS` of `hloref/api.py`\n"
                    "```\n  fuzz/  compare.py  nowhere_at_all.py  oracles/{xla,nope}.py\n```\n")
     assert sorted(problems(doc, tree)) == sorted([
         "hloref/api.py:no_such_function: hloref/api.py does not define no_such_function",
@@ -185,6 +195,7 @@ def test_the_checker_flags_what_does_not_exist(tmp_path, tree):
         "Interpreter.no_such_member: no class Interpreter with member no_such_member",
         "hloref.fuzz.compare.nothing: no such module or name",
         "NoSuchName_anywhere: defined nowhere in " + ", ".join(SOURCE_DIRS),
+        "`OPS` of `hloref/api.py`: not defined there",
         "nowhere_at_all.py (code block): no such file in the tree",
         "oracles/nope.py (code block): no such file in the tree",
     ])
