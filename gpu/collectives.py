@@ -9,15 +9,20 @@ collectives in loops pair up); each device then builds its own result from the
 group's device arrays with device kernels: block copies along a dimension
 (all-gather, reduce-scatter, all-to-all), the reduction computation compiled for the
 device (``gpu/computation.py``, applied pairwise in group order as the CPU's
-``_combine``), copies or zeros (collective-permute, collective-broadcast). CPU
-fallbacks inside a multi-device run (send/recv, infeed/outfeed, ragged-all-to-all,
-collective-reduce, variadic reductions) share the device's ``Device`` and so its
+``_combine``), copies or zeros (collective-permute, collective-broadcast,
+collective-reduce), row blocks (ragged-all-to-all). send/recv post device copies to the
+hub's mailboxes; host transfers, infeed and outfeed move values between the device and
+the ``DeviceIO`` queues. CPU fallbacks inside a multi-device run (variadic reductions,
+reducers without GPU element functions) share the device's ``Device`` and so its
 rendezvous. ``replica-id`` and ``partition-id`` are the device's (0 on one device).
+Small metadata operands (ragged offsets and sizes, dynamic roots) are read to the host.
 """
 
 from __future__ import annotations
 
+import re
 import threading
+from collections import deque
 
 import numpy as np
 from numba import cuda
@@ -25,6 +30,7 @@ from numba import cuda
 from hloref.errors import HloEvalError
 from hloref.evaluator.collectives import Device, DeviceIO, Hub, participants, single_device
 from hloref.shapes import ArrayShape, TupleShape
+from hloref.values import TOKEN_VALUE
 
 from .device import DArray, empty, to_device
 from .elementwise import launch
@@ -115,22 +121,23 @@ def _group(ctx, replica_groups, channel_id, use_global_device_ids):
 
 
 def _reducer(ctx, to_apply, xs):
-    """The combining function ``(a, b) -> DArray`` on the device, checked before any
-    exchange (a fallback then runs the CPU op from the start, on every device alike)."""
+    """The combining function ``(values) -> DArray`` on the device for each operand of
+    ``xs``, checked before any exchange (a fallback then runs the CPU op from the
+    start, on every device alike)."""
     from .computation import compile_computation
     from .windows import map_
-    if len(xs) != 1:
-        raise GpuFallback("variadic reductions of collectives have no GPU kernel")
-    (x,) = xs
     compiled = compile_computation(to_apply.computation, ctx.module)
-    if compiled is None or compiled.tuple_result or compiled.params != [x.et, x.et] \
-            or compiled.results != [x.et]:
-        raise GpuFallback("the reduction computation has ops without GPU element functions")
+    for x in xs:
+        if compiled is None or compiled.tuple_result or compiled.params != [x.et, x.et] \
+                or compiled.results != [x.et]:
+            raise GpuFallback("the reduction computation is variadic or has ops without GPU "
+                              "element functions")
 
     def combine(values):
         acc = values[0]
         for v in values[1:]:
-            acc = map_(acc, v, shape=ArrayShape(x.et, tuple(x.shape)), to_apply=to_apply, ctx=ctx)
+            acc = map_(acc, v, shape=ArrayShape(acc.et, tuple(acc.shape)), to_apply=to_apply,
+                       ctx=ctx)
         return acc if len(values) > 1 else _copy(acc)
 
     return combine
@@ -141,6 +148,8 @@ def _reducer(ctx, to_apply, xs):
 @gpu_op("all-reduce", "all-reduce-start")
 def all_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None, channel_id=None,
                use_global_device_ids=None):
+    if len(xs) != 1:
+        raise GpuFallback("all-reduce of several operands has no GPU kernel")
     combine = _reducer(ctx, to_apply, xs)
     group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
     values = _exchange(ctx, instruction_name, group, tuple(xs))
@@ -184,6 +193,8 @@ def all_gather(*xs, shape, dimensions, ctx, instruction_name, opcode, replica_gr
 def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, replica_groups=None,
                    channel_id=None, use_global_device_ids=None):
     (dim,) = tuple(dimensions)
+    if len(xs) != 1:
+        raise GpuFallback("reduce-scatter of several operands has no GPU kernel")
     combine = _reducer(ctx, to_apply, xs)
     group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
     values = _exchange(ctx, instruction_name, group, tuple(xs))
@@ -244,6 +255,168 @@ def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None,
     values = _exchange(ctx, instruction_name, group, tuple(xs))
     root = values[group[0]]
     return _copy(root[0]) if len(xs) == 1 else tuple(_copy(v) for v in root)
+
+
+@gpu_op("collective-reduce")
+def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None,
+                      channel_id=None, use_global_device_ids=None, has_dynamic_root=None):
+    """The CPU's ``collective_reduce`` (its docstring fixes the semantics) on device
+    buffers: each operand reduced over the group in group order at the root, zeros
+    elsewhere. The dynamic root ranks (a small s32 operand) are read to the host."""
+    data = list(xs)
+    roots = None
+    if has_dynamic_root is not None and bool(has_dynamic_root):
+        roots = data.pop().to_host().reshape(-1).astype(np.int64)
+        if roots.size < len(data):
+            raise HloEvalError(f"collective-reduce: the root operand holds {roots.size} ranks "
+                               f"for {len(data)} reduced operands")
+    combine = _reducer(ctx, to_apply, data)
+    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = _exchange(ctx, instruction_name, group, (tuple(data), roots))
+    me = _device(ctx).id
+    outs = []
+    for i, x in enumerate(data):
+        rank = 0
+        if roots is not None:
+            ranks = {int(values[d][1][i]) for d in group}
+            if len(ranks) != 1:
+                raise HloEvalError(f"collective-reduce: the participants {group} give different "
+                                   f"root ranks {sorted(ranks)} for operand {i}")
+            (rank,) = ranks
+            if not 0 <= rank < len(group):
+                raise HloEvalError(f"collective-reduce dynamic root {rank} at index {i} is out of "
+                                   f"range [0, {len(group)})")
+        if group[rank] == me:
+            outs.append(combine([values[d][0][i] for d in group]))
+        else:
+            outs.append(_zeros(x.shape, x.et))
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+@gpu_op("ragged-all-to-all")
+def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, recv_sizes, *,
+                      shape, ctx, instruction_name, replica_groups=None, channel_id=None):
+    """Participant ``i`` sends rows ``data[input_offsets[j] : +send_sizes[j]]`` to
+    participant ``j``, which places them at ``output_offsets[j]`` (as sent by ``i``) of
+    a copy of its ``output``: block copies along dimension 0. The offsets and sizes
+    (small integer operands) are read to the host."""
+    group = _group(ctx, replica_groups, channel_id, None)
+    mine = (data, input_offsets.to_host().astype(np.int64), send_sizes.to_host().astype(np.int64),
+            output_offsets.to_host().astype(np.int64))
+    values = _exchange(ctx, instruction_name, group, mine)
+    me = group.index(_device(ctx).id)
+    out = _copy(output)
+    rows = output.shape[0] if output.ndim else 0
+    for d in group:
+        src, in_off, sizes, out_off = values[d]
+        n = int(sizes[me])
+        if n:
+            a, b = int(in_off[me]), int(out_off[me])
+            if a < 0 or b < 0 or a + n > src.shape[0] or b + n > rows:
+                raise HloEvalError(f"ragged-all-to-all: rows [{a}, {a + n}) of a {src.shape[0]}-row "
+                                   f"operand to rows [{b}, {b + n}) of a {rows}-row output")
+            _block(src, out, 0, a, b, n)
+    return out
+
+
+# ----------------------------------------------------------------- send / recv, feeds
+
+def _peer_pairs(frontend_attributes) -> list[tuple[int, int]] | None:
+    """The ``_xla_send_recv_source_target_pairs`` frontend attribute (a copy of the CPU's
+    private ``evaluator.collectives._peer_pairs``)."""
+    if frontend_attributes is None:
+        return None
+    m = re.search(r'_xla_send_recv_source_target_pairs="?\{([^"]*)\}"?', str(frontend_attributes))
+    if not m:
+        return None
+    return [tuple(int(v) for v in p.split(","))
+            for p in re.findall(r"\{([^{}]*)\}", "{" + m.group(1) + "}")]
+
+
+def _flag(value) -> bool:
+    return bool(value) if value is not None else False
+
+
+def _u32_zero():
+    return to_device(np.zeros((), np.uint32))
+
+
+@gpu_op("send")
+def send(data, token, *, shape, ctx, channel_id=None, is_host_transfer=None,
+         frontend_attributes=None):
+    """To the host: a host copy in the device's queue; to devices: a device copy posted
+    to each peer's mailbox (the same device on one device)."""
+    dev = _device(ctx)
+    if _flag(is_host_transfer):
+        dev.io.host_send.setdefault(int(channel_id or 0), []).append(data.to_host())
+    else:
+        pairs = _peer_pairs(frontend_attributes)
+        targets = [t for s, t in pairs if s == dev.id] if pairs else [dev.id]
+        for t in targets:
+            key = ("channel", int(channel_id or 0), t)
+            if dev.hub is None:
+                ctx.__dict__.setdefault("mailbox", {}).setdefault(key, deque()).append(_copy(data))
+            else:
+                dev.hub.post(key, _copy(data))
+    return (data, _u32_zero(), TOKEN_VALUE)
+
+
+@gpu_op("send-done")
+def send_done(start, *, shape, channel_id=None, is_host_transfer=None):
+    return TOKEN_VALUE
+
+
+@gpu_op("recv")
+def recv(token, *, shape, ctx, channel_id=None, is_host_transfer=None, frontend_attributes=None):
+    dev = _device(ctx)
+    data_shape = shape.elements[0]
+    if _flag(is_host_transfer):
+        queue = dev.io.host_recv.get(int(channel_id or 0))
+        if not queue:
+            raise HloEvalError(f"recv from the host on channel {channel_id}: the host queue is "
+                               f"empty (pass host_recv={{channel: [values]}})")
+        value = np.asarray(queue.pop(0) if isinstance(queue, list) else queue.popleft())
+        value = to_device(value.astype(data_shape.element_type.dtype, copy=False)
+                          .reshape(data_shape.dims))
+    else:
+        key = ("channel", int(channel_id or 0), dev.id)
+        if dev.hub is None:
+            box = ctx.__dict__.get("mailbox", {}).get(key)
+            if not box:
+                raise HloEvalError(f"recv on channel {channel_id}: no matching send ran before it")
+            value = box.popleft()
+        else:
+            value = dev.hub.take(key)
+        if value.et != data_shape.element_type or value.size != int(
+                np.prod(data_shape.dims, dtype=np.int64)):
+            raise HloEvalError(f"recv on channel {channel_id}: {value.et.name}{list(value.shape)} "
+                               f"was sent, {data_shape} is expected")
+        value = value.reshape(data_shape.dims)
+    return (value, _u32_zero(), TOKEN_VALUE)
+
+
+@gpu_op("recv-done")
+def recv_done(start, *, shape, channel_id=None, is_host_transfer=None):
+    return (start[0], TOKEN_VALUE)
+
+
+@gpu_op("infeed")
+def infeed(token, *, shape, ctx, infeed_config=None):
+    """The next host value of the device's infeed queue, sent to the device."""
+    from hloref.api import coerce_argument
+    io = _device(ctx).io
+    if not io.infeed:
+        raise HloEvalError("infeed: the infeed queue is empty (pass infeed=[values])")
+    value = io.infeed.popleft()
+    return (to_device(coerce_argument(value, shape.elements[0], "infeed value")), TOKEN_VALUE)
+
+
+@gpu_op("outfeed")
+def outfeed(data, token, *, shape, ctx, outfeed_config=None, outfeed_shape=None):
+    """A host copy of ``data`` appended to the device's outfeed list."""
+    from .device import to_host
+    _device(ctx).io.outfeed.append(to_host(data))
+    return TOKEN_VALUE
 
 
 # ----------------------------------------------------------------- running N devices

@@ -96,21 +96,83 @@ ENTRY e {
         np.testing.assert_array_equal(gpu[d][1], [1, 2, 3, 4, 5, 6])
 
 
-def test_fallback_collective_rendezvous_on_two_devices():
-    """collective-reduce has no GPU kernel: its CPU op runs per device (counted) and
-    meets the other device through the same rendezvous; the root gets the sum."""
+def test_collective_reduce_ragged_all_to_all_send_recv_feeds_on_two_devices():
+    """collective-reduce (sum at the root, zeros elsewhere), ragged-all-to-all, send/recv
+    between the devices, infeed/outfeed: against the cpu backend and by hand."""
     text = """HloModule m, replica_count=2
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
 ENTRY e {
   x = f32[3] parameter(0)
-  ROOT r = f32[3] collective-reduce(x), replica_groups={}, to_apply=add
+  cr = f32[3] collective-reduce(x), replica_groups={}, to_apply=add
+  d = f32[4,2] parameter(1)
+  o = f32[4,2] parameter(2)
+  io = s32[2] parameter(3)
+  ss = s32[2] parameter(4)
+  oo = s32[2] parameter(5)
+  rs = s32[2] parameter(6)
+  ra = f32[4,2] ragged-all-to-all(d, o, io, ss, oo, rs), replica_groups={{0,1}}
+  t = token[] after-all()
+  s = (f32[3], u32[], token[]) send(x, t), channel_id=5, frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,0}}"}
+  sd = token[] send-done(s), channel_id=5
+  r = (f32[3], u32[], token[]) recv(t), channel_id=5, frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,0}}"}
+  rd = (f32[3], token[]) recv-done(r), channel_id=5
+  got = f32[3] get-tuple-element(rd), index=0
+  inf = (f32[2], token[]) infeed(t)
+  fed = f32[2] get-tuple-element(inf), index=0
+  of = token[] outfeed(got, t), outfeed_shape=f32[3]{0}
+  ROOT out = (f32[3], f32[4,2], f32[3], f32[2]) tuple(cr, ra, got, fed)
 }
 """
+    m = hloref.parse(text)
     xs = [np.array([1, 2, 3], np.float32), np.array([4, 5, 6], np.float32)]
+    data = [np.arange(8, dtype=np.float32).reshape(4, 2), 10 + np.arange(8, dtype=np.float32).reshape(4, 2)]
+    base = [np.full((4, 2), -1, np.float32)] * 2
+    # device 0 sends rows [0, 1) to itself and [1, 3) to device 1; device 1 sends rows
+    # [0, 2) to device 0 (placed at row 1) and [2, 3) to itself (placed at row 3)
+    io = [np.array([0, 1], np.int32), np.array([0, 2], np.int32)]
+    ss = [np.array([1, 2], np.int32), np.array([2, 1], np.int32)]
+    oo = [np.array([0, 0], np.int32), np.array([1, 3], np.int32)]
+    rs = [np.array([1, 2], np.int32), np.array([2, 1], np.int32)]
+    args = [xs, data, base, io, ss, oo, rs]
+    runs = {}
+    for backend in ("cpu", "gpu"):
+        # non-empty lists: hloref.evaluate replaces an empty per-device list by its own
+        outfeed = [["first"], ["first"]]
+        kw = {"fallback": False} if backend == "gpu" else {}
+        runs[backend] = (hloref.evaluate(m, *args, backend=backend, outfeed=outfeed,
+                                         infeed=[[np.array([7, 8], np.float32)],
+                                                 [np.array([9, 0], np.float32)]], **kw), outfeed)
+    assert hloref.gpu.last_report.total == 0
+    (gpu, gpu_out), (cpu, cpu_out) = runs["gpu"], runs["cpu"]
+    for d in range(2):
+        assert bits_equal(gpu[d], cpu[d])
+        np.testing.assert_array_equal(gpu_out[d][1], cpu_out[d][1])
+    np.testing.assert_array_equal(gpu[0][0], [5, 7, 9])
+    np.testing.assert_array_equal(gpu[1][0], [0, 0, 0])
+    np.testing.assert_array_equal(gpu[0][1], [[0, 1], [10, 11], [12, 13], [-1, -1]])
+    np.testing.assert_array_equal(gpu[1][1], [[2, 3], [4, 5], [-1, -1], [14, 15]])
+    np.testing.assert_array_equal(gpu[0][2], xs[1])
+    np.testing.assert_array_equal(gpu[1][2], xs[0])
+    np.testing.assert_array_equal(gpu[0][3], [7, 8])
+    np.testing.assert_array_equal(gpu_out[1][1], xs[0])
+
+
+def test_fallback_collective_rendezvous_on_two_devices():
+    """A reducer the device compiler does not take (shift-left has no GPU element
+    function): the all-reduce's CPU op runs per device (counted) and meets the other
+    device through the same rendezvous."""
+    text = """HloModule m, replica_count=2
+red { a = s32[] parameter(0)  b = s32[] parameter(1)  s = s32[] add(a, b)  one = s32[] constant(1)  ROOT m = s32[] shift-left(s, one) }
+ENTRY e {
+  x = s32[3] parameter(0)
+  ROOT r = s32[3] all-reduce(x), replica_groups={}, to_apply=red
+}
+"""
+    xs = [np.array([1, 2, 3], np.int32), np.array([4, 5, 6], np.int32)]
     m = hloref.parse(text)
     gpu = hloref.evaluate(m, xs, backend="gpu")
-    assert dict(hloref.gpu.last_report.counts) == {"collective-reduce": 2}
-    np.testing.assert_array_equal(gpu[0], [5, 7, 9])
-    np.testing.assert_array_equal(gpu[1], [0, 0, 0])
+    assert dict(hloref.gpu.last_report.counts) == {"all-reduce": 2}
+    for d in range(2):
+        np.testing.assert_array_equal(gpu[d], [10, 14, 18])  # (a + b) << 1
     with pytest.raises(hloref.errors.HloUnsupportedError):
         hloref.evaluate(m, xs, backend="gpu", fallback=False)
