@@ -34,14 +34,15 @@ def is_available() -> bool:
     return available()
 
 
-def evaluate_gpu(module, values, *, limits=None, fallback: bool = True, report=None):
+def evaluate_gpu(module, values, *, limits=None, fallback: bool = True, report=None, io=None):
     """Evaluate ``module``'s entry computation on host ``values`` on the GPU.
 
     ``values`` are host values already checked against the parameters (numpy arrays,
     tuples, tokens), as ``hloref.evaluate`` passes them; the result is a host value.
     ``fallback=False``: raise ``HloUnsupportedError`` for an op without a GPU kernel
     instead of running it on the CPU. ``report``: a :class:`FallbackReport` to fill
-    (also available afterwards as ``hloref.gpu.last_report``)."""
+    (also available afterwards as ``hloref.gpu.last_report``). ``io``: the
+    ``evaluator.collectives.DeviceIO`` queues of infeed, outfeed and host transfers."""
     global last_report
     from hloref.errors import HloEvalError
     if not is_available():
@@ -50,6 +51,9 @@ def evaluate_gpu(module, values, *, limits=None, fallback: bool = True, report=N
     from .device import to_device, to_host
     from .interpreter import GpuInterpreter
     interp = GpuInterpreter(module, limits=limits, fallback=fallback)
+    if io is not None:
+        from hloref.evaluator.collectives import single_device
+        interp.attach_device(single_device(io))
     if report is not None:
         interp.report = report
     last_report = interp.report

@@ -176,3 +176,23 @@ ENTRY e {
         np.testing.assert_array_equal(gpu[d], [10, 14, 18])  # (a + b) << 1
     with pytest.raises(hloref.errors.HloUnsupportedError):
         hloref.evaluate(m, xs, backend="gpu", fallback=False)
+
+
+def test_feeds_on_one_device():
+    """evaluate_gpu's io: infeed from and outfeed to the caller's queues."""
+    from collections import deque
+    from hloref.evaluator.collectives import DeviceIO
+    text = """HloModule m
+ENTRY e {
+  t = token[] after-all()
+  inf = (f32[2], token[]) infeed(t)
+  fed = f32[2] get-tuple-element(inf), index=0
+  n = f32[2] negate(fed)
+  of = token[] outfeed(n, t), outfeed_shape=f32[2]{0}
+  ROOT r = (f32[2], token[]) tuple(fed, of)
+}
+"""
+    io = DeviceIO(infeed=deque([np.array([1.5, -2], np.float32)]))
+    out = hloref.gpu.evaluate_gpu(hloref.parse(text), [], fallback=False, io=io)
+    np.testing.assert_array_equal(out[0], [1.5, -2])
+    np.testing.assert_array_equal(io.outfeed[0], [-1.5, 2])
