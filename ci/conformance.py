@@ -794,7 +794,10 @@ def summary(records: list[dict], evaluate: bool, source_desc: str) -> str:
         lines.append(f"| differs for a reason listed below (XLA:CPU bug, implementation-defined, "
                      f"module written for more devices) | {len(explained)} | "
                      f"{100 * len(explained) / max(len(ran), 1):.2f} % |")
-        unexplained = len(ran) - len(match) - len(rnd) - len(explained)
+        slow = [r for r in ran if r.get("hloref_parse") == "timeout"]
+        lines.append(f"| hloref's job (parse, print, evaluation, envelope) timed out (`--timeout`) | "
+                     f"{len(slow)} | {100 * len(slow) / max(len(ran), 1):.2f} % |")
+        unexplained = len(ran) - len(match) - len(rnd) - len(explained) - len(slow)
         lines.append(f"| differs, not understood yet | {unexplained} | "
                      f"{100 * unexplained / max(len(ran), 1):.2f} % |")
     lines.append("")
