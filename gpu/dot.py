@@ -12,8 +12,12 @@ the contracting dimensions in row-major order:
   the device, as the CPU does (``s8 x s8 -> s32`` matmuls), products summed in
   int64/uint64 with wrap-around, wrapped to the result width;
 * pred results: OR of ANDs;
-* integer or pred operands of a float result are converted to the result type first.
-Complex operands or results run on the CPU.
+* integer or pred operands of a float result are converted to the result type first;
+* complex results (``_complex_kernel``): operands as c128 parts (c64 parts and real
+  float operands read exactly, integer or pred operands rounded to the result type
+  first, as the CPU's ``astype``), products ``(ar br - ai bi, ar bi + ai br)`` summed in
+  f64 parts, rounded once: the CPU sums in c128 in another order (the accumulation
+  bound covers it).
 """
 
 from __future__ import annotations
@@ -98,6 +102,60 @@ def _kernel(fma, zero, ca, cb, co):
     return k
 
 
+@cuda.jit
+def _complex_kernel(a, b, out, n, odims, oa, ob, kdims, ka, kb, total):
+    """The real kernel's index walk over complex parts: ``a``, ``b``, ``out`` are the
+    flat (real, imaginary) part arrays."""
+    o = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while o < n:
+        rem = o
+        base_a = 0
+        base_b = 0
+        for d in range(len(odims) - 1, -1, -1):
+            q = rem // odims[d]
+            digit = rem - q * odims[d]
+            base_a += digit * oa[d]
+            base_b += digit * ob[d]
+            rem = q
+        re = np.float64(0.0)
+        im = np.float64(0.0)
+        for r in range(total):
+            rem = r
+            offa = base_a
+            offb = base_b
+            for d in range(len(kdims) - 1, -1, -1):
+                q = rem // kdims[d]
+                digit = rem - q * kdims[d]
+                offa += digit * ka[d]
+                offb += digit * kb[d]
+                rem = q
+            ar = np.float64(a[2 * offa])
+            ai = np.float64(a[2 * offa + 1])
+            br = np.float64(b[2 * offb])
+            bi = np.float64(b[2 * offb + 1])
+            re += ar * br - ai * bi
+            im += ar * bi + ai * br
+        out[2 * o] = re
+        out[2 * o + 1] = im
+        o += step
+
+
+def _as_complex_operand(x, et):
+    """A dot operand of complex result ``et`` as a complex device array: complex as is,
+    real floats exactly (c128), integers and pred rounded to ``et`` (the CPU's astype)."""
+    from hloref.types import C128
+    from .convert import real_to_complex
+    kind = _kind(x.et)
+    if kind == "complex":
+        return x
+    if kind == "float":
+        return real_to_complex(x, C128)
+    if kind in ("sint", "uint", "pred"):
+        return real_to_complex(x, et)
+    raise GpuFallback(f"dot of {x.et.name} to {et.name} has no GPU kernel")
+
+
 def accumulation(opcode: str, lhs, rhs, et, *, pred: bool = True):
     """``(lhs, rhs, multiply-add, zero)`` of a dot-like ``opcode`` with result type ``et``:
     the operands as the CPU takes them (integer or pred operands of another type than an
@@ -119,11 +177,17 @@ def accumulation(opcode: str, lhs, rhs, et, *, pred: bool = True):
     raise GpuFallback(f"{opcode} with a {et.name} result has no GPU kernel")
 
 
-@gpu_op("dot", note="complex: cpu fallback")
+@gpu_op("dot")
 def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contracting_dims=(),
         rhs_contracting_dims=(), **_):
     et = shape.element_type
-    lhs, rhs, fma, zero = accumulation("dot", lhs, rhs, et)
+    cplx = et.is_complex
+    if cplx:
+        if et.name not in ("c64", "c128"):
+            raise GpuFallback(f"dot to {et.name} has no GPU kernel")
+        lhs, rhs = _as_complex_operand(lhs, et), _as_complex_operand(rhs, et)
+    else:
+        lhs, rhs, fma, zero = accumulation("dot", lhs, rhs, et)
     lb, rb = list(lhs_batch_dims), list(rhs_batch_dims)
     lc, rc = list(lhs_contracting_dims), list(rhs_contracting_dims)
     ls, rs = row_major_strides(lhs.shape), row_major_strides(rhs.shape)
@@ -140,6 +204,13 @@ def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contractin
     if tuple(out.shape) != tuple(odims):
         from hloref.errors import HloEvalError
         raise HloEvalError(f"dot computed dimensions {odims}, the instruction says {list(out.shape)}")
+    if cplx:
+        from .complex_elementwise import parts
+        launch(_complex_kernel, out.size, parts(lhs), parts(rhs), parts(out), out.size,
+               _t(odims), _t(oa) if oa else (0,), _t(ob) if ob else (0,), _t(kdims),
+               _t(ls[d] for d in lc) if lc else (0,), _t(rs[d] for d in rc) if rc else (0,),
+               total)
+        return out
     k = _kernel(fma, zero, type_class(lhs.et), type_class(rhs.et), type_class(et))
     launch(k, out.size, lhs.data, rhs.data, out.data, out.size, _t(odims),
            _t(oa) if oa else (0,), _t(ob) if ob else (0,), _t(kdims),

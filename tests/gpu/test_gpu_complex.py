@@ -8,7 +8,7 @@ import pytest
 
 import hloref
 
-from hloref.fuzz.compare import Tolerance, compare_values
+from hloref.fuzz.compare import Tolerance, accumulation_atol, compare_values
 from hloref.fuzz.error_bounds import COMPLEX_FORMULA_OPS, complex_formula_atol
 from hloref.types import element_type
 
@@ -188,3 +188,38 @@ def test_complex_power(t):
                 exact=False, opcode="power", xla="required",
                 atol=complex_formula_atol("power", [x, y], element_type(t)))
     np.testing.assert_allclose(out, x.astype(np.complex128) ** y, rtol=1e-4 if t == "c64" else 1e-11)
+
+
+#: complex dot: (lhs, rhs, result, dimension numbers)
+DOTS = [
+    ("c64[3,4]", "c64[4,2]", "c64[3,2]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("c128[2,3,4]", "c128[2,4,5]", "c128[2,3,5]",
+     "lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}"),
+    ("c64[6]", "c64[6]", "c64[]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    ("f32[3,4]", "c64[4,2]", "c64[3,2]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+]
+
+
+def _operand(spec):
+    t, dims = spec.split("[")
+    dims = [int(d) for d in dims[:-1].split(",") if d]
+    x = RNG.standard_normal(dims) * 2
+    if t.startswith("c"):
+        x = x + 1j * RNG.standard_normal(dims) * 2
+    return np.asarray(x).astype(element_type(t).dtype)
+
+
+@pytest.mark.parametrize("lhs,rhs,out,dnums", DOTS)
+def test_complex_dot(lhs, rhs, out, dnums):
+    a, b = _operand(lhs), _operand(rhs)
+    text = module([lhs, rhs], f"dot(p0, p1), {dnums}", out)
+    # |products| summed over the contraction: numpy's matmul of magnitudes (times 2 for
+    # the two products of each part)
+    mag = np.abs(a.astype(np.complex128)) @ np.abs(b.astype(np.complex128)) \
+        if a.ndim < 3 else np.einsum("bij,bjk->bik", np.abs(a), np.abs(b))
+    k = a.shape[-1]
+    got = check(text, a, b, exact=False, opcode="dot", xla="required" if lhs[0] == "c" else True,
+                atol=accumulation_atol(2 * k, 2 * mag, element_type(out.split("[")[0])))
+    want = np.einsum("bij,bjk->bik", a.astype(np.complex128), b.astype(np.complex128)) \
+        if a.ndim == 3 else a.astype(np.complex128) @ b.astype(np.complex128)
+    np.testing.assert_allclose(got, want, rtol=1e-5 if "c64" in out else 1e-12, atol=1e-5)
