@@ -153,6 +153,12 @@ def clamp_fn(et):
     return fn
 
 
-@gpu_op("clamp", note="complex: cpu fallback")
+@gpu_op("clamp")
 def clamp(lo, x, hi, *, shape):
+    if x.et.is_complex:  # the CPU's min(max(x, lo), hi) in the lexicographic order
+        from . import complex_elementwise
+        if lo.et != x.et or hi.et != x.et:
+            raise HloEvalError("clamp operands must have one element type")
+        high = complex_elementwise.binary("maximum", x, lo, x.shape, x.et)
+        return complex_elementwise.binary("minimum", high, hi, x.shape, x.et)
     return apply(clamp_fn(x.et), (lo, x, hi), x.et, out_shape=x.shape)

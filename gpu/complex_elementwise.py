@@ -22,7 +22,8 @@ the two parts, the CPU's formulas written out:
   (within ulps of c128), rounded once to c64; expm1 and log1p by the CPU's formulas
   from real functions; rsqrt and logistic divide by numpy's Smith division.
 
-atan2, remainder, maximum and minimum of complex values still run on the CPU.
+* maximum/minimum (and clamp): the CPU's lexicographic order on (real, imag);
+  atan2: the CPU's formula ``-i log((x + iy) / sqrt(x^2 + y^2))`` in c128.
 """
 
 from __future__ import annotations
@@ -248,6 +249,45 @@ def c_pow(ar, ai, br, bi):
     return w.real, w.imag
 
 
+@cuda.jit(device=True)
+def _c_gt(ar, ai, br, bi):
+    """The CPU's lexicographic order on (real, imag) (the StableHLO reference's)."""
+    return ar > br or (ar == br and ai > bi)
+
+
+@cuda.jit(device=True)
+def c_max(ar, ai, br, bi):
+    if _c_gt(ar, ai, br, bi):
+        return ar, ai
+    return br, bi
+
+
+@cuda.jit(device=True)
+def c_min(ar, ai, br, bi):
+    if _c_gt(ar, ai, br, bi):
+        return br, bi
+    return ar, ai
+
+
+@cuda.jit(device=True)
+def c_atan2(yr, yi, xr, xi):
+    """The CPU's complex atan2 in c128: ``-1j * log((x + 1j*y) / sqrt(x*x + y*y))``,
+    each complex product as numpy's ``(ar br - ai bi, ar bi + ai br)`` and the quotient
+    by Smith's division with C99 Annex G's recovery (the CPU's ``_complex_divide``)."""
+    xr = np.float64(xr)
+    xi = np.float64(xi)
+    yr = np.float64(yr)
+    yi = np.float64(yi)
+    nr = xr + (0.0 * yr - 1.0 * yi)  # x + 1j*y
+    ni = xi + (0.0 * yi + 1.0 * yr)
+    sr = (xr * xr - xi * xi) + (yr * yr - yi * yi)  # x*x + y*y
+    si = (xr * xi + xi * xr) + (yr * yi + yi * yr)
+    d = _csqrt(complex(sr, si))
+    qr, qi = c_div(nr, ni, d.real, d.imag)
+    w = _clog(complex(qr, qi))
+    return -0.0 * w.real - (-1.0) * w.imag, -0.0 * w.imag + (-1.0) * w.real  # -1j * w
+
+
 TRANSCENDENTAL = {
     "exponential": _c128_unary(_cexp), "log": _c128_unary(_clog),
     "sqrt": _c128_unary(_csqrt), "sine": _c128_unary(_csin), "cosine": _c128_unary(_ccos),
@@ -329,7 +369,8 @@ def _compose(out, n, a, na, b, nb):
         i += step
 
 
-BINARY = {"add": c_add, "subtract": c_sub, "multiply": c_mul, "divide": c_div, "power": c_pow}
+BINARY = {"add": c_add, "subtract": c_sub, "multiply": c_mul, "divide": c_div, "power": c_pow,
+          "maximum": c_max, "minimum": c_min, "atan2": c_atan2}
 UNARY = {"negate": c_neg, "sign": c_sign, **TRANSCENDENTAL}
 TO_REAL = {"abs": c_abs, "real": c_real, "imag": c_imag}
 COMPARE = {"EQ": c_eq, "NE": c_ne}

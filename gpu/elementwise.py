@@ -162,8 +162,8 @@ def _complex_op(opname, xs, shape):
         return complex_elementwise.binary(opname, xs[0], xs[1], out_shape, et)
     if opname in complex_elementwise.UNARY or opname in complex_elementwise.TO_REAL:
         return complex_elementwise.unary(opname, xs[0], et)
-    if opname == "erf":
-        raise HloEvalError("erf is not defined on complex values")
+    if opname in ("erf", "remainder"):
+        raise HloEvalError(f"{opname} is not defined on complex values")
     raise GpuFallback(f"{opname} on {xs[0].et.name} has no GPU kernel")
 
 
@@ -487,14 +487,11 @@ _elementwise("add", {"int": _add, "float": _add, "pred": _or_pred})
 _elementwise("subtract", {"int": _sub, "float": _sub}, note="pred: cpu fallback")
 _elementwise("multiply", {"int": _mul, "float": _mul, "pred": _and_pred})
 _elementwise("divide", {"sint": sdiv, "uint": udiv, "float": _fdiv})
-_elementwise("remainder", {"sint": srem, "uint": urem, "float": _frem},
-             note="complex: cpu fallback")
+_elementwise("remainder", {"sint": srem, "uint": urem, "float": _frem})
 _elementwise("power", {"sint": _ipow_s, "uint": _ipow_u, "float": _fpow})
-_elementwise("atan2", {"float": _fatan2}, note="complex: cpu fallback")
-_elementwise("maximum", {"int": _imax, "float": fmax, "pred": _or_pred},
-             note="complex: cpu fallback")
-_elementwise("minimum", {"int": _imin, "float": fmin, "pred": _and_pred},
-             note="complex: cpu fallback")
+_elementwise("atan2", {"float": _fatan2})
+_elementwise("maximum", {"int": _imax, "float": fmax, "pred": _or_pred})
+_elementwise("minimum", {"int": _imin, "float": fmin, "pred": _and_pred})
 _elementwise("and", {"int": _and_pred, "pred": _and_pred})
 _elementwise("or", {"int": _or_pred, "pred": _or_pred})
 _elementwise("xor", {"int": _xor, "pred": _xor})

@@ -268,16 +268,18 @@ def test_while_device_state():
 
 
 def test_fallback_counted_and_warned():
-    # complex atan2 has no GPU kernel yet: the op runs on the CPU, reported
+    # a complex reduce has no GPU kernel yet: the op runs on the CPU, reported
     a = (RNG.standard_normal(6) + 1j * RNG.standard_normal(6)).astype(np.complex64)
-    b = (RNG.standard_normal(6) + 1j * RNG.standard_normal(6)).astype(np.complex64)
-    text = module(["c64[6]", "c64[6]"], "atan2(p0, p1)", "c64[6]")
-    check(text, a, b, fallbacks=1, exact=False, opcode="atan2")
+    add = "add {\n  x = c64[] parameter(0)\n  y = c64[] parameter(1)\n  ROOT s = c64[] add(x, y)\n}\n"
+    text = module(["c64[6]", "c64[]"], "reduce(p0, p1), dimensions={0}, to_apply=add", "c64[]",
+                  extra=add)
+    zero = np.complex64(0)
+    check(text, a, zero, fallbacks=1, exact=False, opcode="reduce")
     report = hloref.gpu.last_report
-    assert report.counts == {"atan2": 1} and "c64" in report.reasons["atan2"]
+    assert report.counts == {"reduce": 1}
     m = hloref.parse(text)
     with pytest.raises(HloUnsupportedError):
-        hloref.gpu.evaluate_gpu(m, [a, b], fallback=False)
+        hloref.gpu.evaluate_gpu(m, [a, zero], fallback=False)
 
 
 def test_fallback_reducer_runs_on_cpu():

@@ -223,3 +223,24 @@ def test_complex_dot(lhs, rhs, out, dnums):
     want = np.einsum("bij,bjk->bik", a.astype(np.complex128), b.astype(np.complex128)) \
         if a.ndim == 3 else a.astype(np.complex128) @ b.astype(np.complex128)
     np.testing.assert_allclose(got, want, rtol=1e-5 if "c64" in out else 1e-12, atol=1e-5)
+
+
+@pytest.mark.parametrize("t", ["c64", "c128"])
+def test_complex_max_min_clamp_atan2(t):
+    """maximum/minimum/clamp: lexicographic on (real, imag), bit-exact with the cpu
+    backend and by hand; atan2: the cpu's formula, against the cpu backend and XLA:CPU
+    within the policy's bound."""
+    x, y = cvalues(t, 24), cvalues(t, 24)
+    y[:4] = x[:4].real + 1j * (x[:4].imag + 1)  # equal real parts: the imaginary decides
+    for op, pick in (("maximum", True), ("minimum", False)):
+        out = check(module([f"{t}[24]", f"{t}[24]"], f"{op}(p0, p1)", f"{t}[24]"), x, y,
+                    xla=False)
+        gt = (x.real > y.real) | ((x.real == y.real) & (x.imag > y.imag))
+        np.testing.assert_array_equal(out, np.where(gt if pick else ~gt, x, y))
+    lo, hi = np.array(-1 - 1j, x.dtype), np.array(1 + 1j, x.dtype)
+    out = check(module([f"{t}[]", f"{t}[24]", f"{t}[]"], "clamp(p0, p1, p2)", f"{t}[24]"),
+                lo, x, hi, xla=False)
+    assert np.all((out.real >= -1) | np.isnan(out.real)) and np.all(out.real <= 1)
+    a, b = finite(t, 10), finite(t, 10)
+    check(module([f"{t}[10]", f"{t}[10]"], "atan2(p0, p1)", f"{t}[10]"), a, b, exact=False,
+          opcode="atan2", xla="required", atol=complex_formula_atol("atan2", [a, b], element_type(t)))
