@@ -229,7 +229,9 @@ class XlaExecutable:
         jax = _jax_state["jax"]
         try:
             with jax.enable_x64(True):
-                bufs = [jax.device_put(a, self._device) for a in flat]
+                # copies: XLA:CPU may take a host array zero-copy and write into it (an
+                # aliased or donated buffer); the caller's inputs must stay as they were
+                bufs = [jax.device_put(np.array(a, copy=True), self._device) for a in flat]
                 outs = self._exe.execute(bufs)
                 leaves = [np.array(o) for o in outs]
         except Exception as e:
