@@ -168,8 +168,8 @@ _PAIRWISE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xo
 
 def combiner_kinds(module: Module, instr: Instruction) -> tuple[str | None, ...] | None:
     """Per output of ``instr``'s applied computation (to_apply / scatter): the opcode
-    when that output is ``op(x_i, y_i)`` of its own pair of scalar parameters (for n
-    outputs, parameters i and n + i), else ``None``; ``None`` overall when the
+    when that output is ``op(x_j, y_j)`` of one pair of scalar parameters (for n
+    outputs, parameters j and n + j; usually j = i), else ``None``; ``None`` overall when the
     computation is not a reducer. A variadic reducer such as ``(x1 + y1, max(x2, y2))``
     gives ``("add", "maximum")``: its sum may be taken in any order like a single one."""
     from hloref.evaluator.reduce import simple_reducer
@@ -184,11 +184,13 @@ def combiner_kinds(module: Module, instr: Instruction) -> tuple[str | None, ...]
     if root is None or root.opcode != "tuple" or len(params) != 2 * len(root.operands):
         return None
     n = len(root.operands)
+    pairs = [{params[j].name, params[n + j].name} for j in range(n)]
     kinds: list[str | None] = []
-    for i, out in enumerate(root.operands):
-        pair = {params[i].name, params[n + i].name}
+    for out in root.operands:
+        # op(x_j, y_j) of any one pair: output i may repeat another output's combination
+        # (``tuple(add.0, add.0)``), which is then reordered like it
         ok = out.opcode in _PAIRWISE and len(out.operands) == 2 and \
-            {o.name for o in out.operands} == pair and \
+            {o.name for o in out.operands} in pairs and \
             all(isinstance(o.shape, ArrayShape) and o.shape.rank == 0 for o in out.operands)
         kinds.append(out.opcode if ok else None)
     return tuple(kinds)

@@ -344,3 +344,35 @@ def test_a_subnormal_part_of_a_complex_result_may_flush(worker):
     bad = np.array(report.actual, copy=True)
     bad[1] *= np.complex64(1.001)
     assert diff(COMPLEX_MULTIPLY, [a, b], worker=worker, oracle_value=bad).verdict == "mismatch"
+
+
+REPEATED_SUM = """HloModule m
+add {
+  lhs.0 = f32[] parameter(0)  lhs.1 = f32[] parameter(1)
+  rhs.0 = f32[] parameter(2)  rhs.1 = f32[] parameter(3)
+  add.0 = f32[] add(lhs.0, rhs.0)
+  add.1 = f32[] add(lhs.1, rhs.1)
+  ROOT tuple = (f32[], f32[]) tuple(add.0, add.0)
+}
+ENTRY e {
+  p0 = f32[40,40] parameter(0)
+  p1 = f32[40,40] parameter(1)
+  c = f32[] constant(0)
+  ROOT rw = (f32[33,33], f32[33,33]) reduce-window(p0, p1, c, c), window={size=8x8}, to_apply=add
+}
+"""
+
+
+def test_a_variadic_output_repeating_another_sum_reorders_like_it(worker):
+    # XLA's reduce_window_test.cc VariadicWithNonTrivialWindows: the reducer returns
+    # (add.0, add.0), so both outputs are the window sums of operand 0 and XLA:CPU
+    # orders the second one's 64 terms its own way; 1e-4 off is still flagged
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal((40, 40)).astype(np.float32) for _ in range(2))
+    report = diff(REPEATED_SUM, [a, b], worker=worker)
+    assert report.verdict == "match", report.summary()
+    first, second = report.actual
+    bad = np.array(second, copy=True)
+    bad[10, 20] += np.float32(1e-4) * max(1.0, abs(float(bad[10, 20])))
+    assert diff(REPEATED_SUM, [a, b], worker=worker,
+                oracle_value=(first, bad)).verdict == "mismatch"
