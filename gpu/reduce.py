@@ -200,9 +200,69 @@ def _general_reduce(operands, shape, dims, comp, ctx):
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
 
 
-@gpu_op("reduce", note="reducers with ops without GPU element functions, complex: cpu fallback")
+@cuda.jit
+def _complex_kernel(x, init, out, n, kept, ks, red, rs, total, multiply):
+    """Complex add/multiply reduce over parts: each output's elements in row-major order
+    of the reduced dims, accumulated in f64 parts (the CPU: numpy's c128 reduce, then
+    the init), combined with the init, rounded once on store."""
+    o = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while o < n:
+        rem = o
+        base = 0
+        for d in range(len(kept) - 1, -1, -1):
+            q = rem // kept[d]
+            base += (rem - q * kept[d]) * ks[d]
+            rem = q
+        re = np.float64(1.0) if multiply else np.float64(0.0)
+        im = np.float64(0.0)
+        for r in range(total):
+            rem = r
+            off = base
+            for d in range(len(red) - 1, -1, -1):
+                q = rem // red[d]
+                off += (rem - q * red[d]) * rs[d]
+                rem = q
+            xr = np.float64(x[2 * off])
+            xi = np.float64(x[2 * off + 1])
+            if multiply:
+                re, im = re * xr - im * xi, re * xi + im * xr
+            else:
+                re += xr
+                im += xi
+        ir = np.float64(init[0])
+        ii = np.float64(init[1])
+        if multiply:
+            re, im = re * ir - im * ii, re * ii + im * ir
+        else:
+            re += ir
+            im += ii
+        out[2 * o] = re
+        out[2 * o + 1] = im
+        o += step
+
+
+@gpu_op("reduce", note="reducers with ops without GPU element functions, complex reducers "
+        "other than add/multiply: cpu fallback")
 def reduce(*operands, shape, dimensions, to_apply, ctx):
     kind = simple_reducer(to_apply.computation)
+    if len(operands) == 2 and operands[0].et.is_complex and kind in ("add", "multiply") \
+            and not isinstance(shape, TupleShape) and operands[0].et == shape.element_type \
+            and operands[1].et == shape.element_type:
+        from .complex_elementwise import parts
+        x, init = operands
+        dims = tuple(dimensions)
+        kept = [d for d in range(x.ndim) if d not in dims]
+        xs = row_major_strides(x.shape)
+        out = empty(shape.dims, shape.element_type)
+        total = 1
+        for d in dims:
+            total *= x.shape[d]
+        launch(_complex_kernel, out.size, parts(x), parts(init), parts(out), out.size,
+               _t(x.shape[d] for d in kept), _t(xs[d] for d in kept) if kept else (0,),
+               _t(x.shape[d] for d in dims), _t(xs[d] for d in dims) if dims else (0,),
+               total, kind == "multiply")
+        return out
     if len(operands) != 2 or isinstance(shape, TupleShape) or kind is None \
             or operands[0].et != shape.element_type:
         return _general_reduce(operands, shape, tuple(dimensions), to_apply.computation, ctx)

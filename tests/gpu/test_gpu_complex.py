@@ -244,3 +244,30 @@ def test_complex_max_min_clamp_atan2(t):
     a, b = finite(t, 10), finite(t, 10)
     check(module([f"{t}[10]", f"{t}[10]"], "atan2(p0, p1)", f"{t}[10]"), a, b, exact=False,
           opcode="atan2", xla="required", atol=complex_formula_atol("atan2", [a, b], element_type(t)))
+
+
+@pytest.mark.parametrize("t,kind,dims", [("c64", "add", "{1}"), ("c128", "add", "{0,2}"),
+                                         ("c64", "multiply", "{2}")])
+def test_complex_reduce(t, kind, dims):
+    """add/multiply reduce of complex values: against the cpu backend and XLA:CPU within
+    the accumulation bound, and numpy."""
+    x = (finite(t, 24) * (0.4 if kind == "multiply" else 1)).reshape(2, 3, 4)
+    init = np.array(1 + 0.5j if kind == "multiply" else 0.25 - 1j, x.dtype)
+    axes = tuple(int(d) for d in dims.strip("{}").split(","))
+    out_dims = [n for d, n in enumerate(x.shape) if d not in axes]
+    comp = (f"red {{\n  a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n"
+            f"  ROOT r = {t}[] {kind}(a, b)\n}}\n")
+    text = module([f"{t}[2,3,4]", f"{t}[]"], f"reduce(p0, p1), dimensions={dims}, to_apply=red",
+                  f"{t}[{','.join(map(str, out_dims))}]", extra=comp)
+    w = x.astype(np.complex128)
+    if kind == "add":
+        want = w.sum(axis=axes) + init
+        mag = np.abs(w).sum(axis=axes) + abs(init)
+        n = int(np.prod([x.shape[a] for a in axes])) + 1
+    else:
+        want = w.prod(axis=axes) * init
+        mag = np.abs(w).prod(axis=axes) * abs(init)
+        n = 2 * (int(np.prod([x.shape[a] for a in axes])) + 1)  # two products per part
+    got = check(text, x, init, exact=False, opcode="reduce", xla="required",
+                atol=accumulation_atol(n, 2 * mag, element_type(t)))
+    np.testing.assert_allclose(got, want, rtol=1e-5 if t == "c64" else 1e-12, atol=1e-6)
