@@ -609,6 +609,10 @@ REASON_BY_LOCATION = {
         "hloref limitation: a loop of 2^31 + 43 iterations (42 counts down past the s32 "
         "wrap-around until it is >= 100) exceeds Limits.max_while_iterations; XLA:CPU's "
         "2147483647 is the written semantics' value (by hand)",
+    "xla/service/elemental_ir_emitter_test.cc:236":
+        "XLA:CPU bug: the c64 constant (nan + inf*i) divided by 1 + i gives (nan, nan); as "
+        "parameters, and by C99 Annex G, (inf, inf) "
+        "(findings/xla-cpu-jaxlib-0.10.2/divide-c64-constant-infinite-numerator)",
     "xla/tests/reduce_window_test.cc:1642":
         "envelope false alarm: a reduce-window with a multiply reducer over 6 elements, "
         "reassociated by XLA:CPU (at most 3 ULP apart; 44 of 98,304 elements a quarter "

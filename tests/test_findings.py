@@ -53,7 +53,7 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 13
+    assert len(results) == 14
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
@@ -190,3 +190,14 @@ def test_round_nearest_afz_f8e3m4_reference_rounds_half_away_from_zero():
     x = np.array([1.5, -2.5], ml_dtypes.float8_e3m4)
     assert np.asarray(run_hlo(param, x)).astype(np.float32).tolist() == [2.0, -3.0]
     assert np.all(np.isnan(np.asarray(run_hlo(module.to_text())).astype(np.float32)))
+
+
+def test_divide_c64_infinite_numerator_reference_is_an_infinity():
+    # C99 G.5.1 recovery (XLA's EmitComplexDivide): Smith's quotient of (nan + inf i) by
+    # (1 + i) is NaN in both parts, the numerator has an infinite part, the divisor is
+    # finite: a' = (copysign(0, nan), copysign(1, inf)) = (±0, 1), and the result is
+    # inf·(a'_r·1 + a'_i·1), inf·(a'_i·1 − a'_r·1) = (inf, inf)
+    module, args = _load("divide-c64-constant-infinite-numerator")
+    out = np.asarray(hloref.evaluate(module, *args))
+    assert np.isposinf(out[4].real) and np.isposinf(out[4].imag)
+    assert np.isposinf(out[0].real) and np.isposinf(out[0].imag)  # (1 + inf i)/(1 + i)
