@@ -14,7 +14,9 @@ Any other reducer, variadic reduces (argmax: values and indices) included, runs 
 the computation compiler (``gpu/computation.py``) accepts it: one thread per output
 element combines the reduced elements in the CPU's balanced tree order
 (``reduce.tree_reduce``), each step rounding to the element types as the CPU does, so
-results are bit-exact. Reducers with ops that have no GPU element function (complex,
+results are bit-exact. Complex add/multiply reduces accumulate in f64 parts
+(``_complex_kernel``; the CPU's c128 numpy reduce in another order: the accumulation
+bound). Other reducers with ops that have no GPU element function (complex maximum,
 shifts...) run on the CPU.
 """
 
