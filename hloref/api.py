@@ -9,7 +9,7 @@ from .ir import Module
 from .shapes import ArrayShape, Shape, TokenShape, TupleShape
 from .values import TOKEN_VALUE, Token
 
-__all__ = ["evaluate", "supported_opcodes", "coerce_argument", "BACKENDS"]
+__all__ = ["evaluate", "verified", "supported_opcodes", "coerce_argument", "BACKENDS"]
 
 BACKENDS = ("cpu", "gpu")
 
@@ -73,9 +73,20 @@ def _describe(value) -> str:
     return type(value).__name__
 
 
+def verified(module: Module) -> Module:
+    """``module`` after ``verify_module`` (``HloVerifyError`` on the first problem); a
+    module object is verified once, however often it is evaluated (a module edited in
+    place afterwards is not verified again)."""
+    if not getattr(module, "_hloref_verified", False):
+        from .verifier import verify_module
+        verify_module(module)
+        object.__setattr__(module, "_hloref_verified", True)
+    return module
+
+
 def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=None,
              outfeed=None, host_recv=None, host_send=None, fallback: bool = True,
-             interpreter_options=None):
+             interpreter_options=None, verify: bool = False):
     """Evaluate the entry computation of a module on ``args`` (one per parameter).
 
     A module that runs on N = replica_count × num_partitions > 1 devices takes, for
@@ -94,8 +105,15 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
     below its bounds comes back cut to them (cpu backend).
 
     ``interpreter_options(device)`` (cpu backend): extra ``Interpreter`` keyword
-    arguments per device, for hooks such as the numerical envelope's ``perturb``."""
+    arguments per device, for hooks such as the numerical envelope's ``perturb``.
+
+    ``verify=True`` verifies the module first (``hloref.verifier``: shapes, operand
+    counts, attributes; once per module object), so a module XLA would reject is
+    refused with the instruction named instead of evaluated (``hloref run`` does so
+    unless ``--no-verify``)."""
     module = _module(module_or_text)
+    if verify:
+        verified(module)
     if backend not in BACKENDS:
         raise HloEvalError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
     params = module.entry.parameters

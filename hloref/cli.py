@@ -171,7 +171,7 @@ def format_value(value, indent: str = "") -> str:
 
 def cmd_run(args) -> int:
     from . import api
-    module = _load_module(args.file)
+    module = _load_module(args.file, verify=not getattr(args, "no_verify", False))
     if args.inputs and args.seed is not None:
         raise CliError("give either --inputs or --seed, not both")
     params = module.entry.parameters
@@ -225,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--print", action="store_true", help="print results (default without --output)")
     run.add_argument("--max-bytes", type=int, help="memory budget for live values, in bytes")
     run.add_argument("--max-while-iterations", type=int, help="iteration limit per while loop")
+    run.add_argument("--no-verify", action="store_true",
+                     help="evaluate without verifying the module first (shapes, operands, "
+                          "attributes)")
     run.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("parse", help="parse (and verify) a module")

@@ -194,3 +194,20 @@ def test_python_dash_m_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "bad.hlo:3:" in proc.stderr
+
+
+def test_run_verifies_the_module_first(tmp_path):
+    # the declared f32[3] contradicts add's f32[2] operands: XLA rejects the module, so
+    # hloref run names the instruction instead of printing an f32[2] (--no-verify: it does)
+    import subprocess
+    import sys
+    path = tmp_path / "bad.hlo"
+    path.write_text("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] parameter(1)\n"
+                    "  ROOT c = f32[3] add(a, b)\n}\n")
+    proc = subprocess.run([sys.executable, "-m", "hloref", "run", str(path), "--seed", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "instruction %c, line 5" in proc.stderr and "f32[3]" in proc.stderr, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "hloref", "run", str(path), "--seed", "0",
+                           "--no-verify"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "f32[2]" in proc.stdout

@@ -14,8 +14,8 @@ from .common import (ShapeError, as_array, check_dims_in_range, expect_same_type
 
 @infer("broadcast")
 def infer_broadcast(operand: Shape, *, dimensions=None, result_dims=None, **_):
-    """``broadcast``: ``dimensions[i]`` is the result dim of operand dim ``i`` (strictly
-    increasing, sizes equal); ``result_dims`` are the result's dimensions."""
+    """``broadcast``: ``dimensions[i]`` is the result dim of operand dim ``i`` (distinct,
+    sizes equal); ``result_dims`` are the result's dimensions."""
     a = as_array(operand, "broadcast operand")
     out = int_list(required(result_dims, "result_dims"), "result_dims")
     dims = int_list(dimensions, "dimensions")
@@ -25,10 +25,11 @@ def infer_broadcast(operand: Shape, *, dimensions=None, result_dims=None, **_):
         raise ShapeError(f"broadcast: dimensions has {len(dims)} entries but the operand has rank "
                          f"{a.rank}")
     check_dims_in_range(dims, len(out), "broadcast dimensions")
+    if len(set(dims)) != len(dims):
+        raise ShapeError(f"broadcast: dimensions={{{','.join(map(str, dims))}}} names a result "
+                         "dimension twice")
     for i, d in enumerate(dims):
-        if i and d <= dims[i - 1]:
-            raise ShapeError(f"broadcast: dimensions={{{','.join(map(str, dims))}}} must be strictly "
-                             "increasing")
+        # (XLA's verifier does not require them increasing: a broadcast may transpose)
         if a.dims[i] != out[d]:
             raise ShapeError(f"broadcast: operand dimension {i} has size {a.dims[i]} but result "
                              f"dimension {d} has size {out[d]}")
