@@ -310,6 +310,9 @@ class Perturber:
         self._skippable: dict[str, frozenset] = {}
         #: (envelope seed, this run's index, number of runs): the balanced schedule
         self.schedule = schedule
+        #: this run's f32 multiply operands by (computation, instruction): an add or
+        #: subtract using the product may contract it into an FMA (``_contracted``)
+        self._factors: dict = {}
 
     def __call__(self, comp: Computation, instr: Instruction, operands: list, value, recompute):
         if comp.name not in self.program:
@@ -356,6 +359,14 @@ class Perturber:
                 return value  # a narrowing convert rounds to nearest, as written
             return self._narrow_result(comp, instr, lambda x: x, operands, value, et)
         if op in _ROUNDED and not et.is_complex:
+            if op == "multiply" and value.dtype == np.float32 and self.freedoms.rounding \
+                    and instr.name in self._fma_sources(comp):
+                self._factors[(comp.name, instr.name)] = (operands[0], operands[1])
+            elif op in ("add", "subtract") and value.dtype == np.float32 and \
+                    self.freedoms.rounding:
+                fused = self._contracted(comp, instr, operands, value)
+                if fused is not None:
+                    return fused
             if is_narrow(et):
                 if not self.freedoms.excess_precision:
                     return value
@@ -423,6 +434,50 @@ class Perturber:
             skip = self._mode(comp, instr) is None and bool(self.rng.random() < 0.5)
             self._modes[key] = skip
         return skip
+
+    def _fma_sources(self, comp) -> frozenset:
+        """Names of the multiplies an add or subtract of ``comp`` reads directly."""
+        key = ("fma-sources", comp.name)
+        names = self._modes.get(key)
+        if names is None:
+            names = frozenset(o.name for i in comp.instructions if i.opcode in ("add", "subtract")
+                              for o in i.operands[:2] if o.opcode == "multiply")
+            self._modes[key] = names
+        return names
+
+    def _contracted(self, comp, instr, operands, value):
+        """FMA contraction (XLA:CPU's LLVM contracts ``a * b + c``): in half the runs an
+        f32 add or subtract of a product computed in this run is evaluated as one
+        rounding of the exact ``a * b ± c`` (f64 holds an f32 product exactly), the
+        product's own rounding skipped; ``None`` when this run does not contract it."""
+        for k, producer in enumerate(instr.operands[:2]):
+            factors = self._factors.get((comp.name, producer.name))
+            if producer.opcode != "multiply" or factors is None:
+                continue
+            key = ("fma", comp.name, instr.name)
+            fuse = self._modes.get(key)
+            if fuse is None:
+                if self.schedule is None:
+                    fuse = bool(self.rng.random() < 0.5)
+                else:
+                    seed, index, runs = self.schedule
+                    plan = _schedule(seed, comp.name, instr.name + "\x00fma", runs)
+                    fuse = plan[index % runs] is not None if runs >= 4 else bool(index % 2)
+                self._modes[key] = fuse
+            if not fuse:
+                return None
+            self._factors.pop((comp.name, producer.name), None)
+            a, b = (np.asarray(f, np.float64) for f in factors)
+            other = np.asarray(operands[1 - k], np.float64)
+            with np.errstate(all="ignore"):
+                product = a * b
+                exact = product + other if instr.opcode == "add" else \
+                    (product - other if k == 0 else other - product)
+                out = exact.astype(np.float32)
+            if out.shape != value.shape:
+                return None
+            return out
+        return None
 
     def _daz(self, comp, instr) -> bool:
         """Whether this run reads ``instr``'s subnormal operands as zero (a balanced,

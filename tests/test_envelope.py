@@ -376,3 +376,36 @@ def test_a_variadic_output_repeating_another_sum_reorders_like_it(worker):
     bad[10, 20] += np.float32(1e-4) * max(1.0, abs(float(bad[10, 20])))
     assert diff(REPEATED_SUM, [a, b], worker=worker,
                 oracle_value=(first, bad)).verdict == "mismatch"
+
+
+FMA_MODULE = """HloModule eltwise_f32_0
+llvm_fusion {
+  p0 = f32[1024,1024] parameter(0)
+  p1 = f32[1024,1024] parameter(1)
+  add0 = f32[1024,1024] add(p0, p1)
+  mul0 = f32[1024,1024] multiply(add0, add0)
+  ROOT sub = f32[1024,1024] subtract(mul0, p0)
+}
+ENTRY e {
+  p0 = f32[1024,1024] parameter(0)
+  p1 = f32[1024,1024] parameter(1)
+  ROOT result = f32[1024,1024] fusion(p0, p1), kind=kLoop, calls=llvm_fusion
+}
+"""
+
+
+def test_fma_contraction_with_cancellation_is_inside(worker):
+    # XLA's llvm_kernel_backend_test.cc module on the conformance script's seeded inputs:
+    # XLA:CPU computes (p0 + p1)^2 - p0 as one FMA; on 3 of the 1,048,576 elements the
+    # product nearly cancels p0 and the FMA's residual fell half an envelope width
+    # outside before the envelope contracted a product into its add or subtract in half
+    # the runs; an error of 1e-4 of the operands' scale is still flagged
+    from hloref.inputs import random_value
+    module = hloref.parse(FMA_MODULE)
+    rng = np.random.default_rng(0)
+    p0, p1 = (random_value(p.shape, rng) for p in module.entry.parameters)
+    report = diff(FMA_MODULE, [p0, p1], worker=worker)
+    assert report.verdict == "match", report.summary()
+    bad = np.array(report.actual, copy=True)
+    bad[100, 200] += np.float32(1e-4) * max(1.0, abs(float(p0[100, 200])))
+    assert diff(FMA_MODULE, [p0, p1], worker=worker, oracle_value=bad).verdict == "mismatch"
