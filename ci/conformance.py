@@ -590,21 +590,10 @@ REASON_RULES = [
 _NON_ASSOCIATIVE = ("reducer that is not associative (`a + 2|b|`): the order of "
                     "application is arbitrary, so the result is implementation-defined")
 REASON_BY_LOCATION = {
-    "xla/backends/gpu/transforms/move_copy_to_users_test.cc:156":
-        "envelope false alarm: a reduce-window with a multiply reducer over 6 elements, "
-        "reassociated by XLA:CPU (the module of reduce_window_test.cc:1642)",
-    "xla/tests/reduce_window_test.cc:2078":
-        "envelope false alarm: a variadic add reduce-window whose second output repeats "
-        "the first sum (`tuple(add.0, add.0)`): summation order, 1e-6 relative, outside "
-        "the envelope's accumulation freedom, which it does not give that output",
     "xla/service/cpu/cpu_instruction_fusion_test.cc:1341":
         "envelope false alarm: `x - max(x)` is -5.8e-9, not 0, at a row's maximum on "
         "XLA:CPU (the two uses of `multiply(dot, scale)` see differently rounded values); "
         "the envelope gives an instruction one value per run",
-    "xla/tests/reduce_window_test.cc:1659":
-        "envelope false alarm: a reduce-window with a multiply reducer over 6 elements, "
-        "reassociated by XLA:CPU (at most 3 ULP apart; 44 of 98,304 elements a quarter "
-        "envelope width outside: the envelope's accumulation freedom covers add combiners)",
     "xla/service/while_loop_simplifier_test.cc:297":
         "hloref limitation: a loop of 2^31 + 43 iterations (42 counts down past the s32 "
         "wrap-around until it is >= 100) exceeds Limits.max_while_iterations; XLA:CPU's "
@@ -613,17 +602,9 @@ REASON_BY_LOCATION = {
         "XLA:CPU bug: the c64 constant (nan + inf*i) divided by 1 + i gives (nan, nan); as "
         "parameters, and by C99 Annex G, (inf, inf) "
         "(findings/xla-cpu-jaxlib-0.10.2/divide-c64-constant-infinite-numerator)",
-    "xla/tests/reduce_window_test.cc:1642":
-        "envelope false alarm: a reduce-window with a multiply reducer over 6 elements, "
-        "reassociated by XLA:CPU (at most 3 ULP apart; 44 of 98,304 elements a quarter "
-        "envelope width outside: the envelope's accumulation freedom covers add combiners)",
     "xla/service/cpu/tests/cpu_tensordot_oom_test.cc:38":
         "envelope false alarm: a chain of 20 small dots to one scalar, 8 ULP apart "
         "(1.5 envelope widths outside)",
-    "xla/backends/cpu/autotuner/llvm_kernel_backend_test.cc:37":
-        "envelope false alarm: XLA:CPU contracts `(p0 + p1)^2 - p0` into an FMA (its value is "
-        "the f64 FMA rounded to f32 on all 1,048,576 elements); 3 elements with cancellation "
-        "fall half an envelope width outside the envelope's first-order FMA freedom",
     "xla/service/instruction_fusion_test.cc:982": _NON_ASSOCIATIVE,
     "xla/service/instruction_fusion_test.cc:1004": _NON_ASSOCIATIVE,
     "xla/service/copy_insertion_test.cc:3030":
