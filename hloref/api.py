@@ -173,7 +173,7 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
                                       "dynamic dimensions (runtime sizes are tracked on the cpu "
                                       "backend only)")
         from hloref.gpu import evaluate_gpu
-        return evaluate_gpu(module, values, limits=limits, fallback=fallback)
+        return evaluate_gpu(module, values, limits=limits, fallback=fallback, io=io)
     from hloref.evaluator.interpreter import Interpreter
     interp = Interpreter(module, limits=limits, backend=backend,
                          **(interpreter_options(0) if interpreter_options else {}))

@@ -196,3 +196,23 @@ ENTRY e {
     out = hloref.gpu.evaluate_gpu(hloref.parse(text), [], fallback=False, io=io)
     np.testing.assert_array_equal(out[0], [1.5, -2])
     np.testing.assert_array_equal(io.outfeed[0], [-1.5, 2])
+
+
+def test_feeds_on_one_device_through_evaluate():
+    """hloref.evaluate(backend="gpu") hands the caller's infeed/outfeed to the device
+    (they were dropped: an infeed on one device read an empty queue)."""
+    text = """HloModule m
+ENTRY e {
+  t = token[] after-all()
+  inf = (f32[2], token[]) infeed(t)
+  fed = f32[2] get-tuple-element(inf), index=0
+  n = f32[2] negate(fed)
+  of = token[] outfeed(n, t), outfeed_shape=f32[2]{0}
+  ROOT r = (f32[2], token[]) tuple(fed, of)
+}
+"""
+    outfeed = []
+    out = hloref.evaluate(text, backend="gpu", fallback=False,
+                          infeed=[np.array([1.5, -2], np.float32)], outfeed=outfeed)
+    np.testing.assert_array_equal(out[0], [1.5, -2])
+    np.testing.assert_array_equal(outfeed[0], [-1.5, 2])
