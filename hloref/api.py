@@ -133,8 +133,12 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
         def pick(q, d):
             return q[d] if isinstance(q, list) and len(q) == n else None
 
-        ios = [DeviceIO(infeed=_deque(pick(infeed, d)), outfeed=pick(outfeed, d) or [],
-                        host_recv=pick(host_recv, d) or {}, host_send=pick(host_send, d) or {})
+        def mine(q, d, empty):  # the caller's own (possibly empty) queue, else a new one
+            got = pick(q, d)
+            return empty() if got is None else got
+
+        ios = [DeviceIO(infeed=_deque(pick(infeed, d)), outfeed=mine(outfeed, d, list),
+                        host_recv=mine(host_recv, d, dict), host_send=mine(host_send, d, dict))
                for d in range(n)]
         if backend == "gpu":
             from hloref import gpu

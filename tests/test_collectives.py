@@ -141,3 +141,21 @@ def test_send_recv_and_feeds():
     assert len(outfeed) == 1 and outfeed[0].tolist() == [5, 6]
     with pytest.raises(hloref.HloEvalError, match="infeed queue is empty"):
         hloref.evaluate(SEND_RECV_FEEDS, np.zeros(3, np.float32))
+
+
+def test_outfeed_reaches_the_callers_empty_per_device_lists():
+    # each device's outfeed goes to the list the caller gave for it, even an empty one
+    # (an empty list was replaced by a new one and the values were lost)
+    import hloref
+    text = """HloModule m, replica_count=2
+ENTRY e {
+  x = f32[2] parameter(0)
+  t = token[] after-all()
+  of = token[] outfeed(x, t), outfeed_shape=f32[2]{0}
+  ROOT r = f32[2] negate(x)
+}
+"""
+    outs = [[], []]
+    hloref.evaluate(text, [np.ones(2, np.float32), np.full(2, 2, np.float32)], outfeed=outs)
+    np.testing.assert_array_equal(outs[0][0], [1, 1])
+    np.testing.assert_array_equal(outs[1][0], [2, 2])
