@@ -16,7 +16,9 @@ attrs) -> value``; ``@custom_call("Name")`` adds one. An unknown target raises
 * vendor-library targets that XLA:CPU and XLA:GPU emit in optimized modules
   (oneDNN ``__onednn$matmul``/``convolution``/``layernorm``/``softmax``; cuBLAS GEMM
   with its epilogues; cuDNN forward and backward convolutions, ``__cudnn$norm`` and the
-  forward fused-attention ``__cudnn$fmha*`` calls) live in ``custom_call_vendor.py``;
+  forward fused-attention ``__cudnn$fmha*`` calls) live in ``custom_call_onednn.py``,
+  ``custom_call_cublas.py`` and ``custom_call_cudnn.py`` (shared helpers in
+  ``custom_call_vendor.py``);
   LAPACK targets in ``custom_call_lapack.py``.
 
 ``kind=kCustom`` fusions that XLA:CPU emits (``__ynn_fusion``, ``__onednn_fusion``,

@@ -14,7 +14,6 @@ import numpy as np
 from hloref import cli
 from hloref.errors import HloError
 
-from .compare import compare_values
 
 __all__ = ["cmd_diff", "cmd_check", "cmd_check_dump", "cmd_fuzz", "cmd_replay", "add_commands",
            "add_fuzz_commands"]

@@ -70,7 +70,7 @@ def check_program(module, args, worker, *, oracle: str = "xla", timeout: float =
         score = math.log2(1.0 + (mu if np.isfinite(mu) else 2.0 ** 64))
     if v == "match":
         return Outcome("match", v, report, score=score)
-    if v == "known-gap":  # a documented implementation-defined difference (compare.KNOWN_GAPS)
+    if v == "known-gap":  # a documented implementation-defined difference (known_gaps.KNOWN_GAPS)
         return Outcome("known", v, report, known=report.known_gap, score=score)
     if v in ("error", "unsupported"):
         return Outcome("rejected", v, report, message=report.message)

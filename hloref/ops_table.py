@@ -1,6 +1,6 @@
 """The tables ``hloref ops`` prints: each opcode's status per backend, and the
 opcode × element-type table (which array types each opcode takes, by XLA's shape
-rules as ``hloref/shape_inference.py`` implements them)."""
+rules as the ``hloref/shape_inference`` package implements them)."""
 
 from __future__ import annotations
 

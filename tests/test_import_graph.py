@@ -54,7 +54,6 @@ KNOWN_PRIVATE: set[tuple[str, str, str]] = {
     ("fuzz/oracles/tf.py", "_flatten_arg", "fuzz/oracles/xla.py"),
     ("fuzz/oracles/tf.py", "_rebuild", "fuzz/oracles/xla.py"),
     ("fuzz/oracles/tf.py", "_shape_str", "fuzz/oracles/xla.py"),
-    ("fuzz/worker_main.py", "_child_main", "fuzz/workers.py"),
     ("gpu/compare.py", "_imax", "gpu/elementwise.py"),
     ("gpu/compare.py", "_imin", "gpu/elementwise.py"),
     ("gpu/compare.py", "_kind", "gpu/elementwise.py"),

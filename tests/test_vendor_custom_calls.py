@@ -1,4 +1,5 @@
-"""Vendor-library custom calls (evaluator/custom_call_vendor.py) and XLA:CPU's
+"""Vendor-library custom calls (evaluator/custom_call_onednn.py, custom_call_cublas.py,
+custom_call_cudnn.py) and XLA:CPU's
 library fusions.
 
 * XLA:CPU (jaxlib 0.10.2) library fusions (``__ynn_fusion``, ``__onednn_fusion``):
