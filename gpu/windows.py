@@ -42,27 +42,9 @@ from .elementwise import launch
 from .reduce import combiner
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple, row_major_strides
+from hloref.evaluator.windows import window_dims
 
 OP_FAMILY = True
-
-
-def _window_dims(window, rank):
-    """The window's dimensions (size 1, stride 1 everywhere when absent), validated."""
-    from hloref.attrs import Window, WindowDim
-    if isinstance(window, Window):
-        dims = window.dims
-    elif window is None:
-        dims = tuple(WindowDim(size=1) for _ in range(rank))
-    else:
-        dims = tuple(window)
-    if len(dims) != rank:
-        raise HloEvalError(f"window has {len(dims)} dimensions, the operand has rank {rank}")
-    for w in dims:
-        if w.size < 0 or w.stride < 1 or w.base_dilation < 1 or w.window_dilation < 1:
-            raise HloEvalError(f"invalid window dimension {w}")
-        if w.window_reversal:
-            raise HloEvalError("window reversal is not allowed here")
-    return dims
 
 
 class _Geometry:
@@ -216,7 +198,7 @@ def _general_reduce_window(operands, shape, comp, window, ctx):
     x0 = xs[0]
     if any(x.shape != x0.shape for x in xs):
         raise HloEvalError("reduce-window inputs must have the same dimensions")
-    wdims = _window_dims(window, x0.ndim)
+    wdims = window_dims(window, x0.ndim)
     dtypes = [storage_dtype(e).type for e in ets]
     key = (id(compiled), tuple(str(d) for d in dtypes))
     hit = _GENERAL_WINDOWS.get(key)
@@ -243,7 +225,7 @@ def reduce_window(*operands, shape, to_apply, ctx, window=None):
     x, init = operands
     et = shape.element_type
     op, widen = combiner(kind, et)
-    wdims = _window_dims(window, x.ndim)
+    wdims = window_dims(window, x.ndim)
     out = empty(shape.dims, et)
     geo = _Geometry(x.shape, shape.dims, wdims)
     launch(_reduce_window_kernel(op, widen, type_class(et)), out.size, x.data, init.data,
@@ -376,7 +358,7 @@ def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=N
         if compiled is None or compiled.params != [et, et] or compiled.results != [et]:
             raise GpuFallback("the scatter computation has ops without GPU element functions")
         op, op_class = compiled.fn, "raw"
-    wdims = _window_dims(window, x.ndim)
+    wdims = window_dims(window, x.ndim)
     if any(w.base_dilation != 1 or w.window_dilation != 1 for w in wdims):
         raise HloEvalError("select-and-scatter does not take window dilations")
     geo = _Geometry(x.shape, source.shape, wdims)

@@ -1,6 +1,7 @@
 """Literals: what goes inside ``constant(...)`` for a shape (nested braces, NaN
-payloads, complex pairs, XLA's scalar-for-array and 64-bit wrap-around rules), and the
-per-type float constants the printer shares (``float_info``)."""
+payloads, complex pairs, XLA's scalar-for-array and 64-bit wrap-around rules); the
+per-type float constants (``float_info``) live in ``hloref.types``, shared with the
+printer."""
 
 from __future__ import annotations
 
@@ -8,70 +9,17 @@ import math
 import re
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from ..lexer import NUMBER_RE
 from ..shapes import UNBOUNDED, ArrayShape, Shape, TupleShape
-from ..types import ELEMENT_TYPES, ElementType
+from ..types import ELEMENT_TYPES, ElementType, FloatInfo, float_info  # noqa: F401 - re-exported
 from .shapes import ShapeParser
 
 _NAN_RE = re.compile(r"-?nan(?:\(0x([0-9a-fA-F]+)\))?")
 _IDENT_CHAR = re.compile(r"[A-Za-z0-9_.\-]")
 _INT_TEXT_RE = re.compile(r"[-+]?\d+")
 _AFTER_NUMBER_RE = re.compile(r"[A-Za-z0-9_]")
-
-
-class FloatInfo:
-    """Per-type constants for literal conversion: overflow threshold, NaN bit patterns."""
-
-    def __init__(self, et: ElementType):
-        self.et = et
-        self.dtype = et.dtype
-        fmt = et.float_format
-        self.fmt = fmt
-        self.bits = fmt.bits
-        self.mant_mask = (1 << fmt.mantissa_bits) - 1
-        self.udtype = et.bits_dtype
-        if et.name == "f64":
-            self.threshold = math.inf
-        else:
-            fmax = float(ml_dtypes.finfo(self.dtype).max)
-            ulp = 2.0 ** (math.floor(math.log2(fmax)) - fmt.mantissa_bits)
-            self.threshold = fmax + ulp / 2
-        with np.errstate(all="ignore"):
-            self.nan_bits = int(np.array([np.nan]).astype(self.dtype).view(self.udtype)[0])
-            self.neg_nan_bits = int(np.array([-np.nan]).astype(self.dtype).view(self.udtype)[0])
-
-    def nan_with_payload(self, negative: bool, payload: int | None) -> int:
-        """Bit pattern of ``[-]nan[(0xpayload)]``; raises ValueError when impossible."""
-        fmt = self.fmt
-        if not fmt.has_nan:
-            raise ValueError(f"{self.et.name} has no NaN")
-        default = self.neg_nan_bits if negative else self.nan_bits
-        if payload is None:
-            return default
-        if fmt.nan_style != "ieee":
-            if payload != (default & self.mant_mask):
-                raise ValueError(f"{self.et.name} has no NaN payload bits; "
-                                 f"payload 0x{payload:x} is not allowed")
-            return default
-        if payload == 0 or payload > self.mant_mask:
-            raise ValueError(f"NaN payload 0x{payload:x} does not fit in the "
-                             f"{fmt.mantissa_bits} mantissa bits of {self.et.name}")
-        exp_mask = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits
-        sign = (1 << (self.bits - 1)) if negative else 0
-        return sign | exp_mask | payload
-
-
-_FLOAT_INFO: dict[str, FloatInfo] = {}
-
-
-def float_info(et: ElementType) -> FloatInfo:
-    info = _FLOAT_INFO.get(et.name)
-    if info is None:
-        info = _FLOAT_INFO[et.name] = FloatInfo(et)
-    return info
 
 
 class LiteralParser(ShapeParser):
