@@ -189,7 +189,7 @@ def _take_windows(operand: np.ndarray, base: np.ndarray, off: np.ndarray) -> np.
 
 # --------------------------------------------------------------------------- scatter
 
-def _overwrite_combiner(comp, n: int) -> bool:
+def overwrite_combiner(comp, n: int) -> bool:
     """True when the combiner returns its update parameters unchanged (``ROOT p1``,
     ``ROOT copy(p1)`` or ``ROOT tuple(pN, ..., p2N-1)``)."""
     root = comp.root
@@ -335,7 +335,7 @@ def _pack(values, shape):
 
 def _combine(outs, targets, ups, to_apply, ctx, n):
     comp = to_apply.computation
-    if _overwrite_combiner(comp, n):
+    if overwrite_combiner(comp, n):
         # the last update to each target (in order) wins
         last = np.full(outs[0].size, -1, dtype=np.int64)
         np.maximum.at(last, targets, np.arange(targets.size, dtype=np.int64))

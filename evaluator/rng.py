@@ -170,7 +170,7 @@ def _u128_counters(lo: int, hi: int, n: int) -> tuple[np.ndarray, np.ndarray]:
 # rng-bit-generator
 # ---------------------------------------------------------------------------
 
-def _split_dim(dims: tuple[int, ...]) -> int:
+def split_dim(dims: tuple[int, ...]) -> int:
     for i, d in enumerate(dims):
         if d % 2 == 0:
             return i
@@ -193,7 +193,7 @@ def _threefry_bits(key: int, counter: int, dims: tuple[int, ...], width: int):
     if len(dims) == 0:
         x0, _ = threefry2x32(np.array([counter], np.uint64), key)
         return x0.astype(np.uint64).reshape(()), 1
-    sd = _split_dim(dims)
+    sd = split_dim(dims)
     pre = int(np.prod(dims[:sd], dtype=np.int64))
     post = int(np.prod(dims[sd + 1:], dtype=np.int64))
     d = dims[sd]

@@ -42,6 +42,8 @@ from .reduce import combiner
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple, row_major_strides, strided_offset
 
+from hloref.evaluator.indexing import overwrite_combiner  # noqa: E402 - shared with the cpu
+
 OP_FAMILY = True
 
 _SATURATE = 1 << 62
@@ -378,22 +380,6 @@ def _scatter_combine_kernel(op, cls):
             t += step
 
     return k
-
-
-def overwrite_combiner(comp, n: int) -> bool:
-    """True when the combiner returns its update parameters unchanged (``ROOT p1``,
-    ``ROOT copy(p1)`` or ``ROOT tuple(pN, ..., p2N-1)``)."""
-    root = comp.root
-    while root is not None and root.opcode == "copy":
-        root = root.operands[0]
-    if root is None:
-        return False
-    if n == 1 and root.opcode == "parameter":
-        return root.parameter_number == 1
-    if root.opcode != "tuple" or len(root.operands) != n:
-        return False
-    return all(o.opcode == "parameter" and o.parameter_number == n + i
-               for i, o in enumerate(root.operands))
 
 
 @gpu_op("scatter", note="variadic combiners other than overwrite, combiners with ops without "

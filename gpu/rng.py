@@ -34,6 +34,8 @@ from .device import LOAD, SIMULATOR, STORE, empty, to_device, type_class, type_p
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 
+from hloref.evaluator.rng import split_dim  # noqa: E402 - the cpu's split, bit for bit
+
 OP_FAMILY = True
 
 _M32 = 0xFFFFFFFF
@@ -186,17 +188,6 @@ def _new_state(state, nstate, out, used, philox):
             out[1] = state[1] + np.uint64(used)
 
 
-def _split_dim(dims) -> int:
-    for i, d in enumerate(dims):
-        if d % 2 == 0:
-            return i
-    best = 0
-    for i, d in enumerate(dims):
-        if d > dims[best]:
-            best = i
-    return best
-
-
 @gpu_op("rng-bit-generator")
 def rng_bit_generator(state, *, shape, algorithm="rng_default"):
     if isinstance(shape, TupleShape):
@@ -223,7 +214,7 @@ def rng_bit_generator(state, *, shape, algorithm="rng_default"):
         if width == 64 or not dims:
             used = n if width == 64 else 1
         else:
-            sd = _split_dim(dims)
+            sd = split_dim(dims)
             pre = int(np.prod(dims[:sd], dtype=np.int64))
             post = int(np.prod(dims[sd + 1:], dtype=np.int64))
             d = dims[sd]
