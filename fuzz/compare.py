@@ -24,7 +24,7 @@ import numpy as np
 from hloref.types import ElementType, from_dtype
 
 __all__ = ["Verdict", "Tolerance", "compare_values", "tolerance_for", "accumulation_atol",
-           "ulp_of", "part_format", "leaves", "DTYPE_ULPS", "OPCODE_ULPS",
+           "ulp_of", "part_format", "smallest_normal", "leaves", "DTYPE_ULPS", "OPCODE_ULPS",
            "NARROW_OPCODE_ULPS"]
 
 #: Default ULP budget per float type: one rounding of a result that the two sides
@@ -121,7 +121,8 @@ def ulp_of(values: np.ndarray, et: ElementType) -> np.ndarray:
     return np.exp2(e - fmt.mantissa_bits)
 
 
-def _smallest_normal(et: ElementType) -> float:
+def smallest_normal(et: ElementType) -> float:
+    """The smallest normal value of ``et`` (of its parts, for complex)."""
     fmt = part_format(et)
     return 2.0 ** (1 - fmt.bias)
 
@@ -189,7 +190,7 @@ def _compare_complex(a: np.ndarray, e: np.ndarray, et: ElementType, tol: Toleran
     if atol is not None:
         allowed = allowed + np.asarray(atol, np.float64)
     if tol.ftz:
-        tiny = _smallest_normal(part)
+        tiny = smallest_normal(part)
         diff = np.where((np.abs(a128) < tiny) & (magnitude < tiny), 0.0, diff)
     finite = ~(a_nan | e_nan | a_inf | e_inf)
     bad = ~(a_inf & e_inf) & (
@@ -233,7 +234,7 @@ def _compare_array(a: np.ndarray, e: np.ndarray, et: ElementType, tol: Tolerance
     if atol is not None:
         allowed = allowed + np.asarray(atol, np.float64)
     if tol.ftz:
-        tiny = _smallest_normal(et)
+        tiny = smallest_normal(et)
         flushed = ((np.abs(ef) < tiny) & (np.abs(af) < tiny))
         diff = np.where(flushed, 0.0, diff)
     bad = one_nan | inf_bad | (np.nan_to_num(diff, nan=np.inf) > allowed)

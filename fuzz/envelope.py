@@ -26,7 +26,7 @@ from hloref.ir import Module
 from hloref.shapes import ArrayShape
 from hloref.types import ElementType
 
-from .compare import DTYPE_ULPS
+from .compare import DTYPE_ULPS, smallest_normal
 from .compare import leaves as _leaves
 from .freedoms import EnvelopePolicy, Freedoms
 from .perturb import Perturber, Sampled, float_type, is_narrow, program_computations, sample, ulp_at
@@ -207,7 +207,7 @@ def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy) -> _Leaf:
                 np.where(finite[0], nom, np.where(np.any(finite, axis=0), mid, 0)).astype(nom.dtype),
                 et)
             if policy.freedoms.ftz:  # a part within the smallest normal of zero may flush
-                floor = floor + (2.0 ** -126 if et.name == "c64" else 2.0 ** -1022)
+                floor = floor + smallest_normal(et)
             radius = np.where(np.any(finite, axis=0), policy.widen * dev + floor, -1.0)
         c = np.where(np.any(finite, axis=0), c, 0)
         return _Leaf(nom, c, radius, nan_ok, et, inf_ok=inf_ok)
@@ -240,7 +240,7 @@ def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy) -> _Leaf:
         lo = np.where(np.isnan(c), lo_s - policy.widen * half_s - floor_s, lo)
         hi = np.where(np.isnan(c), hi_s + policy.widen * half_s + floor_s, hi)
         if policy.freedoms.ftz:
-            tiny = 2.0 ** (1 - et.float_format.bias)
+            tiny = smallest_normal(et)
             touches = (lo < tiny) & (hi > -tiny)
             lo = np.where(touches, np.minimum(lo, -tiny), lo)
             hi = np.where(touches, np.maximum(hi, tiny), hi)

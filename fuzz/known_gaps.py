@@ -11,6 +11,7 @@ from hloref.opcodes import ACCUMULATING, EXPANDED
 from hloref.types import from_dtype
 
 from .compare import leaves as _paths_and_leaves
+from .compare import smallest_normal
 
 __all__ = ["KNOWN_GAPS", "known_gap", "tf_nan_to_nanless", "KNOWN_DIFFERENCES",
            "known_difference"]
@@ -264,7 +265,6 @@ _ACCUMULATING = ACCUMULATING | EXPANDED
 
 
 def _has_subnormal(value) -> bool:
-    from hloref.types import from_dtype
     for leaf in _leaves(value):
         try:
             et = from_dtype(leaf.dtype)
@@ -273,8 +273,7 @@ def _has_subnormal(value) -> bool:
         if not (et.is_float or et.is_complex) or leaf.size == 0:
             continue
         parts = [leaf] if et.is_float else [np.real(leaf), np.imag(leaf)]
-        fmt = et.float_format if et.is_float else from_dtype(np.real(leaf).dtype).float_format
-        tiny = 2.0 ** (1 - fmt.bias)
+        tiny = smallest_normal(et)
         for p in parts:
             a = np.abs(p.astype(np.float64))
             if np.any((a > 0) & (a < tiny)):

@@ -48,7 +48,7 @@ from hloref.opcodes import ACCUMULATING
 from hloref.shapes import ArrayShape
 from hloref.types import ElementType, from_dtype
 
-from .compare import NARROW_OPCODE_ULPS, OPCODE_ULPS, ulp_of
+from .compare import NARROW_OPCODE_ULPS, OPCODE_ULPS, smallest_normal, ulp_of
 from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
 from .freedoms import EnvelopePolicy, Freedoms
 
@@ -244,9 +244,8 @@ _DAZ_READERS = frozenset({
 
 #: The smallest normal of each type whose subnormals are subnormal in f32 or f64
 #: (f16's and the f8s' are normal f32 values when XLA:CPU computes them: not flushed).
-_DAZ_TINY = {np.dtype(np.float32): 2.0 ** -126, np.dtype(np.float64): 2.0 ** -1022,
-             np.dtype(ml_dtypes.bfloat16): 2.0 ** -126, np.dtype(np.complex64): 2.0 ** -126,
-             np.dtype(np.complex128): 2.0 ** -1022}
+_DAZ_TINY = {np.dtype(dt): smallest_normal(from_dtype(np.dtype(dt)))
+             for dt in (np.float32, np.float64, ml_dtypes.bfloat16, np.complex64, np.complex128)}
 
 
 def _flush_subnormals(x):
