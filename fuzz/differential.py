@@ -85,6 +85,9 @@ class DiffReport:
     #: the oracle's result against the envelope (``None`` when the plain comparison
     #: already agreed within the floor, which lies inside every envelope)
     envelope: EnvelopeVerdict | None = None
+    #: the sampled ``Envelope`` behind ``envelope`` (to judge outputs one by one
+    #: without sampling again)
+    envelope_model: Envelope | None = field(default=None, repr=False)
     expected: object = None  # hloref's value
     actual: object = None  # the oracle's value
     culprit: IsolatedInstruction | None = None
@@ -401,7 +404,8 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
             t1 = time.perf_counter()
             try:
                 s = sample(module, coerced, policy, limits=limits)
-                report.envelope = Envelope(s.nominal, s.samples, policy, module).check(result.value)
+                report.envelope_model = Envelope(s.nominal, s.samples, policy, module)
+                report.envelope = report.envelope_model.check(result.value)
             except HloError as exc:
                 report.verdict = "error"
                 report.message = f"hloref (envelope): {exc}"

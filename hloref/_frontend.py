@@ -173,14 +173,17 @@ def leaf_paths(module, expected: list, actual: list, names: list[str]) -> list:
 
 def _outside(module, report, inputs: list, names: list[str], limits=None) -> list:
     """``(path, EnvelopeVerdict)`` for each result leaf outside the module's numerical
-    envelope (``hloref.fuzz.envelope``), each leaf judged on its own."""
+    envelope (``hloref.fuzz.envelope``), each leaf judged on its own (the envelope
+    ``diff`` sampled, when it did)."""
     from hloref.api import coerce_argument
     from hloref.fuzz.envelope import envelope_of
     from hloref.shapes import TupleShape
-    args = [coerce_argument(a, p.shape, f"argument {i}")
-            for i, (a, p) in enumerate(zip(_tokens_for(module, inputs),
-                                           module.entry.parameters))]
-    env = envelope_of(module, args, getattr(report, "policy", None), limits=limits)
+    env = getattr(report, "envelope_model", None)
+    if env is None:
+        args = [coerce_argument(a, p.shape, f"argument {i}")
+                for i, (a, p) in enumerate(zip(_tokens_for(module, inputs),
+                                               module.entry.parameters))]
+        env = envelope_of(module, args, getattr(report, "policy", None), limits=limits)
     tupled = isinstance(module.entry.root.shape, TupleShape)
     # result leaves are numbered among the non-token outputs (the names)
     arrays = [i for i, v in enumerate(env.nominal) if isinstance(v, np.ndarray)] \
