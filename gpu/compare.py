@@ -18,7 +18,7 @@ from hloref.evaluator.narrow import STYLE_E8M0, STYLE_FNUZ
 
 from . import complex_elementwise
 from .device import LOAD, f32_bits, f64_bits, host_scalar, type_class
-from .elementwise import _imax, _imin, _kind, apply, fmax, fmin
+from .elementwise import apply, element_kind, fmax, fmin, imax, imin
 from .registry import GpuFallback, gpu_op
 
 OP_FAMILY = True
@@ -110,7 +110,7 @@ def compare(a, b, *, shape, direction, type=None):
     if cls not in ("sint", "uint", "pred", "f32", "f64", "narrow"):
         raise GpuFallback(f"compare of {a.et.name} has no GPU kernel")
     classes = None
-    if _kind(a.et) == "float" and type is not None and str(type) == "TOTALORDER":
+    if element_kind(a.et) == "float" and type is not None and str(type) == "TOTALORDER":
         classes = ("key_" + cls,) * 2
     return apply(_DIRECTIONS[direction], (a, b), shape.element_type, in_classes=classes)
 
@@ -137,7 +137,7 @@ def _clamp_f(lo, x, hi):
 
 @_dfn
 def _clamp_i(lo, x, hi):
-    return _imin(_imax(x, lo), hi)
+    return imin(imax(x, lo), hi)
 
 
 @_dfn
@@ -147,7 +147,7 @@ def _clamp_p(lo, x, hi):
 
 def clamp_fn(et):
     """The device element function ``(lo, x, hi)`` of ``clamp`` on ``et``."""
-    fn = {"float": _clamp_f, "sint": _clamp_i, "uint": _clamp_i, "pred": _clamp_p}.get(_kind(et))
+    fn = {"float": _clamp_f, "sint": _clamp_i, "uint": _clamp_i, "pred": _clamp_p}.get(element_kind(et))
     if fn is None:
         raise GpuFallback(f"clamp of {et.name} has no GPU kernel")
     return fn

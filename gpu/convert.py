@@ -19,7 +19,7 @@ from hloref.types import F32, F64
 
 from . import complex_elementwise
 from .device import DArray, empty, to_device, trunc64, type_class
-from .elementwise import _kind, _same, apply
+from .elementwise import apply, element_kind, same
 from .registry import GpuFallback, gpu_op
 
 OP_FAMILY = True
@@ -103,13 +103,13 @@ def _float_to_int(et):
 
 def convert_fn(src, et):
     """``(element function, input class, output class)`` converting ``src`` to ``et``."""
-    src_kind, dst_kind = _kind(src), _kind(et)
+    src_kind, dst_kind = element_kind(src), element_kind(et)
     ok = ("sint", "uint", "pred", "float")
     if src_kind not in ok or dst_kind not in ok:
         raise GpuFallback(f"convert {src.name} -> {et.name} has no GPU kernel")
     if src == et:
-        return _same, "raw", "raw"
-    fn = _same  # int -> int (wrap on store), int -> f32/f64 (one rounding on store),
+        return same, "raw", "raw"
+    fn = same  # int -> int (wrap on store), int -> f32/f64 (one rounding on store),
     # float -> float (exact value, one rounding on store), pred -> int
     if dst_kind == "pred":
         fn = _nonzero

@@ -29,7 +29,7 @@ from numba import cuda
 
 from .device import LOAD, STORE, empty, type_class, type_params
 from .convert import convert_array
-from .elementwise import _kind, launch
+from .elementwise import element_kind, launch
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple as _t, row_major_strides
 
@@ -146,7 +146,7 @@ def _as_complex_operand(x, et):
     real floats exactly (c128), integers and pred rounded to ``et`` (the CPU's astype)."""
     from hloref.types import C128
     from .convert import real_to_complex
-    kind = _kind(x.et)
+    kind = element_kind(x.et)
     if kind == "complex":
         return x
     if kind == "float":
@@ -162,12 +162,12 @@ def accumulation(opcode: str, lhs, rhs, et, *, pred: bool = True):
     integer or pred result, and integer/pred operands of a float result, converted to
     ``et`` on the device; float operands are read exactly), and the accumulation's device
     functions. Raises GpuFallback for the combinations without a kernel."""
-    kind = _kind(et)
+    kind = element_kind(et)
     real = ("float", "sint", "uint", "pred")
-    if _kind(lhs.et) not in real or _kind(rhs.et) not in real:
+    if element_kind(lhs.et) not in real or element_kind(rhs.et) not in real:
         raise GpuFallback(f"{opcode} of {lhs.et.name} and {rhs.et.name} has no GPU kernel")
     if kind == "float":
-        lhs, rhs = (x if _kind(x.et) == "float" else convert_array(x, et) for x in (lhs, rhs))
+        lhs, rhs = (x if element_kind(x.et) == "float" else convert_array(x, et) for x in (lhs, rhs))
         return lhs, rhs, _fma_f, _zero_f
     if kind in ("sint", "uint") or (kind == "pred" and pred):
         lhs, rhs = (x if x.et == et else convert_array(x, et) for x in (lhs, rhs))

@@ -108,7 +108,7 @@ def apply(fn, operands, out_et, out_shape=None, in_classes=None, out_class=None)
     return out
 
 
-def _kind(et) -> str:
+def element_kind(et) -> str:
     c = type_class(et)
     if c in ("f32", "f64", "narrow"):
         return "float"
@@ -116,7 +116,7 @@ def _kind(et) -> str:
 
 
 def _pick(table: dict, et, opname: str):
-    kind = _kind(et)
+    kind = element_kind(et)
     fn = table.get(kind)
     if fn is None and kind in ("sint", "uint"):
         fn = table.get("int")
@@ -144,7 +144,7 @@ def _elementwise(opname: str, table: dict, *, note=""):
     (complex operands: ``complex_elementwise``'s kernels where it has one)."""
 
     def evaluate(*xs, shape):
-        if _kind(xs[0].et) == "complex":
+        if element_kind(xs[0].et) == "complex":
             return _complex_op(opname, xs, shape)
         fn = _pick(table, xs[0].et, opname)
         return apply(fn, xs, shape.element_type)
@@ -253,7 +253,7 @@ def _abs_s(a):
 
 
 @dfn
-def _same(a):
+def same(a):
     return a
 
 
@@ -328,7 +328,7 @@ def _not_pred(a):
 
 
 _elementwise("negate", {"int": _neg, "float": _fneg})
-_elementwise("abs", {"sint": _abs_s, "uint": _same, "float": _fabs})
+_elementwise("abs", {"sint": _abs_s, "uint": same, "float": _fabs})
 _elementwise("sign", {"sint": _sign_s, "uint": _sign_u, "float": _sign_f})
 _elementwise("ceil", {"float": _ceil})
 _elementwise("floor", {"float": _floor})
@@ -352,7 +352,7 @@ def _bits_op(opname, make):
     cache: dict = {}
 
     def evaluate(x, *, shape):
-        if _kind(x.et) not in ("sint", "uint"):
+        if element_kind(x.et) not in ("sint", "uint"):
             raise GpuFallback(f"{opname} on {x.et.name} has no GPU kernel")
         bits = x.et.bits
         fn = cache.get(bits)
@@ -385,7 +385,7 @@ _bits_op("count-leading-zeros", _make_clz)
 
 
 @dfn
-def _add(a, b):
+def add(a, b):
     return a + b
 
 
@@ -395,7 +395,7 @@ def _sub(a, b):
 
 
 @dfn
-def _mul(a, b):
+def mul(a, b):
     return a * b
 
 
@@ -405,17 +405,17 @@ def _fdiv(a, b):
 
 
 @dfn
-def _or_pred(a, b):
+def or_pred(a, b):
     return a | b
 
 
 @dfn
-def _and_pred(a, b):
+def and_pred(a, b):
     return a & b
 
 
 @dfn
-def _xor(a, b):
+def xor(a, b):
     return a ^ b
 
 
@@ -451,12 +451,12 @@ def _ipow_u(a, b):
 
 
 @dfn
-def _imax(a, b):
+def imax(a, b):
     return a if a > b else b
 
 
 @dfn
-def _imin(a, b):
+def imin(a, b):
     return a if a < b else b
 
 
@@ -483,25 +483,25 @@ def fmin(a, b):
     return a if a < b else b
 
 
-_elementwise("add", {"int": _add, "float": _add, "pred": _or_pred})
+_elementwise("add", {"int": add, "float": add, "pred": or_pred})
 _elementwise("subtract", {"int": _sub, "float": _sub}, note="pred: cpu fallback")
-_elementwise("multiply", {"int": _mul, "float": _mul, "pred": _and_pred})
+_elementwise("multiply", {"int": mul, "float": mul, "pred": and_pred})
 _elementwise("divide", {"sint": sdiv, "uint": udiv, "float": _fdiv})
 _elementwise("remainder", {"sint": srem, "uint": urem, "float": _frem})
 _elementwise("power", {"sint": _ipow_s, "uint": _ipow_u, "float": _fpow})
 _elementwise("atan2", {"float": _fatan2})
-_elementwise("maximum", {"int": _imax, "float": fmax, "pred": _or_pred})
-_elementwise("minimum", {"int": _imin, "float": fmin, "pred": _and_pred})
-_elementwise("and", {"int": _and_pred, "pred": _and_pred})
-_elementwise("or", {"int": _or_pred, "pred": _or_pred})
-_elementwise("xor", {"int": _xor, "pred": _xor})
+_elementwise("maximum", {"int": imax, "float": fmax, "pred": or_pred})
+_elementwise("minimum", {"int": imin, "float": fmin, "pred": and_pred})
+_elementwise("and", {"int": and_pred, "pred": and_pred})
+_elementwise("or", {"int": or_pred, "pred": or_pred})
+_elementwise("xor", {"int": xor, "pred": xor})
 
 
 def _shift_op(opname, make):
     cache: dict = {}
 
     def evaluate(a, b, *, shape):
-        kind = _kind(a.et)
+        kind = element_kind(a.et)
         if kind not in ("sint", "uint"):
             raise GpuFallback(f"{opname} on {a.et.name} has no GPU kernel")
         key = (a.et.bits, kind)
@@ -584,14 +584,14 @@ def _zero(a):
 
 @gpu_op("real")
 def real(x, *, shape):
-    if _kind(x.et) == "complex":
+    if element_kind(x.et) == "complex":
         return complex_elementwise.unary("real", x, shape.element_type)
-    return apply(_same, (x,), x.et, in_classes=("raw",), out_class="raw")
+    return apply(same, (x,), x.et, in_classes=("raw",), out_class="raw")
 
 
 @gpu_op("imag")
 def imag(x, *, shape):
-    if _kind(x.et) == "complex":
+    if element_kind(x.et) == "complex":
         return complex_elementwise.unary("imag", x, shape.element_type)
     return apply(_zero, (x,), shape.element_type)
 

@@ -32,7 +32,8 @@ from hloref.evaluator.reduce import simple_reducer
 from hloref.shapes import TupleShape
 
 from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
-from .elementwise import _add, _and_pred, _imax, _imin, _kind, _mul, _or_pred, _xor, fmax, fmin, launch
+from .elementwise import (add, and_pred, element_kind, fmax, fmin, imax, imin, launch, mul, or_pred,
+                          xor)
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple as _t, row_major_strides, strided_offset
 
@@ -50,21 +51,21 @@ def _keep(x):
 
 
 _OPS = {
-    "float": {"add": (_add, _widen_f64), "multiply": (_mul, _widen_f64),
+    "float": {"add": (add, _widen_f64), "multiply": (mul, _widen_f64),
               "maximum": (fmax, _keep), "minimum": (fmin, _keep)},
-    "int": {"add": (_add, _keep), "multiply": (_mul, _keep), "maximum": (_imax, _keep),
-            "minimum": (_imin, _keep), "and": (_and_pred, _keep), "or": (_or_pred, _keep),
-            "xor": (_xor, _keep)},
-    "pred": {"add": (_or_pred, _keep), "multiply": (_and_pred, _keep),
-             "maximum": (_or_pred, _keep), "minimum": (_and_pred, _keep),
-             "and": (_and_pred, _keep), "or": (_or_pred, _keep), "xor": (_xor, _keep)},
+    "int": {"add": (add, _keep), "multiply": (mul, _keep), "maximum": (imax, _keep),
+            "minimum": (imin, _keep), "and": (and_pred, _keep), "or": (or_pred, _keep),
+            "xor": (xor, _keep)},
+    "pred": {"add": (or_pred, _keep), "multiply": (and_pred, _keep),
+             "maximum": (or_pred, _keep), "minimum": (and_pred, _keep),
+             "and": (and_pred, _keep), "or": (or_pred, _keep), "xor": (xor, _keep)},
 }
 
 def combiner(kind: str, et):
     """``(op, widen)``: the device function of the recognised reducer ``kind``
     (``reduce.simple_reducer``) on element type ``et``, and the widening applied to each
     value before it (float add/multiply accumulate in f64); ``GpuFallback`` if none."""
-    k = _kind(et)
+    k = element_kind(et)
     table = _OPS.get("int" if k in ("sint", "uint") else k)
     if table is None or kind not in table:
         raise GpuFallback(f"{kind} of {et.name} has no GPU kernel")
