@@ -453,7 +453,7 @@ def infeed(token, *, shape, ctx, infeed_config=None):
         raise HloEvalError("infeed: the infeed queue is empty (pass infeed=[values])")
     value = io.infeed.popleft()
     data_shape = shape.elements[0]
-    from hloref.api import coerce_argument
+    from hloref.arguments import coerce_argument
     return (coerce_argument(value, data_shape, "infeed value"), TOKEN_VALUE)
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .arguments import coerce_argument
 from .errors import HloEvalError
 from .ir import Module
-from .shapes import ArrayShape, Shape, TokenShape, TupleShape
-from .values import TOKEN_VALUE, Token
+from .shapes import ArrayShape, Shape
 
 __all__ = ["evaluate", "verified", "supported_opcodes", "coerce_argument", "BACKENDS"]
 
@@ -21,56 +21,6 @@ def _module(module_or_text) -> Module:
         from . import parse
         return parse(module_or_text)
     raise TypeError(f"expected an hloref Module or HLO text, got {type(module_or_text).__name__}")
-
-
-def coerce_argument(value, shape: Shape, where: str):
-    """Check ``value`` against parameter ``shape`` and return it in the evaluator's form.
-
-    Arrays must have the shape's dimensions and dtype; a narrow-float or sub-byte
-    parameter also takes an unsigned-integer array of the same width holding the raw
-    bits (npz files cannot record ml_dtypes types). Python scalars and lists are
-    converted when their values fit. Tuple parameters take tuples (or lists)."""
-    if isinstance(shape, TupleShape):
-        if not isinstance(value, (tuple, list)) or len(value) != len(shape.elements):
-            raise HloEvalError(f"{where}: expected a tuple of {len(shape.elements)} values for "
-                               f"{shape.to_text(layout=False)}, got {_describe(value)}")
-        return tuple(coerce_argument(v, s, f"{where}[{i}]")
-                     for i, (v, s) in enumerate(zip(value, shape.elements)))
-    if isinstance(shape, TokenShape):
-        return TOKEN_VALUE if value is None or isinstance(value, Token) else _bad(where, shape, value)
-    if not isinstance(shape, ArrayShape):
-        raise HloEvalError(f"{where}: parameters of shape {shape} are not supported")
-    dtype = shape.element_type.dtype
-    arr = value if isinstance(value, np.ndarray) else None
-    if arr is None:
-        try:
-            arr = np.asarray(value, dtype=dtype)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise HloEvalError(f"{where}: cannot convert {_describe(value)} to "
-                               f"{shape.to_text(layout=False)}: {exc}") from None
-    if arr.dtype != dtype:
-        bits = shape.element_type.bits_dtype
-        if (shape.element_type.is_float or shape.element_type.bits < 8) and arr.dtype == bits:
-            arr = arr.view(dtype)
-        else:
-            raise HloEvalError(f"{where}: expected dtype {dtype.name} for "
-                               f"{shape.to_text(layout=False)}, got {arr.dtype.name}")
-    if tuple(arr.shape) != tuple(shape.dims):
-        raise HloEvalError(f"{where}: expected dimensions {list(shape.dims)} for "
-                           f"{shape.to_text(layout=False)}, got {list(arr.shape)}")
-    return arr if arr.flags.c_contiguous else arr.copy(order="C")
-
-
-def _bad(where, shape, value):
-    raise HloEvalError(f"{where}: expected {shape}, got {_describe(value)}")
-
-
-def _describe(value) -> str:
-    if isinstance(value, np.ndarray):
-        return f"an array {value.dtype.name}{list(value.shape)}"
-    if isinstance(value, (tuple, list)):
-        return f"a {type(value).__name__} of {len(value)}"
-    return type(value).__name__
 
 
 def verified(module: Module) -> Module:
