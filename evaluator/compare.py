@@ -13,7 +13,7 @@ import numpy as np
 
 from hloref.errors import HloEvalError
 
-from .elementwise import _ieee_max_min, _complex_max_min
+from .elementwise import ieee_max_min, complex_max_min
 from .numeric import compute_array, element_type_of, float_compute, int_compute_dtype
 from .registry import op
 
@@ -79,9 +79,9 @@ def select(pred, on_true, on_false, *, shape):
 def clamp(lo, x, hi, *, shape):
     et = element_type_of(x)
     if et.is_complex:
-        return _complex_max_min(False)(_complex_max_min(True)(x, lo), hi)
+        return complex_max_min(False)(complex_max_min(True)(x, lo), hi)
     if et.is_float:
-        mx, mn = _ieee_max_min(True), _ieee_max_min(False)
+        mx, mn = ieee_max_min(True), ieee_max_min(False)
         return float_compute(lambda lo_, x_, hi_: mn(mx(x_, lo_), hi_), lo, x, hi, et=et)
     if et.is_pred:
         return np.logical_and(np.logical_or(x, lo), hi)

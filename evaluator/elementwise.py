@@ -367,7 +367,7 @@ def atan2(a, b, *, shape):
     return float_compute_f64(np.arctan2, a, b, et=et)
 
 
-def _ieee_max_min(take_max: bool):
+def ieee_max_min(take_max: bool):
     def fn(x, y):
         r = np.maximum(x, y) if take_max else np.minimum(x, y)
         # IEEE-754 maximum/minimum: NaN propagates; -0 < +0.
@@ -379,7 +379,7 @@ def _ieee_max_min(take_max: bool):
     return fn
 
 
-def _complex_max_min(take_max: bool):
+def complex_max_min(take_max: bool):
     def fn(x, y):
         # lexicographic order on (real, imag), as the StableHLO reference compares
         gt = (x.real > y.real) | ((x.real == y.real) & (x.imag > y.imag))
@@ -388,7 +388,7 @@ def _complex_max_min(take_max: bool):
 
 
 def _max_min(name, take_max):
-    float_fn = _ieee_max_min(take_max)
+    float_fn = ieee_max_min(take_max)
     int_fn = np.maximum if take_max else np.minimum
 
     def evaluate(a, b, *, shape):
@@ -399,7 +399,7 @@ def _max_min(name, take_max):
         if et.is_pred:
             return np.logical_or(a, b) if take_max else np.logical_and(a, b)
         if et.is_complex:
-            return _complex_max_min(take_max)(a, b)
+            return complex_max_min(take_max)(a, b)
         return float_compute(float_fn, a, b, et=et)
 
     evaluate.__name__ = name

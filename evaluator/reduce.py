@@ -103,7 +103,7 @@ def _fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.
     """Reduce ``x`` over ``axis`` (an int or tuple) with a recognised reducer, then
     combine with ``init``. Works in place of a transposed copy: numpy reduces the
     axes directly (float add/multiply accumulate in f64 on the fly)."""
-    from .elementwise import _ieee_max_min  # shared NaN/±0 rule
+    from .elementwise import ieee_max_min  # shared NaN/±0 rule
     axes = axis if isinstance(axis, tuple) else (axis,)
     axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
     kept = tuple(n for d, n in enumerate(x.shape) if d not in axes)
@@ -128,7 +128,7 @@ def _fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.
                     return None
                 take_max = kind == "maximum"
                 values, start = compute_array(x), compute_array(init)
-                fn = _ieee_max_min(take_max)
+                fn = ieee_max_min(take_max)
                 if empty:
                     return finish(np.broadcast_to(start, kept).copy(), et)
                 best = values.max(axis=axes) if take_max else values.min(axis=axes)
