@@ -21,7 +21,7 @@ from hloref.errors import HloEvalError
 from hloref.geometry import (dilate_pad_slices, window_positions, window_span,
                              window_tap_slice)
 
-from .dot import _operand
+from .dot import dot_operand
 from .numeric import contiguous, element_type_of, finish
 from .registry import op
 
@@ -36,7 +36,7 @@ def _padded_channels_last(lhs: np.ndarray, et, dn, window: tuple[WindowDim, ...]
     src = np.transpose(lhs, order)
     if et.is_narrow_float or not (element_type_of(lhs).dtype == et.dtype and et.dtype in
                                   (np.dtype(np.float32), np.dtype(np.float64))):
-        src = _operand(src, et)  # exact widening / integer conversion as dot does it
+        src = dot_operand(src, et)  # exact widening / integer conversion as dot does it
         dtype = src.dtype
     else:
         dtype = np.dtype(np.float64)  # f32/f64: widened exactly while copying below
@@ -69,7 +69,7 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
         raise HloEvalError(f"window has {len(wdims)} dimensions, dim_labels {nsp} spatial dimensions")
     # channels last: x (N, spatial..., C); w (spatial..., CI, O)
     x = _padded_channels_last(lhs, et, dn, wdims)
-    w = np.transpose(_operand(rhs, et), tuple(dn.kernel_spatial_dimensions)
+    w = np.transpose(dot_operand(rhs, et), tuple(dn.kernel_spatial_dimensions)
                      + (dn.kernel_input_feature_dimension, dn.kernel_output_feature_dimension))
     for axis, wd in enumerate(wdims):
         if wd.window_reversal:

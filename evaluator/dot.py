@@ -38,7 +38,10 @@ def _arrange(x: np.ndarray, batch, contracting, contract_last: bool):
     return arranged, [x.shape[d] for d in free]
 
 
-def _operand(x: np.ndarray, et) -> np.ndarray:
+def dot_operand(x: np.ndarray, et) -> np.ndarray:
+    """``x`` converted to result type ``et`` and widened to the type the products are
+    computed in (f64 / complex128 for floats, the integer compute dtype, int64 for
+    pred); shared by dot, convolution and the dot variants."""
     src = element_type_of(x)
     if et.is_float or et.is_complex:
         if not (src.is_float or src.is_complex):
@@ -125,8 +128,8 @@ def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contractin
             rhs.dtype in _F32_F64:
         return _dot_f64(lhs, rhs, et, lhs_batch_dims, rhs_batch_dims, lhs_contracting_dims,
                         rhs_contracting_dims)
-    a, lhs_free = _arrange(_operand(lhs, et), lhs_batch_dims, lhs_contracting_dims, True)
-    b, rhs_free = _arrange(_operand(rhs, et), rhs_batch_dims, rhs_contracting_dims, False)
+    a, lhs_free = _arrange(dot_operand(lhs, et), lhs_batch_dims, lhs_contracting_dims, True)
+    b, rhs_free = _arrange(dot_operand(rhs, et), rhs_batch_dims, rhs_contracting_dims, False)
     spec = _ALGORITHMS.get(str(algorithm)) if algorithm is not None else None
     if spec is not None and a.dtype == np.float64:
         kind, parts, pairs = spec

@@ -30,7 +30,7 @@ import numpy as np
 
 from hloref.errors import HloEvalError, HloUnsupportedError
 
-from .dot import _operand, dot
+from .dot import dot_operand, dot
 from .numeric import contiguous, finish, to_float64
 from .registry import op
 
@@ -43,8 +43,8 @@ def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dim
                rhs_group_dims=(), operand_precision=None, algorithm=None):
     (ragged,) = tuple(lhs_ragged_dims)
     et = shape.element_type
-    a = _operand(lhs, et)
-    b = _operand(rhs, et)
+    a = dot_operand(lhs, et)
+    b = dot_operand(rhs, et)
     dims = dict(lhs_batch_dims=lhs_batch_dims, rhs_batch_dims=rhs_batch_dims,
                 lhs_contracting_dims=lhs_contracting_dims, rhs_contracting_dims=rhs_contracting_dims)
     lead = _group_prefix(lhs.ndim, ragged, lhs_batch_dims, lhs_contracting_dims) \
