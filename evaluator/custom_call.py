@@ -60,7 +60,9 @@ def custom_call(*targets: str):
     return register
 
 
-def _backend_config(text) -> dict:
+def parse_backend_config(text) -> dict:
+    """An instruction's ``backend_config`` (JSON, possibly quoted) as a dict; ``{}``
+    when absent, empty or not an object."""
     if text is None:
         return {}
     s = str(text).strip()
@@ -124,11 +126,12 @@ def _block_scaled_dot(operands, shape, attrs):
     return contiguous(finish(out, shape.element_type))
 
 
-def _zeros_like_shape(s):
+def zeros_like_shape(s):
+    """A zero array of array shape ``s`` (a vendor call's workspace result)."""
     return np.zeros(s.dims, s.element_type.dtype)
 
 
-def _split_result(shape):
+def split_result(shape):
     """(main result shape, trailing workspace shapes) of a cuBLAS/cuDNN call."""
     if isinstance(shape, TupleShape):
         return shape.elements[0], shape.elements[1:]

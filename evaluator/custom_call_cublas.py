@@ -19,7 +19,7 @@ import numpy as np
 
 from hloref.errors import HloEvalError
 
-from .custom_call import _split_result, _zeros_like_shape, custom_call
+from .custom_call import split_result, zeros_like_shape, custom_call
 from .numeric import contiguous, finish, to_float64
 from .custom_call_vendor import (enum_name, gelu_tanh, general_dot, gpu_config, pack, round_to,
                                  unsupported)
@@ -35,7 +35,7 @@ _EPILOGUES = ("DEFAULT", "BIAS", "RELU", "BIAS_RELU", "GELU", "GELU_AUX", "BIAS_
 def _cublas_gemm(operands, shape, attrs):
     target = attrs["custom_call_target"]
     config = gpu_config(attrs, "gemm_backend_config")
-    main, extra = _split_result(shape)
+    main, extra = split_result(shape)
     epilogue = enum_name(config.get("epilogue", "DEFAULT"), _EPILOGUES)
     if epilogue not in _EPILOGUES:
         raise unsupported(target, f"cuBLAS epilogue {epilogue}")
@@ -76,5 +76,5 @@ def _cublas_gemm(operands, shape, attrs):
             raise HloEvalError(f"cuBLAS epilogue {epilogue} needs a tuple result with the "
                                f"auxiliary output")
         return (result, round_to(aux.reshape(extra[0].dims), extra[0].element_type),
-                *(_zeros_like_shape(w) for w in extra[1:]))
+                *(zeros_like_shape(w) for w in extra[1:]))
     return pack(result, extra)

@@ -32,7 +32,7 @@ from hloref.geometry import (dilate_pad_slices, padded_size, window_positions, w
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.types import F64
 
-from .custom_call import _split_result, _zeros_like_shape, custom_call
+from .custom_call import split_result, zeros_like_shape, custom_call
 from .numeric import to_float64
 from .custom_call_vendor import (elu, enum_name, gelu_erf, general_dot, gpu_config, pack, round_to,
                                  sigmoid, unsupported)
@@ -67,7 +67,7 @@ def _cudnn_conv(operands, shape, attrs):
     from .convolution import convolution
     target = attrs["custom_call_target"]
     config = gpu_config(attrs, "cudnn_conv_backend_config")
-    main, extra = _split_result(shape)
+    main, extra = split_result(shape)
     out = convolution(operands[0], operands[1], shape=ArrayShape(F64, main.dims),
                       dim_labels=attrs["dim_labels"], window=attrs.get("window"),
                       feature_group_count=int(attrs.get("feature_group_count") or 1),
@@ -149,7 +149,7 @@ def _backward_conv_setup(target, shape, attrs):
         raise HloEvalError(f"{target} needs dim_labels")
     if int(attrs.get("batch_group_count") or 1) != 1:
         raise unsupported(target, "batch_group_count > 1")
-    main, extra = _split_result(shape)
+    main, extra = split_result(shape)
     return (dn, gpu_config(attrs, "cudnn_conv_backend_config"), main, extra,
             int(attrs.get("feature_group_count") or 1))
 
@@ -246,7 +246,7 @@ def _cudnn_norm(operands, shape, attrs):
     if stats:
         results.append(round_to(mean.reshape(stats[0].dims), stats[0].element_type))
         results.append(round_to(inv.reshape(stats[1].dims), stats[1].element_type))
-    results.extend(_zeros_like_shape(w) for w in workspace)
+    results.extend(zeros_like_shape(w) for w in workspace)
     return tuple(results) if isinstance(shape, TupleShape) else results[0]
 
 
@@ -308,7 +308,7 @@ def _cudnn_fmha(operands, shape, attrs):
     if rest and rest[0].element_type.name != "u8":
         st = rest.pop(0)
         results.append(round_to(lse.reshape(st.dims), st.element_type))
-    results.extend(_zeros_like_shape(w) for w in rest)
+    results.extend(zeros_like_shape(w) for w in rest)
     return tuple(results) if isinstance(shape, TupleShape) else results[0]
 
 

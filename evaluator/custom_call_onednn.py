@@ -34,7 +34,7 @@ from hloref.errors import HloEvalError
 from hloref.shapes import ArrayShape
 from hloref.types import F64
 
-from .custom_call import _backend_config, _split_result, custom_call
+from .custom_call import parse_backend_config, split_result, custom_call
 from .numeric import to_float64
 from .custom_call_vendor import (elu, enum_name, float_from_bits, gelu_erf, gelu_tanh, int_list,
                                  pack, round_to, sigmoid,
@@ -122,7 +122,7 @@ def _post_ops(out, fusions: dict, fused: list, target: str, *, bias_fn, addend_f
 
 
 def _cpu_config(attrs, key: str) -> dict | None:
-    cfg = _backend_config(attrs.get("backend_config"))
+    cfg = parse_backend_config(attrs.get("backend_config"))
     return cfg.get(key) if key in cfg else None
 
 
@@ -147,7 +147,7 @@ def _onednn_matmul(operands, shape, attrs):
     if (cfg.get("optimization_config") or {}).get("weights_prepacked"):
         raise unsupported(target, "weights_prepacked: the weights are in an opaque "
                                    "oneDNN-blocked layout")
-    main, extra = _split_result(shape)
+    main, extra = split_result(shape)
     lhs, rhs = to_float64(operands[0]), to_float64(operands[1])
     lp, rp = _tensor_perm(cfg.get("lhs"), lhs.ndim), _tensor_perm(cfg.get("rhs"), rhs.ndim)
     if lp:
@@ -199,7 +199,7 @@ def _onednn_convolution(operands, shape, attrs):
     cfg = _cpu_config(attrs, "onednn_conv_config")
     if cfg is None:
         raise HloEvalError(f"{target} without an onednn_conv_config")
-    main, extra = _split_result(shape)
+    main, extra = split_result(shape)
     inp = _data_layout(cfg.get("input"), "data")
     ker = _data_layout(cfg.get("kernel"), "filter")
     res = _data_layout(cfg.get("output"), "data")
@@ -248,7 +248,7 @@ def _onednn_layernorm(operands, shape, attrs):
     cfg = _cpu_config(attrs, "onednn_layer_norm_config") or {}
     if (cfg.get("fusions") or {}).get("ops"):
         raise unsupported(target, "post-op fusions on layer norm")
-    main, extra = _split_result(shape)
+    main, extra = split_result(shape)
     x = to_float64(operands[0])
     eps = float_from_bits(cfg.get("epsilon_typecast", 0))
     mean = x.mean(axis=-1, keepdims=True)
@@ -264,7 +264,7 @@ def _onednn_layernorm(operands, shape, attrs):
 @custom_call("__onednn$softmax")
 def _onednn_softmax(operands, shape, attrs):
     cfg = _cpu_config(attrs, "onednn_softmax_config")
-    main, extra = _split_result(shape)
+    main, extra = split_result(shape)
     x = to_float64(operands[0])
     axis = int(cfg.get("softmax_axis", 0)) if cfg is not None else x.ndim - 1
     m = np.max(x, axis=axis, keepdims=True)

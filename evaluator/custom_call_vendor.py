@@ -14,7 +14,7 @@ import numpy as np
 
 from hloref.errors import HloUnsupportedError
 
-from .custom_call import _backend_config, _zeros_like_shape
+from .custom_call import parse_backend_config, zeros_like_shape
 from .numeric import contiguous, finish
 
 
@@ -27,7 +27,7 @@ def round_to(out, et):
 
 
 def pack(result, extra):
-    return (result, *(_zeros_like_shape(w) for w in extra)) if extra else result
+    return (result, *(zeros_like_shape(w) for w in extra)) if extra else result
 
 
 def int_list(values) -> list[int]:
@@ -83,4 +83,4 @@ def float_from_bits(bits) -> float:
 
 
 def gpu_config(attrs, key: str) -> dict:
-    return _backend_config(attrs.get("backend_config")).get(key, {}) or {}
+    return parse_backend_config(attrs.get("backend_config")).get(key, {}) or {}
