@@ -99,7 +99,7 @@ def _move_reduced_last(x: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     return moved.reshape(moved.shape[:len(kept)] + (n,))
 
 
-def _fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.ndarray | None:
+def fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.ndarray | None:
     """Reduce ``x`` over ``axis`` (an int or tuple) with a recognised reducer, then
     combine with ``init``. Works in place of a transposed copy: numpy reduces the
     axes directly (float add/multiply accumulate in f64 on the fly)."""
@@ -180,18 +180,21 @@ def tree_reduce(apply, xs: list[np.ndarray], inits: list[np.ndarray]):
         half = length // 2
         left = [v[..., 0:2 * half:2] for v in values]
         right = [v[..., 1:2 * half:2] for v in values]
-        combined = [np.broadcast_to(c, left[0].shape) for c in _as_list(apply(*left, *right), n)]
+        combined = [np.broadcast_to(c, left[0].shape)
+                    for c in reducer_outputs(apply(*left, *right), n)]
         if length % 2:
             combined = [np.concatenate([c, v[..., -1:].astype(c.dtype)], axis=-1)
                         for c, v in zip(combined, values)]
         values = combined
         length = values[0].shape[-1]
     last = [v[..., 0] for v in values]
-    out = _as_list(apply(*[np.broadcast_to(i, kept_shape) for i in inits], *last), n)
+    out = reducer_outputs(apply(*[np.broadcast_to(i, kept_shape) for i in inits], *last), n)
     return [contiguous(np.broadcast_to(o, kept_shape)) for o in out]
 
 
-def _as_list(value, n):
+def reducer_outputs(value, n):
+    """A reducer computation's result as a list of ``n`` arrays (a bare value when
+    ``n == 1``, else a tuple of ``n``)."""
     if n == 1 and not isinstance(value, tuple):
         return [np.asarray(value)]
     if not isinstance(value, tuple) or len(value) != n:
@@ -210,7 +213,7 @@ def sequential_reduce(apply, xs: list[np.ndarray], inits: list[np.ndarray], mask
         for k in range(xs[0].shape[-1]):
             if mask is not None and not mask[pos + (k,)]:
                 continue
-            acc = _as_list(apply(*acc, *[x[pos + (k,)] for x in xs]), n)
+            acc = reducer_outputs(apply(*acc, *[x[pos + (k,)] for x in xs]), n)
         for o, a in zip(outs, acc):
             o[pos] = a
     return outs
@@ -227,7 +230,7 @@ def reduce(*operands, shape, dimensions, to_apply, ctx):
     if n == 1:
         kind = simple_reducer(to_apply.computation)
         if kind is not None and element_type_of(inputs[0]) == result_shapes[0].element_type:
-            out = _fast_reduce(kind, inputs[0], inits[0], result_shapes[0].element_type, axis=dims)
+            out = fast_reduce(kind, inputs[0], inits[0], result_shapes[0].element_type, axis=dims)
             if out is not None:
                 return contiguous(out.reshape(result_shapes[0].dims))
     moved = [_move_reduced_last(x, dims) for x in inputs]

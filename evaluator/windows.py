@@ -36,7 +36,7 @@ from hloref.geometry import dilate_pad_slices, window_positions, window_span
 from hloref.shapes import TupleShape
 
 from .numeric import compute_array, contiguous, element_type_of
-from .reduce import (_as_list, _fast_reduce, is_vectorizable, sequential_reduce,
+from .reduce import (reducer_outputs, fast_reduce, is_vectorizable, sequential_reduce,
                      simple_reducer, tree_reduce)
 from .registry import op
 
@@ -158,7 +158,7 @@ def _masked_tree(apply, xs, inits, mask):
             lm, rm = valid[..., 0:2 * half:2], valid[..., 1:2 * half:2]
             both = lm & rm
             combined = [np.broadcast_to(c, left[0].shape)
-                        for c in _as_list(apply(*left, *right), n)]
+                        for c in reducer_outputs(apply(*left, *right), n)]
             combined = [np.where(both, c.astype(l.dtype, copy=False), np.where(lm, l, r))
                         for c, l, r in zip(combined, left, right)]
             cm = lm | rm
@@ -171,7 +171,7 @@ def _masked_tree(apply, xs, inits, mask):
         last = [v[..., 0] for v in values]
         any_valid = valid[..., 0]
         full = [np.broadcast_to(i, kept_shape) for i in inits]
-        out = _as_list(apply(*full, *last), n)
+        out = reducer_outputs(apply(*full, *last), n)
     return [contiguous(np.where(any_valid, np.broadcast_to(o, kept_shape).astype(f.dtype), f))
             for o, f in zip(out, full)]
 
@@ -197,7 +197,7 @@ def reduce_window(*operands, shape, to_apply, ctx, window=None):
             ident = _identity(kind, x.dtype)
             if ident is not None:
                 win = _windows(x, wdims, ident)
-                out = _fast_reduce(kind, win, compute_array(inits[0]), et)
+                out = fast_reduce(kind, win, compute_array(inits[0]), et)
                 if out is not None:
                     return _finish_shape(out, result_shapes[0])
 
