@@ -203,9 +203,29 @@ def partition_id(*, shape, ctx):
     return np.asarray(_device(ctx).partition, np.uint32)
 
 
+def instruction_participants(device: Device, replica_groups, channel_id, use_global_device_ids,
+                             *, has_global_ids_field: bool) -> list[int]:
+    """``participants`` for an instruction as written. all-reduce, all-gather,
+    reduce-scatter and collective-reduce have a ``use_global_device_ids`` field: absent
+    is false, so channel_id alone means replicas across all partitions. all-to-all,
+    collective-broadcast and ragged-all-to-all have none: channel_id means partitions
+    within the replica (XLA's ``GetCollectiveOpGroupMode(const HloInstruction*)``,
+    collective_ops_utils.cc)."""
+    if has_global_ids_field:
+        flag = False if use_global_device_ids is None else _flag(use_global_device_ids)
+    else:
+        flag = None
+    return participants(device, replica_groups, channel_id, flag)
+
+
 def _group(ctx, replica_groups, channel_id, use_global_device_ids):
-    flag = None if use_global_device_ids is None else _flag(use_global_device_ids)
-    return participants(_device(ctx), replica_groups, channel_id, flag)
+    return instruction_participants(_device(ctx), replica_groups, channel_id,
+                                    use_global_device_ids, has_global_ids_field=True)
+
+
+def _group_without_global_ids(ctx, replica_groups, channel_id):
+    return instruction_participants(_device(ctx), replica_groups, channel_id, None,
+                                    has_global_ids_field=False)
 
 
 @op("all-reduce", "all-reduce-start")
@@ -270,7 +290,7 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
 @op("all-to-all")
 def all_to_all(*xs, shape, ctx, instruction_name, dimensions=None, replica_groups=None,
                channel_id=None, constrain_layout=None):
-    group = _group(ctx, replica_groups, channel_id, None)
+    group = _group_without_global_ids(ctx, replica_groups, channel_id)
     values = _gather(ctx, instruction_name, group, tuple(xs))
     me = group.index(_device(ctx).id)
     if dimensions:
@@ -291,19 +311,38 @@ def _pairs(source_target_pairs) -> list[tuple[int, int]]:
     return [tuple(int(v) for v in p) for p in source_target_pairs]
 
 
+def permute_source(device: Device, pairs: list[tuple[int, int]], channel_id) -> int | None:
+    """The global id of the device whose value a collective-permute delivers to
+    ``device`` (None: it receives zeros). The pairs name partition ids within the
+    device's replica with ``channel_id``, else replica ids within its partition (XLA's
+    ``GetCollectiveOpGroupMode`` without ``use_global_device_ids``; the CPU runtime's
+    ``collective_permute_thunk.cc``)."""
+    P = device.num_partitions
+    by_partition = channel_id is not None
+    me, count = (device.partition, P) if by_partition else (device.replica, device.replica_count)
+    kind = "partition" if by_partition else "replica"
+    for pair in pairs:
+        if not all(0 <= v < count for v in pair):
+            raise HloEvalError(
+                f"source_target_pairs name {kind} {max(pair)}, but the module runs on {count} "
+                f"{kind}s (replica_count={device.replica_count} x num_partitions={P} in the "
+                f"HloModule header)")
+    sources = [s for s, t in pairs if t == me]
+    if not sources:
+        return None
+    return device.replica * P + sources[0] if by_partition else sources[0] * P + device.partition
+
+
 @op("collective-permute", "collective-permute-start")
 def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_name, opcode,
                        channel_id=None, slice_sizes=None):
     dev = _device(ctx)
-    pairs = _pairs(source_target_pairs)
-    group = sorted({d for pair in pairs for d in pair} | {dev.id})
+    source = permute_source(dev, _pairs(source_target_pairs), channel_id)
     # every device reaches the rendezvous with its value; devices outside all pairs too
     key = dev.next_key(instruction_name)
     everyone = list(range(dev.replica_count * dev.num_partitions))
     values = {dev.id: x} if dev.hub is None else dev.hub.exchange(key, dev.id, everyone, x)
-    del group
-    src = [s for s, t in pairs if t == dev.id]
-    result = values[src[0]].copy() if src else np.zeros_like(x)
+    result = values[source].copy() if source is not None else np.zeros_like(x)
     if opcode == "collective-permute-start":
         contexts = [np.zeros((), np.uint32)] * (len(shape.elements) - 2) \
             if isinstance(shape, TupleShape) else []
@@ -314,7 +353,7 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
 @op("collective-broadcast")
 def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None, channel_id=None,
                          has_dynamic_root=None):
-    group = _group(ctx, replica_groups, channel_id, None)
+    group = _group_without_global_ids(ctx, replica_groups, channel_id)
     values = _gather(ctx, instruction_name, group, tuple(xs))
     root = values[group[0]]
     return root[0].copy() if len(xs) == 1 else tuple(v.copy() for v in root)
@@ -364,7 +403,7 @@ def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, r
     """Participant ``i`` sends ``data[input_offsets[j] : +send_sizes[j]]`` (along dim 0)
     to participant ``j``, which places it at ``output_offsets[j]`` (as sent by ``i``)
     of its output."""
-    group = _group(ctx, replica_groups, channel_id, None)
+    group = _group_without_global_ids(ctx, replica_groups, channel_id)
     mine = (data, input_offsets.astype(np.int64), send_sizes.astype(np.int64),
             output_offsets.astype(np.int64))
     values = _gather(ctx, instruction_name, group, mine)

@@ -80,7 +80,7 @@ import numpy as np
 
 from .errors import OracleError, OracleUnsupported
 
-__all__ = ["XlaExecutable", "compile_hlo", "run_hlo", "available", "clear_cache",
+__all__ = ["XlaExecutable", "compile_hlo", "run_hlo", "available", "clear_cache", "device_counts",
            "OracleError", "OracleUnsupported", "UNSUPPORTED_TYPES", "CACHE_SIZE"]
 
 #: Element types XLA:CPU cannot be asked about through this route, with the reason.
@@ -186,6 +186,18 @@ class XlaExecutable:
         self.result_shape = None
         jax, xc, _jaxmod, be, dev = _jax()
         self._device = dev
+        self.replicas, self.partitions = device_counts(text)
+        n = self.replicas * self.partitions
+        self._devices = [dev]
+        if n > 1:
+            have = be.local_devices()
+            if len(have) < n:
+                raise OracleUnsupported(
+                    f"the module runs on {n} devices (replica_count={self.replicas}, "
+                    f"num_partitions={self.partitions}) and XLA:CPU here has {len(have)}: "
+                    f"start the process with XLA_FLAGS=--xla_force_host_platform_device_count"
+                    f"={n} (before jax is imported)")
+            self._devices = list(have[:n])
         proto, self.parameter_shapes, self.result_shape = load_program(
             text, xc, "XLA:CPU oracle", UNSUPPORTED_TYPES)
         try:
@@ -207,9 +219,21 @@ class XlaExecutable:
                 overrides.append((name, value))
         if overrides:
             opts.env_option_overrides = overrides
+        if n > 1:
+            opts.num_replicas, opts.num_partitions = self.replicas, self.partitions
+            if self.partitions > 1:
+                # XLA refuses num_partitions > 1 without SPMD partitioning, whose pass
+                # refuses `partition-id`: the module is taken as written, per device
+                # (as hloref evaluates it; sharding annotations are not partitioned)
+                opts.executable_build_options.use_spmd_partitioning = True
+                passes = [p for p in str(getattr(dbg, "xla_disable_hlo_passes", "") or "")
+                          .split(",") if p]
+                dbg.xla_disable_hlo_passes = ",".join(passes + ["spmd-partitioning"])
+            opts.device_assignment = xc.DeviceAssignment.create(
+                np.array([d.id for d in self._devices]).reshape(self.replicas, self.partitions))
         try:
             with jax.enable_x64(True):
-                self._exe = be.compile_and_load(mlir, [dev], opts)
+                self._exe = be.compile_and_load(mlir, self._devices, opts)
         except Exception as e:
             raise OracleError(f"XLA:CPU failed to compile the module: {_message(e)}") from e
 
@@ -218,11 +242,17 @@ class XlaExecutable:
     def run(self, *args):
         """Execute on numpy ``args`` (tuples for tuple-shaped parameters).
 
-        Returns a numpy array, or a nested tuple of them for a tuple-shaped result.
+        Returns a numpy array, or a nested tuple of them for a tuple-shaped result. A
+        module on N > 1 devices (``replica_count`` × ``num_partitions``) takes, as
+        ``hloref.evaluate`` does, a sequence of N per-device values for each parameter
+        (device d = replica × num_partitions + partition) and returns a list of the N
+        per-device results.
         """
         if len(args) != len(self.parameter_shapes):
             raise OracleError(f"module takes {len(self.parameter_shapes)} argument(s), "
                               f"got {len(args)}")
+        if len(self._devices) > 1:
+            return self._run_devices(args)
         flat: list[np.ndarray] = []
         for i, (a, s) in enumerate(zip(args, self.parameter_shapes)):
             _flatten_arg(a, s, f"argument {i}", flat)
@@ -246,6 +276,39 @@ class XlaExecutable:
 
     __call__ = run
 
+    def _run_devices(self, args) -> list:
+        """One SPMD execution: device d's buffers are its own values (an ``Array`` of
+        single-device shards; the global shape is not used by the executable)."""
+        from jax._src import core
+        from jax._src.array import ArrayImpl
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        n = len(self._devices)
+        per_device: list[list[np.ndarray]] = [[] for _ in range(n)]
+        for i, (a, s) in enumerate(zip(args, self.parameter_shapes)):
+            if not isinstance(a, (tuple, list)) or len(a) != n:
+                raise OracleError(f"argument {i}: the module runs on {n} devices: give a list "
+                                  f"of {n} per-device values")
+            for d in range(n):
+                _flatten_arg(a[d], s, f"argument {i} on device {d}", per_device[d])
+        jax = _jax_state["jax"]
+        sharding = NamedSharding(Mesh(np.array(self._devices), ("devices",)),
+                                 PartitionSpec("devices"))
+        try:
+            with jax.enable_x64(True):
+                arrays = []
+                for j in range(len(per_device[0])):
+                    shards = [jax.device_put(np.array(per_device[d][j], copy=True), dev)
+                              for d, dev in enumerate(self._devices)]
+                    leaf = per_device[0][j]
+                    aval = core.ShapedArray((n,) + leaf.shape, leaf.dtype)
+                    arrays.append(ArrayImpl(aval, sharding, shards, committed=True,
+                                            _skip_checks=True))
+                outs = self._exe.execute_sharded(arrays).disassemble_into_single_device_arrays()
+                leaves = [[np.array(o[d]) for o in outs] for d in range(n)]
+        except Exception as e:
+            raise OracleError(f"XLA:CPU failed to run the module: {_message(e)}") from e
+        return [_rebuild(self.result_shape, iter(device_leaves)) for device_leaves in leaves]
+
     def optimized_hlo(self) -> str:
         """The HLO text of the module after XLA:CPU's optimization passes."""
         return self._exe.hlo_modules()[0].to_string()
@@ -253,6 +316,18 @@ class XlaExecutable:
     def __repr__(self) -> str:
         params = ", ".join(_shape_str(s) for s in self.parameter_shapes)
         return f"<XlaExecutable ({params}) -> {_shape_str(self.result_shape)}>"
+
+
+_DEVICE_COUNTS_RE = re.compile(r"\b(replica_count|num_partitions)\s*=\s*(\d+)")
+
+
+def device_counts(text: str) -> tuple[int, int]:
+    """``(replica_count, num_partitions)`` of the ``HloModule`` header (1 when absent)."""
+    counts = {"replica_count": 1, "num_partitions": 1}
+    header = text.split("ENTRY", 1)[0] if "ENTRY" in text else text
+    for key, value in _DEVICE_COUNTS_RE.findall(header.split("\n%", 1)[0]):
+        counts[key] = int(value)
+    return counts["replica_count"], counts["num_partitions"]
 
 
 def _has_token(shape) -> bool:
