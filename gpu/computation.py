@@ -1,15 +1,25 @@
-"""Scalar HLO computations (reducers, combiners, ``map`` bodies) compiled to numba.cuda
-device functions, so ops that call a computation run it on the device.
+"""Scalar HLO computations (reducers, combiners, comparators, ``map`` bodies) compiled to
+numba.cuda device functions, so ops that call a computation run it on the device.
 
 A computation qualifies when the CPU backend evaluates it elementwise
-(``reduce.is_vectorizable``: scalars only, elementwise ops, compare, select, clamp,
-convert, constants, tuples) and every op has a GPU element function of its types
-(``elementwise.ELEMENT_TABLES``, ``compare.DIRECTIONS``, ``convert.convert_fn``; not
-complex, not the width-specialised shifts/popcnt/clz/mulhi). Its device function takes
-and returns *storage* values (the array elements themselves) and computes each
-instruction as the elementwise kernels do: ``store(fn(load(a), load(b)))`` with the
-operand and result types' load/store, so each step rounds or wraps to its type exactly
-as the CPU's vectorised interpretation of the computation does.
+(``reduce.is_vectorizable``: scalars and tuples of scalars only, elementwise ops,
+compare, select, clamp, convert, constants, tuples, get-tuple-element, nested
+``call``/``fusion``), which is every such computation: each op has a GPU element
+function of its types (``elementwise.ELEMENT_TABLES``; the width-specialised shifts,
+mulhi, popcnt and count-leading-zeros by ``elementwise.width_fn``;
+``compare.DIRECTIONS``, ``convert.convert_fn``; complex values by
+``complex_elementwise``'s part functions). The exceptions are the CPU's own errors
+(``subtract`` of pred, complex compare other than EQ/NE...): those computations run
+on the CPU, which reports the error.
+
+Its device function takes and returns *storage* values (the array elements
+themselves; a complex element is a complex scalar) and computes each instruction as the
+elementwise kernels do: ``store(fn(load(a), load(b)))`` with the operand and result
+types' load/store, so each step rounds or wraps to its type exactly as the CPU's
+vectorised interpretation of the computation does. Complex instructions compute on the
+parts (``fn(a.real, a.imag, b.real, b.imag) -> (re, im)``) and store both parts rounded
+to the part type. Tuples are lists of values at compile time, and ``call``/``fusion``
+bodies are inlined.
 
 The function's Python source is generated from the instructions (one line each, in
 dependency order) and compiled with ``cuda.jit(device=True)``; compiled functions are
@@ -24,11 +34,13 @@ from numba import cuda
 
 from hloref.evaluator.reduce import is_vectorizable
 from hloref.shapes import ArrayShape, TupleShape
+from hloref.types import element_type
 
+from . import complex_elementwise
 from .compare import DIRECTIONS, clamp_fn
 from .convert import convert_fn
 from .device import LOAD, STORE, storage_dtype, type_class, type_params
-from .elementwise import ELEMENT_TABLES, element_fn
+from .elementwise import ELEMENT_TABLES, WIDTH_OPS, element_fn, width_fn, zero
 from .registry import GpuFallback
 
 __all__ = ["Compiled", "compile_computation"]
@@ -61,20 +73,30 @@ def compile_computation(comp, module) -> Compiled | None:
     compiled = None
     if is_vectorizable(comp, module):
         try:
-            compiled = _compile(comp)
+            compiled = _compile(comp, module)
         except (_Unsupported, GpuFallback):
             compiled = None
     _CACHE[id(comp)] = (comp, compiled)
     return compiled
 
 
+_CLASSES = ("sint", "uint", "pred", "f32", "f64", "narrow", "complex")
+
+
 def _scalar_type(shape):
     if not isinstance(shape, ArrayShape) or shape.rank != 0:
         raise _Unsupported("not a scalar")
     et = shape.element_type
-    if type_class(et) not in ("sint", "uint", "pred", "f32", "f64", "narrow"):
+    if type_class(et) not in _CLASSES:
         raise _Unsupported(f"{et.name}")
     return et
+
+
+def _value_type(shape):
+    """An element type, or a list of them for a tuple of scalars."""
+    if isinstance(shape, TupleShape):
+        return [_value_type(s) for s in shape.elements]
+    return _scalar_type(shape)
 
 
 def _order(comp):
@@ -100,88 +122,218 @@ def _storage_constant(literal, et):
     return arr.reshape(-1).astype(et.dtype).view(storage_dtype(et))[0]
 
 
-def _compile(comp) -> Compiled:
-    ns: dict = {}
-    names: dict[int, str] = {}
-    types: dict[int, object] = {}
-    lines: list[str] = []
-    params = sorted(comp.parameters, key=lambda p: p.parameter_number)
-    for p in params:
-        names[id(p)] = f"v{p.parameter_number}"
-        types[id(p)] = _scalar_type(p.shape)
+@cuda.jit(device=True)
+def _store_c64(re, im):
+    return np.complex64(complex(np.float32(re), np.float32(im)))
 
-    def bind(prefix, value):
-        key = f"{prefix}{len(ns)}"
-        ns[key] = value
+
+@cuda.jit(device=True)
+def _store_c128(re, im):
+    return np.complex128(complex(np.float64(re), np.float64(im)))
+
+
+@cuda.jit(device=True)
+def _complex_nonzero(re, im):
+    return np.int64(1) if (re != 0 or im != 0) else np.int64(0)
+
+
+def _part_type(et):
+    return element_type("f32" if et.name == "c64" else "f64")
+
+
+class _Emitter:
+    """Generates the device function's lines: each value is a local name (a storage
+    value), or a list of them for a tuple; nested ``call``/``fusion`` are inlined."""
+
+    def __init__(self, module):
+        self.module = module
+        self.ns: dict = {}
+        self.lines: list[str] = []
+        self.count = 0
+
+    def bind(self, prefix, value):
+        key = f"{prefix}{len(self.ns)}"
+        self.ns[key] = value
         return key
 
-    def load(instr, cls=None):
-        et = types[id(instr)]
-        cls = cls or type_class(et)
-        return f"{bind('L', LOAD[cls])}({names[id(instr)]}, {bind('P', type_params(et))})"
+    def fresh(self):
+        self.count += 1
+        return f"t{self.count}"
 
-    for k, instr in enumerate(_order(comp)):
+    def load(self, name, et, cls=None):
+        """The compute-value expression of storage value ``name`` of type ``et``."""
+        cls = cls or type_class(et)
+        return f"{self.bind('L', LOAD[cls])}({name}, {self.bind('P', type_params(et))})"
+
+    def store(self, expr, et, cls=None):
+        cls = cls or type_class(et)
+        return f"{self.bind('S', STORE[cls])}({expr}, {self.bind('P', type_params(et))})"
+
+    def line(self, expr):
+        name = self.fresh()
+        self.lines.append(f"    {name} = {expr}")
+        return name
+
+    def parts(self, name):
+        return f"{name}.real", f"{name}.imag"
+
+    def store_complex(self, pair, et):
+        """Store the ``(re, im)`` tuple expression ``pair`` as complex ``et``."""
+        r = self.line(pair)
+        fn = self.bind("Z", _store_c64 if et.name == "c64" else _store_c128)
+        return self.line(f"{fn}({r}[0], {r}[1])")
+
+    def emit(self, comp, args, arg_types):
+        """Lines computing ``comp`` on values ``args``; returns (root value, root type)."""
+        names: dict[int, object] = {}
+        types: dict[int, object] = {}
+        for p in comp.parameters:
+            names[id(p)] = args[p.parameter_number]
+            types[id(p)] = arg_types[p.parameter_number]
+            if _value_type(p.shape) != types[id(p)]:
+                raise _Unsupported("parameter type")
+        for instr in _order(comp):
+            if instr.opcode == "parameter":
+                continue
+            ops = [names[id(o)] for o in instr.operands]
+            op_types = [types[id(o)] for o in instr.operands]
+            names[id(instr)], types[id(instr)] = self.instruction(instr, ops, op_types)
+        return names[id(comp.root)], types[id(comp.root)]
+
+    def instruction(self, instr, ops, op_types):
         op = instr.opcode
-        if op == "parameter":
-            continue
-        name = f"t{k}"
-        names[id(instr)] = name
         if op == "tuple":
-            if instr is not comp.root:
-                raise _Unsupported("tuple below the root")
-            continue
+            return list(ops), list(op_types)
+        if op == "get-tuple-element":
+            k = int(instr.attrs.get("index"))
+            return ops[0][k], op_types[0][k]
+        if op in ("copy", "opt-barrier"):
+            return ops[0], op_types[0]
+        if op in ("call", "fusion"):
+            (callee,) = instr.called_computation_names()
+            return self.emit(self.module.computations[callee], ops, op_types)
         et = _scalar_type(instr.shape)
-        types[id(instr)] = et
-        store = f"{bind('S', STORE[type_class(et)])}"
-        pout = bind("P", type_params(et))
-        args = instr.operands
+        if any(isinstance(t, list) for t in op_types):
+            raise _Unsupported(f"{op} of a tuple")
         if op == "constant":
-            expr = bind("C", _storage_constant(instr.literal, et))
-        elif op in ("copy", "opt-barrier"):
-            expr = names[id(args[0])]
-        elif op == "get-tuple-element":
-            raise _Unsupported("get-tuple-element")
-        elif op == "select":
-            p, a, b = (names[id(o)] for o in args)
-            expr = f"({a} if {p} != 0 else {b})"
-        elif op == "compare":
-            src = types[id(args[0])]
+            return self.bind("C", _storage_constant(instr.literal, et)), et
+        if op == "select":
+            p, a, b = ops
+            return self.line(f"({a} if {p} != 0 else {b})"), et
+        if type_class(op_types[0]) == "complex" or type_class(et) == "complex":
+            return self.complex_instruction(instr, op, ops, op_types, et), et
+        if op == "compare":
+            src = op_types[0]
             direction = str(instr.attrs.get("direction"))
             if direction not in DIRECTIONS:
                 raise _Unsupported(direction)
             cls = type_class(src)
             if cls in ("f32", "f64", "narrow") and str(instr.attrs.get("type", "")) == "TOTALORDER":
                 cls = "key_" + cls
-            fn = bind("F", DIRECTIONS[direction])
-            expr = f"{store}({fn}({load(args[0], cls)}, {load(args[1], cls)}), {pout})"
-        elif op == "clamp":
-            fn = bind("F", clamp_fn(types[id(args[1])]))
-            expr = f"{store}({fn}({', '.join(load(o) for o in args)}), {pout})"
+            fn = self.bind("F", DIRECTIONS[direction])
+            return self.line(self.store(
+                f"{fn}({self.load(ops[0], src, cls)}, {self.load(ops[1], src, cls)})", et)), et
+        if op == "clamp":
+            fn = self.bind("F", clamp_fn(op_types[1]))
         elif op == "convert":
-            fn, cin, cout = convert_fn(types[id(args[0])], et)
-            f = bind("F", fn)
-            s_out = bind("S", STORE[cout])
-            expr = f"{s_out}({f}({load(args[0], cin)}), {pout})"
+            fn, cin, cout = convert_fn(op_types[0], et)
+            f = self.bind("F", fn)
+            return self.line(self.store(f"{f}({self.load(ops[0], op_types[0], cin)})", et,
+                                        cout)), et
+        elif op == "real":
+            return ops[0], et
+        elif op == "imag":
+            fn = self.bind("F", zero)
+        elif op in WIDTH_OPS:
+            fn = self.bind("F", width_fn(op, op_types[0]))
         elif op in ELEMENT_TABLES:
-            f = bind("F", element_fn(op, types[id(args[0])]))
-            expr = f"{store}({f}({', '.join(load(o) for o in args)}), {pout})"
+            fn = self.bind("F", element_fn(op, op_types[0]))
         else:
             raise _Unsupported(op)
-        lines.append(f"    {name} = {expr}")
-    root = comp.root
-    if root.opcode == "tuple":
-        results = [types[id(o)] for o in root.operands]
-        ret = "(" + ", ".join(names[id(o)] for o in root.operands) + ",)"
-        tuple_result = True
+        args = ", ".join(self.load(o, t) for o, t in zip(ops, op_types))
+        return self.line(self.store(f"{fn}({args})", et)), et
+
+    def complex_instruction(self, instr, op, ops, op_types, et):
+        """Complex operands or result: ``complex_elementwise``'s part functions on the
+        storage values' parts (a complex storage value is a complex scalar)."""
+        src = op_types[0]
+        if op in complex_elementwise.BINARY and type_class(src) == "complex":
+            fn = self.bind("F", complex_elementwise.BINARY[op])
+            a, b = ops
+            return self.store_complex(f"{fn}({', '.join(self.parts(a) + self.parts(b))})", et)
+        if op in complex_elementwise.UNARY and type_class(src) == "complex":
+            fn = self.bind("F", complex_elementwise.UNARY[op])
+            return self.store_complex(f"{fn}({', '.join(self.parts(ops[0]))})", et)
+        if op in complex_elementwise.TO_REAL and type_class(src) == "complex":
+            fn = self.bind("F", complex_elementwise.TO_REAL[op])
+            return self.line(self.store(f"{fn}({', '.join(self.parts(ops[0]))})", et))
+        if op == "compare":
+            direction = str(instr.attrs.get("direction"))
+            if direction not in complex_elementwise.COMPARE:
+                raise _Unsupported(f"compare {direction} of complex values")
+            fn = self.bind("F", complex_elementwise.COMPARE[direction])
+            a, b = ops
+            return self.line(self.store(f"{fn}({', '.join(self.parts(a) + self.parts(b))})", et))
+        if op == "clamp":  # the CPU's min(max(x, lo), hi) in the lexicographic order
+            lo, x, hi = ops
+            mx = self.bind("F", complex_elementwise.BINARY["maximum"])
+            mn = self.bind("F", complex_elementwise.BINARY["minimum"])
+            high = self.store_complex(f"{mx}({', '.join(self.parts(x) + self.parts(lo))})", et)
+            return self.store_complex(f"{mn}({', '.join(self.parts(high) + self.parts(hi))})",
+                                      et)
+        if op == "complex":
+            a, b = ops
+            ta, tb = op_types
+            return self.store_complex(f"({self.load(a, ta)}, {self.load(b, tb)})", et)
+        if op == "convert":
+            return self.complex_convert(ops[0], src, et)
+        raise _Unsupported(f"{op} of {src.name}")
+
+    def complex_convert(self, x, src, et):
+        """The CPU's rules: complex to complex part by part, complex to real through the
+        real part (pred: either part nonzero), real to complex with imaginary part 0."""
+        if type_class(src) == "complex" and type_class(et) == "complex":
+            return self.store_complex(f"({x}.real, {x}.imag)", et)
+        if type_class(src) == "complex":
+            if type_class(et) == "pred":
+                fn = self.bind("F", _complex_nonzero)
+                return self.line(self.store(f"{fn}({x}.real, {x}.imag)", et))
+            part = _part_type(src)
+            re = self.line(f"{x}.real")
+            if part == et:
+                return re
+            fn, cin, cout = convert_fn(part, et)
+            f = self.bind("F", fn)
+            return self.line(self.store(f"{f}({self.load(re, part, cin)})", et, cout))
+        part = _part_type(et)
+        re = x
+        if src != part:
+            fn, cin, cout = convert_fn(src, part)
+            f = self.bind("F", fn)
+            re = self.line(self.store(f"{f}({self.load(x, src, cin)})", part, cout))
+        return self.store_complex(f"({re}, 0.0)", et)
+
+
+def _compile(comp, module) -> Compiled:
+    emitter = _Emitter(module)
+    params = sorted(comp.parameters, key=lambda p: p.parameter_number)
+    ptypes = [_value_type(p.shape) for p in params]
+    if any(isinstance(t, list) for t in ptypes):
+        raise _Unsupported("tuple parameter")
+    args = [f"v{p.parameter_number}" for p in params]
+    root, rtype = emitter.emit(comp, args, ptypes)
+    if isinstance(rtype, list):
+        if any(isinstance(t, list) for t in rtype):
+            raise _Unsupported("nested tuple result")
+        results, ret, tuple_result = list(rtype), "(" + "".join(f"{r}, " for r in root) + ")", True
     else:
-        results = [types[id(root)]]
-        ret = names[id(root)]
-        tuple_result = False
-    header = "def f(" + ", ".join(f"v{p.parameter_number}" for p in params) + "):"
-    source = "\n".join([header] + lines + [f"    return {ret}"]) + "\n"
+        results, ret, tuple_result = [rtype], root, False
+    header = "def f(" + ", ".join(args) + "):"
+    source = "\n".join([header] + emitter.lines + [f"    return {ret}"]) + "\n"
+    ns = emitter.ns
     exec(compile(source, f"<hlo computation {comp.name}>", "exec"), ns)
     fn = cuda.jit(device=True)(ns["f"])
-    return Compiled(fn, [types[id(p)] for p in params], results, tuple_result, source)
+    return Compiled(fn, ptypes, results, tuple_result, source)
 
 
 def result_shapes(shape):

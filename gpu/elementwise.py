@@ -347,18 +347,31 @@ def _u_bits(v, bits):
     return u
 
 
+#: opcode -> ``make(bits, signed)``: the integer ops whose element function depends on the
+#: operand's width (shifts, mulhi, popcnt, count-leading-zeros); see :func:`width_fn`
+WIDTH_OPS: dict = {}
+_WIDTH_FNS: dict = {}
+
+
+def width_fn(opname: str, et):
+    """The device element function of width-specialised ``opname`` (``WIDTH_OPS``) on
+    integer operands of ``et`` (compiled once per width and signedness)."""
+    kind = element_kind(et)
+    if kind not in ("sint", "uint"):
+        raise GpuFallback(f"{opname} on {et.name} has no GPU kernel")
+    key = (opname, et.bits, kind)
+    fn = _WIDTH_FNS.get(key)
+    if fn is None:
+        fn = _WIDTH_FNS[key] = WIDTH_OPS[opname](et.bits, kind == "sint")
+    return fn
+
+
 def _bits_op(opname, make):
     """An integer op needing the operand's width: kernels are specialised per width."""
-    cache: dict = {}
+    WIDTH_OPS[opname] = lambda bits, signed: make(bits)
 
     def evaluate(x, *, shape):
-        if element_kind(x.et) not in ("sint", "uint"):
-            raise GpuFallback(f"{opname} on {x.et.name} has no GPU kernel")
-        bits = x.et.bits
-        fn = cache.get(bits)
-        if fn is None:
-            fn = cache[bits] = make(bits)
-        return apply(fn, (x,), shape.element_type)
+        return apply(width_fn(opname, x.et), (x,), shape.element_type)
 
     evaluate.__name__ = opname.replace("-", "_")
     gpu_op(opname)(evaluate)
@@ -498,17 +511,10 @@ _elementwise("xor", {"int": xor, "pred": xor})
 
 
 def _shift_op(opname, make):
-    cache: dict = {}
+    WIDTH_OPS[opname] = make
 
     def evaluate(a, b, *, shape):
-        kind = element_kind(a.et)
-        if kind not in ("sint", "uint"):
-            raise GpuFallback(f"{opname} on {a.et.name} has no GPU kernel")
-        key = (a.et.bits, kind)
-        fn = cache.get(key)
-        if fn is None:
-            fn = cache[key] = make(a.et.bits, kind == "sint")
-        return apply(fn, (a, b), shape.element_type)
+        return apply(width_fn(opname, a.et), (a, b), shape.element_type)
 
     evaluate.__name__ = opname.replace("-", "_")
     gpu_op(opname)(evaluate)
@@ -578,7 +584,7 @@ _shift_op("mulhi", _make_mulhi)
 
 
 @dfn
-def _zero(a):
+def zero(a):
     return np.float64(0.0)
 
 
@@ -593,7 +599,7 @@ def real(x, *, shape):
 def imag(x, *, shape):
     if element_kind(x.et) == "complex":
         return complex_elementwise.unary("imag", x, shape.element_type)
-    return apply(_zero, (x,), shape.element_type)
+    return apply(zero, (x,), shape.element_type)
 
 
 @gpu_op("complex")

@@ -267,7 +267,7 @@ def reduce(*operands, shape, dimensions, to_apply, ctx):
                total, kind == "multiply")
         return out
     if len(operands) != 2 or isinstance(shape, TupleShape) or kind is None \
-            or operands[0].et != shape.element_type:
+            or operands[0].et != shape.element_type or operands[0].et.is_complex:
         return _general_reduce(operands, shape, tuple(dimensions), to_apply.computation, ctx)
     x, init = operands
     et = shape.element_type
