@@ -2,7 +2,7 @@
 
 Values are numpy arrays (of the element type's numpy/ml_dtypes dtype), Python
 tuples of values, and ``Token``. Each instruction's attributes are unpacked once
-(``_Prepared``) and its op function called with operand values; a value is
+(``PreparedStep``) and its op function called with operand values; a value is
 released after its last use so that the memory budget counts live buffers.
 """
 
@@ -22,7 +22,7 @@ from .control import run_conditional, run_while
 from .dynamic import CONTROL_OPCODES, DYNAMIC_SOURCES, is_partial, trim, dynamic_step
 from .registry import OPS, UNSUPPORTED, Called, load_all
 
-__all__ = ["Limits", "Interpreter"]
+__all__ = ["Limits", "Interpreter", "PreparedStep", "topological_order"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Limits:
     max_while_iterations: int = 10_000_000
 
 
-class _Prepared:
+class PreparedStep:
     """An instruction with its op function and keyword arguments resolved once.
 
     ``_plan`` adds what the loop needs per step: ``need`` (result bytes, checked
@@ -78,7 +78,7 @@ class Interpreter:
         self.limits = limits or Limits()
         self.backend = backend
         self.live_bytes = 0
-        self._plans: dict[str, tuple[list[_Prepared], int, int]] = {}
+        self._plans: dict[str, tuple[list[PreparedStep], int, int]] = {}
         self._dynamic: bool | None = None
 
     # -- public -------------------------------------------------------------
@@ -189,7 +189,7 @@ class Interpreter:
                                 for i in c.instructions)
         return self._dynamic
 
-    def _control_step(self, step: _Prepared, operands: list, sizes: list):
+    def _control_step(self, step: PreparedStep, operands: list, sizes: list):
         """call / fusion / while / conditional with runtime sizes passed into the called
         computations' parameters and read back from their roots."""
         instr, kw = step.instr, step.kwargs
@@ -223,7 +223,7 @@ class Interpreter:
         if cached is not None:
             return cached
         live = _live(self.module, comp)
-        order = [i for i in _topological(comp) if id(i) in live]
+        order = [i for i in topological_order(comp) if id(i) in live]
         position = {id(instr): i for i, instr in enumerate(order)}
         plan = [self._prepare(instr, position) for instr in order]
         last_use = list(range(len(order)))
@@ -251,10 +251,10 @@ class Interpreter:
         self._plans[comp.name] = result
         return result
 
-    def _prepare(self, instr: Instruction, position) -> _Prepared:
+    def _prepare(self, instr: Instruction, position) -> PreparedStep:
         operand_index = [position[id(o)] for o in instr.operands]
         if instr.opcode == "parameter":
-            return _Prepared(instr, None, {}, operand_index)
+            return PreparedStep(instr, None, {}, operand_index)
         if instr.opcode == "async-start":
             return self._prepare_async_start(instr, position, operand_index)
         entry = OPS.get(instr.opcode)
@@ -282,9 +282,9 @@ class Interpreter:
         for name, value in self.op_overrides.get(instr.opcode, {}).items():
             if any(name == k for k, _ in entry.keywords):
                 kwargs[name] = value
-        return _Prepared(instr, entry.fn, kwargs, operand_index)
+        return PreparedStep(instr, entry.fn, kwargs, operand_index)
 
-    def _prepare_async_start(self, instr: Instruction, position, operand_index) -> _Prepared:
+    def _prepare_async_start(self, instr: Instruction, position, operand_index) -> PreparedStep:
         """``async-start`` runs the wrapped op (sugared ``X-start``) or the called
         computation (``calls=``) and returns ``((operands...), result, context...)``."""
         from .async_ops import context_values
@@ -310,7 +310,7 @@ class Interpreter:
 
             def run(*operands):
                 return (tuple(operands), called(*operands), *contexts)
-        return _Prepared(instr, run, {}, operand_index)
+        return PreparedStep(instr, run, {}, operand_index)
 
     def _bind(self, value):
         if isinstance(value, ComputationRef):
@@ -368,7 +368,7 @@ def _live(module: Module, comp: Computation) -> set[int]:
     return live
 
 
-def _topological(comp: Computation) -> list[Instruction]:
+def topological_order(comp: Computation) -> list[Instruction]:
     """Instructions in an order where operands (and control predecessors) come first,
     keeping the text order wherever it already is one."""
     seen: set[int] = set()

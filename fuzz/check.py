@@ -78,7 +78,7 @@ def check_modules(before: Module, after: Module, args: list, *,
     """Is AFTER (evaluated by hloref) inside BEFORE's envelope on ``args``?"""
     import time
 
-    from hloref.evaluator.interpreter import Interpreter, _topological
+    from hloref.evaluator.interpreter import Interpreter, topological_order
     t0 = time.perf_counter()
     reference = reference or Reference(before, args, policy, limits=limits)
     trace: dict = {}
@@ -92,7 +92,7 @@ def check_modules(before: Module, after: Module, args: list, *,
     report = CheckReport("match" if verdict.ok else "mismatch", verdict)
     if not verdict.ok:
         envelopes = reference.instruction_envelopes()
-        for instr in _topological(before.entry):
+        for instr in topological_order(before.entry):
             if instr.opcode == "parameter" or instr.name not in trace or \
                     instr.name not in envelopes:
                 continue

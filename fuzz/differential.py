@@ -274,9 +274,9 @@ def isolate(module: Module, values: dict, worker: OracleWorker, *,
     oracle_module = oracle_module or module
     from hloref.printer import module_to_text
     comp = computation or module.entry
-    from hloref.evaluator.interpreter import _topological
+    from hloref.evaluator.interpreter import topological_order
     results: list[IsolatedInstruction] = []
-    for instr in _topological(comp):
+    for instr in topological_order(comp):
         if instr.opcode in _STRUCTURAL or _has_token(instr.shape) or \
                 any(_has_token(o.shape) for o in instr.operands):
             continue

@@ -26,7 +26,7 @@ import numpy as np
 
 from hloref.errors import HloUnsupportedError
 from hloref.evaluator.dynamic import DYNAMIC_SOURCES
-from hloref.evaluator.interpreter import Interpreter, Limits, _Prepared
+from hloref.evaluator.interpreter import Interpreter, Limits, PreparedStep
 from hloref.ir import Computation
 
 from .device import to_device, to_host
@@ -106,7 +106,7 @@ class GpuInterpreter(Interpreter):
         return to_device(self._cpu.run([to_host(a) for a in args], sizes))
 
     # -- planning -------------------------------------------------------------
-    def _prepare(self, instr, position) -> _Prepared:
+    def _prepare(self, instr, position) -> PreparedStep:
         step = super()._prepare(instr, position)  # CPU fn, kwargs bound to this interpreter
         if instr.opcode == "parameter":
             return step
@@ -119,7 +119,7 @@ class GpuInterpreter(Interpreter):
                 value = start(*operands)
                 return value[:2] + tuple(to_device(c) for c in value[2:])
 
-            return _Prepared(instr, run_start, step.kwargs, step.operand_index)
+            return PreparedStep(instr, run_start, step.kwargs, step.operand_index)
         entry = GPU_OPS.get(instr.opcode)
         if entry is None:
             return self._fallback_step(instr, position, step.operand_index,
@@ -141,9 +141,9 @@ class GpuInterpreter(Interpreter):
                     lazy.append(self._cpu._prepare(instr, position))
                 return self._run_fallback(instr, lazy[0], operands, fb.reason)
 
-        return _Prepared(instr, run, kwargs, step.operand_index)
+        return PreparedStep(instr, run, kwargs, step.operand_index)
 
-    def _fallback_step(self, instr, position, operand_index, reason) -> _Prepared:
+    def _fallback_step(self, instr, position, operand_index, reason) -> PreparedStep:
         if not self.fallback:
             raise HloUnsupportedError(instr.opcode, "gpu", f"{reason} (CPU fallback disabled)",
                                       instruction=instr.name)
@@ -152,7 +152,7 @@ class GpuInterpreter(Interpreter):
         def run(*operands):
             return self._run_fallback(instr, cpu_step, operands, reason)
 
-        return _Prepared(instr, run, {}, operand_index)
+        return PreparedStep(instr, run, {}, operand_index)
 
     def _run_fallback(self, instr, cpu_step, operands, reason):
         if not self.fallback:

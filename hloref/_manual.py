@@ -139,7 +139,7 @@ def evaluate_manual(module, inputs: list, *, limits=None, hooks=None):
     import dataclasses
 
     import hloref
-    from hloref.evaluator.interpreter import _topological
+    from hloref.evaluator.interpreter import topological_order
     from hloref.fuzz.differential import isolated_module
     from hloref.ir import Module
     from hloref.shapes import TupleShape
@@ -154,7 +154,7 @@ def evaluate_manual(module, inputs: list, *, limits=None, hooks=None):
     params = entry.parameters
     for p, v in zip(params, inputs):
         values[p.name] = v
-    for instr in _topological(entry):
+    for instr in topological_order(entry):
         if instr.opcode == "parameter":
             continue
         ops = [values[o.name] for o in instr.operands]
