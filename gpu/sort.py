@@ -20,8 +20,9 @@ parameters flip the direction), on any operand ``k``, through keys as above; any
 comparator the computation compiler (``gpu/computation.py``) accepts (lexicographic
 multi-key chains) runs compiled as the comparison of the same stable sort on row copies
 of the operands: for a strict weak ordering that is the CPU's result (for one that is
-not, the CPU's merge-then-Python-sort fallback may order differently). Sort keys of
-complex operands run on the CPU.
+not, the CPU's merge-then-Python-sort fallback may order differently). Complex values
+have no order: a comparator comparing them LT/GT raises the CPU's error, and so does
+``topk`` of complex values; compiled comparators may use complex EQ/NE.
 """
 
 from __future__ import annotations
@@ -67,21 +68,17 @@ def simple_comparator(comp):
 
 
 def _key_plan(et, kind):
-    """``(load name, key dtype, may hold NaN)`` for sort keys of ``et`` compared as ``kind``,
-    or None when there is no GPU kernel (the CPU decides what is valid)."""
+    """``(load name, key dtype, may hold NaN)`` for sort keys of ``et`` compared as ``kind``
+    (as the CPU's ``compare``: the type matters only as TOTALORDER of floats), or None
+    for complex keys (no order: the caller raises the CPU's error)."""
     cls = type_class(et)
     if cls in ("f32", "f64", "narrow"):
         if kind == "TOTALORDER":
             return "key_" + cls, np.int64, False
-        if kind in (None, "FLOAT"):
-            return cls, np.float64, True
-        return None
+        return cls, np.float64, True
     if cls == "pred":
-        return ("pred", np.int64, False) if kind in (None, "UNSIGNED") else None
+        return "pred", np.int64, False
     if cls in ("sint", "uint"):
-        default = "SIGNED" if cls == "sint" else "UNSIGNED"
-        if kind not in (None, default):
-            return None
         return cls, (np.int64 if cls == "sint" else np.uint64), False
     return None
 
@@ -477,8 +474,8 @@ def _general_sort(operands, shape, d, comp, ctx):
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
 
 
-@gpu_op("sort", note="comparators with ops without GPU element functions, complex keys: "
-                     "cpu fallback")
+@gpu_op("sort", note="comparators the CPU does not evaluate elementwise "
+                     "(reduce.is_vectorizable): cpu fallback")
 def sort(*operands, shape, dimensions, to_apply, ctx, is_stable=False):
     if not operands:
         raise HloEvalError("sort needs at least one operand")
@@ -492,8 +489,8 @@ def sort(*operands, shape, dimensions, to_apply, ctx, is_stable=False):
     if k >= len(operands):
         raise HloEvalError(f"sort comparator compares operand {k} of {len(operands)}")
     plan = _key_plan(operands[k].et, kind)
-    if plan is None:
-        raise GpuFallback(f"sort keys of {operands[k].et.name} compared as {kind}")
+    if plan is None:  # complex keys: the CPU's compare raises this
+        raise HloEvalError(f"compare direction {direction} is not defined on complex values")
     (d,) = tuple(dimensions)
     x0 = operands[0]
     if any(o.shape != x0.shape for o in operands):
@@ -525,7 +522,7 @@ def _take_first(src, perm, vals, idx, total, n, k, dims, strides, dstride):
         i += step
 
 
-@gpu_op("topk", note="complex: cpu fallback")
+@gpu_op("topk")
 def topk(x, *, shape, k, largest=True):
     if x.ndim == 0:
         raise HloEvalError("topk needs an operand of rank >= 1")
@@ -537,8 +534,8 @@ def topk(x, *, shape, k, largest=True):
         load_name, key_dtype = cls, np.int64
     elif cls == "uint":
         load_name, key_dtype = cls, np.uint64
-    else:
-        raise GpuFallback(f"topk of {x.et.name} has no GPU kernel")
+    else:  # complex: no order (the CPU's error)
+        raise HloEvalError(f"topk is not defined on {x.et.name}")
     k = int(k)
     rows = _Rows(x.shape, x.ndim - 1)
     if not 0 <= k <= rows.n:

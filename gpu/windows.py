@@ -215,15 +215,70 @@ def _general_reduce_window(operands, shape, comp, window, ctx):
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
 
 
-@gpu_op("reduce-window", note="reducers with ops without GPU element functions, complex: "
-                              "cpu fallback")
+@cuda.jit
+def _complex_window_kernel(x, init, out, n, multiply, rank, xdims, xstrides, odims, ostrides,
+                           size, kstrides, stride, wdil, bdil, padlo, total):
+    """Complex add/multiply over each window, on the parts (interleaved storage), as the
+    CPU's fast path: positions on padding or holes hold the identity (-0-0j for add,
+    1+0j for multiply), the window's values accumulate in row-major order in f64 parts
+    (c128), then ``acc op init``, rounded once on store."""
+    o = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while o < n:
+        re = np.float64(1.0) if multiply else np.float64(0.0)
+        im = np.float64(0.0)
+        for r in range(total):
+            off = _window_offset(o, r, rank, xdims, xstrides, odims, ostrides, size,
+                                 kstrides, stride, wdil, bdil, padlo)
+            if off >= 0:
+                xr = np.float64(x[2 * off])
+                xi = np.float64(x[2 * off + 1])
+            elif multiply:
+                xr = np.float64(1.0)
+                xi = np.float64(0.0)
+            else:
+                xr = np.float64(-0.0)
+                xi = np.float64(-0.0)
+            if r == 0:
+                re = xr
+                im = xi
+            elif multiply:
+                re, im = re * xr - im * xi, re * xi + im * xr
+            else:
+                re += xr
+                im += xi
+        ir = np.float64(init[0])
+        ii = np.float64(init[1])
+        if multiply:
+            re, im = re * ir - im * ii, re * ii + im * ir
+        else:
+            re += ir
+            im += ii
+        out[2 * o] = re
+        out[2 * o + 1] = im
+        o += step
+
+
+@gpu_op("reduce-window", note="reducers the CPU does not evaluate elementwise "
+                              "(reduce.is_vectorizable): cpu fallback")
 def reduce_window(*operands, shape, to_apply, ctx, window=None):
     kind = simple_reducer(to_apply.computation)
+    complex_fast = len(operands) == 2 and operands[0].et.is_complex \
+        and kind in ("add", "multiply") and not isinstance(shape, TupleShape) \
+        and operands[0].et == shape.element_type and operands[1].et == shape.element_type
     if len(operands) != 2 or isinstance(shape, TupleShape) or kind is None \
-            or operands[0].et != shape.element_type:
+            or operands[0].et != shape.element_type or \
+            (operands[0].et.is_complex and not complex_fast):
         return _general_reduce_window(operands, shape, to_apply.computation, window, ctx)
     x, init = operands
     et = shape.element_type
+    if complex_fast:
+        from .complex_elementwise import parts
+        out = empty(shape.dims, et)
+        geo = _Geometry(x.shape, shape.dims, window_dims(window, x.ndim))
+        launch(_complex_window_kernel, out.size, parts(x), parts(init), parts(out), out.size,
+               kind == "multiply", *geo.args())
+        return out
     op, widen = combiner(kind, et)
     wdims = window_dims(window, x.ndim)
     out = empty(shape.dims, et)
@@ -328,17 +383,19 @@ def _scatter_windows_kernel(op, cls):
     return k
 
 
-@gpu_op("select-and-scatter", note="select/scatter computations with ops without GPU "
-                                   "element functions, complex: cpu fallback")
+@gpu_op("select-and-scatter", note="select/scatter computations the CPU does not evaluate "
+                                   "elementwise (reduce.is_vectorizable): cpu fallback")
 def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=None):
     from .computation import compile_computation
     et = shape.element_type
     if source.et != et or init.et != et:
         raise GpuFallback("select-and-scatter whose source, init and result types differ")
     xcls = type_class(x.et)
-    if xcls not in ("sint", "uint", "pred", "f32", "f64", "narrow"):
+    if xcls not in ("sint", "uint", "pred", "f32", "f64", "narrow", "complex"):
         raise GpuFallback(f"select-and-scatter of {x.et.name} has no GPU kernel")
-    sel = select_compare(select.computation)
+    # complex operands or results: the compiled computations (complex_elementwise's part
+    # functions), as the CPU applies them element by element
+    sel = select_compare(select.computation) if xcls != "complex" else None
     if sel is not None:
         direction, total_order, swapped = sel
         cmp = DIRECTIONS[direction]
@@ -350,7 +407,7 @@ def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=N
                 [r.name for r in compiled.results] != ["pred"]:
             raise GpuFallback("the select computation has ops without GPU element functions")
         cmp, key, swapped = compiled.fn, LOAD["raw"], False
-    kind = simple_reducer(scatter.computation)
+    kind = simple_reducer(scatter.computation) if not et.is_complex else None
     if kind is not None:
         op, op_class = combiner(kind, et)[0], type_class(et)
     else:
@@ -402,7 +459,8 @@ def _map_kernel(compiled, arity: int):
     return hit[1]
 
 
-@gpu_op("map", note="computations with ops without GPU element functions: cpu fallback")
+@gpu_op("map", note="computations the CPU does not evaluate elementwise "
+                    "(reduce.is_vectorizable): cpu fallback")
 def map_(*operands, shape, to_apply, ctx):
     """operation_semantics §Map: the computation compiled for the device
     (``gpu/computation.py``), one thread per element."""

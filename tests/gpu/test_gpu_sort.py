@@ -159,3 +159,53 @@ def test_sort_lexicographic_comparator_from_jax():
     ref = fn(a, b, c)
     for got, want in zip(out, ref):
         assert np.array_equal(got, np.asarray(want))  # jax itself
+
+
+CPLX_CMP = """HloModule c
+cmp {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  x = s32[] parameter(2)
+  y = s32[] parameter(3)
+  ra = {p}[] real(a)
+  rb = {p}[] real(b)
+  lt = pred[] compare(ra, rb), direction=LT
+  eq = pred[] compare(ra, rb), direction=EQ
+  ia = {p}[] imag(a)
+  ib = {p}[] imag(b)
+  ilt = pred[] compare(ia, ib), direction=LT
+  both = pred[] and(eq, ilt)
+  ROOT r = pred[] or(lt, both)
+}}
+ENTRY e {{
+  p0 = {t}[3,9] parameter(0)
+  p1 = s32[3,9] parameter(1)
+  ROOT s = ({t}[3,9], s32[3,9]) sort(p0, p1), dimensions={{1}}, is_stable=true, to_apply=cmp
+}}
+"""
+
+
+@pytest.mark.parametrize("t", ["c64", "c128"])
+def test_sort_complex_keys_lexicographic_comparator(t):
+    # complex keys ordered by (real, imag) through real/imag and compares: compiled
+    x = (np.round(RNG.standard_normal((3, 9))) + 1j * np.round(RNG.standard_normal((3, 9))))
+    x = x.astype(np.complex64 if t == "c64" else np.complex128)
+    idx = np.arange(27, dtype=np.int32).reshape(3, 9)
+    text = CPLX_CMP.format(t=t, p="f32" if t == "c64" else "f64")
+    keys, perm = check(text, x, idx, xla="required")
+    for r, row in enumerate(x):  # by hand: a stable sort
+        order = sorted(range(9), key=lambda j: (row[j].real, row[j].imag, j))
+        assert perm[r].tolist() == [9 * r + j for j in order]
+        assert np.array_equal(keys[r], row[order])
+
+
+@pytest.mark.parametrize("t", ["c64", "c128"])
+def test_complex_order_is_an_error_on_both_backends(t):
+    # no order on complex values: LT comparators and topk raise the cpu's error, never a
+    # silent fallback
+    x = np.array([1 + 2j, 0, -1j], np.complex64 if t == "c64" else np.complex128)
+    for text in (sort_module([t], (3,), 0), topk_module(t, (3,), 2, True)):
+        for backend in ("cpu", "gpu"):
+            kw = {"fallback": False} if backend == "gpu" else {}
+            with pytest.raises(hloref.HloEvalError, match="not defined on c|complex values"):
+                hloref.evaluate(text, x, backend=backend, **kw)

@@ -254,3 +254,83 @@ def test_scan(t, reverse):
             wrapped = (x[i].astype(np.int64) + run.astype(np.int64)).astype(np.int32)  # s32 wraps
             assert np.array_equal(ys[i], wrapped)
         run = np.fmax(x[i].astype(np.float64), run) if t != "s32" else np.maximum(x[i], run)
+
+
+def _cvalues(t, dims, seed):
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(dims))
+    v = rng.standard_normal(n) + 1j * rng.standard_normal(n)
+    v[: n // 3] = np.round(v[: n // 3].real)  # ties of real parts, zero imaginary parts
+    return v.astype(np.complex64 if t == "c64" else np.complex128).reshape(dims)
+
+
+@pytest.mark.parametrize("t", ["c64", "c128"])
+@pytest.mark.parametrize("op", ["add", "multiply", "maximum", "minimum"])
+def test_reduce_window_complex(t, op):
+    """add/multiply accumulate in c128 parts (within the accumulation bound of the cpu
+    and XLA:CPU); maximum/minimum (lexicographic) run the compiled tree, exact."""
+    for k, (xd, od, win) in enumerate(WINDOWS):
+        x = _cvalues(t, _dims(xd), k) * (0.7 if op == "multiply" else 1)
+        init = np.asarray({"add": 0.5 - 1j, "multiply": 1 + 0.25j, "maximum": -50,
+                           "minimum": 50}[op]).astype(x.dtype)
+        text = module([f"{t}{xd}", f"{t}[]"], f"reduce-window(p0, p1), window={{{win}}}, "
+                      "to_apply=red", f"{t}{od}", extra=REDUCER.format(t=t, op=op))
+        n = int(np.prod([int(v) for v in win.split()[0][5:].split("x")])) + 1
+        mag = (np.abs(x.astype(np.complex128)).max() + 1.25) ** (n if op == "multiply" else 1)
+        atol = accumulation_atol(2 * n, 2 * n * mag, element_type(t)) \
+            if op in ("add", "multiply") else None
+        # XLA:CPU has no complex maximum/minimum: those against the cpu backend
+        out = check(text, x, init, opcode="reduce-window", exact=atol is None, atol=atol,
+                    xla="required" if atol is not None else False)
+        if k == 3:  # by hand, the 1-D window: size 3, stride 2, padding 2 low, 1 high
+            xp = [None, None] + list(x.astype(np.complex128)) + [None]
+            for o in range(4):
+                win_vals = [v for v in xp[2 * o: 2 * o + 3] if v is not None]
+                if op == "add":
+                    want = sum(win_vals) + init
+                elif op == "multiply":
+                    want = np.prod(win_vals) * init
+                else:
+                    key = sorted(win_vals + [init], key=lambda z: (z.real, z.imag))
+                    want = key[-1] if op == "maximum" else key[0]
+                np.testing.assert_allclose(out[o], want, rtol=1e-5)
+
+
+CSAS = """
+sel {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ra = {p}[] real(a)
+  rb = {p}[] real(b)
+  ROOT c = pred[] compare(ra, rb), direction=GE
+}}
+red {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] add(a, b)
+}}
+"""
+
+
+@pytest.mark.parametrize("t", ["c64", "c128"])
+def test_select_and_scatter_complex(t):
+    # select by the real part (ties keep the first), scatter adds: exact (c64 parts add
+    # in f32 like the cpu's numpy)
+    p = "f32" if t == "c64" else "f64"
+    for k, (xd, sd, win) in enumerate(SAS_WINDOWS):
+        x, src = _cvalues(t, _dims(xd), 10 + k), _cvalues(t, _dims(sd), 20 + k)
+        text = module([f"{t}{xd}", f"{t}{sd}", f"{t}[]"],
+                      f"select-and-scatter(p0, p1, p2), window={{{win}}}, select=sel, "
+                      "scatter=red", f"{t}{xd}", extra=CSAS.format(t=t, p=p))
+        init = np.asarray(1 - 1j).astype(x.dtype)
+        out = check(text, x, src, init, opcode="select-and-scatter", xla="required")
+        if k == 2:  # by hand: size 2, stride 2, padding 0 low 1 high over 5 elements
+            want = np.full(5, init, np.complex128)
+            for s_, start in enumerate((0, 2, 4)):
+                cands = [j for j in range(start, min(start + 2, 5))]
+                best = cands[0]
+                for j in cands[1:]:
+                    if not x[best].real >= x[j].real:
+                        best = j
+                want[best] += src[s_]
+            np.testing.assert_allclose(out, want, rtol=1e-6)
