@@ -9,7 +9,10 @@ window dilation, stride; padding and holes are skipped, not filled with the init
   integers wrap), the window's value is combined with the init value last; a window on
   no operand element gives the init value. Any other reducer (variadic too) that the
   computation compiler (``gpu/computation.py``) accepts runs the CPU's masked pairwise
-  tree over the window positions, bit-exact; the rest runs on the CPU.
+  tree over the window positions, bit-exact; the rest runs on the CPU. Complex
+  add/multiply accumulate the window in f64 parts with the CPU's identity (-0-0j, 1+0j)
+  on padding and holes, then the init, rounded once; other complex reducers (maximum,
+  minimum...) run compiled.
 * ``select-and-scatter``: one thread per source element (window) picks its operand
   element as the CPU does (the first valid one, replaced by each later candidate
   unless ``select(choice, candidate)``); then one thread per operand element starts
@@ -18,7 +21,8 @@ window dilation, stride; padding and holes are skipped, not filled with the init
   ``scatter(current, source)`` rounded to the element type. ``select`` is one
   ``compare`` of its two parameters (either order, FLOAT or TOTALORDER) or any
   computation the computation compiler (``gpu/computation.py``) accepts, and so is
-  ``scatter``; other computations run on the CPU.
+  ``scatter``; other computations run on the CPU. Complex operands (or results) always
+  take the compiled computations.
 * ``map``: the computation compiled to a device function (``gpu/computation.py``), one
   thread per element.
 * ``scan``: the body in the GPU interpreter per position, inputs sliced and outputs
