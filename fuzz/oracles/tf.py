@@ -79,8 +79,8 @@ from typing import Any
 import numpy as np
 
 from .errors import OracleError, OracleUnsupported
-from .xla import (ExecutableCache, _flatten_arg, _rebuild, _shape_str,  # shared with XLA
-                  load_program)
+from .xla import (ExecutableCache, flatten_argument, load_program,  # shared with XLA
+                  rebuild_result, xla_shape_text)
 
 __all__ = ["TfExecutable", "compile_hlo", "run_hlo", "available", "clear_cache",
            "native_module", "native_function", "tf_modules", "OracleError", "OracleUnsupported",
@@ -214,7 +214,7 @@ def _leaves(shape, out: list) -> list:
 
 def _type_name(shape) -> str:
     """The HLO element-type name of an array shape (``f32``, ``bf16``...)."""
-    s = _shape_str(shape)
+    s = xla_shape_text(shape)
     return s.split("[", 1)[0]
 
 
@@ -391,7 +391,7 @@ class TfExecutable:
                               f"got {len(args)}")
         flat: list[np.ndarray] = []
         for i, (a, s) in enumerate(zip(args, self.parameter_shapes)):
-            _flatten_arg(a, s, f"argument {i}", flat)
+            flatten_argument(a, s, f"argument {i}", flat)
         return flat
 
     def run(self, *args):
@@ -416,7 +416,7 @@ class TfExecutable:
                               f"{len(self._out_leaves)} leaves")
         leaves = [_from_carrier(a, s) for a, s in zip(leaves, self._out_leaves)]
         it = iter(leaves)
-        return _rebuild(self.result_shape, it)
+        return rebuild_result(self.result_shape, it)
 
     __call__ = run
 
@@ -446,8 +446,8 @@ class TfExecutable:
         return self._compiler_ir("hlo")
 
     def __repr__(self) -> str:
-        params = ", ".join(_shape_str(s) for s in self.parameter_shapes)
-        return f"<TfExecutable ({params}) -> {_shape_str(self.result_shape)}>"
+        params = ", ".join(xla_shape_text(s) for s in self.parameter_shapes)
+        return f"<TfExecutable ({params}) -> {xla_shape_text(self.result_shape)}>"
 
 
 

@@ -133,7 +133,8 @@ def _message(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _shape_str(shape) -> str:
+def xla_shape_text(shape) -> str:
+    """An XLA (xla_client) shape as text for messages."""
     try:
         return str(shape)
     except Exception:  # pragma: no cover
@@ -169,10 +170,10 @@ def load_program(text: str, xc, who: str, unsupported_types: dict[str, str]):
     for i, sh in enumerate(parameter_shapes):
         if _has_token(sh):
             raise OracleUnsupported(f"{who} cannot pass token parameters "
-                                    f"(parameter {i}: {_shape_str(sh)})")
+                                    f"(parameter {i}: {xla_shape_text(sh)})")
     if _has_token(result_shape):
         raise OracleUnsupported(f"{who} cannot return tokens (result shape "
-                                f"{_shape_str(result_shape)})")
+                                f"{xla_shape_text(result_shape)})")
     return proto, parameter_shapes, result_shape
 
 
@@ -255,7 +256,7 @@ class XlaExecutable:
             return self._run_devices(args)
         flat: list[np.ndarray] = []
         for i, (a, s) in enumerate(zip(args, self.parameter_shapes)):
-            _flatten_arg(a, s, f"argument {i}", flat)
+            flatten_argument(a, s, f"argument {i}", flat)
         jax = _jax_state["jax"]
         try:
             with jax.enable_x64(True):
@@ -267,11 +268,11 @@ class XlaExecutable:
         except Exception as e:
             raise OracleError(f"XLA:CPU failed to run the module: {_message(e)}") from e
         it = iter(leaves)
-        value = _rebuild(self.result_shape, it)
+        value = rebuild_result(self.result_shape, it)
         rest = sum(1 for _ in it)
         if rest:  # pragma: no cover - would mean the flattening convention changed
             raise OracleError(f"XLA:CPU returned {len(leaves)} buffers, {rest} more than the "
-                              f"result shape {_shape_str(self.result_shape)} has leaves")
+                              f"result shape {xla_shape_text(self.result_shape)} has leaves")
         return value
 
     __call__ = run
@@ -289,7 +290,7 @@ class XlaExecutable:
                 raise OracleError(f"argument {i}: the module runs on {n} devices: give a list "
                                   f"of {n} per-device values")
             for d in range(n):
-                _flatten_arg(a[d], s, f"argument {i} on device {d}", per_device[d])
+                flatten_argument(a[d], s, f"argument {i} on device {d}", per_device[d])
         jax = _jax_state["jax"]
         sharding = NamedSharding(Mesh(np.array(self._devices), ("devices",)),
                                  PartitionSpec("devices"))
@@ -307,15 +308,15 @@ class XlaExecutable:
                 leaves = [[np.array(o[d]) for o in outs] for d in range(n)]
         except Exception as e:
             raise OracleError(f"XLA:CPU failed to run the module: {_message(e)}") from e
-        return [_rebuild(self.result_shape, iter(device_leaves)) for device_leaves in leaves]
+        return [rebuild_result(self.result_shape, iter(device_leaves)) for device_leaves in leaves]
 
     def optimized_hlo(self) -> str:
         """The HLO text of the module after XLA:CPU's optimization passes."""
         return self._exe.hlo_modules()[0].to_string()
 
     def __repr__(self) -> str:
-        params = ", ".join(_shape_str(s) for s in self.parameter_shapes)
-        return f"<XlaExecutable ({params}) -> {_shape_str(self.result_shape)}>"
+        params = ", ".join(xla_shape_text(s) for s in self.parameter_shapes)
+        return f"<XlaExecutable ({params}) -> {xla_shape_text(self.result_shape)}>"
 
 
 _DEVICE_COUNTS_RE = re.compile(r"\b(replica_count|num_partitions)\s*=\s*(\d+)")
@@ -336,36 +337,39 @@ def _has_token(shape) -> bool:
     return shape.is_token()
 
 
-def _flatten_arg(a, shape, where: str, out: list) -> None:
+def flatten_argument(a, shape, where: str, out: list) -> None:
+    """Append argument ``a``'s leaves (C-contiguous arrays) to ``out``, checked against
+    the XLA parameter ``shape``; ``where`` names the argument in errors."""
     if shape.is_tuple():
         subs = shape.tuple_shapes()
         if not isinstance(a, (tuple, list)) or len(a) != len(subs):
             raise OracleError(f"{where}: expected a tuple of {len(subs)} for "
-                              f"{_shape_str(shape)}, got {type(a).__name__}"
+                              f"{xla_shape_text(shape)}, got {type(a).__name__}"
                               + (f" of {len(a)}" if isinstance(a, (tuple, list)) else ""))
         for j, (x, s) in enumerate(zip(a, subs)):
-            _flatten_arg(x, s, f"{where}[{j}]", out)
+            flatten_argument(x, s, f"{where}[{j}]", out)
         return
     if not shape.is_array():
-        raise OracleUnsupported(f"{where}: cannot pass a value of shape {_shape_str(shape)}")
+        raise OracleUnsupported(f"{where}: cannot pass a value of shape {xla_shape_text(shape)}")
     want = np.dtype(shape.numpy_dtype())
     dims = tuple(shape.dimensions())
     if isinstance(a, (tuple, list)):
-        raise OracleError(f"{where}: expected an array for {_shape_str(shape)}, got a "
+        raise OracleError(f"{where}: expected an array for {xla_shape_text(shape)}, got a "
                           f"{type(a).__name__}")
     arr = np.asarray(a)
     if arr.dtype != want:
         raise OracleError(f"{where}: dtype {arr.dtype} does not match the parameter's "
-                          f"element type ({_shape_str(shape)} wants {want})")
+                          f"element type ({xla_shape_text(shape)} wants {want})")
     if arr.shape != dims:
         raise OracleError(f"{where}: shape {arr.shape} does not match the parameter's "
-                          f"dimensions {dims} ({_shape_str(shape)})")
+                          f"dimensions {dims} ({xla_shape_text(shape)})")
     out.append(arr if arr.flags.c_contiguous else arr.copy(order="C"))
 
 
-def _rebuild(shape, leaves):
+def rebuild_result(shape, leaves):
+    """The result value of XLA ``shape`` (nested tuples) from an iterator of buffers."""
     if shape.is_tuple():
-        return tuple(_rebuild(s, leaves) for s in shape.tuple_shapes())
+        return tuple(rebuild_result(s, leaves) for s in shape.tuple_shapes())
     try:
         leaf = next(leaves)
     except StopIteration:  # pragma: no cover
