@@ -19,8 +19,10 @@ to the host.
   of scatter indices index tests. Combiners: one commutative op of the two parameters
   (``reduce.simple_reducer``: add, multiply, maximum, minimum, and, or, xor) on
   integer, pred and real float types, overwrite (``ROOT`` the update parameters,
-  variadic too) on every element type, and any single-operand combiner the computation
-  compiler (``gpu/computation.py``) accepts; other combiners run on the CPU.
+  variadic too) on every element type, and any combiner the computation compiler
+  (``gpu/computation.py``) accepts: complex ones, and variadic ones (one thread per
+  element of all the operands, applying the tuple-valued combiner); combiners the CPU
+  does not evaluate elementwise run on the CPU.
 * ``dynamic-slice`` / ``dynamic-update-slice``: the start scalars are loaded into one
   int64 device array, then one thread per result (update) element clamps and moves.
 """
@@ -382,8 +384,40 @@ def _scatter_combine_kernel(op, cls):
     return k
 
 
-@gpu_op("scatter", note="variadic combiners other than overwrite, combiners with ops without "
-                        "GPU element functions: cpu fallback")
+_VARIADIC: dict = {}
+
+
+def _scatter_variadic_kernel(compiled, n: int):
+    """Each thread owns one element of every operand and applies
+    ``f(outs[t]..., updates[u]...)`` (a tuple of ``n`` storage values) per update that
+    lands on it, in scatter-index order."""
+    key = (id(compiled), n)
+    hit = _VARIADIC.get(key)
+    if hit is None:
+        outs = [f"o{j}" for j in range(n)]
+        upds = [f"u{j}" for j in range(n)]
+        source = "\n".join(
+            [f"def k({', '.join(outs + upds)}, count, rank, odims, n_scatter, starts, valid, "
+             "ubase, fullw, uwstr):",
+             "    t = cuda.grid(1)",
+             "    step = cuda.gridsize(1)",
+             "    while t < count:",
+             "        for i in range(n_scatter):",
+             "            if valid[i] != 0:",
+             "                u = update_offset(t, i, rank, odims, starts, fullw, uwstr, ubase)",
+             "                if u >= 0:",
+             f"                    c = f({', '.join(o + '[t]' for o in outs)}, "
+             f"{', '.join(x + '[u]' for x in upds)})"]
+            + [f"                    {o}[t] = c[{j}]" for j, o in enumerate(outs)]
+            + ["        t += step"]) + "\n"
+        ns = {"cuda": cuda, "f": compiled.fn, "update_offset": _update_offset}
+        exec(compile(source, "<gpu variadic scatter>", "exec"), ns)
+        hit = _VARIADIC[key] = (compiled, cuda.jit(ns["k"]))
+    return hit[1]
+
+
+@gpu_op("scatter", note="combiners the CPU does not evaluate elementwise "
+                        "(reduce.is_vectorizable): cpu fallback")
 def scatter(*args, shape, update_window_dims, inserted_window_dims,
             scatter_dims_to_operand_dims, index_vector_dim, to_apply, ctx, input_batching_dims=(),
             scatter_indices_batching_dims=()):
@@ -393,20 +427,23 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims,
     operands, indices, updates = args[:n], args[n], args[n + 1:]
     comp = to_apply.computation
     overwrite = overwrite_combiner(comp, n)
-    op, op_class = None, None
+    op, op_class, variadic = None, None, None
     if not overwrite:
-        kind = simple_reducer(comp) if n == 1 else None
+        kind = simple_reducer(comp) if n == 1 and not operands[0].et.is_complex else None
         if kind is not None and comp.parameters[0].shape.element_type == operands[0].et:
             op = combiner(kind, operands[0].et)[0]
-        else:  # any other single-operand combiner the computation compiler accepts
+        else:  # any other combiner the computation compiler accepts (variadic, complex)
             from .computation import compile_computation
-            compiled = compile_computation(comp, ctx.module) if n == 1 else None
-            et = operands[0].et
-            if compiled is None or compiled.params != [et, updates[0].et] \
-                    or compiled.results != [et]:
+            compiled = compile_computation(comp, ctx.module)
+            ets = [o.et for o in operands]
+            if compiled is None or compiled.params != ets + [u.et for u in updates] \
+                    or compiled.results != ets or compiled.tuple_result != (n > 1):
                 raise GpuFallback("the scatter combiner is not an overwrite, and not a "
-                                  "single-operand computation with GPU element functions")
-            op, op_class = compiled.fn, "raw"
+                                  "computation with GPU element functions of the operand types")
+            if n == 1:
+                op, op_class = compiled.fn, "raw"
+            else:
+                variadic = compiled
     cls = _index_class(indices.et, "scatter")
     dims = operands[0].shape
     rank = len(dims)
@@ -445,6 +482,10 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims,
     geometry = (rank, int_tuple(dims), ix.n, starts, valid, ubase, int_tuple(fullw),
                 int_tuple(uwstr))
     size = operands[0].size
+    if variadic is not None:
+        launch(_scatter_variadic_kernel(variadic, n), size, *[o.data for o in outs],
+               *[u.data for u in updates], size, *geometry)
+        return tuple(outs)
     for out, upd in zip(outs, updates):
         if overwrite:
             launch(_scatter_overwrite, size, out.data, upd.data, size, *geometry)

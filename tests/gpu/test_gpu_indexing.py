@@ -9,9 +9,10 @@ import pytest
 
 import hloref
 from hloref.errors import HloEvalError
+from hloref.fuzz.compare import accumulation_atol
 from hloref.types import element_type
 
-from gpu_check import check, module, values
+from gpu_check import RNG, check, module, values
 
 #: element types moved as storage bits (one row per storage class); XLA:CPU runs all
 #: but the sub-byte integer (s4), checked against the cpu backend only
@@ -260,3 +261,67 @@ comb {
     for k in (0, 2, 4):
         row = [comb(a, b) for a, b in zip(row, u[k])]
     assert out[1].tolist() == row
+
+
+VARIADIC_ARGMAX = """HloModule v
+comb {
+  a0 = f32[] parameter(0)
+  a1 = s32[] parameter(1)
+  b0 = f32[] parameter(2)
+  b1 = s32[] parameter(3)
+  gt = pred[] compare(b0, a0), direction=GT
+  eq = pred[] compare(b0, a0), direction=EQ
+  lt = pred[] compare(b1, a1), direction=LT
+  tie = pred[] and(eq, lt)
+  take = pred[] or(gt, tie)
+  v = f32[] select(take, b0, a0)
+  i = s32[] select(take, b1, a1)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+ENTRY e {
+  x = f32[6] parameter(0)
+  y = s32[6] parameter(1)
+  i = s32[7,1] parameter(2)
+  u = f32[7] parameter(3)
+  v = s32[7] parameter(4)
+  ROOT s = (f32[6], s32[6]) scatter(x, y, i, u, v), update_window_dims={},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,
+      to_apply=comb
+}
+"""
+
+
+def test_scatter_variadic_argmax_combiner():
+    # a variadic combiner that is not an overwrite (scatter-argmax): compiled, one thread
+    # per element of both operands, updates in index order
+    x = np.full(6, -np.inf, np.float32)
+    y = np.full(6, -1, np.int32)
+    idx = np.array([[2], [5], [2], [9], [0], [2], [5]], np.int32)
+    u = np.array([1.0, 3.0, 4.0, 9.0, -2.0, 4.0, 3.0], np.float32)
+    v = np.arange(7, dtype=np.int32) * 10
+    vals, ids = check(VARIADIC_ARGMAX, x, y, idx, u, v, xla="required")
+    # by hand: element 2 sees 1.0 (0), 4.0 (20), 4.0 (50, a tie with a larger index);
+    # element 5 sees 3.0 (10) then 3.0 (60); index 9 is out of bounds
+    assert vals.tolist() == [-2.0, -np.inf, 4.0, -np.inf, -np.inf, 3.0]
+    assert ids.tolist() == [40, -1, 20, -1, -1, 10]
+
+
+@pytest.mark.parametrize("t", ["c64", "c128"])
+@pytest.mark.parametrize("op", ["add", "multiply"])
+def test_scatter_complex_combiner(t, op):
+    # complex add/multiply combiners run compiled, each combine rounded to the type as the
+    # cpu does (multiply: the cpu's numpy loop may fuse a product: an ulp)
+    dt = np.complex64 if t == "c64" else np.complex128
+    x = (RNG.standard_normal((6, 4)) + 1j * RNG.standard_normal((6, 4))).astype(dt)
+    u = (RNG.standard_normal((5, 4)) + 1j * RNG.standard_normal((5, 4))).astype(dt)
+    idx = np.array([[1], [4], [1], [6], [1]], np.int32)
+    text = _scatter_text(t, op, 0)
+    atol = accumulation_atol(8, 8 * (np.abs(x) + 1) ** 4, element_type(t)) \
+        if op == "multiply" else None
+    out = check(text, x, idx, u, opcode="scatter", exact=op == "add", atol=atol,
+                xla="required")
+    w = x.astype(np.complex128)
+    for k in (0, 2, 4):
+        w[1] = w[1] + u[k] if op == "add" else w[1] * u[k]
+    w[4] = w[4] + u[1] if op == "add" else w[4] * u[1]
+    np.testing.assert_allclose(out, w, rtol=1e-5)
