@@ -139,11 +139,15 @@ def element_fn(opname: str, et):
     return _pick(table, et, opname)
 
 
-def _elementwise(opname: str, table: dict, *, note=""):
+def _elementwise(opname: str, table: dict, *, note="", undefined=()):
     """Register ``opname`` as ``table[kind](*operand values)`` over the result type
-    (complex operands: ``complex_elementwise``'s kernels where it has one)."""
+    (complex operands: ``complex_elementwise``'s kernels where it has one). ``undefined``:
+    operand kinds on which the op is an error (on the CPU backend and in XLA), raised as
+    ``HloEvalError``, not a fallback."""
 
     def evaluate(*xs, shape):
+        if element_kind(xs[0].et) in undefined:
+            raise HloEvalError(f"{opname} is not defined on {xs[0].et.name} values")
         if element_kind(xs[0].et) == "complex":
             return _complex_op(opname, xs, shape)
         fn = _pick(table, xs[0].et, opname)
@@ -497,7 +501,8 @@ def fmin(a, b):
 
 
 _elementwise("add", {"int": add, "float": add, "pred": or_pred})
-_elementwise("subtract", {"int": _sub, "float": _sub}, note="pred: cpu fallback")
+# pred subtract: numpy has none (the CPU backend fails) and StableHLO rejects i1 operands
+_elementwise("subtract", {"int": _sub, "float": _sub}, undefined=("pred",))
 _elementwise("multiply", {"int": mul, "float": mul, "pred": and_pred})
 _elementwise("divide", {"sint": sdiv, "uint": udiv, "float": _fdiv})
 _elementwise("remainder", {"sint": srem, "uint": urem, "float": _frem})

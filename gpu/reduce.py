@@ -16,8 +16,9 @@ element combines the reduced elements in the CPU's balanced tree order
 (``reduce.tree_reduce``), each step rounding to the element types as the CPU does, so
 results are bit-exact. Complex add/multiply reduces accumulate in f64 parts
 (``_complex_kernel``; the CPU's c128 numpy reduce in another order: the accumulation
-bound). Other reducers with ops that have no GPU element function (complex maximum,
-shifts...) run on the CPU.
+bound); other complex reducers (maximum, minimum...) run compiled. Reducers the CPU
+does not evaluate elementwise (``reduce.is_vectorizable``; it applies them one element at
+a time in another order) run on the CPU.
 """
 
 from __future__ import annotations
@@ -245,8 +246,8 @@ def _complex_kernel(x, init, out, n, kept, ks, red, rs, total, multiply):
         o += step
 
 
-@gpu_op("reduce", note="reducers with ops without GPU element functions, complex reducers "
-        "other than add/multiply: cpu fallback")
+@gpu_op("reduce", note="reducers the CPU does not evaluate elementwise "
+        "(reduce.is_vectorizable): cpu fallback")
 def reduce(*operands, shape, dimensions, to_apply, ctx):
     kind = simple_reducer(to_apply.computation)
     if len(operands) == 2 and operands[0].et.is_complex and kind in ("add", "multiply") \

@@ -247,3 +247,16 @@ def test_complex_reducer_not_one_op(t):
     got = check(text, x, init, exact=False, opcode="reduce", xla="required",
                 atol=accumulation_atol(14, 2 * mag, element_type(t)))
     np.testing.assert_allclose(got, x.astype(np.complex128).prod(axis=1) * init, rtol=1e-5)
+
+
+def test_pred_subtract_is_an_error_on_both_backends():
+    # no kernel to add: the cpu backend fails (numpy has no boolean subtract) and XLA
+    # rejects i1 operands; the gpu backend raises the same kind of error, no fallback
+    import hloref
+    text = module(["pred[4]", "pred[4]"], "subtract(p0, p1)", "pred[4]")
+    a, b = np.array([0, 0, 1, 1], bool), np.array([0, 1, 0, 1], bool)
+    for backend in ("cpu", "gpu"):
+        kw = {"fallback": False} if backend == "gpu" else {}
+        with pytest.raises(hloref.HloEvalError, match="subtract") as info:
+            hloref.evaluate(text, a, b, backend=backend, **kw)
+        assert not isinstance(info.value, hloref.HloUnsupportedError)
