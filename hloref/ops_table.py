@@ -31,13 +31,13 @@ _SHORT = {"f8e5m2": "e5m2", "f8e4m3": "e4m3", "f8e4m3fn": "e4m3fn", "f8e4m3b11fn
 def element_types_for(opcode: str) -> tuple[str, ...]:
     """Names of the array element types ``opcode`` takes (its main operand's, or its
     result's for opcodes without array operands), in ``ARRAY_TYPES`` order."""
-    from .shape_inference import BINARY_KINDS, UNARY_KINDS, _element_kind_ok
+    from .shape_inference import BINARY_KINDS, UNARY_KINDS, element_kind_ok
     if opcode in _FIXED:
         return _FIXED[opcode]
     if opcode == "complex":
         return ("f32", "f64")
     kinds = UNARY_KINDS.get(opcode) or BINARY_KINDS.get(opcode) or _KINDS.get(opcode, "fcsup")
-    return tuple(t.name for t in ARRAY_TYPES if _element_kind_ok(t, kinds))
+    return tuple(t.name for t in ARRAY_TYPES if element_kind_ok(t, kinds))
 
 
 def type_matrix() -> list[tuple[str, tuple[bool, ...]]]:

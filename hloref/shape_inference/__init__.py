@@ -54,9 +54,6 @@ from .declared import DECLARED, FREE_ELEMENT_TYPE, FREE_PARTS, infer_declared
 from .elementwise import (BINARY_KINDS, BINARY_OPCODES, COMPARE_DIRECTIONS, COMPARE_TYPES,
                           UNARY_KINDS, UNARY_OPCODES)
 
-#: Compatibility name for ``hloref/ops_table.py`` (reads it as a private helper).
-_element_kind_ok = element_kind_ok
-
 __all__ = ["ShapeError", "INFER", "infer", "infer_shape", "FREE_PARTS", "FREE_ELEMENT_TYPE",
            "DECLARED", "shape_str", "same_shape", "window_output_dim", "element_kind_ok",
            "KIND_WORDS", "UNARY_KINDS", "BINARY_KINDS", "UNARY_OPCODES", "BINARY_OPCODES",
