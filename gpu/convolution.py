@@ -8,29 +8,77 @@ base-dilated, padded input coordinate ``s * stride + k * window_dilation - paddi
 ``dot``: float results accumulate in f64 and round once (the CPU sums per window
 offset with einsum: a different order, covered by the accumulation bound); integer
 results wrap in int64/uint64; operands of another type than the result are converted
-to it on the device first (``dot.accumulation``, the CPU's rule). Complex and pred
-convolutions run on the CPU.
+to it on the device first (``dot.accumulation``, the CPU's rule); pred results are the
+OR of ANDs (the CPU's nonzero sum of 0/1 products). Complex results accumulate in f64
+parts (the CPU: c128), real operands made complex first (``dot.complex_operand``).
 """
 
 from __future__ import annotations
 
 import functools
+
+import numpy as np
 from numba import cuda
 
 from hloref.attrs import Window, WindowDim
 from hloref.errors import HloEvalError
 
+from . import complex_elementwise
 from .device import LOAD, STORE, empty, type_class, type_params
-from .dot import accumulation
+from .dot import accumulation, complex_operand
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 from .shape_ops import row_major_strides
 
 OP_FAMILY = True
 
+@functools.cache  # one element reader per type class
+def _reader(cls):
+    """``read(array, i, p)``: the compute value of element ``i`` (complex: the f64 parts
+    of the interleaved storage, as a pair)."""
+    if cls == "complex":
+        @cuda.jit(device=True)
+        def read(arr, i, p):
+            return np.float64(arr[2 * i]), np.float64(arr[2 * i + 1])
+    else:
+        load = LOAD[cls]
+
+        @cuda.jit(device=True)
+        def read(arr, i, p):
+            return load(arr[i], p)
+    return read
+
+
+@functools.cache  # one element writer per type class
+def _writer(cls):
+    if cls == "complex":
+        @cuda.jit(device=True)
+        def write(arr, i, v, p):
+            arr[2 * i] = v[0]
+            arr[2 * i + 1] = v[1]
+    else:
+        store = STORE[cls]
+
+        @cuda.jit(device=True)
+        def write(arr, i, v, p):
+            arr[i] = store(v, p)
+    return write
+
+
+@cuda.jit(device=True)
+def _fma_c(acc, a, b):
+    """Complex multiply-add in f64 parts (the CPU: c128 products and sums)."""
+    return (acc[0] + (a[0] * b[0] - a[1] * b[1]), acc[1] + (a[0] * b[1] + a[1] * b[0]))
+
+
+@cuda.jit(device=True)
+def _zero_c(x):
+    return np.float64(0.0), np.float64(0.0)
+
+
 @functools.cache  # one compiled kernel per combination
 def _kernel(fma, zero, ca, cb, co):
-    la, lb, store = LOAD[ca], LOAD[cb], STORE[co]
+    la, lb, store = _reader(ca), _reader(cb), _writer(co)
 
     @cuda.jit
     def k(x, w, out, n, odims, ostr, xs_n, xs_c, xstr, xsize, ws_o, ws_i, wstr, wsize,
@@ -84,11 +132,16 @@ def _kernel(fma, zero, ca, cb, co):
                         kk = wsize[d] - 1 - kd
                     woff += kk * wstr[d]
                 if inside:
-                    acc = fma(acc, la(x[xoff], pa), lb(w[woff], pb))
-            out[ooff] = store(acc, po)
+                    acc = fma(acc, la(x, xoff, pa), lb(w, woff, pb))
+            store(out, ooff, acc, po)
             o += gstep
 
     return k
+
+
+def _storage(x):
+    """The flat storage a kernel reads: complex values as their interleaved parts."""
+    return complex_elementwise.parts(x) if x.et.is_complex else x.data
 
 
 def _t(values, pad):
@@ -96,13 +149,19 @@ def _t(values, pad):
     return values if values else (pad,)
 
 
-@gpu_op("convolution", note="complex, pred results: cpu fallback")
+@gpu_op("convolution")
 def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_count=1,
                 batch_group_count=1, **_):
     if extra:
         raise GpuFallback("convolution with sparsity metadata operands")
     et = shape.element_type
-    lhs, rhs, fma, zero = accumulation("convolution", lhs, rhs, et, pred=False)
+    if et.is_complex:
+        if et.name not in ("c64", "c128"):
+            raise GpuFallback(f"convolution to {et.name} has no GPU kernel")
+        lhs, rhs = complex_operand(lhs, et), complex_operand(rhs, et)
+        fma, zero = _fma_c, _zero_c
+    else:
+        lhs, rhs, fma, zero = accumulation("convolution", lhs, rhs, et)
     dn = dim_labels
     nsp = len(dn.input_spatial_dimensions)
     wdims = window.dims if isinstance(window, Window) else tuple(
@@ -129,7 +188,7 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
         ks *= rhs.shape[d]
     sp = [rhs.shape[d] for d in dn.kernel_spatial_dimensions]
     k = _kernel(fma, zero, type_class(lhs.et), type_class(rhs.et), type_class(et))
-    launch(k, out.size, lhs.data, rhs.data, out.data, out.size, tuple(odims),
+    launch(k, out.size, _storage(lhs), _storage(rhs), _storage(out), out.size, tuple(odims),
            tuple(ost[d] for d in out_order),
            xst[dn.input_batch_dimension], xst[dn.input_feature_dimension],
            _t((xst[d] for d in dn.input_spatial_dimensions), 0),

@@ -141,7 +141,7 @@ def _complex_kernel(a, b, out, n, odims, oa, ob, kdims, ka, kb, total):
         o += step
 
 
-def _as_complex_operand(x, et):
+def complex_operand(x, et):
     """A dot operand of complex result ``et`` as a complex device array: complex as is,
     real floats exactly (c128), integers and pred rounded to ``et`` (the CPU's astype)."""
     from hloref.types import C128
@@ -185,7 +185,7 @@ def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contractin
     if cplx:
         if et.name not in ("c64", "c128"):
             raise GpuFallback(f"dot to {et.name} has no GPU kernel")
-        lhs, rhs = _as_complex_operand(lhs, et), _as_complex_operand(rhs, et)
+        lhs, rhs = complex_operand(lhs, et), complex_operand(rhs, et)
     else:
         lhs, rhs, fma, zero = accumulation("dot", lhs, rhs, et)
     lb, rb = list(lhs_batch_dims), list(rhs_batch_dims)

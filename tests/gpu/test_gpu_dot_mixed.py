@@ -48,3 +48,63 @@ def test_convolution_int8_to_s32():
     text = module(["s8[1,2,6]", "s8[3,2,3]"], "convolution(p0, p1), window={size=3 pad=1_1}, "
                   "dim_labels=bf0_oi0->bf0", "s32[1,3,6]")
     check(text, x, w, opcode="convolution", xla="required")
+
+
+#: (lhs, rhs, result, attrs): windows with padding, dilation, reversal and groups
+CONVS = [
+    ("[1,5,5,2]", "[3,3,2,4]", "[1,5,5,4]", "window={size=3x3 pad=1_1x1_1}, "
+     "dim_labels=b01f_01io->b01f"),
+    ("[2,4,7]", "[6,2,3]", "[2,6,2]", "window={size=3 stride=2 pad=0_-1}, "
+     "dim_labels=bf0_oi0->bf0, feature_group_count=2"),
+    ("[2,2,6]", "[3,2,2]", "[2,3,12]", "window={size=2 pad=2_1 lhs_dilate=2 rhs_dilate=2 "
+     "rhs_reversal=1}, dim_labels=bf0_oi0->bf0"),
+    ("[4,2,3]", "[4,2,2]", "[2,4,2]", "window={size=2}, dim_labels=bf0_oi0->bf0, "
+     "batch_group_count=2"),
+]
+
+
+def _dims(text):
+    return tuple(int(v) for v in text.strip("[]").split(","))
+
+
+def _complex(t, dims, rng):
+    v = rng.standard_normal(dims) + 1j * rng.standard_normal(dims)
+    return v.astype(np.complex64 if t == "c64" else np.complex128)
+
+
+@pytest.mark.parametrize("ta,tb,tr", [("c64", "c64", "c64"), ("c128", "c128", "c128"),
+                                      ("f32", "c64", "c64"), ("s8", "c128", "c128")])
+def test_convolution_complex(ta, tb, tr):
+    rng = np.random.default_rng(7)
+    for k, (ld, rd, od, attrs) in enumerate(CONVS):
+        # finite values: infinities times complex parts make NaNs that depend on the order
+        x = _complex(ta, _dims(ld), rng) if ta[0] == "c" else \
+            values(ta, _dims(ld), kind="unit" if ta[0] == "f" else "small")
+        w = _complex(tb, _dims(rd), rng)
+        text = module([f"{ta}{ld}", f"{tb}{rd}"], f"convolution(p0, p1), {attrs}", f"{tr}{od}")
+        # XLA:CPU and the cpu backend sum in other orders (c128 on the cpu)
+        mag = (np.abs(x.astype(np.complex128)).max() * np.abs(w).max()) * 20
+        atol = accumulation_atol(40, mag, element_type(tr))
+        # XLA:CPU has no mixed real/complex convolution: those against the cpu backend
+        out = check(text, x, w, opcode="convolution", exact=False, atol=atol,
+                    xla="required" if ta == tb else False)
+        if k == 0:  # by hand: one output element, the 3x3 window at (2, 2), feature 1
+            want = sum(x[0, 2 + i - 1, 2 + j - 1, c].astype(np.complex128) * w[i, j, c, 1]
+                       for i in range(3) for j in range(3) for c in range(2))
+            np.testing.assert_allclose(out[0, 2, 2, 1], want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("ta", ["pred", "s8", "f32"])
+def test_convolution_pred_result(ta):
+    # pred results: the OR over the window of (x != 0) AND (w != 0), as the cpu backend
+    for ld, rd, od, attrs in CONVS:
+        x, w = values(ta, _dims(ld)), values(ta, _dims(rd))
+        if ta != "pred":  # zeros, so that products vanish
+            x.reshape(-1)[::3] = 0
+            w.reshape(-1)[::2] = 0
+        text = module([f"{ta}{ld}", f"{ta}{rd}"], f"convolution(p0, p1), {attrs}", f"pred{od}")
+        out = check(text, x, w, opcode="convolution", xla="required" if ta == "pred" else False)
+        if ld == "[1,5,5,2]":  # by hand at (0, 0): the window's valid taps
+            want = any(bool(x[0, i - 1, j - 1, c]) and bool(w[i, j, c, 0])
+                       for i in range(1, 3) for j in range(1, 3) for c in range(2))
+            assert bool(out[0, 0, 0, 0]) == want
