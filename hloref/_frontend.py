@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["FrontendReport", "PrecomputedOracle", "check_values", "leaf_paths",
-           "format_index", "write_reproducer", "flat_result"]
+           "format_index", "write_reproducer", "flat_result", "frontend_report",
+           "inputs_with_tokens"]
 
 
 class PrecomputedOracle:
@@ -129,7 +130,8 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-def _upgrade(report, **extra):
+def frontend_report(report, **extra):
+    """``report`` (a ``DiffReport``) as a ``FrontendReport``, with ``extra`` fields set."""
     cls = _report_class()
     values = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
     values.update(extra)
@@ -181,7 +183,7 @@ def _outside(module, report, inputs: list, names: list[str], limits=None) -> lis
     env = getattr(report, "envelope_model", None)
     if env is None:
         args = [coerce_argument(a, p.shape, f"argument {i}")
-                for i, (a, p) in enumerate(zip(_tokens_for(module, inputs),
+                for i, (a, p) in enumerate(zip(inputs_with_tokens(module, inputs),
                                                module.entry.parameters))]
         env = envelope_of(module, args, getattr(report, "policy", None), limits=limits)
     tupled = isinstance(module.entry.root.shape, TupleShape)
@@ -198,7 +200,7 @@ def _outside(module, report, inputs: list, names: list[str], limits=None) -> lis
     return out
 
 
-def _tokens_for(module, inputs: list) -> list:
+def inputs_with_tokens(module, inputs: list) -> list:
     """Insert ``None`` for token parameters (effects) the front end did not supply."""
     from hloref.shapes import TokenShape
     params = module.entry.parameters
@@ -227,7 +229,7 @@ def check_values(module, inputs: list, oracle_value, *, oracle: str = "xla", nam
     pre = PrecomputedOracle(oracle, {printed, text}, oracle_value, worker=worker,
                             timeout=timeout)
     try:
-        report = diff(module, _tokens_for(module, inputs), oracle=oracle, worker=pre,
+        report = diff(module, inputs_with_tokens(module, inputs), oracle=oracle, worker=pre,
                       limits=limits, localize=localize, timeout=timeout)
         extra = {"hlo_text": text or printed, "inputs": list(inputs),
                  "output_names": list(names or [])}
@@ -252,11 +254,11 @@ def check_values(module, inputs: list, oracle_value, *, oracle: str = "xla", nam
             if blame and report.verdict == "mismatch" and oracle == "xla":
                 try:
                     from hloref.fuzz.blame import blame as run_blame
-                    b = run_blame(printed, _tokens_for(module, inputs), pre)
+                    b = run_blame(printed, inputs_with_tokens(module, inputs), pre)
                     extra["blamed_pass"], extra["blame_confirmed"] = b.pass_name, b.confirmed
                 except Exception:  # noqa: BLE001 - blame is best effort, as in hloref diff
                     pass
-        report = _upgrade(report, **extra)
+        report = frontend_report(report, **extra)
         report.hloref_seconds = report.hloref_seconds or (time.perf_counter() - t0)
         return report
     finally:

@@ -203,7 +203,7 @@ class JaxProgram:
         from ._frontend import check_values, flat_result
         flat = self.run_xla_flat() if oracle_flat is None else list(oracle_flat)
         # tokens in the result (ordered effects) are not leaves of the output tree
-        value = tuple(_with_tokens(self.module, flat)) if isinstance(
+        value = tuple(result_with_tokens(self.module, flat)) if isinstance(
             self.module.entry.root.shape, TupleShape) else flat[0]
         if self.devices > 1:
             report = check_manual(self, value, limits=limits)
@@ -242,7 +242,7 @@ def check_devices(module, inputs: list, oracle_value, *, devices: int, names: li
     from hloref.fuzz.differential import DiffReport
     from hloref.fuzz.envelope import Envelope, EnvelopePolicy
     from hloref.fuzz.perturb import sample_program
-    from ._frontend import _upgrade, flat_result, format_index
+    from ._frontend import frontend_report, flat_result, format_index
     from .errors import HloError
     from ._manual import evaluate_manual
     t0 = time.perf_counter()
@@ -252,8 +252,8 @@ def check_devices(module, inputs: list, oracle_value, *, devices: int, names: li
             lambda hooks: evaluate_manual(module, inputs, limits=limits, hooks=hooks), policy)
     except HloError as exc:
         verdict = "unsupported" if type(exc).__name__ == "HloUnsupportedError" else "error"
-        return _upgrade(DiffReport(verdict, "xla", message=f"hloref: {exc}"),
-                        function=function, hlo_text=text, inputs=list(inputs))
+        return frontend_report(DiffReport(verdict, "xla", message=f"hloref: {exc}"),
+                               function=function, hlo_text=text, inputs=list(inputs))
     seconds = time.perf_counter() - t0
     ours = runs.nominal
     env = Envelope(ours, runs.samples, policy, module)
@@ -275,11 +275,13 @@ def check_devices(module, inputs: list, oracle_value, *, devices: int, names: li
                         comparison=comparison, envelope=verdict,
                         expected=ours, actual=oracle_value, hloref_seconds=seconds,
                         policy=policy)
-    return _upgrade(report, mismatches=mismatches, hlo_text=text, inputs=list(inputs),
-                    output_names=list(names), function=function)
+    return frontend_report(report, mismatches=mismatches, hlo_text=text, inputs=list(inputs),
+                           output_names=list(names), function=function)
 
 
-def _with_tokens(module, flat: list) -> list:
+def result_with_tokens(module, flat: list) -> list:
+    """The leaves of ``module``'s tuple result from XLA's flat outputs, which leave out
+    tokens: ``TOKEN_VALUE`` where the root tuple has a token."""
     from hloref.shapes import TokenShape
     from hloref.values import TOKEN_VALUE
     shapes = module.entry.root.shape.elements
@@ -322,8 +324,8 @@ def program(fn, *args, **kwargs) -> JaxProgram:
     for v, p in zip(values, params):
         dtype = p.shape.element_type.dtype if isinstance(p.shape, ArrayShape) else None
         inputs.append(to_numpy(v, dtype))
-    from ._frontend import _tokens_for
-    inputs = _tokens_for(module, inputs)
+    from ._frontend import inputs_with_tokens
+    inputs = inputs_with_tokens(module, inputs)
     return JaxProgram(jitted, args, kwargs, text, module, inputs, lowered.out_tree,
                       list(cargs.get("global_out_avals", [])), _fn_name(jitted), devices)
 
@@ -346,8 +348,8 @@ def check(fn, *args, **kwargs):
         prog = program(fn, *args, **kwargs)
     except HloError as exc:
         from hloref.fuzz.differential import DiffReport
-        from ._frontend import _upgrade
+        from ._frontend import frontend_report
         verdict = "unsupported" if type(exc).__name__ == "HloUnsupportedError" else "error"
-        return _upgrade(DiffReport(verdict, "xla", message=f"hloref: {exc}"),
-                        function=_fn_name(fn))
+        return frontend_report(DiffReport(verdict, "xla", message=f"hloref: {exc}"),
+                               function=_fn_name(fn))
     return prog.check()

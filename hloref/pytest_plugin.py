@@ -403,12 +403,12 @@ class HlorefSession:
         from hloref.jax import to_numpy
         from hloref.shapes import TupleShape
         from hloref._frontend import check_values
-        from hloref.jax import _with_tokens
+        from hloref.jax import result_with_tokens
         module = pending.tag.module
         flat = [to_numpy(o) for o in out]
         try:
             if isinstance(module.entry.root.shape, TupleShape):
-                value = tuple(_with_tokens(module, flat))
+                value = tuple(result_with_tokens(module, flat))
             else:
                 value = flat[0]
         except (StopIteration, IndexError):

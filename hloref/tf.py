@@ -228,8 +228,8 @@ def check(fn, *args, **kwargs):
         prog = program(fn, *args, **kwargs)
     except HloError as exc:
         from hloref.fuzz.differential import DiffReport
-        from ._frontend import _upgrade
+        from ._frontend import frontend_report
         verdict = "unsupported" if type(exc).__name__ == "HloUnsupportedError" else "error"
-        return _upgrade(DiffReport(verdict, "tf", message=f"hloref: {exc}"),
-                        function=getattr(fn, "__name__", ""))
+        return frontend_report(DiffReport(verdict, "tf", message=f"hloref: {exc}"),
+                               function=getattr(fn, "__name__", ""))
     return prog.check()

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import hloref
+from hloref.fuzz.strategies import gather_dims, scatter_dims
 from hloref.types import ARRAY_TYPES, element_type, from_dtype
 
 pytest.importorskip("jax")
@@ -73,55 +74,16 @@ def check(text, *args, opcode=None):
 # --------------------------------------------------------------------------- dimension numbers
 
 @st.composite
-def indices_layout(draw, operand_dims, batching_operand_dims, k):
-    """Index array dims with ``k`` index components: returns (dims, index_vector_dim,
-    batching dims of the indices (paired with ``batching_operand_dims``), batch dims)."""
-    n_batching = len(batching_operand_dims)
-    n_extra = draw(st.integers(0, 2))
-    n_batch = n_batching + n_extra
-    order = draw(st.permutations(range(n_batch)))
-    batching_pos = sorted(order[:n_batching])
-    batching_pos = draw(st.permutations(batching_pos))  # any pairing order
-    sizes = [draw(st.integers(0, 3)) if i not in batching_pos else None for i in range(n_batch)]
-    for od, pos in zip(batching_operand_dims, batching_pos):
-        sizes[pos] = operand_dims[od]
-    ivd = draw(st.integers(0, n_batch))
-    implicit = k == 1 and ivd == n_batch and draw(st.booleans())
-    dims = list(sizes) if implicit else sizes[:ivd] + [k] + sizes[ivd:]
-    index_batching = [p if p < ivd else p + 1 for p in batching_pos]
-    return dims, ivd, index_batching, sizes
-
-
-@st.composite
 def gather_case(draw):
     rank = draw(st.integers(1, 3))
     dims = [draw(st.integers(1, 5)) for _ in range(rank)]
-    all_dims = list(range(rank))
-    batching = sorted(draw(st.lists(st.sampled_from(all_dims), unique=True, max_size=1)))
-    rest = [d for d in all_dims if d not in batching]
-    collapsed = sorted(draw(st.lists(st.sampled_from(rest), unique=True))) if rest else []
-    start_map = draw(st.lists(st.sampled_from(rest), unique=True)) if rest else []
-    k = len(start_map)
-    if k == 0 and draw(st.booleans()) and rest:
-        start_map = [rest[0]]
-        k = 1
-    idx_dims, ivd, idx_batching, batch_sizes = draw(indices_layout(dims, batching, k))
-    sizes = [1 if (d in collapsed or d in batching) else draw(st.integers(0, dims[d]))
-             for d in all_dims]
-    offset_operand = [d for d in all_dims if d not in collapsed and d not in batching]
-    out_rank = len(batch_sizes) + len(offset_operand)
-    offset_dims = sorted(draw(st.permutations(range(out_rank)))[:len(offset_operand)])
-    out, oi, bi = [], 0, 0
-    for i in range(out_rank):
-        if i in offset_dims:
-            out.append(sizes[offset_operand[oi]])
-            oi += 1
-        else:
-            out.append(batch_sizes[bi])
-            bi += 1
-    return dict(dims=dims, idx_dims=idx_dims, ivd=ivd, collapsed=collapsed, start_map=start_map,
-                batching=batching, idx_batching=idx_batching, sizes=sizes, offset_dims=offset_dims,
-                out=out)
+    g = draw(gather_dims(dims, batch_dims=st.lists(st.integers(0, 3), max_size=2),
+                         max_batching_dims=1, collapse_unindexed=True,
+                         implicit_index_vector=True, min_index_vector_size=0))
+    return dict(dims=dims, idx_dims=g.indices_dims, ivd=g.index_vector_dim,
+                collapsed=g.collapsed_slice_dims, start_map=g.start_index_map,
+                batching=g.operand_batching_dims, idx_batching=g.start_indices_batching_dims,
+                sizes=g.slice_sizes, offset_dims=g.offset_dims, out=g.result_dims)
 
 
 def gather_text(c, dtype, idx_dtype):
@@ -156,29 +118,13 @@ def test_gather_matches_xla(c, dt, it, s):
 def scatter_case(draw):
     rank = draw(st.integers(1, 3))
     dims = [draw(st.integers(1, 4)) for _ in range(rank)]
-    all_dims = list(range(rank))
-    batching = sorted(draw(st.lists(st.sampled_from(all_dims), unique=True, max_size=1)))
-    rest = [d for d in all_dims if d not in batching]
-    inserted = sorted(draw(st.lists(st.sampled_from(rest), unique=True))) if rest else []
-    to_operand = draw(st.lists(st.sampled_from(rest), unique=True)) if rest else []
-    if not to_operand and rest:
-        to_operand = [rest[0]]
-    k = len(to_operand)
-    idx_dims, ivd, idx_batching, batch_sizes = draw(indices_layout(dims, batching, k))
-    window_operand = [d for d in all_dims if d not in inserted and d not in batching]
-    window_sizes = [draw(st.integers(0, dims[d])) for d in window_operand]
-    upd_rank = len(batch_sizes) + len(window_operand)
-    uwd = sorted(draw(st.permutations(range(upd_rank)))[:len(window_operand)])
-    upd, wi, bi = [], 0, 0
-    for i in range(upd_rank):
-        if i in uwd:
-            upd.append(window_sizes[wi])
-            wi += 1
-        else:
-            upd.append(batch_sizes[bi])
-            bi += 1
-    return dict(dims=dims, idx_dims=idx_dims, ivd=ivd, inserted=inserted, to_operand=to_operand,
-                batching=batching, idx_batching=idx_batching, uwd=uwd, upd=upd)
+    c = draw(scatter_dims(dims, batch_dims=st.lists(st.integers(0, 3), max_size=2),
+                          max_batching_dims=1, inserted_unindexed=True,
+                          implicit_index_vector=True))
+    return dict(dims=dims, idx_dims=c.indices_dims, ivd=c.index_vector_dim,
+                inserted=c.inserted_window_dims, to_operand=c.scatter_dims_to_operand_dims,
+                batching=c.input_batching_dims, idx_batching=c.scatter_indices_batching_dims,
+                uwd=c.update_window_dims, upd=c.updates_dims)
 
 
 def combiner_text(name, dtypes, body):

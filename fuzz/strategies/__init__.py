@@ -33,6 +33,8 @@ Generated modules carry ``module.fuzz_hints``: parameter number → role
 matrices for ``cholesky``, possibly out-of-range starts for ``dynamic-slice``).
 """
 
+from .convolution import ConvConfig, conv_configs
+from .indexing import GatherDims, ScatterDims, gather_dims, scatter_dims
 from .inputs import INPUT_MODES, Inputs, inputs_for, random_inputs
 from .programs import computations, instructions, modules
 from .registry import DEFAULT_WEIGHTS, GENERATABLE_OPCODES, NOT_IN_XLA, reachable_opcodes
@@ -42,4 +44,5 @@ __all__ = [
     "element_types", "shapes", "instructions", "computations", "modules", "inputs_for",
     "GENERATABLE_OPCODES", "ORACLE_ELEMENT_TYPES", "ALL_ELEMENT_TYPES", "reachable_opcodes",
     "INPUT_MODES", "NOT_IN_XLA", "Inputs", "random_inputs", "DEFAULT_WEIGHTS",
+    "scatter_dims", "gather_dims", "conv_configs", "ScatterDims", "GatherDims", "ConvConfig",
 ]
