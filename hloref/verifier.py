@@ -28,7 +28,7 @@ from .attrs import ComputationRef
 from .errors import HloVerifyError
 from .ir import Computation, Instruction, Module
 from .shape_inference import DECLARED, ShapeError, infer_shape, same_shape, shape_str
-from .shapes import ArrayShape
+from .shapes import ArrayShape, TupleShape
 
 __all__ = ["verify_module", "verify_computation", "OPCODE_ARITY", "MIN_OPERANDS",
            "REQUIRED_ATTRS", "KNOWN_OPCODES"]
@@ -116,11 +116,12 @@ def _expected_params(instr: Instruction, attr: str) -> int | None:
             return 2 * n
         if op == "scatter":
             return 2 * ((n - 1) // 2)
-        if op in ("all-reduce", "all-reduce-start", "reduce-scatter", "collective-reduce"):
+        if op == "collective-reduce":
             return 2
+        # all-reduce, reduce-scatter: XLA's verifier does not look at the reducer
         return None
-    if attr == "calls" and op in ("fusion", "async-start") and not instr.async_wrapped_opcode:
-        return n
+    # fusion: fewer parameters than operands is allowed (the shape rule checks);
+    # async-start: see _Verifier.check_async_start
     if attr in ("condition", "body"):
         return 1
     if attr in ("true_computation", "false_computation", "branch_computations"):
@@ -243,10 +244,25 @@ class _Verifier:
         called = self.resolve_called(comp, instr)
         if called is None:
             return
+        if op == "async-start" and not instr.async_wrapped_opcode:
+            self.check_async_start(comp, instr)
+            return
         if op in DECLARED:
             return
+        attrs = instr.attrs
+        if op == "map":
+            # XLA's HandleMap infers with dimensions {0..rank-1}, whatever the attribute says
+            attrs = {k: v for k, v in attrs.items() if k != "dimensions"}
+        elif op == "rng-bit-generator" and not isinstance(instr.shape, TupleShape):
+            return  # XLA's HandleRngBitGenerator checks only the (state, bits) tuple form
+        elif op in ("all-gather", "reduce-scatter"):
+            shards = self.shard_count(comp, instr)
+            if shards is False:
+                return
+            if shards is not None:
+                attrs = {**attrs, "shard_count": shards}
         try:
-            inferred = infer_shape(op, [o.shape for o in instr.operands], instr.attrs, called,
+            inferred = infer_shape(op, [o.shape for o in instr.operands], attrs, called,
                                    declared=instr.shape)
         except ShapeError as e:
             self.fail(str(e), comp, instr)
@@ -258,6 +274,92 @@ class _Verifier:
         if not same_shape(inferred, instr.shape):
             self.fail(f"{op}: declared shape {shape_str(instr.shape)} does not match the inferred "
                       f"shape {shape_str(inferred)}", comp, instr)
+
+    def check_async_start(self, comp: Computation, instr: Instruction) -> None:
+        """XLA's ``CheckAsyncStartOperands`` and ``CheckAsyncOpComputationShapes``: the
+        operands are the elements of the shape at index {0}, a prefix of the called
+        computation's parameters (the rest may be bound later by ``async-update``)."""
+        ref = instr.attrs.get("calls")
+        callee = self.module.computations.get(str(ref)) if ref is not None else None
+        if callee is None:
+            return
+        params = callee.parameters
+        n = len(instr.operands)
+        shape = instr.shape
+        bound = shape.elements[0] if isinstance(shape, TupleShape) and shape.elements else None
+        if not isinstance(bound, TupleShape):
+            self.fail(f"async-start: the shape at index {{0}} must be the tuple of the bound "
+                      f"operands, got {shape_str(shape)}", comp, instr)
+            return
+        if n > len(params) or len(bound.elements) != n:
+            self.fail(f"async-start has {n} operand(s) and its shape at index {{0}} lists "
+                      f"{len(bound.elements)}: calls=%{ref} takes {len(params)} parameter(s), "
+                      f"expected {n}", comp, instr)
+            return
+        for i, (o, b, p) in enumerate(zip(instr.operands, bound.elements, params)):
+            if not same_shape(o.shape, b) or not same_shape(b, p.shape):
+                self.fail(f"async-start: operand {i} is {shape_str(o.shape)}, its shape at index "
+                          f"{{0, {i}}} is {shape_str(b)} and parameter {i} of %{ref} is "
+                          f"{shape_str(p.shape)}; all three must agree", comp, instr)
+                return
+
+    def shard_count(self, comp: Computation, instr: Instruction):
+        """The shard count of an all-gather / reduce-scatter as XLA's verifier takes it
+        (``CheckCommonAllGatherInvariants``, ``HandleReduceScatter``): the ceiling of the
+        declared and operand sizes' ratio along the dimension, which must equal the
+        participant count of a replica group (``GetSubgroupSize``) unless that is 1
+        (the replica_count and num_partitions of the module header both 1, say). None
+        when unknown (the shape rule then checks what it can); False after a failure."""
+        op = instr.opcode
+        dims = instr.attrs.get("dimensions")
+        if not instr.operands or not isinstance(dims, (list, tuple)) or len(dims) != 1:
+            return None
+        d = int(dims[0])
+        src = instr.operands[0].shape
+        out = instr.shape
+        if len(instr.operands) > 1:
+            out = out.elements[0] if isinstance(out, TupleShape) and out.elements else None
+        if not (isinstance(src, ArrayShape) and isinstance(out, ArrayShape)
+                and 0 <= d < min(src.rank, out.rank)):
+            return None
+        num, den = (out.dims[d], src.dims[d]) if op == "all-gather" else (src.dims[d], out.dims[d])
+        if den <= 0:
+            return None
+        shards = -(-num // den)
+        if shards <= 0:
+            return None
+        size = self.subgroup_size(comp, instr)
+        if size is False:
+            return False
+        if size is not None and size != 1 and shards != size:
+            self.fail(f"{op}: the declared shape has {shards} shard(s) along dimension {d} "
+                      f"({shape_str(src)} -> {shape_str(out)}), but each replica group has "
+                      f"{size} participants", comp, instr)
+            return False
+        return shards
+
+    def subgroup_size(self, comp: Computation, instr: Instruction):
+        """Participants per replica group (XLA's ``GetSubgroupSize`` for the group mode
+        that ``channel_id`` and ``use_global_device_ids`` select); None when the groups
+        are not known explicitly; False after a failure."""
+        m = self.module
+        rg = instr.attrs.get("replica_groups")
+        groups = getattr(rg, "groups", None) if rg is not None else ()
+        if rg is not None and groups is None:
+            return None
+        channel = instr.attrs.get("channel_id") is not None
+        global_ids = instr.attrs.get("use_global_device_ids") is True
+        if not channel and global_ids:
+            self.fail(f"{instr.opcode}: use_global_device_ids=true needs a channel_id", comp, instr)
+            return False
+        if channel and global_ids:  # flattened ids
+            if not groups:
+                self.fail(f"{instr.opcode}: replica_groups must be given with "
+                          "use_global_device_ids=true", comp, instr)
+                return False
+            return len(groups[0])
+        size = len(groups[0]) if groups else m.replica_count
+        return size * m.num_partitions if channel else size
 
     def resolve_called(self, comp: Computation, instr: Instruction) -> dict[str, Any] | None:
         called: dict[str, Any] = {}

@@ -20,13 +20,13 @@ def group_size(replica_groups) -> int | None:
 
 @infer("all-reduce")
 def infer_all_reduce(*operands: Shape, to_apply=None, **_):
-    """``all-reduce``: operand shapes (tuple when > 1 operand)."""
+    """``all-reduce``: operand shapes (tuple when > 1 operand). As XLA's
+    ``InferAllReduceShape`` (and ``HandleAllReduce``), the reducer's signature is not
+    checked: XLA:CPU matches the reduction kind from it and reduces in the operand type."""
     arrs = [as_array(o, f"all-reduce operand {i}") for i, o in enumerate(operands)]
     if not arrs:
         raise ShapeError("all-reduce: expects at least one operand")
-    prog = program_shape(required(to_apply, "to_apply"))
-    for a in arrs:
-        check_reducer(prog, [make_array(a.element_type, ())], [a], "all-reduce")
+    required(to_apply, "to_apply")
     return tuple_or_single([make_array(a.element_type, a.dims) for a in arrs])
 
 
@@ -93,14 +93,20 @@ def infer_all_to_all(*operands: Shape, dimensions=None, replica_groups=None, **_
 
 
 @infer("collective-permute")
-def infer_collective_permute(*operands: Shape, source_target_pairs=None, **_):
-    """``collective-permute``: the operand's shape."""
-    if len(operands) != 1:
-        # In-place form (operand, output, input_start, output_start): output's shape.
-        if len(operands) == 4:
-            return operands[1]
-        raise ShapeError(f"collective-permute: expects 1 (or 4) operands, got {len(operands)}")
-    return operands[0]
+def infer_collective_permute(*operands: Shape, source_target_pairs=None, slice_sizes=None, **_):
+    """``collective-permute`` (XLA's ``InferCollectivePermuteShape``): the operand's
+    shape, or the tuple of the operands' shapes for a combined permute of several
+    arrays; with ``slice_sizes`` the in-place form (operand, output, input_start,
+    output_start) returns the output's shape."""
+    if slice_sizes is not None:
+        if len(operands) != 4:
+            raise ShapeError(f"collective-permute: the in-place form (slice_sizes) takes 4 "
+                             f"operands, got {len(operands)}")
+        return operands[1]
+    if not operands:
+        raise ShapeError("collective-permute: expects at least one operand")
+    arrs = [as_array(o, f"collective-permute operand {i}") for i, o in enumerate(operands)]
+    return tuple_or_single(arrs)
 
 
 infer_collective_broadcast = infer("collective-broadcast")(infer_copy)
@@ -122,9 +128,13 @@ def infer_collective_reduce(*operands: Shape, to_apply=None, has_dynamic_root=No
             raise ShapeError(f"collective-reduce: the root operand must be s32, got "
                              f"{shape_str(root)}")
     try:
-        return infer_all_reduce(*data, to_apply=to_apply)
+        result = infer_all_reduce(*data, to_apply=to_apply)
     except ShapeError as exc:
         raise ShapeError(str(exc).replace("all-reduce", "collective-reduce")) from None
+    prog = program_shape(to_apply)
+    for a in data:
+        check_reducer(prog, [make_array(a.element_type, ())], [a], "collective-reduce")
+    return result
 
 
 def _permute_indices_shape(operand: ArrayShape, dims: tuple[int, ...], indices) -> None:

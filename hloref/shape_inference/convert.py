@@ -9,15 +9,13 @@ from .common import ShapeError, as_array, expect_kind, infer, make_array, requir
 
 @infer("convert")
 def infer_convert(operand: Shape, *, result_element_type: ElementType | None = None, **_):
-    """``convert``: any array type to ``result_element_type`` (required); same dims."""
+    """``convert``: any array type to ``result_element_type`` (required); same dims.
+    Complex to real or integer types too (XLA's ``InferConvertShape`` checks only that
+    both are arrays; XLA:CPU keeps the real part)."""
     a = as_array(operand, "convert operand")
     et = required(result_element_type, "result_element_type")
     if not et.is_array:
         raise ShapeError(f"convert: result element type must be an array type, got {et.name}")
-    if a.element_type.is_complex and not et.is_complex:
-        # XLA's ShapeInference::InferConvertShape: complex -> real needs real()/imag()
-        raise ShapeError(f"convert: cannot convert complex {a.element_type.name} to "
-                         f"{et.name}; use real or imag first")
     return make_array(et, a.dims)
 
 
@@ -30,6 +28,10 @@ def infer_bitcast_convert(operand: Shape, *, result_element_type: ElementType | 
     et = required(result_element_type, "result_element_type")
     if not et.is_array:
         raise ShapeError(f"bitcast-convert: result element type must be an array type, got {et.name}")
+    if a.element_type.is_complex != et.is_complex:
+        # XLA's InferBitcastConvertShape: "Conversion between complex and real type"
+        raise ShapeError(f"bitcast-convert: no conversion between complex and real types "
+                         f"({a.element_type.name} to {et.name})")
     ib, ob = a.element_type.bits, et.bits
     if ib == ob:
         return make_array(et, a.dims)

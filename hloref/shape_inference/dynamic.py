@@ -5,12 +5,25 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..shapes import Shape
+from ..shapes import ArrayShape, Shape
 from ..types import S32
 from .common import (ShapeError, as_array, check_dims_in_range, expect_same_type, infer, int_list,
                      make_array, required, shape_str)
 
 def _check_scalar_indices(indices: Sequence[Shape], rank: int, op: str) -> None:
+    """One integer scalar per operand dimension, all of one type; or XLA's legacy form
+    (``shape_inference.cc``, ``InferDynamicSliceShape``, b/118437727), still parsed,
+    verified and run by XLA (its DynamicIndexSplitter pass splits it): a single
+    rank-1 integer array of ``rank`` start indices."""
+    if indices and isinstance(indices[0], ArrayShape) and indices[0].rank == 1:
+        if len(indices) != 1:
+            raise ShapeError(f"{op}: a rank-1 start index array must be the only start index "
+                             f"operand, got {len(indices)} start index operands")
+        s = indices[0]
+        if not s.element_type.is_integer or s.dims[0] != rank:
+            raise ShapeError(f"{op}: start indices {shape_str(s)} must be an integer array of "
+                             f"{rank} (the operand rank) elements")
+        return
     if len(indices) != rank:
         raise ShapeError(f"{op}: expected {rank} scalar start indices (one per operand dimension), "
                          f"got {len(indices)}")
