@@ -36,7 +36,7 @@ def verified(module: Module) -> Module:
 
 def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=None,
              outfeed=None, host_recv=None, host_send=None, fallback: bool = True,
-             interpreter_options=None, verify: bool = False):
+             interpreter_options=None, verify: bool = True):
     """Evaluate the entry computation of a module on ``args`` (one per parameter).
 
     A module that runs on N = replica_count × num_partitions > 1 devices takes, for
@@ -57,10 +57,11 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
     ``interpreter_options(device)`` (cpu backend): extra ``Interpreter`` keyword
     arguments per device, for hooks such as the numerical envelope's ``perturb``.
 
-    ``verify=True`` verifies the module first (``hloref.verifier``: shapes, operand
-    counts, attributes; once per module object), so a module XLA would reject is
-    refused with the instruction named instead of evaluated (``hloref run`` does so
-    unless ``--no-verify``)."""
+    The module is verified first (``hloref.verifier``: shapes, operand counts,
+    attributes, as XLA's HloVerifier checks them; once per module object), so a module
+    XLA would reject is refused (``HloVerifyError`` naming the instruction and what was
+    expected) instead of evaluated; ``verify=False`` evaluates it as written (``hloref
+    run --no-verify`` likewise)."""
     module = _module(module_or_text)
     if verify:
         verified(module)

@@ -452,8 +452,10 @@ ENTRY e {
 
 
 def test_sort_two_operands_along_and_across_dynamic_dims_by_hand():
+    # XLA's HandleSort: the comparator takes two scalars per operand
+    gt4 = SORT_GT.replace("  ROOT", "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n  ROOT")
     text = f"""HloModule m
-{SORT_GT}
+{gt4}
 ENTRY e {{
   p = f32[3,6] parameter(0)
   i = s32[3,6] iota(), iota_dimension=1
@@ -637,7 +639,10 @@ ENTRY e {{
     for n in range(7):
         for k in (0, 1, 5):
             p = _nan_tail(n)
-            c, g, c2 = hloref.evaluate(text, p, np.int32(n), np.int32(k))
+            # verify=False: XLA's verifier wants every branch root to have the
+            # conditional's shape (b1's f32[<=5] is not c's f32[<=6]); this module pins
+            # the evaluator's runtime sizes through branches of different bounds
+            c, g, c2 = hloref.evaluate(text, p, np.int32(n), np.int32(k), verify=False)
             v = p[:n]
             want = v[1:] if k == 1 else -v
             assert int(g) == len(want)
