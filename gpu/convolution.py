@@ -17,68 +17,23 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 from numba import cuda
 
 from hloref.attrs import Window, WindowDim
 from hloref.errors import HloEvalError
 
-from . import complex_elementwise
-from .device import LOAD, STORE, empty, type_class, type_params
-from .dot import accumulation, complex_operand
+from .device import empty, type_class, type_params
+from .dot import (accumulation, complex_operand, fma_complex, reader, storage, writer,
+                  zero_complex)
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 from .shape_ops import row_major_strides
 
 OP_FAMILY = True
 
-@functools.cache  # one element reader per type class
-def _reader(cls):
-    """``read(array, i, p)``: the compute value of element ``i`` (complex: the f64 parts
-    of the interleaved storage, as a pair)."""
-    if cls == "complex":
-        @cuda.jit(device=True)
-        def read(arr, i, p):
-            return np.float64(arr[2 * i]), np.float64(arr[2 * i + 1])
-    else:
-        load = LOAD[cls]
-
-        @cuda.jit(device=True)
-        def read(arr, i, p):
-            return load(arr[i], p)
-    return read
-
-
-@functools.cache  # one element writer per type class
-def _writer(cls):
-    if cls == "complex":
-        @cuda.jit(device=True)
-        def write(arr, i, v, p):
-            arr[2 * i] = v[0]
-            arr[2 * i + 1] = v[1]
-    else:
-        store = STORE[cls]
-
-        @cuda.jit(device=True)
-        def write(arr, i, v, p):
-            arr[i] = store(v, p)
-    return write
-
-
-@cuda.jit(device=True)
-def _fma_c(acc, a, b):
-    """Complex multiply-add in f64 parts (the CPU: c128 products and sums)."""
-    return (acc[0] + (a[0] * b[0] - a[1] * b[1]), acc[1] + (a[0] * b[1] + a[1] * b[0]))
-
-
-@cuda.jit(device=True)
-def _zero_c(x):
-    return np.float64(0.0), np.float64(0.0)
-
-
 @functools.cache  # one compiled kernel per combination
 def _kernel(fma, zero, ca, cb, co):
-    la, lb, store = _reader(ca), _reader(cb), _writer(co)
+    la, lb, store = reader(ca), reader(cb), writer(co)
 
     @cuda.jit
     def k(x, w, out, n, odims, ostr, xs_n, xs_c, xstr, xsize, ws_o, ws_i, wstr, wsize,
@@ -139,11 +94,6 @@ def _kernel(fma, zero, ca, cb, co):
     return k
 
 
-def _storage(x):
-    """The flat storage a kernel reads: complex values as their interleaved parts."""
-    return complex_elementwise.parts(x) if x.et.is_complex else x.data
-
-
 def _t(values, pad):
     values = tuple(int(v) for v in values)
     return values if values else (pad,)
@@ -159,7 +109,7 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
         if et.name not in ("c64", "c128"):
             raise GpuFallback(f"convolution to {et.name} has no GPU kernel")
         lhs, rhs = complex_operand(lhs, et), complex_operand(rhs, et)
-        fma, zero = _fma_c, _zero_c
+        fma, zero = fma_complex, zero_complex
     else:
         lhs, rhs, fma, zero = accumulation("convolution", lhs, rhs, et)
     dn = dim_labels
@@ -188,7 +138,7 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
         ks *= rhs.shape[d]
     sp = [rhs.shape[d] for d in dn.kernel_spatial_dimensions]
     k = _kernel(fma, zero, type_class(lhs.et), type_class(rhs.et), type_class(et))
-    launch(k, out.size, _storage(lhs), _storage(rhs), _storage(out), out.size, tuple(odims),
+    launch(k, out.size, storage(lhs), storage(rhs), storage(out), out.size, tuple(odims),
            tuple(ost[d] for d in out_order),
            xst[dn.input_batch_dimension], xst[dn.input_feature_dimension],
            _t((xst[d] for d in dn.input_spatial_dimensions), 0),

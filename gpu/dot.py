@@ -66,6 +66,62 @@ def _zero_u(x):
     return np.uint64(0)
 
 
+@functools.cache  # one element reader per type class
+def reader(cls):
+    """``read(array, i, p)``: the compute value of element ``i`` (complex: the f64 parts
+    of the interleaved storage, as a pair)."""
+    if cls == "complex":
+        @cuda.jit(device=True)
+        def read(arr, i, p):
+            return np.float64(arr[2 * i]), np.float64(arr[2 * i + 1])
+    else:
+        load = LOAD[cls]
+
+        @cuda.jit(device=True)
+        def read(arr, i, p):
+            return load(arr[i], p)
+    return read
+
+
+@functools.cache  # one element writer per type class
+def writer(cls):
+    if cls == "complex":
+        @cuda.jit(device=True)
+        def write(arr, i, v, p):
+            arr[2 * i] = v[0]
+            arr[2 * i + 1] = v[1]
+    else:
+        store = STORE[cls]
+
+        @cuda.jit(device=True)
+        def write(arr, i, v, p):
+            arr[i] = store(v, p)
+    return write
+
+
+@cuda.jit(device=True)
+def fma_complex(acc, a, b):
+    """Complex multiply-add in f64 parts (the CPU: c128 products and sums)."""
+    return (acc[0] + (a[0] * b[0] - a[1] * b[1]), acc[1] + (a[0] * b[1] + a[1] * b[0]))
+
+
+@cuda.jit(device=True)
+def zero_complex(x):
+    return np.float64(0.0), np.float64(0.0)
+
+
+@cuda.jit(device=True)
+def add_complex(a, b):
+    return a[0] + b[0], a[1] + b[1]
+
+
+def storage(x):
+    """The flat storage a kernel reads with :func:`reader`: complex values as their
+    interleaved parts."""
+    from .complex_elementwise import parts
+    return parts(x) if x.et.is_complex else x.data
+
+
 @functools.cache  # one compiled kernel per combination
 def _kernel(fma, zero, ca, cb, co):
     la, lb, store = LOAD[ca], LOAD[cb], STORE[co]

@@ -6,8 +6,10 @@ rank-0 scale is 1), exact in f64 for the fp8/fp4 operands and e8m0/fp8 scales of
 block-scaled formats; then ``dot`` (f64 accumulation, one rounding to the result
 type), as the CPU does.
 
-``ragged-dot`` with one row of group sizes (rank-1 ``group_sizes``): one thread per
-result element, reading the group sizes on the device (prefix sums per thread):
+``ragged-dot``: one thread per result element, reading the group sizes on the device
+(prefix sums per thread); group sizes of rank > 1 (``[b..., x..., g]``, one partition
+per index of the leading lhs dims, the CPU's ``_group_prefix``) pick their row from
+the output index (and, for a ragged contracting dim, the contracting index):
 
 * ragged non-contracting dimension: the element's row ``m`` takes, for every group
   ``g`` whose interval ``[start_g, start_g + size_g)`` holds it, the dot with
@@ -16,8 +18,8 @@ result element, reading the group sizes on the device (prefix sums per thread):
 * ragged contracting dimension: result ``[g, ...]`` sums only the contracting
   indices in group ``g``;
 * ragged batch dimension: a plain ``dot``.
-Operands convert and accumulate as ``dot`` (f64 for float results, wrapping integers).
-Group sizes of rank > 1 run on the CPU.
+Operands convert and accumulate as ``dot`` (f64 for float results, wrapping integers,
+f64 parts for complex results).
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ import functools
 import numpy as np
 from numba import cuda
 
-from hloref.errors import HloEvalError
+from hloref.errors import HloEvalError, HloUnsupportedError
 from hloref.types import F64
 
 from .device import LOAD, STORE, DArray, empty, type_class, type_params
-from .dot import dot
+from .dot import (add_complex, complex_operand, dot, fma_complex, reader, storage, writer,
+                  zero_complex)
+from .elementwise import add
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple, row_major_strides
@@ -98,14 +102,16 @@ def scaled_dot(lhs, rhs, lhs_scale, rhs_scale, *, shape, lhs_batch_dims=(), rhs_
 
 # ----------------------------------------------------------------- ragged-dot
 
-@functools.cache  # one kernel per (multiply-add, zero, type classes, group-size class)
-def _ragged_kernel(fma, zero, ca, cb, co, cg):
+@functools.cache  # one kernel per (multiply-add, zero, sum, type classes, group-size class)
+def _ragged_kernel(fma, zero, plus, ca, cb, co, cg):
     from .indexing import index_loader
-    la, lb, store, lg = LOAD[ca], LOAD[cb], STORE[co], index_loader(cg)
+    la, lb, store, lg = reader(ca), reader(cb), writer(co), index_loader(cg)
 
     @cuda.jit
     def k(a, b, out, n, odims, oa, ob, kdims, ka, kb, total, pa, pb, po, gs, ngroups, pg,
-          contracting, rpos, gstride, lead):
+          contracting, rpos, gstride, lead, gmo, gmk):
+        """``gmo``/``gmk``: per output / contracting dimension, its multiplier into the row
+        of ``group_sizes`` (rank > 1: one partition per index of the leading dims)."""
         o = cuda.grid(1)
         step = cuda.gridsize(1)
         while o < n:
@@ -114,6 +120,7 @@ def _ragged_kernel(fma, zero, ca, cb, co, cg):
             base_a = 0
             base_b = 0
             m = 0
+            row_o = 0
             for d in range(len(odims) - 1, -1, -1):
                 q = rem // odims[d]
                 digit = rem - q * odims[d]
@@ -121,69 +128,101 @@ def _ragged_kernel(fma, zero, ca, cb, co, cg):
                     m = digit
                 base_a += digit * oa[d]
                 base_b += digit * ob[d]
+                row_o += digit * gmo[d]
                 rem = q
             result = zero(0)
-            start = np.int64(0)
-            for g in range(ngroups):
-                size = lg(gs[g], pg)
-                if contracting:
-                    if g == g_out:
+            if contracting:
+                for r in range(total):
+                    rem = r
+                    offa = base_a
+                    offb = base_b
+                    kr = 0
+                    row = row_o
+                    for d in range(len(kdims) - 1, -1, -1):
+                        q = rem // kdims[d]
+                        digit = rem - q * kdims[d]
+                        if d == rpos:
+                            kr = digit
+                        offa += digit * ka[d]
+                        offb += digit * kb[d]
+                        row += digit * gmk[d]
+                        rem = q
+                    start = np.int64(0)
+                    for g in range(g_out):
+                        start += lg(gs[row * ngroups + g], pg)
+                    size = lg(gs[row * ngroups + g_out], pg)
+                    if start <= kr and kr < start + size:
+                        result = fma(result, la(a, offa, pa), lb(b, offb, pb))
+            else:
+                start = np.int64(0)
+                for g in range(ngroups):
+                    size = lg(gs[row_o * ngroups + g], pg)
+                    if start <= m and m < start + size:
                         acc = zero(0)
                         for r in range(total):
                             rem = r
                             offa = base_a
-                            offb = base_b
-                            kr = 0
+                            offb = base_b + g * gstride
                             for d in range(len(kdims) - 1, -1, -1):
                                 q = rem // kdims[d]
                                 digit = rem - q * kdims[d]
-                                if d == rpos:
-                                    kr = digit
                                 offa += digit * ka[d]
                                 offb += digit * kb[d]
                                 rem = q
-                            if start <= kr and kr < start + size:
-                                acc = fma(acc, la(a[offa], pa), lb(b[offb], pb))
-                        result = acc
-                elif start <= m and m < start + size:
-                    acc = zero(0)
-                    for r in range(total):
-                        rem = r
-                        offa = base_a
-                        offb = base_b + g * gstride
-                        for d in range(len(kdims) - 1, -1, -1):
-                            q = rem // kdims[d]
-                            digit = rem - q * kdims[d]
-                            offa += digit * ka[d]
-                            offb += digit * kb[d]
-                            rem = q
-                        acc = fma(acc, la(a[offa], pa), lb(b[offb], pb))
-                    result = result + acc
-                start += size
-            out[o] = store(result, po)
+                            acc = fma(acc, la(a, offa, pa), lb(b, offb, pb))
+                        result = plus(result, acc)
+                    start += size
+            store(out, o, result, po)
             o += step
 
     return k
 
 
-@gpu_op("ragged-dot", note="group sizes of rank > 1, complex: cpu fallback")
+def _group_prefix(rank, ragged, batch, contracting):
+    """The lhs dims indexed by group_sizes' leading dims (``[b..., x..., g]``, JAX's
+    ``_ragged_dot_prefix_dims``): the batch dims, then by the ragged dim's kind the
+    non-contracting dims before it or the contracting dims before it (in
+    ``lhs_contracting_dims`` order). The CPU's rule (``evaluator/dot_variants.py``
+    ``_group_prefix``, private there: to be imported once it is public)."""
+    batch, contracting = list(batch), list(contracting)
+    if ragged in batch:
+        return tuple(batch[:batch.index(ragged)])
+    if ragged in contracting:
+        return tuple(batch + contracting[:contracting.index(ragged)])
+    free = [d for d in range(rank) if d not in batch and d not in contracting]
+    return tuple(batch + free[:free.index(ragged)])
+
+
+@gpu_op("ragged-dot")
 def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dims=(),
                lhs_contracting_dims=(), rhs_contracting_dims=(), lhs_ragged_dims=(),
                rhs_group_dims=()):
     from .dot import accumulation
     (ragged,) = tuple(lhs_ragged_dims)
     et = shape.element_type
-    if group_sizes.ndim != 1:
-        raise GpuFallback("ragged-dot with group sizes of rank > 1")
     gcls = type_class(group_sizes.et)
     if gcls not in ("sint", "uint"):
         raise HloEvalError(f"ragged-dot: group sizes must be integers, got {group_sizes.et.name}")
     lb, rb = list(lhs_batch_dims), list(rhs_batch_dims)
     lc, rc = list(lhs_contracting_dims), list(rhs_contracting_dims)
+    lead_dims = _group_prefix(lhs.ndim, ragged, lb, lc) if group_sizes.ndim > 1 else ()
+    if group_sizes.ndim > 1:  # per-batch group sizes [b..., x..., g]: the CPU's check
+        want_g = tuple(lhs.shape[d] for d in lead_dims)
+        if tuple(group_sizes.shape[:-1]) != want_g:
+            raise HloUnsupportedError("ragged-dot", "gpu", f"group_sizes of shape "
+                                      f"{list(group_sizes.shape)}: expected {list(want_g)} + "
+                                      f"[groups] (lhs dims {list(lead_dims)}, then the groups)")
     if ragged in lb:  # the groups only partition the batch
         return dot(lhs, rhs, shape=shape, lhs_batch_dims=lb, rhs_batch_dims=rb,
                    lhs_contracting_dims=lc, rhs_contracting_dims=rc)
-    a, b, fma, zero = accumulation("ragged-dot", lhs, rhs, et)
+    if et.is_complex:
+        if et.name not in ("c64", "c128"):
+            raise GpuFallback(f"ragged-dot to {et.name} has no GPU kernel")
+        a, b = complex_operand(lhs, et), complex_operand(rhs, et)
+        fma, zero, plus = fma_complex, zero_complex, add_complex
+    else:
+        a, b, fma, zero = accumulation("ragged-dot", lhs, rhs, et)
+        plus = add
     ls, rs = row_major_strides(lhs.shape), row_major_strides(rhs.shape)
     lfree = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
     contracting = ragged in lc
@@ -197,7 +236,16 @@ def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dim
     oa = [ls[d] for d in lb] + [ls[d] for d in lfree] + [0] * len(rfree)
     ob = [rs[d] for d in rb] + [0] * len(lfree) + [rs[d] for d in rfree]
     kdims = [lhs.shape[d] for d in lc]
-    ngroups = group_sizes.shape[0]
+    ngroups = group_sizes.shape[-1]
+    # each leading dim's multiplier into the flat row of group_sizes[..., :]
+    gstrides = row_major_strides(group_sizes.shape[:-1])
+    gmo = [0] * len(odims)
+    gmk = [0] * len(kdims)
+    for d, gst in zip(lead_dims, gstrides):
+        if d in lc:
+            gmk[lc.index(d)] = gst
+        else:  # a batch or non-contracting lhs dim: an output dim
+            gmo[lb.index(d) if d in lb else len(lb) + lfree.index(d)] = gst
     want = ([ngroups] if contracting else []) + odims
     if list(shape.dims) != want:
         raise HloEvalError(f"ragged-dot computed dimensions {want}, the instruction says "
@@ -206,12 +254,14 @@ def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dim
     lead = max(int(np.prod(odims, dtype=np.int64)), 1)
     total = int(np.prod(kdims, dtype=np.int64))
     out = empty(shape.dims, et)
-    kern = _ragged_kernel(fma, zero, type_class(a.et), type_class(b.et), type_class(et), gcls)
-    launch(kern, out.size, a.data, b.data, out.data, out.size, int_tuple(odims),
+    kern = _ragged_kernel(fma, zero, plus, type_class(a.et), type_class(b.et), type_class(et),
+                          gcls)
+    launch(kern, out.size, storage(a), storage(b), storage(out), out.size, int_tuple(odims),
            int_tuple(oa) if oa else (0,), int_tuple(ob) if ob else (0,), int_tuple(kdims),
            int_tuple(ls[d] for d in lc) if lc else (0,),
            int_tuple(rs[d] for d in rc) if rc else (0,), total, type_params(a.et),
            type_params(b.et), type_params(et), group_sizes.data, ngroups,
            type_params(group_sizes.et), contracting, rpos,
-           rs[gdims[0]] if gdims else 0, lead)
+           rs[gdims[0]] if gdims else 0, lead, int_tuple(gmo) if gmo else (0,),
+           int_tuple(gmk) if gmk else (0,))
     return out

@@ -153,3 +153,108 @@ def test_ragged_dot_contracting_and_integer():
     for i, (s0, s1) in enumerate([(0, 4), (4, 8), (8, 9)]):
         want[s0:s1] = a[s0:s1].astype(np.int64) @ b[i].astype(np.int64)
     assert np.array_equal(out, want)
+
+
+def _operand(t, dims):
+    if t[0] == "c":
+        v = RNG.standard_normal(dims) + 1j * RNG.standard_normal(dims)
+        return v.astype(np.complex64 if t == "c64" else np.complex128)
+    return RNG.standard_normal(dims).astype(np.float32)
+
+
+def _like(want, got):
+    """The complex128 reference ``want`` in ``got``'s type (its real part for reals)."""
+    return (want if np.iscomplexobj(got) else want.real).astype(got.dtype)
+
+
+RAGGED_BATCHED = """HloModule m
+ENTRY e {{
+  a = {t}[2,10,4] parameter(0)
+  b = {t}[2,3,4,5] parameter(1)
+  g = s32[2,3] parameter(2)
+  ROOT r = {t}[2,10,5] ragged-dot(a, b, g), lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_contracting_dims={{2}}, lhs_ragged_dims={{1}}, rhs_group_dims={{1}}
+}}"""
+
+
+@pytest.mark.parametrize("t", ["f32", "c64", "c128"])
+def test_ragged_dot_group_sizes_per_batch(t):
+    # group sizes [batch, groups]: each batch element has its own partition of the rows
+    a, b = _operand(t, (2, 10, 4)), _operand(t, (2, 3, 4, 5))
+    sizes = np.array([[3, 2, 4], [0, 7, 3]], np.int32)
+    got = check(RAGGED_BATCHED.format(t=t), a, b, sizes, opcode="dot", exact=False,
+                atol=1e-5, xla=False)  # XLA:CPU has no ragged-dot
+    want = np.zeros((2, 10, 5), np.complex128)
+    for n in range(2):
+        start = 0
+        for g, size in enumerate(sizes[n]):
+            rows = slice(start, min(start + size, 10))
+            want[n, rows] = a[n, rows].astype(np.complex128) @ b[n, g]
+            start += size
+    np.testing.assert_allclose(got, _like(want, got), rtol=1e-5, atol=1e-5)
+
+
+RAGGED_FREE_PREFIX = """HloModule m
+ENTRY e {{
+  a = {t}[3,6,4] parameter(0)
+  b = {t}[2,4,5] parameter(1)
+  g = s64[3,2] parameter(2)
+  ROOT r = {t}[3,6,5] ragged-dot(a, b, g), lhs_contracting_dims={{2}}, rhs_contracting_dims={{1}}, lhs_ragged_dims={{1}}, rhs_group_dims={{0}}
+}}"""
+
+RAGGED_CONTRACTING_PREFIX = """HloModule m
+ENTRY e {{
+  a = {t}[4,3,6] parameter(0)
+  b = {t}[3,6,5] parameter(1)
+  g = u8[3,2] parameter(2)
+  ROOT r = {t}[2,4,5] ragged-dot(a, b, g), lhs_contracting_dims={{1,2}}, rhs_contracting_dims={{0,1}}, lhs_ragged_dims={{2}}
+}}"""
+
+
+@pytest.mark.parametrize("t", ["f32", "c64"])
+def test_ragged_dot_group_sizes_with_leading_dims(t):
+    # a non-contracting lhs dim before the ragged one indexes the group sizes' rows
+    a, b = _operand(t, (3, 6, 4)), _operand(t, (2, 4, 5))
+    sizes = np.array([[2, 4], [6, 0], [1, 3]], np.int64)
+    got = check(RAGGED_FREE_PREFIX.format(t=t), a, b, sizes, opcode="dot", exact=False,
+                atol=1e-5, xla=False)
+    want = np.zeros((3, 6, 5), np.complex128)
+    for x in range(3):
+        start = 0
+        for g, size in enumerate(sizes[x]):
+            want[x, start:start + size] = a[x, start:start + size].astype(np.complex128) @ b[g]
+            start += size
+    np.testing.assert_allclose(got, _like(want, got), rtol=1e-5, atol=1e-5)
+    # ragged contracting dim after another contracting dim: its index picks the row
+    a, b = _operand(t, (4, 3, 6)), _operand(t, (3, 6, 5))
+    sizes = np.array([[2, 4], [5, 1], [0, 3]], np.uint8)
+    got = check(RAGGED_CONTRACTING_PREFIX.format(t=t), a, b, sizes, opcode="dot", exact=False,
+                atol=1e-5, xla=False)
+    want = np.zeros((2, 4, 5), np.complex128)
+    for k0 in range(3):
+        start = 0
+        for g, size in enumerate(sizes[k0].astype(int)):
+            ks = slice(start, start + size)
+            want[g] += a[:, k0, ks].astype(np.complex128) @ b[k0, ks]
+            start += size
+    np.testing.assert_allclose(got, _like(want, got), rtol=1e-5, atol=1e-5)
+
+
+def test_ragged_dot_complex_rank1_and_mixed():
+    # complex ragged-dot with rank-1 group sizes, and a real lhs with a complex rhs
+    a, b = _operand("c64", (10, 4)), _operand("c64", (3, 4, 5))
+    text = RAGGED_NON_CONTRACTING.replace("f32", "c64")
+    sizes = np.array([3, 2, 4], np.int64)
+    got = check(text, a, b, sizes, opcode="dot", exact=False, atol=1e-5, xla=False)
+    want = np.zeros((10, 5), np.complex128)
+    for i, (s0, s1) in enumerate([(0, 3), (3, 5), (5, 9)]):
+        want[s0:s1] = a[s0:s1].astype(np.complex128) @ b[i]
+    np.testing.assert_allclose(got, want.astype(np.complex64), rtol=1e-5, atol=1e-5)
+    ar = RNG.standard_normal((6, 9)).astype(np.float32)
+    br = _operand("c128", (9, 5))
+    text = RAGGED_CONTRACTING.replace("f32[6,9]", "f32[6,9]").replace("f32[9,5]", "c128[9,5]") \
+        .replace("f32[3,6,5]", "c128[3,6,5]")
+    got = check(text, ar, br, np.array([2, 3, 3], np.int32), opcode="dot", exact=False,
+                atol=1e-12, xla=False)
+    want = np.stack([ar[:, s0:s1].astype(np.float64) @ br[s0:s1]
+                     for s0, s1 in [(0, 2), (2, 5), (5, 8)]])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
