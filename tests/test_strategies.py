@@ -141,7 +141,56 @@ def test_special_inputs_and_hints():
     lambda: S.instructions(opcode="frobnicate"),
     lambda: S.computations(min_parameters=4, max_parameters=2),
     lambda: S.inputs_for("not a module"),
+    lambda: S.scatter_dims([]),
+    lambda: S.scatter_dims([2, -1]),
+    lambda: S.scatter_dims([2, 3], max_batching_dims=3),
+    lambda: S.gather_dims([2], batch_dims=[1, 2]),
+    lambda: S.gather_dims([2], min_index_vector_size=2),
+    lambda: S.conv_configs(min_spatial=2, max_spatial=1),
+    lambda: S.conv_configs(max_spatial=4),
+    lambda: S.conv_configs(min_padding=1, max_padding=0),
+    lambda: S.conv_configs(max_stride=0),
 ])
 def test_invalid_arguments(make):
     with pytest.raises(InvalidArgument):
         make()
+
+
+_OPERAND_DIMS = st.lists(st.integers(0, 4), min_size=1, max_size=4)
+
+
+@FAST(60)
+@given(_OPERAND_DIMS, st.booleans(), st.data())
+def test_scatter_and_gather_dims_agree_with_shape_inference(dims, general, data):
+    from hloref.ir import ProgramShape
+    from hloref.shape_inference import infer_shape
+    from hloref.shapes import ArrayShape
+    from hloref.types import ELEMENT_TYPES as T
+    opts = dict(max_batching_dims=1, implicit_index_vector=True) if general else {}
+    f32, s32 = T["f32"], T["s32"]
+    g = data.draw(S.gather_dims(dims, collapse_unindexed=general,
+                                min_index_vector_size=0 if general else 1, **opts))
+    got = infer_shape("gather", [ArrayShape(f32, g.operand_dims), ArrayShape(s32, g.indices_dims)],
+                      g.attrs())
+    assert got.dims == g.result_dims
+    sc = data.draw(S.scatter_dims(dims, inserted_unindexed=general, **opts))
+    add = ProgramShape((ArrayShape(f32, ()), ArrayShape(f32, ())), ArrayShape(f32, ()))
+    got = infer_shape("scatter", [ArrayShape(f32, sc.operand_dims), ArrayShape(s32, sc.indices_dims),
+                                  ArrayShape(f32, sc.updates_dims)],
+                      {**sc.attrs(), "to_apply": "add"}, {"to_apply": add})
+    assert got.dims == sc.operand_dims
+
+
+@FAST(60)
+@given(S.conv_configs(min_spatial=0, max_spatial=3, max_stride=3, min_padding=-2,
+                      max_base_dilation=3))
+def test_conv_configs_agree_with_shape_inference(c):
+    from hloref.shape_inference import infer_shape
+    from hloref.shapes import ArrayShape
+    from hloref.types import ELEMENT_TYPES as T
+    out = infer_shape("convolution", [ArrayShape(T["f32"], c.lhs_dims),
+                                      ArrayShape(T["f32"], c.rhs_dims)], c.attrs())
+    dn = c.dim_labels
+    assert out.dims[dn.output_feature_dimension] == c.rhs_dims[dn.kernel_output_feature_dimension]
+    assert out.dims[dn.output_batch_dimension] * c.batch_group_count == \
+        c.lhs_dims[dn.input_batch_dimension]

@@ -152,10 +152,13 @@ def draw_scatter_dims(draw, operand_dims: Sequence[int], batch_dims: Callable[[]
 
 def draw_gather_dims(draw, operand_dims: Sequence[int], batch_dims: Callable[[], Sequence[int]],
                      *, max_batching_dims: int = 0, collapse_unindexed: bool = False,
-                     implicit_index_vector: bool = False,
-                     min_index_vector_size: int = 1) -> GatherDims:
+                     implicit_index_vector: bool = False, min_index_vector_size: int = 1,
+                     on_indices: Callable[[tuple[int, ...]], object] | None = None
+                     ) -> GatherDims:
     """``gather_dims()`` drawn with ``draw`` inside a caller's draw; ``batch_dims()``
-    draws the index array's batch dimensions."""
+    draws the index array's batch dimensions. ``on_indices(indices_dims)`` is called
+    before the offset dims are drawn: the gather maker draws its index array there, as
+    it always has, so the campaign's programs for a seed stay what they were."""
     operand_dims = tuple(operand_dims)
     r = len(operand_dims)
     # a batching or collapsed dimension has slice size 1: its operand size is at least 1
@@ -173,6 +176,8 @@ def draw_gather_dims(draw, operand_dims: Sequence[int], batch_dims: Callable[[],
                   for d in range(r))
     idims, ivd, index_batching, batch = _index_layout(draw, operand_dims, batching, batch_dims,
                                                       k, implicit_index_vector)
+    if on_indices is not None:
+        on_indices(idims)
     offset_operand = [d for d in range(r) if d not in collapsed and d not in batching]
     out_rank = len(offset_operand) + len(batch)
     offset = tuple(sorted(draw(st.permutations(list(range(out_rank))))[:len(offset_operand)]))
@@ -288,28 +293,11 @@ def _indices(b: Builder, dims, bound: int, *, unique: bool = False) -> Instructi
 
 def make_gather(b: Builder):
     x = b.operand("fcsup", min_rank=1)
-    r = x.shape.rank
-    k = b.draw(st.integers(1, r))
-    sim = tuple(b.draw(st.permutations(list(range(r))))[:k])
-    # a collapsed dimension has slice size 1 (size 0 would leave the result undefined)
-    collapsed = tuple(sorted(d for d in sim if x.shape.dims[d] >= 1 and b.draw(st.booleans())))
-    sizes = tuple(1 if d in collapsed else b.draw(st.integers(0, x.shape.dims[d]))
-                  for d in range(r))
-    batch = b.new_dims(max_rank=2)
-    ivd = b.draw(st.integers(0, len(batch)))
-    idims = list(batch)
-    vec_in_dims = b.draw(st.booleans()) or k > 1
-    if vec_in_dims:
-        idims.insert(ivd, k)
-    else:
-        ivd = len(idims)
-    idx = _indices(b, tuple(idims), max(x.shape.dims) + 1)
-    n_offset = r - len(collapsed)
-    out_rank = n_offset + len(batch)
-    offset = tuple(sorted(b.draw(st.permutations(list(range(out_rank))))[:n_offset]))
-    return b.add("gather", [x, idx], {"offset_dims": offset, "collapsed_slice_dims": collapsed,
-                                      "start_index_map": sim, "index_vector_dim": ivd,
-                                      "slice_sizes": sizes})
+    idx = []
+    g = draw_gather_dims(b.draw, x.shape.dims, lambda: b.new_dims(max_rank=2),
+                         implicit_index_vector=True, on_indices=lambda dims: idx.append(
+                             _indices(b, dims, max(x.shape.dims) + 1)))
+    return b.add("gather", [x, idx[0]], g.attrs())
 
 
 def make_scatter(b: Builder):
