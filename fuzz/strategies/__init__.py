@@ -20,7 +20,10 @@ programs look like what XLA's compiler sees:
 Public strategies (keyword-only bounds, validated with ``InvalidArgument``):
 
 ``element_types()``, ``shapes()``, ``instructions(opcode=...)``,
-``computations()``, ``modules(...)`` and ``inputs_for(module)``.
+``computations()``, ``modules(...)`` and ``inputs_for(module)``; structured ones,
+shared by the makers and the tests: ``scatter_dims(operand_dims)``,
+``gather_dims(operand_dims)`` and ``conv_configs()`` (dimension numbers valid by
+construction, with the shapes they imply).
 
 ``modules(ops=...)`` restricts the opcodes the generator picks (glue ops are still
 used to connect values); ``weights={opcode: w}`` biases the choice. The opcodes a
@@ -31,6 +34,13 @@ Generated modules carry ``module.fuzz_hints``: parameter number → role
 (``index``, ``positive``, ``spd``, ``triangular``, ``state``), which
 ``inputs_for`` uses to pick sensible values (e.g. symmetric positive definite
 matrices for ``cholesky``, possibly out-of-range starts for ``dynamic-slice``).
+
+Layout: ``shapes`` (element types, shapes, argument checks), ``builder`` (``Builder``:
+one computation's operand pool and glue), one maker module per op family mirroring
+``evaluator/`` (``elementwise``, ``convert``, ``shape_ops``, ``control``, ``reduce``,
+``windows``, ``sort``, ``dot``, ``convolution``, ``indexing``, ``linalg``, ``rng``),
+``registry`` (opcode -> maker, default weights), ``programs`` (the module strategies)
+and ``inputs`` (arguments).
 """
 
 from .convolution import ConvConfig, conv_configs

@@ -182,9 +182,7 @@ class Builder:
             cands = [v for v in self.pool if fits(v)]
             if cands and self.draw(st.integers(0, 3)) != 0:
                 return self.draw(st.sampled_from(cands))
-        target_et = et or (None)
-        if target_et is None:
-            target_et = self.pick_type(kinds)
+        target_et = et if et is not None else self.pick_type(kinds)
         if hint is not None or not self.pool or self.draw(st.integers(0, 2)) == 0:
             d = tuple(dims) if dims is not None else self.new_dims(min_rank=min_rank,
                                                                     max_rank=max_rank)
@@ -263,10 +261,9 @@ class Builder:
     def finish_computation(self, b: "Builder", root: Instruction, stem: str) -> ComputationRef:
         # ROOT need not be the last line in HLO text; moving it would break def-before-use
         if root not in b.instructions or root.opcode == "parameter":
-            if True:
-                root = b.add("copy", [root]) if isinstance(root.shape, ArrayShape) else \
-                    b.add("tuple", [b.add("get-tuple-element", [root], {"index": i}, pool=False)
-                                    for i in range(len(root.shape.elements))], pool=False)
+            root = b.add("copy", [root]) if isinstance(root.shape, ArrayShape) else \
+                b.add("tuple", [b.add("get-tuple-element", [root], {"index": i}, pool=False)
+                                for i in range(len(root.shape.elements))], pool=False)
         comp = Computation(self.ctx.fresh(stem), b.instructions, root)
         return self.ctx.register(comp)
 

@@ -27,8 +27,6 @@ def make_call(b: Builder):
     sub = b.sub_builder([no_layout(a.shape) for a in args], fixed=False)
     b.random_body(sub, b.draw(st.integers(1, 5)))
     outs = [sub.draw(st.sampled_from(sub.pool)) for _ in range(b.draw(st.integers(1, 2)))]
-    if sub.params and not sub.fixed:
-        pass
     if len(outs) == 1:
         root = outs[0]
     else:

@@ -10,7 +10,7 @@ from hloref.types import ELEMENT_TYPES
 
 from .builder import Builder
 
-
+#: Unary opcodes -> the kinds of element type they take (letters of ``fcsup``).
 UNARY = {
     **{op: "f" for op in ("floor", "ceil", "round-nearest-afz", "round-nearest-even",
                           "is-finite", "erf")},
@@ -23,8 +23,7 @@ UNARY = {
     "real": "fc", "imag": "fc", "abs": "fcs", "sign": "fcs", "negate": "fcsu",
     "count-leading-zeros": "su", "popcnt": "su", "not": "psu", "copy": "fcsup",
 }
-
-
+#: Binary opcodes -> the kinds of element type they take.
 BINARY = {
     "add": "fcsu", "subtract": "fcsu", "multiply": "fcsup", "divide": "fcsu",
     "remainder": "fsu", "power": "fcsu", "atan2": "fc", "maximum": "fcsup",

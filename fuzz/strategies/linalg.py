@@ -31,7 +31,6 @@ def make_fft(b: Builder):
 
 def _tri_mask(b: Builder, x: Instruction, lower: bool) -> Instruction:
     """Zero the triangle cholesky leaves implementation-defined (as jax does)."""
-    n = x.shape.dims[-1]
     rank = x.shape.rank
     s32 = b.et("s32")
     rows = b.add("iota", [], {"iota_dimension": rank - 2}, shape=ArrayShape(s32, x.shape.dims),
@@ -42,7 +41,6 @@ def _tri_mask(b: Builder, x: Instruction, lower: bool) -> Instruction:
     zero = b.constant(x.shape.element_type, (), 0)
     zeros = b.add("broadcast", [zero], {"dimensions": ()}, shape=ArrayShape(
         x.shape.element_type, x.shape.dims), pool=False)
-    del n
     return b.add("select", [keep, x, zeros])
 
 
