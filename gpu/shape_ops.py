@@ -6,8 +6,10 @@ dimensions and negative for reversed ones); concatenate is one affine scatter pe
 operand; pad and iota have their own kernels. All move storage bits unchanged, so
 they serve every element type (narrow floats, complex, sub-byte ints). reshape is free
 (the same flat buffer with a new shape). shuffle is one gather kernel (rotate: shifted
-coordinates; permute: clamped coordinates from its indices attribute). bitcast runs on the GPU when both shapes have
-the default layout and the same element type; otherwise on the CPU.
+coordinates; permute: clamped coordinates from its indices attribute). bitcast is the
+CPU's reinterpretation of memory: the operand gathered into its layout's memory order,
+the storage viewed as the result type (same width) or packed/unpacked for ``E(n)``
+layouts of sub-byte types, then gathered back from the result's layout.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from numba import cuda
 
 from hloref.errors import HloEvalError, HloUnsupportedError
 
-from .device import STORE, DArray, empty, type_class, type_params
+from .device import STORE, DArray, empty, storage_dtype, type_class, type_params
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 
@@ -229,17 +231,106 @@ def iota(*, shape, iota_dimension):
     return out
 
 
-@gpu_op("bitcast", note="layout-changing or type-changing bitcast: cpu fallback")
+def _physical(x: DArray, shp) -> DArray:
+    """``x``'s elements in the memory order of ``shp``'s layout (flat; a device copy
+    unless the layout is row-major)."""
+    major_to_minor = tuple(reversed(shp.minor_to_major()))
+    if major_to_minor == tuple(range(x.ndim)):
+        return x.reshape((x.size,))
+    xs = row_major_strides(x.shape)
+    flat = gather(x, [x.shape[d] for d in major_to_minor], [xs[d] for d in major_to_minor])
+    return flat.reshape((x.size,))
+
+
+def _logical(flat: DArray, shp) -> DArray:
+    """The inverse of :func:`_physical`: flat memory in ``shp``'s layout, as ``shp``."""
+    major_to_minor = tuple(reversed(shp.minor_to_major()))
+    if major_to_minor == tuple(range(len(shp.dims))):
+        return flat.reshape(shp.dims)
+    pst = row_major_strides([shp.dims[d] for d in major_to_minor])
+    strides = [0] * len(shp.dims)
+    for k, d in enumerate(major_to_minor):
+        strides[d] = pst[k]
+    return gather(flat, shp.dims, strides)
+
+
+@cuda.jit
+def _pack_kernel(src, out, n, count, bits):
+    """XLA's ``PackIntN``: byte ``i`` holds elements ``i * per + j`` (their low bits) at
+    bit ``bits * (per - j - 1)``; a partial last byte is zero-filled at the bottom."""
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    per = 8 // bits
+    mask = (1 << bits) - 1
+    while i < n:
+        v = 0
+        for j in range(per):
+            e = i * per + j
+            if e < count:
+                v |= (int(src[e]) & mask) << (bits * (per - 1 - j))
+        out[i] = v
+        i += step
+
+
+@cuda.jit
+def _unpack_kernel(data, out, count, bits):
+    j = cuda.grid(1)
+    step = cuda.gridsize(1)
+    per = 8 // bits
+    mask = (1 << bits) - 1
+    while j < count:
+        out[j] = (int(data[j // per]) >> (bits * (per - 1 - j % per))) & mask
+        j += step
+
+
+def _packed_bits(shp) -> int:
+    """``n`` of an ``E(n)`` layout that packs sub-byte elements (0: one element a byte);
+    the CPU's rule and errors."""
+    n = shp.layout.element_size_bits if shp.layout is not None else 0
+    if n and n < 8:
+        if n not in (1, 2, 4):
+            raise HloEvalError(f"bitcast: E({n}) packing is not 1, 2 or 4 bits")
+        if shp.element_type.bits > n:
+            raise HloEvalError(f"bitcast: E({n}) is narrower than {shp.element_type.name}")
+        return n
+    return 0
+
+
+@gpu_op("bitcast")
 def bitcast(x, *, shape, operand_shapes):
+    """Reinterpret the operand's memory (in its layout) as the result shape (in its
+    layout), as the CPU does: layouts by strided device copies, element types by viewing
+    the storage, ``E(n)`` packing of sub-byte types by the pack/unpack kernels."""
     src = operand_shapes[0]
-    default = tuple(range(len(shape.dims) - 1, -1, -1))
-    src_default = tuple(range(len(src.dims) - 1, -1, -1))
-    if (x.et != shape.element_type or tuple(shape.minor_to_major()) != default
-            or tuple(src.minor_to_major()) != src_default):
-        raise GpuFallback("bitcast that changes the layout or the element type")
-    if x.size != shape.size:
-        raise HloEvalError(f"bitcast of {x.size} elements to {shape.size}")
-    return x.reshape(shape.dims)
+    et = shape.element_type
+    flat = _physical(x, src)
+    in_bits, out_bits = _packed_bits(src), _packed_bits(shape)
+    if in_bits or out_bits:
+        if in_bits:
+            data = cuda.device_array(max(-(-flat.size // (8 // in_bits)), 0), dtype=np.uint8)
+            launch(_pack_kernel, data.size, flat.data, data, data.size, flat.size, in_bits)
+        else:
+            data = flat.data.view(np.uint8)
+        if out_bits:
+            need = -(-shape.size * out_bits // 8)
+            if data.size != need:
+                raise HloEvalError(f"bitcast of {data.size} bytes to {shape.size} elements "
+                                   f"packed {out_bits} bits each ({need} bytes)")
+            out = empty((shape.size,), et)
+            launch(_unpack_kernel, shape.size, data, out.data, shape.size, out_bits)
+            return _logical(out, shape)
+        itemsize = et.dtype.itemsize
+        if data.size != shape.size * itemsize:
+            raise HloEvalError(f"bitcast of {data.size} bytes to {shape.size} elements "
+                               f"of {itemsize} bytes")
+        return _logical(DArray(data.view(storage_dtype(et)), (shape.size,), et), shape)
+    if x.et.dtype != et.dtype:
+        if x.et.dtype.itemsize != et.dtype.itemsize:
+            raise HloEvalError("bitcast between element types of different widths")
+        flat = DArray(flat.data.view(storage_dtype(et)), flat.shape, et)
+    if flat.size != shape.size:
+        raise HloEvalError(f"bitcast of {flat.size} elements to {shape.size}")
+    return _logical(flat, shape)
 
 
 @gpu_op("tuple")
