@@ -35,8 +35,8 @@ def main(argv=None) -> int:
     from timing import paired
 
     import hloref
-    from hloref import cli
     from hloref.api import coerce_argument
+    from hloref.cli_common import read_npz, unflatten_arguments
     from hloref.evaluator.interpreter import Interpreter
     from hloref.fuzz.differential import diff
     from hloref.fuzz.envelope import EnvelopePolicy, sample
@@ -47,8 +47,8 @@ def main(argv=None) -> int:
     text = open(m.module, encoding="utf-8").read()
     module = hloref.parse(text)
     n_instr = rp.count_instructions(text)
-    values = cli.unflatten_arguments(cli.read_npz(m.inputs),
-                                     [p.shape for p in module.entry.parameters])
+    values = unflatten_arguments(read_npz(m.inputs),
+                                 [p.shape for p in module.entry.parameters])
     values = [coerce_argument(v, p.shape, "argument") for v, p in
               zip(values, module.entry.parameters)]
     policy = EnvelopePolicy(**({"samples": args.samples} if args.samples else {}))

@@ -40,8 +40,8 @@ def main(argv=None) -> int:
     import realistic_programs as rp
 
     import hloref
-    from hloref import cli
     from hloref.api import coerce_argument
+    from hloref.cli_common import read_npz, unflatten_arguments
     from hloref.fuzz.envelope import Envelope, EnvelopePolicy, sample
     from hloref.fuzz.workers import OracleWorker
 
@@ -57,8 +57,8 @@ def main(argv=None) -> int:
             if not os.path.exists(os.path.join(d, "optimized.hlo")):
                 rp.materialize(rp.PROGRAMS[name](), out, dump=False)
             module = hloref.parse(open(os.path.join(d, "module.hlo"), encoding="utf-8").read())
-            values = cli.unflatten_arguments(cli.read_npz(os.path.join(d, "inputs.npz")),
-                                             [p.shape for p in module.entry.parameters])
+            values = unflatten_arguments(read_npz(os.path.join(d, "inputs.npz")),
+                                         [p.shape for p in module.entry.parameters])
             values = [coerce_argument(v, p.shape, "argument") for v, p in
                       zip(values, module.entry.parameters)]
             xla = worker.run(module.to_text(), values, debug_options=debug)

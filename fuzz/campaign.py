@@ -188,7 +188,7 @@ class Runner:
     def first_time(self, module, args) -> bool:
         """False for a program (module and inputs) this worker has already tested,
         counted in ``Stats.repeats`` and not run again."""
-        from hloref.cli import flatten_value
+        from hloref.cli_common import flatten_value
         h = hashlib.sha1(module.to_text().encode())
         for a in flatten_value(tuple(args)):
             h.update(str(a.dtype).encode() + bytes(str(a.shape), "ascii") + a.tobytes())
@@ -253,7 +253,7 @@ class Runner:
         bug can be reproduced; never raises."""
         import traceback
 
-        from hloref.cli import flatten_value, write_npz
+        from hloref.cli_common import flatten_value, write_npz
         try:
             text = module.to_text()
             key = hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -11,7 +11,8 @@ import os
 
 import numpy as np
 
-from hloref import cli
+from hloref.cli_common import (EXIT_MISMATCH, EXIT_OK, CliError, limits_from_args, load_module,
+                               random_arguments, read_npz, unflatten_arguments)
 from hloref.errors import HloError
 
 
@@ -21,11 +22,11 @@ __all__ = ["cmd_diff", "cmd_check", "cmd_check_dump", "cmd_fuzz", "cmd_replay", 
 
 def _inputs(args, module) -> list:
     if args.inputs and args.seed is not None:
-        raise cli.CliError("give either --inputs or --seed, not both")
+        raise CliError("give either --inputs or --seed, not both")
     params = module.entry.parameters
     if args.inputs:
-        return cli.unflatten_arguments(cli.read_npz(args.inputs), [p.shape for p in params])
-    return cli.random_arguments(module, args.seed if args.seed is not None else 0)
+        return unflatten_arguments(read_npz(args.inputs), [p.shape for p in params])
+    return random_arguments(module, args.seed if args.seed is not None else 0)
 
 
 def _coerce(module, values):
@@ -37,12 +38,12 @@ def _coerce(module, values):
 def cmd_diff(args) -> int:
     from .differential import diff
     from .workers import OracleWorker
-    module = cli._load_module(args.file)
+    module = load_module(args.file)
     values = _coerce(module, _inputs(args, module))
     with OracleWorker(args.oracle, timeout=args.timeout) as worker:
         debug = {"xla_allow_excess_precision": False} if args.no_excess_precision else None
         report = diff(module, values, oracle=args.oracle, worker=worker,
-                      isolate_all=args.isolate, limits=cli._limits(args),
+                      isolate_all=args.isolate, limits=limits_from_args(args),
                       debug_options=debug, policy=_policy(args))
         blame = None
         if args.blame and report.verdict == "mismatch" and args.oracle == "xla":
@@ -68,10 +69,10 @@ def cmd_diff(args) -> int:
         if finding:
             print(f"\nreduced reproducer written to {finding}")
     if report.verdict in ("match", "known-gap"):
-        return cli.EXIT_OK
+        return EXIT_OK
     if report.verdict in ("mismatch", "crash", "timeout"):
-        return cli.EXIT_MISMATCH
-    raise cli.CliError(report.message or report.verdict)
+        return EXIT_MISMATCH
+    raise CliError(report.message or report.verdict)
 
 
 def _report_json(report, blame, finding) -> dict:
@@ -121,18 +122,18 @@ def cmd_check(args) -> int:
     """Evaluate BEFORE's envelope and AFTER with hloref on the same inputs: is AFTER inside?
     Names the first instruction (by name, in BEFORE's order) outside its envelope."""
     from .check import check_modules
-    before = cli._load_module(args.before)
-    after = cli._load_module(args.after)
+    before = load_module(args.before)
+    after = load_module(args.after)
     values = _coerce(before, _inputs(args, before))
     try:
         after_values = _coerce(after, values)
     except HloError as exc:
-        raise cli.CliError(f"{after.source_name or 'module'}: the inputs do not fit: {exc}") from None
+        raise CliError(f"{after.source_name or 'module'}: the inputs do not fit: {exc}") from None
     del after_values
-    report = check_modules(before, after, values, limits=cli._limits(args),
+    report = check_modules(before, after, values, limits=limits_from_args(args),
                            policy=_policy(args))
     print(f"{args.before} vs {args.after}: {report.summary()}")
-    return cli.EXIT_OK if report.ok else cli.EXIT_MISMATCH
+    return EXIT_OK if report.ok else EXIT_MISMATCH
 
 
 def _policy(args):
@@ -155,18 +156,18 @@ def cmd_check_dump(args) -> int:
     from .blame import evaluate_snapshots, first_divergent, read_dump
     import hloref
     if not os.path.isdir(args.dir):
-        raise cli.CliError(f"{args.dir}: not a directory")
+        raise CliError(f"{args.dir}: not a directory")
     modules = read_dump(args.dir)
     modules = {k: m for k, m in modules.items() if m.before}
     if not modules:
-        raise cli.CliError(f"{args.dir}: no XLA dump (*.before_optimizations.txt) found")
+        raise CliError(f"{args.dir}: no XLA dump (*.before_optimizations.txt) found")
     any_bad = False
     summary = []
     for prefix, dm in sorted(modules.items()):
         module = hloref.parse(open(dm.before, encoding="utf-8").read(), filename=dm.before)
-        values = _coerce(module, cli.random_arguments(module, args.seed))
+        values = _coerce(module, random_arguments(module, args.seed))
         try:
-            _, results = evaluate_snapshots(dm, values, limits=cli._limits(args),
+            _, results = evaluate_snapshots(dm, values, limits=limits_from_args(args),
                                             policy=_policy(args))
         except HloError as exc:
             print(f"{prefix}: cannot evaluate the module before optimizations: {exc}")
@@ -196,7 +197,7 @@ def cmd_check_dump(args) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=2)
-    return cli.EXIT_MISMATCH if any_bad else cli.EXIT_OK
+    return EXIT_MISMATCH if any_bad else EXIT_OK
 
 
 def _plot(results, title, path) -> None:
@@ -286,15 +287,15 @@ def cmd_fuzz(args) -> int:
     try:
         seconds = parse_duration(args.time) if args.time else None
     except ValueError as exc:
-        raise cli.CliError(str(exc)) from None
+        raise CliError(str(exc)) from None
     if args.examples is not None and args.examples < 0:
-        raise cli.CliError("--examples must be >= 0")
+        raise CliError("--examples must be >= 0")
     if args.batch < 1:
-        raise cli.CliError("--batch must be >= 1")
+        raise CliError("--batch must be >= 1")
     if args.unit_programs < 1:
-        raise cli.CliError("--unit-programs must be >= 1")
+        raise CliError("--unit-programs must be >= 1")
     if args.workers is not None and args.workers < 1:
-        raise cli.CliError("--workers must be >= 1")
+        raise CliError("--workers must be >= 1")
     oracles = ("xla", "tf") if args.oracle == "both" else (args.oracle,)
     if args.ops:
         from .strategies import GENERATABLE_OPCODES, NOT_IN_XLA
@@ -302,7 +303,7 @@ def cmd_fuzz(args) -> int:
         ops = [o for part in args.ops for o in part.split(",") if o]
         bad = [o for o in ops if o not in known]
         if bad:
-            raise cli.CliError(f"--ops: the generator cannot produce {', '.join(bad)}")
+            raise CliError(f"--ops: the generator cannot produce {', '.join(bad)}")
     else:
         ops = None
     opts = CampaignOptions(out=args.out, oracles=oracles, seed=args.seed, examples=args.examples,
@@ -320,9 +321,9 @@ def cmd_fuzz(args) -> int:
         else:
             summary = run_campaign(opts)
     except CampaignSetupError as exc:
-        raise cli.CliError(str(exc)) from None
+        raise CliError(str(exc)) from None
     print(format_summary(summary))
-    return cli.EXIT_MISMATCH if summary["new_findings"] else cli.EXIT_OK
+    return EXIT_MISMATCH if summary["new_findings"] else EXIT_OK
 
 
 def cmd_replay(args) -> int:
@@ -330,10 +331,10 @@ def cmd_replay(args) -> int:
     from .stats import atomic_json
     for p in args.dirs:
         if not os.path.isdir(p):
-            raise cli.CliError(f"{p}: not a directory")
+            raise CliError(f"{p}: not a directory")
     results = replay(args.dirs, timeout=args.timeout)
     if not results:
-        raise cli.CliError("no findings (directories with finding.json) found")
+        raise CliError("no findings (directories with finding.json) found")
     for r in results:
         status = ("REPRODUCES" if r["reproduces"] else
                   f"known difference ({r['known_difference']})" if r.get("known_difference")
@@ -344,7 +345,7 @@ def cmd_replay(args) -> int:
     print(f"{n} of {len(results)} findings still reproduce")
     if args.json:
         atomic_json(args.json, results)
-    return cli.EXIT_MISMATCH if n else cli.EXIT_OK
+    return EXIT_MISMATCH if n else EXIT_OK
 
 
 def add_fuzz_commands(sub) -> None:

@@ -157,7 +157,7 @@ def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: st
 
 
 def write_pending(out_dir: str, key: str, module, args, meta: dict) -> str:
-    from hloref.cli import flatten_value, write_npz
+    from hloref.cli_common import flatten_value, write_npz
     pending = os.path.join(out_dir, "pending")
     os.makedirs(pending, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".pending-", dir=pending)
@@ -178,7 +178,7 @@ def write_pending(out_dir: str, key: str, module, args, meta: dict) -> str:
 def load_program(directory: str):
     import hloref
     from hloref.api import coerce_argument
-    from hloref.cli import read_npz, unflatten_arguments
+    from hloref.cli_common import read_npz, unflatten_arguments
     with open(os.path.join(directory, "module.hlo"), encoding="utf-8") as f:
         module = hloref.parse(f.read())
     arrays = read_npz(os.path.join(directory, "inputs.npz"))

@@ -9,138 +9,25 @@
 
 Exit status: 0 on success (diff/check: match), 1 mismatch or oracle crash, 2 on bad
 input (one message on stderr, no traceback).
+
+The verbs after ``ops`` are ``fuzz/commands.py``'s (``add_commands``, imported by
+``build_parser``); what both sides share (exit codes, ``CliError``, loading a module,
+the npz convention) is ``hloref/cli_common.py``, which imports neither.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 
 import numpy as np
 
+from .cli_common import (EXIT_BAD_INPUT, EXIT_OK, CliError, flatten_value, limits_from_args,
+                         load_module, random_arguments, read_npz, unflatten_arguments,
+                         write_npz)
 from .errors import HloError
 
 __all__ = ["main"]
-
-EXIT_OK = 0
-EXIT_MISMATCH = 1
-EXIT_BAD_INPUT = 2
-
-
-class CliError(Exception):
-    """A user error the CLI reports as one line."""
-
-
-def _read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise CliError(f"{path}: is a directory, expected an HLO text file") from None
-    except UnicodeDecodeError:
-        raise CliError(f"{path}: not a UTF-8 text file") from None
-    except OSError as exc:
-        raise CliError(f"{path}: {exc.strerror}") from None
-
-
-def _load_module(path: str, verify: bool = False):
-    from .parser import parse_module
-    module = parse_module(_read_text(path), filename=path)
-    if verify:
-        from .verifier import verify_module
-        verify_module(module)
-    return module
-
-
-def _limits(args):
-    from hloref.evaluator.interpreter import Limits
-    kw = {}
-    if getattr(args, "max_bytes", None) is not None:
-        kw["max_bytes"] = args.max_bytes
-    if getattr(args, "max_while_iterations", None) is not None:
-        kw["max_while_iterations"] = args.max_while_iterations
-    return Limits(**kw)
-
-
-# ---------------------------------------------------------------- npz convention
-
-
-def read_npz(path: str) -> list[np.ndarray]:
-    """Arrays ``arr_0``, ``arr_1``, ... of an npz file, in order (other keys ignored)."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            keys = [k for k in data.files if k.startswith("arr_") and k[4:].isdigit()]
-            keys.sort(key=lambda k: int(k[4:]))
-            if [int(k[4:]) for k in keys] != list(range(len(keys))):
-                raise CliError(f"{path}: arrays must be arr_0, arr_1, ... without gaps "
-                               f"(numpy.savez(path, *arrays)); found {', '.join(keys)}")
-            return [data[k] for k in keys]
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file") from None
-    except CliError:
-        raise
-    except Exception as exc:  # zipfile/pickle/format errors
-        raise CliError(f"{path}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
-
-
-def write_npz(path: str, arrays: list[np.ndarray]) -> None:
-    """Write ``arrays`` as ``arr_0``, ... atomically; ml_dtypes arrays as their raw bits."""
-    stored = []
-    for a in arrays:
-        if a.dtype.kind not in "biufc" or a.dtype.type.__module__.startswith("ml_dtypes"):
-            a = a.view(np.dtype(f"u{a.dtype.itemsize}"))
-        stored.append(a)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise CliError(f"{path}: directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, *stored)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def flatten_value(value) -> list:
-    if isinstance(value, tuple):
-        out = []
-        for v in value:
-            out.extend(flatten_value(v))
-        return out
-    return [value]
-
-
-def unflatten_arguments(arrays: list, shapes: list) -> list:
-    """Group the flat ``arrays`` of an npz into one value per parameter shape."""
-    from .shapes import TupleShape
-    it = iter(arrays)
-
-    def take(shape):
-        if isinstance(shape, TupleShape):
-            return tuple(take(s) for s in shape.elements)
-        try:
-            return next(it)
-        except StopIteration:
-            raise CliError("the inputs file has too few arrays for the entry parameters") from None
-
-    values = [take(s) for s in shapes]
-    if next(it, None) is not None:
-        raise CliError(f"the inputs file has {len(arrays)} arrays, more than the entry "
-                       f"parameters take")
-    return values
-
-
-def random_arguments(module, seed: int) -> list:
-    from .inputs import random_value
-    rng = np.random.default_rng(seed)
-    return [random_value(p.shape, rng) for p in module.entry.parameters]
 
 
 # ---------------------------------------------------------------- printing
@@ -171,7 +58,7 @@ def format_value(value, indent: str = "") -> str:
 
 def cmd_run(args) -> int:
     from . import api
-    module = _load_module(args.file, verify=not getattr(args, "no_verify", False))
+    module = load_module(args.file, verify=not getattr(args, "no_verify", False))
     if args.inputs and args.seed is not None:
         raise CliError("give either --inputs or --seed, not both")
     params = module.entry.parameters
@@ -179,7 +66,7 @@ def cmd_run(args) -> int:
         values = unflatten_arguments(read_npz(args.inputs), [p.shape for p in params])
     else:
         values = random_arguments(module, args.seed if args.seed is not None else 0)
-    result = api.evaluate(module, *values, backend=args.backend, limits=_limits(args),
+    result = api.evaluate(module, *values, backend=args.backend, limits=limits_from_args(args),
                           fallback=not args.no_fallback, verify=False)  # verified on load
     if args.output:
         from .values import Token
@@ -190,7 +77,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_parse(args) -> int:
-    module = _load_module(args.file, verify=args.verify)
+    module = load_module(args.file, verify=args.verify)
     if args.print:
         sys.stdout.write(module.to_text())
     else:

@@ -708,7 +708,7 @@ class Materialized:
 
 
 def _write_npz(path, arrays):
-    from hloref.cli import write_npz
+    from hloref.cli_common import write_npz
     write_npz(path, [np.asarray(a) for a in arrays])
 
 

@@ -87,7 +87,7 @@ def test_run_seed_prints_and_matches_xla(tmp_path, capsys):
     assert "tuple" in out or "f32" in out
     xla = pytest.importorskip("hloref.fuzz.oracles.xla")
     import hloref
-    from hloref.cli import flatten_value, random_arguments
+    from hloref.cli_common import flatten_value, random_arguments
     text = (EXAMPLES / "while_loop.hlo").read_text()
     expected = flatten_value(xla.run_hlo(text, *random_arguments(hloref.parse(text), 3)))
     with np.load(tmp_path / "out.npz") as data:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import hloref
-from hloref.cli import read_npz
+from hloref.cli_common import read_npz
 
 ROOT = Path(__file__).resolve().parents[1] / "findings" / "xla-cpu-jaxlib-0.10.2"
 RETIRED = Path(__file__).resolve().parents[1] / "findings" / "retired" / "xla-cpu-jaxlib-0.10.2"

@@ -1,0 +1,149 @@
+"""What the command lines share: ``hloref/cli.py`` (``run``, ``parse``, ``ops``) and
+``fuzz/commands.py`` (``diff``, ``check``, ``fuzz``, ...), and the npz convention that
+findings and campaigns also write and read.
+
+Exit codes, ``CliError`` (a user error reported as one line, exit 2), loading an HLO
+text file, the ``--max-bytes``/``--max-while-iterations`` limits, and inputs/outputs as
+``.npz`` files of ``arr_0``, ``arr_1``, ... (tuples flattened in order). It imports
+nothing of the command lines, so both sides (and ``fuzz/findings.py``,
+``fuzz/campaign.py``) import it without a cycle.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from hloref.evaluator.interpreter import Limits
+
+__all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_BAD_INPUT", "CliError", "load_module",
+           "limits_from_args", "read_npz", "write_npz", "flatten_value", "unflatten_arguments",
+           "random_arguments"]
+
+EXIT_OK = 0
+EXIT_MISMATCH = 1
+EXIT_BAD_INPUT = 2
+
+
+class CliError(Exception):
+    """A user error the CLI reports as one line."""
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CliError(f"{path}: is a directory, expected an HLO text file") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: not a UTF-8 text file") from None
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror}") from None
+
+
+def load_module(path: str, verify: bool = False):
+    """The module in HLO text file ``path`` (verified with ``verify``); a missing or
+    unreadable file is a ``CliError``."""
+    from .parser import parse_module
+    module = parse_module(_read_text(path), filename=path)
+    if verify:
+        from .verifier import verify_module
+        verify_module(module)
+    return module
+
+
+def limits_from_args(args) -> "Limits":
+    """The evaluation ``Limits`` of a command's ``--max-bytes`` and
+    ``--max-while-iterations`` (defaults where absent)."""
+    from hloref.evaluator.interpreter import Limits
+    kw = {}
+    if getattr(args, "max_bytes", None) is not None:
+        kw["max_bytes"] = args.max_bytes
+    if getattr(args, "max_while_iterations", None) is not None:
+        kw["max_while_iterations"] = args.max_while_iterations
+    return Limits(**kw)
+
+
+# ---------------------------------------------------------------- npz convention
+
+
+def read_npz(path: str) -> list[np.ndarray]:
+    """Arrays ``arr_0``, ``arr_1``, ... of an npz file, in order (other keys ignored)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            keys = [k for k in data.files if k.startswith("arr_") and k[4:].isdigit()]
+            keys.sort(key=lambda k: int(k[4:]))
+            if [int(k[4:]) for k in keys] != list(range(len(keys))):
+                raise CliError(f"{path}: arrays must be arr_0, arr_1, ... without gaps "
+                               f"(numpy.savez(path, *arrays)); found {', '.join(keys)}")
+            return [data[k] for k in keys]
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file") from None
+    except CliError:
+        raise
+    except Exception as exc:  # zipfile/pickle/format errors
+        raise CliError(f"{path}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+
+
+def write_npz(path: str, arrays: list[np.ndarray]) -> None:
+    """Write ``arrays`` as ``arr_0``, ... atomically; ml_dtypes arrays as their raw bits."""
+    stored = []
+    for a in arrays:
+        if a.dtype.kind not in "biufc" or a.dtype.type.__module__.startswith("ml_dtypes"):
+            a = a.view(np.dtype(f"u{a.dtype.itemsize}"))
+        stored.append(a)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CliError(f"{path}: directory {directory} does not exist")
+    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, *stored)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def flatten_value(value) -> list:
+    """The leaves of a (nested) tuple value, in order (the npz convention's order)."""
+    if isinstance(value, tuple):
+        out = []
+        for v in value:
+            out.extend(flatten_value(v))
+        return out
+    return [value]
+
+
+def unflatten_arguments(arrays: list, shapes: list) -> list:
+    """Group the flat ``arrays`` of an npz into one value per parameter shape."""
+    from .shapes import TupleShape
+    it = iter(arrays)
+
+    def take(shape):
+        if isinstance(shape, TupleShape):
+            return tuple(take(s) for s in shape.elements)
+        try:
+            return next(it)
+        except StopIteration:
+            raise CliError("the inputs file has too few arrays for the entry parameters") from None
+
+    values = [take(s) for s in shapes]
+    if next(it, None) is not None:
+        raise CliError(f"the inputs file has {len(arrays)} arrays, more than the entry "
+                       f"parameters take")
+    return values
+
+
+def random_arguments(module, seed: int) -> list:
+    """Seeded random values for ``module``'s entry parameters (``hloref.inputs``)."""
+    from .inputs import random_value
+    rng = np.random.default_rng(seed)
+    return [random_value(p.shape, rng) for p in module.entry.parameters]
