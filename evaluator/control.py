@@ -35,9 +35,13 @@ def fusion(*args, shape, calls, kind=None):
     return calls(*args)
 
 
-def run_while(init, condition, body, *, limit: int, instruction_name: str, to_host=np.asarray):
+def run_while(init, condition, body, *, limit: int, instruction_name: str, to_host=np.asarray,
+              condition_computation=None):
     """``while condition(state): state = body(state)``; stops past ``limit`` iterations.
     ``to_host`` reads the predicate (the GPU backend passes its device-to-host read).
+    ``condition_computation``: the condition's ``Computation`` when ``condition`` is not
+    a bound computation (``.computation``) but a function running it (the interpreter's
+    runtime-size path), so that the check below sees it.
 
     A body that hands back unchanged (the very same values) every part of the state
     that a condition without side effects reads, while it holds, never terminates
@@ -46,8 +50,9 @@ def run_while(init, condition, body, *, limit: int, instruction_name: str, to_ho
     a loop and return its initial state; the written semantics has no value)."""
     state = init
     iterations = 0
-    pure = _is_pure(condition)
-    read = _elements_read(condition) if pure else None
+    comp = condition_computation or getattr(condition, "computation", None)
+    pure = comp is not None and _is_pure(comp)
+    read = _elements_read(comp) if pure else None
     while bool(to_host(condition(state))):
         if iterations >= limit:
             raise HloLimitError(f"while loop still running after {limit} iterations "
@@ -72,18 +77,14 @@ async-start async-done send send-done outfeed
 """.split())
 
 
-def _is_pure(condition) -> bool:
-    """Whether a bound condition computation is a function of its parameter only."""
-    comp = getattr(condition, "computation", None)
-    if comp is None:
-        return False
+def _is_pure(comp) -> bool:
+    """Whether a condition computation is a function of its parameter only."""
     return all(i.opcode not in _IMPURE_OPCODES for i in comp.instructions)
 
 
-def _elements_read(condition) -> frozenset | None:
-    """Tuple indices of its parameter that a condition reads, when it reads the
-    parameter only through ``get-tuple-element``; None: the whole state."""
-    comp = condition.computation
+def _elements_read(comp) -> frozenset | None:
+    """Tuple indices of its parameter that a condition computation reads, when it reads
+    the parameter only through ``get-tuple-element``; None: the whole state."""
     params = comp.parameters
     if len(params) != 1:
         return None

@@ -198,13 +198,21 @@ class Interpreter:
             called = kw["to_apply" if opcode == "call" else "calls"]
             return self.call_sized(called.computation, operands, sizes)
         if opcode == "while":
-            # the loop state travels with its runtime sizes: (value, sizes)
+            # the loop state is the value, as in control.while_; its runtime sizes are
+            # those of the last body run (of the operand before the first)
             cond, body = kw["condition"].computation, kw["body"].computation
-            return run_while(
-                (operands[0], sizes[0]),
-                lambda state: self.call_sized(cond, [state[0]], [state[1]])[0],
-                lambda state: self.call_sized(body, [state[0]], [state[1]]),
-                limit=self.limits.max_while_iterations, instruction_name=instr.name)
+            state_sizes = sizes[0]
+
+            def run_body(state):
+                nonlocal state_sizes
+                state, state_sizes = self.call_sized(body, [state], [state_sizes])
+                return state
+
+            value = run_while(
+                operands[0], lambda state: self.call_sized(cond, [state], [state_sizes])[0],
+                run_body, limit=self.limits.max_while_iterations, instruction_name=instr.name,
+                condition_computation=cond)
+            return value, state_sizes
 
         def sized(computation, index):  # branch ``index`` gets its operand's sizes
             return lambda arg: self.call_sized(computation.computation, [arg], [sizes[1 + index]])

@@ -165,3 +165,18 @@ def test_while_whose_condition_reads_only_a_passed_through_flag():
     with pytest.raises(HloEvalError, match="does not terminate"):
         hloref.evaluate(FLAG_WHILE, x, np.bool_(True), limits=limits)
     np.testing.assert_array_equal(hloref.evaluate(FLAG_WHILE, x, np.bool_(False)), x)
+
+
+def test_while_with_runtime_sizes_is_checked_the_same_way():
+    """The same loop on a bounded dynamic operand (the interpreter tracks runtime sizes,
+    so the while runs through its runtime-size path): reported at once as well; with the
+    flag false the result is the operand cut to its runtime size (2, by hand)."""
+    text = FLAG_WHILE.replace("f32[3]", "f32[<=3]").replace(
+        "  p0 = f32[<=3] parameter(0)\n",
+        "  a = f32[3] parameter(0)\n  two = s32[] constant(2)\n"
+        "  p0 = f32[<=3] set-dimension-size(a, two), dimensions={0}\n")
+    x = np.array([1, 2, 3], np.float32)
+    limits = hloref.Limits(max_while_iterations=10**9)
+    with pytest.raises(HloEvalError, match="does not terminate"):
+        hloref.evaluate(text, x, np.bool_(True), limits=limits)
+    np.testing.assert_array_equal(hloref.evaluate(text, x, np.bool_(False)), x[:2])
