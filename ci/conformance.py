@@ -6,6 +6,7 @@ Usage::
                              [--json results.json] [--extract-to DIR] [--limit N]
                              [--no-eval] [--only SUBSTRING] [--timeout S] [--seed N]
                              [--shard I/N] [--xla-only] [--cached-only] [--resume]
+                             [--multi-device]
                              [--merge A.json B.json ...]
 
 ``SOURCE`` is a bare git directory of openxla/xla (or its mirror ROCm/xla, whose ``main``
@@ -172,7 +173,12 @@ def _xla_job(job):
         try:
             exe = oracle.compile_hlo(text)
             rng = np.random.default_rng(seed)
-            args = [_random_for_xla_shape(s, rng) for s in exe.parameter_shapes]
+            n = exe.replicas * exe.partitions
+            if n > 1:  # each device its own inputs (a list of n per parameter)
+                args = [[_random_for_xla_shape(s, rng) for _ in range(n)]
+                        for s in exe.parameter_shapes]
+            else:
+                args = [_random_for_xla_shape(s, rng) for s in exe.parameter_shapes]
             if _nbytes(args) > MAX_BYTES:
                 return ("too-big", f"inputs over {MAX_BYTES >> 20} MiB")
             value = exe.run(*args)
@@ -283,6 +289,8 @@ def judge(module, args, expected, ours, eval_seconds: float, limits) -> dict:
     from hloref.fuzz.differential import diff
     from hloref.fuzz.freedoms import EnvelopePolicy
     from hloref.fuzz.known_gaps import KNOWN_GAPS
+    if module.replica_count * module.num_partitions > 1:
+        return judge_devices(module, args, expected, ours, eval_seconds, limits)
     plain = compare_values(expected, ours)
     if plain.ok:
         return {"verdict": "match"}
@@ -303,6 +311,30 @@ def judge(module, args, expected, ours, eval_seconds: float, limits) -> dict:
         elif report.message:
             rec["compare_message"] = f"{report.message} ({plain})"
     return rec
+
+
+def judge_devices(module, args, expected, ours, eval_seconds: float, limits) -> dict:
+    """``judge`` for a module on N > 1 devices: the N per-device values together, within
+    the ULP floor, else inside the envelope of the whole program (every simulated
+    device's interpreter perturbed, ``fuzz.perturb.sample_program``), as ``hloref.jax``
+    judges shard_map/pmap programs. No known-gap classification (single-device gaps)."""
+    import hloref
+    from hloref.fuzz.compare import compare_values
+    from hloref.fuzz.envelope import Envelope
+    from hloref.fuzz.freedoms import EnvelopePolicy
+    from hloref.fuzz.perturb import sample_program
+    theirs, mine = tuple(expected), tuple(ours)
+    plain = compare_values(theirs, mine)
+    if plain.ok:
+        return {"verdict": "match"}
+    samples = envelope_samples(eval_seconds)
+    policy = EnvelopePolicy(samples=samples)
+    runs = sample_program(lambda hooks: tuple(hloref.evaluate(
+        module, *args, limits=limits,
+        interpreter_options=lambda d: hooks.interpreter_options(module, f"device{d}"))), policy)
+    verdict = Envelope(runs.nominal, runs.samples, policy, module).check(theirs)
+    return {"envelope_samples": samples, "verdict": "envelope" if verdict.ok else "mismatch",
+            "compare_message": f"{verdict} ({plain})" if verdict.ok else str(verdict)}
 
 
 def _worker_main(kind: str) -> None:
@@ -336,6 +368,9 @@ class Worker:
     def _start(self):
         from hloref.fuzz.workers import _Channel
         env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+        if self.kind == "xla":  # multi-device modules run on that many host devices
+            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_"
+                                f"count={MAX_DEVICES}").strip()
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", self.kind],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, env=env)
@@ -428,6 +463,14 @@ _HEADER_RE = re.compile(r"^\s*HloModule[^\n]*", re.M)
 _DEVICES_RE = re.compile(r"\b(?:replica_count|num_partitions)=(\d+)")
 
 
+def _device_counts(text: str) -> tuple[int, int]:
+    module = _module(text)
+    if module is not None:
+        return module.replica_count, module.num_partitions
+    from hloref.fuzz.oracles.xla import device_counts
+    return device_counts(text)
+
+
 def _multi_device(text: str) -> bool:
     """replica_count or num_partitions above 1 in the header (which may span lines)."""
     module = _module(text)
@@ -435,6 +478,61 @@ def _multi_device(text: str) -> bool:
         return module.replica_count > 1 or module.num_partitions > 1
     header = _HEADER_RE.search(text)
     return bool(header) and any(int(n) > 1 for n in _DEVICES_RE.findall(header.group()))
+
+
+#: Collectives with a ``use_global_device_ids`` field (channel_id alone: replica groups
+#: across all partitions) and without one (channel_id: partition ids).
+_WITH_GLOBAL_IDS_FIELD = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
+                          "reduce-scatter", "collective-reduce")
+_WITHOUT_GLOBAL_IDS_FIELD = ("all-to-all", "collective-permute", "collective-permute-start",
+                             "collective-broadcast", "ragged-all-to-all")
+#: At most this many host devices (the xla worker's --xla_force_host_platform_device_count).
+MAX_DEVICES = 16
+
+
+def devices_for(text: str) -> tuple[int, int] | None:
+    """``(replica_count, num_partitions)`` for a module whose collectives name more
+    devices than its header declares (the test sets the count in C++): the largest id
+    any replica group or source-target pair names, plus one, as replicas, or as
+    partitions where the collectives address partitions (collective-permute or
+    all-to-all with channel_id). None when the header suffices, the module does not
+    parse, or its collectives address replicas and partitions both."""
+    module = _module(text)
+    if module is None or not _COLLECTIVES.search(text):
+        return None
+    declared = module.replica_count * module.num_partitions
+    largest, replicas, partitions = -1, False, False
+    for _, instr in module.instructions():
+        op = instr.opcode
+        if op not in _WITH_GLOBAL_IDS_FIELD + _WITHOUT_GLOBAL_IDS_FIELD:
+            continue
+        channel = instr.attrs.get("channel_id") is not None
+        if "source_target_pairs" in instr.attrs:
+            ids = [int(v) for pair in instr.attrs["source_target_pairs"] for v in pair]
+        else:
+            rg = instr.attrs.get("replica_groups")
+            groups = getattr(rg, "groups", None) or ()
+            ids = [int(v) for g in groups for v in g]
+        if ids:
+            largest = max(largest, max(ids))
+        global_ids = str(instr.attrs.get("use_global_device_ids", "")).lower() == "true"
+        if op in _WITHOUT_GLOBAL_IDS_FIELD and channel:
+            partitions = True
+        elif not global_ids:
+            replicas = True
+    n = largest + 1
+    if n <= declared or declared != 1 or n > MAX_DEVICES or (replicas and partitions):
+        return None
+    return (1, n) if partitions else (n, 1)
+
+
+def with_devices(text: str, replicas: int, partitions: int) -> str:
+    """``text`` with its ``HloModule`` header declaring the device counts."""
+    def header(m):
+        line = re.sub(r",\s*(replica_count|num_partitions)=\d+", "", m.group(0))
+        return re.sub(r"^(\s*HloModule\s+[^\s,]+)",
+                      rf"\1, replica_count={replicas}, num_partitions={partitions}", line)
+    return _HEADER_RE.sub(header, text, count=1)
 
 
 def _write_json(path: str, records: list[dict]) -> None:
@@ -471,17 +569,24 @@ def score(cases: list[Case], cache: Cache, *, evaluate: bool, seed: int, timeout
                 rec["xla_message"] = str(got[1])[:300]
                 continue
             run = None
-            if evaluate and _multi_device(case.text):
-                run = ("unsupported", "a multi-device module (replica_count or num_partitions "
-                       "> 1): jaxlib's XLA:CPU here runs one device")
+            text, suffix = case.text, ""
+            inferred = devices_for(case.text) if evaluate else None
+            if inferred:  # collectives for more devices than the header: the test's count
+                text, suffix = with_devices(case.text, *inferred), ".devices%dx%d" % inferred
+                rec["devices"], rec["devices_inferred"] = "%dx%d" % inferred, True
+            elif evaluate and _multi_device(case.text):
+                rec["devices"] = "%dx%d" % _device_counts(case.text)
+            if evaluate and rec.get("devices") and \
+                    np.prod([int(v) for v in rec["devices"].split("x")]) > MAX_DEVICES:
+                run = ("unsupported", f"a module on more than {MAX_DEVICES} devices")
                 rec["xla_run"], rec["xla_message"] = run
             elif evaluate:
-                run = _xla_cached(cache, xla, f"{case.key}.run{seed}", "run", case.text, seed,
+                run = _xla_cached(cache, xla, f"{case.key}.run{seed}{suffix}", "run", text, seed,
                                   cached_only=cached_only)
                 if run[0] == "unsupported" and "cannot compile `bitcast`" in str(run[1]):
                     # XLA:CPU runs the bitcasts' logical equivalent (ci/logical_bitcasts.py)
-                    run = _xla_cached(cache, xla, f"{case.key}.run{seed}.logical-bitcasts", "run",
-                                      case.text, seed, "logical-bitcasts",
+                    run = _xla_cached(cache, xla, f"{case.key}.run{seed}{suffix}.logical-bitcasts",
+                                      "run", text, seed, "logical-bitcasts",
                                       cached_only=cached_only)
                     if run[0] == "ok":
                         rec["xla_logical_bitcasts"] = True
@@ -492,7 +597,7 @@ def score(cases: list[Case], cache: Cache, *, evaluate: bool, seed: int, timeout
             if xla_only:
                 continue
             expected = run[1][1] if args is not None else None
-            res = ours("check", case.text, args, expected)
+            res = ours("check", text if args is not None else case.text, args, expected)
             if res[0] != "done":
                 rec["hloref_parse"] = res[0]
                 rec["hloref_message"] = res[1][:300]
@@ -724,12 +829,6 @@ def merge_records(paths: list[str], cases: list[Case]) -> list[dict]:
         r = by_key.get(case.key)
         if r is None:
             continue
-        if r.get("xla_run") == "ok" and _multi_device(case.text):
-            for k in ("verdict", "reason", "hloref_eval", "compare_message"):
-                r.pop(k, None)
-            r["xla_run"] = "unsupported"
-            r["xla_message"] = ("a multi-device module (replica_count or num_partitions > 1): "
-                                "jaxlib's XLA:CPU here runs one device")
         if r.get("xla_run") == "ok" and r.get("hloref_parse") == "ok" and (
                 r.get("hloref_eval") != "ok" or r.get("verdict") == "mismatch"):
             r["reason"] = reason_for(r, case.text)
@@ -843,6 +942,9 @@ def main(argv=None) -> int:
     p.add_argument("--limit", type=int)
     p.add_argument("--only", help="score only modules whose location contains this text")
     p.add_argument("--no-eval", action="store_true")
+    p.add_argument("--multi-device", action="store_true",
+                   help="score only modules on several devices (declared in the header, or "
+                        "inferred from their collectives' device ids)")
     p.add_argument("--shard", help="I/N: score every N-th module starting at I")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=120.0)
@@ -867,6 +969,9 @@ def main(argv=None) -> int:
     cases.sort(key=lambda c: c.where)
     if a.only:
         cases = [c for c in cases if any(a.only in w for w in c.locations)]
+    if a.multi_device:
+        cases = [c for c in cases if _COLLECTIVES.search(c.text) and (
+            devices_for(c.text) or _multi_device(c.text))]
     if a.limit:
         cases = cases[:a.limit]
     if a.shard:

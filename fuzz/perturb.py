@@ -76,6 +76,11 @@ _EXACT = frozenset({
     "shuffle", "select-and-scatter", "map", "stochastic-convert",
 })
 
+#: Accumulating collectives: evaluating one again is another rendezvous with the other
+#: devices, which only the devices whose run chose to recompute would join.
+_COMMUNICATING = frozenset({"all-reduce", "all-reduce-start", "reduce-scatter",
+                            "collective-reduce"})
+
 #: Consumers that read a value arithmetically (through its numeric value, in f32 or
 #: wider), so a narrow operand kept unrounded in f32 means to them what excess
 #: precision means to XLA; bit-level and structural users get the rounded value.
@@ -337,6 +342,7 @@ class Perturber:
             mode = self._mode(comp, instr)
             et = float_type(value)
             if et is not None and is_narrow(et) and self.freedoms.excess_precision and \
+                    op not in _COMMUNICATING and \
                     instr.name in self._skippable_names(comp) and self._skip(comp, instr):
                 # excess precision: the narrow rounding of the sum skipped (kept in f32)
                 wide = _in_f32(instr, operands, recompute)

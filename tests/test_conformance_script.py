@@ -193,3 +193,74 @@ def test_merge_later_records_win_and_reasons_are_derived_again(tmp_path):
     b.write_text(json.dumps([new]))
     (rec,) = conformance.merge_records([str(a), str(b)], [case])
     assert rec["hloref_parse"] == "ok" and "unique_indices=true" in rec["reason"]
+
+
+UNDER_DECLARED = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[2] parameter(0)
+  ROOT ar = f32[2] all-reduce(x), replica_groups={{0,1},{2,3}}, to_apply=add
+}
+"""
+
+
+@pytest.mark.parametrize("text, devices", [
+    (UNDER_DECLARED, (4, 1)),                                       # replica ids
+    (UNDER_DECLARED.replace("to_apply", "channel_id=1, use_global_device_ids=true, to_apply"),
+     (4, 1)),                                                       # flattened ids
+    # collective-permute with channel_id: partition ids (GetCollectiveOpGroupMode)
+    (UNDER_DECLARED.replace("all-reduce(x), replica_groups={{0,1},{2,3}}, to_apply=add",
+                            "collective-permute(x), channel_id=1, source_target_pairs={{0,2}}"),
+     (1, 3)),
+    (UNDER_DECLARED.replace("HloModule m", "HloModule m, replica_count=4"), None),  # declared
+    (UNDER_DECLARED.replace("{{0,1},{2,3}}", "{{0}}"), None),      # one device suffices
+])
+def test_devices_for_under_declared_collectives(text, devices):
+    assert conformance.devices_for(text) == devices
+
+
+def test_with_devices_rewrites_the_header_only():
+    import hloref
+    text = UNDER_DECLARED.replace(
+        "HloModule m", "HloModule m, replica_count=1, entry_computation_layout={(f32[2]{0})->f32[2]{0}}")
+    module = hloref.parse(conformance.with_devices(text, 4, 1))
+    assert (module.replica_count, module.num_partitions) == (4, 1)
+    assert module.entry.root.opcode == "all-reduce"
+    xs = [np.full(2, d, np.float32) for d in range(4)]
+    out = hloref.evaluate(module, xs)
+    np.testing.assert_array_equal(out[3], np.full(2, 2 + 3, np.float32))  # by hand: {2,3}
+
+
+def test_judge_devices_flags_a_wrong_device_and_passes_rounding():
+    import hloref
+    text = conformance.with_devices(UNDER_DECLARED, 4, 1)
+    module = hloref.parse(text)
+    xs = [np.array([0.1, 1e8], np.float32) * (d + 1) for d in range(4)]
+    ours = hloref.evaluate(module, xs)
+    # by hand: group {0,1} sums devices 0 and 1 in f32
+    exact = [np.float32(x0) + np.float32(x1) for x0, x1 in zip(xs[0], xs[1])]
+    np.testing.assert_array_equal(ours[0], np.array(exact, np.float32))
+    good = [np.array(o, copy=True) for o in ours]
+    assert conformance.judge(module, [xs], good, ours, 0.01, None)["verdict"] == "match"
+    bad = [np.array(o, copy=True) for o in ours]
+    bad[2] = bad[2] * np.float32(1.001)
+    assert conformance.judge(module, [xs], bad, ours, 0.01, None)["verdict"] == "mismatch"
+
+
+def test_judge_devices_narrow_all_reduce_does_not_deadlock():
+    # f16: the envelope's excess-precision freedom must not evaluate the all-reduce a
+    # second time on some devices only (a rendezvous the others never join)
+    import hloref
+    text = conformance.with_devices(UNDER_DECLARED.replace("f32", "f16").replace(
+        "ROOT ar = f16[2] all-reduce", "ar = f16[2] all-reduce") .replace(
+        "to_apply=add\n}", "to_apply=add\n  ROOT m = f16[2] multiply(ar, x)\n}"), 4, 1)
+    module = hloref.parse(text)
+    xs = [np.linspace(-3, 3, 2).astype(np.float16) * (d + 1) for d in range(4)]
+    ours = hloref.evaluate(module, xs)
+    bad = [np.array(o, copy=True) for o in ours]
+    bad[1] = (bad[1] + np.float16(0.5)).astype(np.float16)
+    assert conformance.judge(module, [xs], bad, ours, 0.01, None)["verdict"] == "mismatch"
