@@ -403,7 +403,7 @@ def recv_done(start, *, shape, channel_id=None, is_host_transfer=None):
 @gpu_op("infeed")
 def infeed(token, *, shape, ctx, infeed_config=None):
     """The next host value of the device's infeed queue, sent to the device."""
-    from hloref.api import coerce_argument
+    from hloref.arguments import coerce_argument
     io = _device(ctx).io
     if not io.infeed:
         raise HloEvalError("infeed: the infeed queue is empty (pass infeed=[values])")
