@@ -28,7 +28,8 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.collectives import Device, DeviceIO, Hub, participants, single_device
+from hloref.evaluator.collectives import (Device, DeviceIO, Hub, instruction_participants,
+                                          permute_source, single_device)
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.values import TOKEN_VALUE
 
@@ -116,8 +117,15 @@ def _exchange(ctx, name, group, value):
 
 
 def _group(ctx, replica_groups, channel_id, use_global_device_ids):
-    flag = None if use_global_device_ids is None else bool(use_global_device_ids)
-    return participants(_device(ctx), replica_groups, channel_id, flag)
+    """The CPU backend's group rule (``instruction_participants``): with a
+    ``use_global_device_ids`` field, absent is false."""
+    return instruction_participants(_device(ctx), replica_groups, channel_id,
+                                    use_global_device_ids, has_global_ids_field=True)
+
+
+def _group_without_global_ids(ctx, replica_groups, channel_id):
+    return instruction_participants(_device(ctx), replica_groups, channel_id, None,
+                                    has_global_ids_field=False)
 
 
 def _reducer(ctx, to_apply, xs):
@@ -212,7 +220,7 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
 @gpu_op("all-to-all")
 def all_to_all(*xs, shape, ctx, instruction_name, dimensions=None, replica_groups=None,
                channel_id=None):
-    group = _group(ctx, replica_groups, channel_id, None)
+    group = _group_without_global_ids(ctx, replica_groups, channel_id)
     values = _exchange(ctx, instruction_name, group, tuple(xs))
     me = group.index(_device(ctx).id)
     if dimensions:
@@ -236,11 +244,11 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
         raise GpuFallback("collective-permute with in-place operands has no GPU kernel")
     dev = _device(ctx)
     pairs = [tuple(int(v) for v in p) for p in source_target_pairs]
+    source = permute_source(dev, pairs, channel_id)
     # every device reaches the rendezvous with its value; devices outside all pairs too
     everyone = list(range(dev.replica_count * dev.num_partitions))
     values = _exchange(ctx, instruction_name, everyone, x)
-    src = [s for s, t in pairs if t == dev.id]
-    result = _copy(values[src[0]]) if src else _zeros(x.shape, x.et)
+    result = _copy(values[source]) if source is not None else _zeros(x.shape, x.et)
     if opcode == "collective-permute-start":
         contexts = [to_device(np.zeros((), np.uint32))
                     for _ in range(len(shape.elements) - 2)] \
@@ -251,7 +259,7 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
 
 @gpu_op("collective-broadcast")
 def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None, channel_id=None):
-    group = _group(ctx, replica_groups, channel_id, None)
+    group = _group_without_global_ids(ctx, replica_groups, channel_id)
     values = _exchange(ctx, instruction_name, group, tuple(xs))
     root = values[group[0]]
     return _copy(root[0]) if len(xs) == 1 else tuple(_copy(v) for v in root)
@@ -300,7 +308,7 @@ def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, r
     participant ``j``, which places them at ``output_offsets[j]`` (as sent by ``i``) of
     a copy of its ``output``: block copies along dimension 0. The offsets and sizes
     (small integer operands) are read to the host."""
-    group = _group(ctx, replica_groups, channel_id, None)
+    group = _group_without_global_ids(ctx, replica_groups, channel_id)
     mine = (data, input_offsets.to_host().astype(np.int64), send_sizes.to_host().astype(np.int64),
             output_offsets.to_host().astype(np.int64))
     values = _exchange(ctx, instruction_name, group, mine)

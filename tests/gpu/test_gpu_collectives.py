@@ -158,11 +158,11 @@ ENTRY e {
 
 
 def test_fallback_collective_rendezvous_on_two_devices():
-    """A reducer the device compiler does not take (shift-left has no GPU element
-    function): the all-reduce's CPU op runs per device (counted) and meets the other
-    device through the same rendezvous."""
+    """A reducer the device compiler does not take (a dot has no scalar device form):
+    the all-reduce's CPU op runs per device (counted) and meets the other device through
+    the same rendezvous."""
     text = """HloModule m, replica_count=2
-red { a = s32[] parameter(0)  b = s32[] parameter(1)  s = s32[] add(a, b)  one = s32[] constant(1)  ROOT m = s32[] shift-left(s, one) }
+red { a = s32[] parameter(0)  b = s32[] parameter(1)  s = s32[] add(a, b)  two = s32[] constant(2)  ROOT m = s32[] dot(s, two) }
 ENTRY e {
   x = s32[3] parameter(0)
   ROOT r = s32[3] all-reduce(x), replica_groups={}, to_apply=red
@@ -173,7 +173,7 @@ ENTRY e {
     gpu = hloref.evaluate(m, xs, backend="gpu")
     assert dict(hloref.gpu.last_report.counts) == {"all-reduce": 2}
     for d in range(2):
-        np.testing.assert_array_equal(gpu[d], [10, 14, 18])  # (a + b) << 1
+        np.testing.assert_array_equal(gpu[d], [10, 14, 18])  # (a + b) * 2
     with pytest.raises(hloref.errors.HloUnsupportedError):
         hloref.evaluate(m, xs, backend="gpu", fallback=False)
 
@@ -216,3 +216,29 @@ ENTRY e {
                           infeed=[np.array([1.5, -2], np.float32)], outfeed=outfeed)
     np.testing.assert_array_equal(out[0], [1.5, -2])
     np.testing.assert_array_equal(outfeed[0], [-1.5, 2])
+
+
+# ------------------------------------------ XLA's collective group modes (replicas x partitions)
+# The modules tests/test_collectives_xla.py checks against XLA:CPU on several host
+# devices; here the GPU backend (fallback disabled) must give the cpu backend's values.
+
+def _collective_modules():
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import collective_modules
+    return collective_modules
+
+
+@pytest.mark.parametrize("name", ["all_reduce_modes", "collective_permute_modes",
+                                  "gather_scatter_to_all", "partitions_only"])
+def test_group_modes_match_the_cpu_backend(name):
+    cm = _collective_modules()
+    text = cm.MODULES[name]
+    args = cm.per_device_inputs(hloref.parse(text))
+    cpu = hloref.evaluate(text, *args)
+    gpu = hloref.evaluate(text, *args, backend="gpu", fallback=False)
+    assert hloref.gpu.last_report.total == 0
+    for d, (c, g) in enumerate(zip(cpu, gpu)):
+        for a, b in zip(c, g, strict=True):
+            np.testing.assert_array_equal(np.asarray(b), np.asarray(a), err_msg=f"device {d}")

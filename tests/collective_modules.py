@@ -1,0 +1,70 @@
+"""Multi-device modules (replicas x partitions) covering XLA's four collective group
+modes, shared by the XLA:CPU test (tests/test_collectives_xla.py) and the GPU backend's
+(tests/gpu/test_gpu_collectives.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+ADD = "add {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT s = s32[] add(a, b)\n}\n"
+ADDF = "addf {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+
+MODULES = {
+    # 2 replicas x 2 partitions: every group mode of all-reduce, ids of each device
+    "all_reduce_modes": "HloModule m, replica_count=2, num_partitions=2\n" + ADD + """
+ENTRY e {
+  x = s32[3] parameter(0)
+  cross_replica = s32[3] all-reduce(x), replica_groups={{0,1}}, to_apply=add
+  cross_partition = s32[3] all-reduce(x), channel_id=1, replica_groups={{0,1}}, to_apply=add
+  replicas_all_partitions = s32[3] all-reduce(x), channel_id=2, replica_groups={{0,1}},
+      use_global_device_ids=false, to_apply=add
+  flattened = s32[3] all-reduce(x), channel_id=3, replica_groups={{0,3},{1,2}},
+      use_global_device_ids=true, to_apply=add
+  r = u32[] replica-id()
+  p = u32[] partition-id()
+  ROOT t = (s32[3], s32[3], s32[3], s32[3], u32[], u32[]) tuple(cross_replica,
+      cross_partition, replicas_all_partitions, flattened, r, p)
+}
+""",
+    # collective-permute: replica ids without channel_id, partition ids with it
+    "collective_permute_modes": "HloModule m, replica_count=2, num_partitions=2\n" + """
+ENTRY e {
+  x = f32[2,2] parameter(0)
+  across_replicas = f32[2,2] collective-permute(x), source_target_pairs={{0,1},{1,0}}
+  across_partitions = f32[2,2] collective-permute(x), channel_id=1, source_target_pairs={{1,0}}
+  ROOT t = (f32[2,2], f32[2,2]) tuple(across_replicas, across_partitions)
+}
+""",
+    "gather_scatter_to_all": "HloModule m, replica_count=4\n" + ADDF + """
+ENTRY e {
+  x = f32[4,2] parameter(0)
+  ag = f32[8,2] all-gather(x), replica_groups={{0,3},{1,2}}, dimensions={0}
+  rs = f32[2,2] reduce-scatter(x), replica_groups={{2,1},{3,0}}, dimensions={0}, to_apply=addf
+  a2a = f32[4,2] all-to-all(x), replica_groups={{0,1,2,3}}, dimensions={0}
+  cp = f32[4,2] collective-permute(x), source_target_pairs={{0,1},{1,2},{2,3}}
+  ROOT t = (f32[8,2], f32[2,2], f32[4,2], f32[4,2]) tuple(ag, rs, a2a, cp)
+}
+""",
+    "partitions_only": "HloModule m, num_partitions=4\n" + ADDF + """
+ENTRY e {
+  x = f32[4] parameter(0)
+  ar = f32[4] all-reduce(x), channel_id=1, replica_groups={{0,1},{2,3}},
+      use_global_device_ids=true, to_apply=addf
+  ag = f32[8] all-gather(x), channel_id=2, replica_groups={{1,3}, {0,2}}, dimensions={0},
+      use_global_device_ids=true
+  cp = f32[4] collective-permute(x), channel_id=3, source_target_pairs={{3,0},{0,3}}
+  ROOT t = (f32[4], f32[8], f32[4]) tuple(ar, ag, cp)
+}
+""",
+}
+
+
+def per_device_inputs(module):
+    """Small integers (every sum exact in f32 too), one array per device and parameter."""
+    n = module.replica_count * module.num_partitions
+    rng = np.random.default_rng(7)
+    out = []
+    for p in module.entry.parameters:
+        dtype = p.shape.element_type.dtype
+        out.append([rng.integers(-50, 50, size=p.shape.dims).astype(dtype) for _ in range(n)])
+    return out
