@@ -191,7 +191,8 @@ _IEEE_NATIVE = {"f16", "bf16", "f32", "f64"}
 
 
 @functools.cache  # one element function per (type, exponent bits, mantissa bits)
-def _reduce_precision_fn(et, de, dm):
+def reduce_precision_fn(et, de, dm):
+    """The device element function ``storage -> storage`` of reduce-precision on ``et``."""
     fmt = et.float_format
     if et.name in _IEEE_NATIVE:
         get, put = to_bits(et), from_bits(et)
@@ -228,7 +229,7 @@ def reduce_precision(x, *, exponent_bits, mantissa_bits, shape=None):
     de, dm = int(exponent_bits), int(mantissa_bits)
     if de < 1 or dm < 0:
         raise HloEvalError(f"reduce-precision: exponent_bits={de}, mantissa_bits={dm}")
-    return apply(_reduce_precision_fn(et, de, dm), (x,), et, in_classes=("raw",),
+    return apply(reduce_precision_fn(et, de, dm), (x,), et, in_classes=("raw",),
                  out_class="raw")
 
 

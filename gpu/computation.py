@@ -43,7 +43,11 @@ from .device import LOAD, STORE, storage_dtype, type_class, type_params
 from .elementwise import ELEMENT_TABLES, WIDTH_OPS, element_fn, width_fn, zero
 from .registry import GpuFallback
 
-__all__ = ["Compiled", "compile_computation"]
+__all__ = ["Compiled", "compile_computation", "FALLBACK_NOTE"]
+
+#: the ``hloref ops`` note of every op that calls a computation: what still runs on the CPU
+FALLBACK_NOTE = ("computations with ops that have no scalar device form (while, conditional, "
+                 "rng, dot, custom-call...): cpu fallback")
 
 
 class _Unsupported(Exception):
@@ -53,6 +57,10 @@ class _Unsupported(Exception):
 class Compiled:
     """A device function ``fn(*parameter storage values) -> result storage value(s)``;
     ``results``: the element types of its results (one per tuple element)."""
+
+    #: whether the CPU applies it to whole arrays (``reduce.is_vectorizable``): reduce and
+    #: reduce-window then combine in its pairwise tree order, else in a sequential fold
+    vectorizable = True
 
     def __init__(self, fn, params, results, tuple_result: bool, source: str):
         self.fn = fn
@@ -70,12 +78,11 @@ def compile_computation(comp, module) -> Compiled | None:
     hit = _CACHE.get(id(comp))
     if hit is not None and hit[0] is comp:
         return hit[1]
-    compiled = None
-    if is_vectorizable(comp, module):
-        try:
-            compiled = _compile(comp, module)
-        except (_Unsupported, GpuFallback):
-            compiled = None
+    try:
+        compiled = _compile(comp, module)
+        compiled.vectorizable = is_vectorizable(comp, module)
+    except (_Unsupported, GpuFallback):
+        compiled = None
     _CACHE[id(comp)] = (comp, compiled)
     return compiled
 
@@ -83,8 +90,10 @@ def compile_computation(comp, module) -> Compiled | None:
 _CLASSES = ("sint", "uint", "pred", "f32", "f64", "narrow", "complex")
 
 
-def _scalar_type(shape):
-    if not isinstance(shape, ArrayShape) or shape.rank != 0:
+def _scalar_type(shape, *, rank0=True):
+    """The element type of a scalar (``rank0=False``: of any one-element array, which
+    holds one storage value just the same)."""
+    if not isinstance(shape, ArrayShape) or (shape.rank != 0 if rank0 else shape.size != 1):
         raise _Unsupported("not a scalar")
     et = shape.element_type
     if type_class(et) not in _CLASSES:
@@ -92,11 +101,11 @@ def _scalar_type(shape):
     return et
 
 
-def _value_type(shape):
+def _value_type(shape, *, rank0=True):
     """An element type, or a list of them for a tuple of scalars."""
     if isinstance(shape, TupleShape):
-        return [_value_type(s) for s in shape.elements]
-    return _scalar_type(shape)
+        return [_value_type(s, rank0=rank0) for s in shape.elements]
+    return _scalar_type(shape, rank0=rank0)
 
 
 def _order(comp):
@@ -190,7 +199,7 @@ class _Emitter:
         for p in comp.parameters:
             names[id(p)] = args[p.parameter_number]
             types[id(p)] = arg_types[p.parameter_number]
-            if _value_type(p.shape) != types[id(p)]:
+            if _value_type(p.shape, rank0=False) != types[id(p)]:
                 raise _Unsupported("parameter type")
         for instr in _order(comp):
             if instr.opcode == "parameter":
@@ -212,11 +221,26 @@ class _Emitter:
         if op in ("call", "fusion"):
             (callee,) = instr.called_computation_names()
             return self.emit(self.module.computations[callee], ops, op_types)
-        et = _scalar_type(instr.shape)
+        et = _scalar_type(instr.shape, rank0=False)
         if any(isinstance(t, list) for t in op_types):
             raise _Unsupported(f"{op} of a tuple")
         if op == "constant":
             return self.bind("C", _storage_constant(instr.literal, et)), et
+        if op in _MOVES:  # one element in, the same element out
+            if op_types[0] != et:
+                raise _Unsupported(f"{op} changing the element type")
+            return ops[_MOVES[op]], et
+        if op == "iota":
+            return self.bind("C", _storage_constant(np.zeros(1), et)), et
+        if op == "reduce-precision":
+            from .bitwise_convert import reduce_precision_fn
+            if not et.is_float:
+                raise _Unsupported("reduce-precision of a non-float")
+            fn = self.bind("F", reduce_precision_fn(et, int(instr.attrs.get("exponent_bits")),
+                                                    int(instr.attrs.get("mantissa_bits"))))
+            return self.line(f"{fn}({ops[0]})"), et
+        if op == "bitcast-convert" or (op == "bitcast" and op_types[0] != et):
+            return self.bitcast_convert(ops[0], op_types[0], et), et
         if op == "select":
             p, a, b = ops
             return self.line(f"({a} if {p} != 0 else {b})"), et
@@ -252,6 +276,15 @@ class _Emitter:
             raise _Unsupported(op)
         args = ", ".join(self.load(o, t) for o, t in zip(ops, op_types))
         return self.line(self.store(f"{fn}({args})", et)), et
+
+    def bitcast_convert(self, x, src, et):
+        """The bit pattern of ``x`` as ``et`` (one element: same width only)."""
+        from .bitwise_convert import from_bits, to_bits
+        if src.bits != et.bits or type_class(src) == "complex" or type_class(et) == "complex":
+            raise _Unsupported(f"bitcast-convert {src.name} -> {et.name}")
+        get, put = self.bind("F", to_bits(src)), self.bind("F", from_bits(et))
+        return self.line(f"{put}({get}({x}, {self.bind('P', type_params(src))}), "
+                         f"{self.bind('P', type_params(et))})")
 
     def complex_instruction(self, instr, op, ops, op_types, et):
         """Complex operands or result: ``complex_elementwise``'s part functions on the
@@ -314,6 +347,11 @@ class _Emitter:
         return self.store_complex(f"({re}, 0.0)", et)
 
 
+#: shape ops that, on one-element arrays, pass an operand's element through (which one)
+_MOVES = {"reshape": 0, "bitcast": 0, "broadcast": 0, "transpose": 0, "slice": 0,
+          "reverse": 0, "dynamic-slice": 0, "dynamic-update-slice": 1, "concatenate": 0}
+
+
 def _compile(comp, module) -> Compiled:
     emitter = _Emitter(module)
     params = sorted(comp.parameters, key=lambda p: p.parameter_number)
@@ -322,6 +360,7 @@ def _compile(comp, module) -> Compiled:
         raise _Unsupported("tuple parameter")
     args = [f"v{p.parameter_number}" for p in params]
     root, rtype = emitter.emit(comp, args, ptypes)
+    _value_type(comp.root.shape)  # the result: scalars (a tuple of them)
     if isinstance(rtype, list):
         if any(isinstance(t, list) for t in rtype):
             raise _Unsupported("nested tuple result")

@@ -38,6 +38,7 @@ from hloref.errors import HloEvalError
 from hloref.evaluator.reduce import simple_reducer
 from hloref.shapes import TupleShape
 
+from .computation import FALLBACK_NOTE
 from .device import LOAD, STORE, DArray, empty, to_device, type_class, type_params
 from .elementwise import launch
 from .reduce import combiner
@@ -416,8 +417,7 @@ def _scatter_variadic_kernel(compiled, n: int):
     return hit[1]
 
 
-@gpu_op("scatter", note="combiners the CPU does not evaluate elementwise "
-                        "(reduce.is_vectorizable): cpu fallback")
+@gpu_op("scatter", note=FALLBACK_NOTE)
 def scatter(*args, shape, update_window_dims, inserted_window_dims,
             scatter_dims_to_operand_dims, index_vector_dim, to_apply, ctx, input_batching_dims=(),
             scatter_indices_batching_dims=()):

@@ -14,11 +14,12 @@ Any other reducer, variadic reduces (argmax: values and indices) included, runs 
 the computation compiler (``gpu/computation.py``) accepts it: one thread per output
 element combines the reduced elements in the CPU's balanced tree order
 (``reduce.tree_reduce``), each step rounding to the element types as the CPU does, so
-results are bit-exact. Complex add/multiply reduces accumulate in f64 parts
+results are bit-exact; a reducer the CPU does not apply to whole arrays
+(``reduce.is_vectorizable``: one with shape ops on one-element arrays, say) folds
+sequentially from the init, as the CPU's ``sequential_reduce``. Complex add/multiply reduces accumulate in f64 parts
 (``_complex_kernel``; the CPU's c128 numpy reduce in another order: the accumulation
-bound); other complex reducers (maximum, minimum...) run compiled. Reducers the CPU
-does not evaluate elementwise (``reduce.is_vectorizable``; it applies them one element at
-a time in another order) run on the CPU.
+bound); other complex reducers (maximum, minimum...) run compiled. Reducers with ops
+that have no scalar device form (while, conditional, rng, dot...) run on the CPU.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from hloref.errors import HloEvalError
 from hloref.evaluator.reduce import simple_reducer
 from hloref.shapes import TupleShape
 
+from .computation import FALLBACK_NOTE
 from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
 from .elementwise import (add, and_pred, element_kind, fmax, fmin, imax, imin, launch, mul, or_pred,
                           xor)
@@ -157,6 +159,38 @@ def _general_source(n: int, tuple_result: bool) -> str:
     return "\n".join(body) + "\n"
 
 
+def sequential_source(n: int, tuple_result: bool, windowed: bool) -> str:
+    """A kernel folding each output's elements of ``n`` inputs with device function ``f``
+    left to right from the inits, ``f(...f(f(inits, x0), x1)..., xk)``: the CPU's
+    ``reduce.sequential_reduce`` for reducers it does not apply to whole arrays.
+    ``windowed``: reduce-window's window positions (``window_offset``; padding and
+    holes skipped), else reduce's strided offsets."""
+    xs, ins, outs = ([f"{p}{j}" for j in range(n)] for p in ("x", "i", "o"))
+    a = [f"a{j}" for j in range(n)]
+    if windowed:
+        head = [f"def k({', '.join(xs + ins + outs)}, count, rank, xdims, xstrides, odims, "
+                "ostrides, size, kstrides, stride, wdil, bdil, padlo, total):"]
+        locate = ["            off = window_offset(o, r, rank, xdims, xstrides, odims, "
+                  "ostrides, size, kstrides, stride, wdil, bdil, padlo)",
+                  "            if off >= 0:"]
+    else:
+        head = [f"def k({', '.join(xs + ins + outs)}, count, kept_dims, kept_strides, "
+                "red_dims, red_strides, total):"]
+        locate = ["            off = strided_offset(r, red_dims, red_strides, base)",
+                  "            if True:"]
+    body = head + ["    o = cuda.grid(1)", "    step = cuda.gridsize(1)", "    while o < count:"]
+    if not windowed:
+        body += ["        base = strided_offset(o, kept_dims, kept_strides, 0)"]
+    body += [f"        {a[j]} = {ins[j]}[0]" for j in range(n)]
+    body += ["        for r in range(total):"] + locate
+    body += [f"                c = f({', '.join(a)}, {', '.join(x + '[off]' for x in xs)})"]
+    body += ([f"                {t} = c[{j}]" for j, t in enumerate(a)] if tuple_result
+             else [f"                {a[0]} = c"])
+    body += [f"        {outs[j]}[o] = {a[j]}" for j in range(n)]
+    body += ["        o += step"]
+    return "\n".join(body) + "\n"
+
+
 _GENERAL: dict = {}
 
 
@@ -166,8 +200,9 @@ def _general_kernel(compiled, dtypes):
     if hit is None:
         ns = {"cuda": cuda, "np": np, "f": compiled.fn, "strided_offset": strided_offset}
         ns.update({f"D{j}": d for j, d in enumerate(dtypes)})
-        exec(compile(_general_source(len(dtypes), compiled.tuple_result),
-                     "<gpu general reduce>", "exec"), ns)
+        source = _general_source(len(dtypes), compiled.tuple_result) if compiled.vectorizable \
+            else sequential_source(len(dtypes), compiled.tuple_result, False)
+        exec(compile(source, "<gpu general reduce>", "exec"), ns)
         hit = _GENERAL[key] = (compiled, cuda.jit(ns["k"]))
     return hit[1]
 
@@ -246,8 +281,7 @@ def _complex_kernel(x, init, out, n, kept, ks, red, rs, total, multiply):
         o += step
 
 
-@gpu_op("reduce", note="reducers the CPU does not evaluate elementwise "
-        "(reduce.is_vectorizable): cpu fallback")
+@gpu_op("reduce", note=FALLBACK_NOTE)
 def reduce(*operands, shape, dimensions, to_apply, ctx):
     kind = simple_reducer(to_apply.computation)
     if len(operands) == 2 and operands[0].et.is_complex and kind in ("add", "multiply") \

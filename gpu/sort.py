@@ -36,6 +36,7 @@ from hloref.errors import HloEvalError
 from hloref.shapes import TupleShape
 
 from . import compare  # noqa: F401  (registers the TOTALORDER key loads LOAD["key_*"])
+from .computation import FALLBACK_NOTE
 from .device import LOAD, empty, type_class, type_params
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
@@ -474,8 +475,7 @@ def _general_sort(operands, shape, d, comp, ctx):
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
 
 
-@gpu_op("sort", note="comparators the CPU does not evaluate elementwise "
-                     "(reduce.is_vectorizable): cpu fallback")
+@gpu_op("sort", note=FALLBACK_NOTE)
 def sort(*operands, shape, dimensions, to_apply, ctx, is_stable=False):
     if not operands:
         raise HloEvalError("sort needs at least one operand")

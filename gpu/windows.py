@@ -41,9 +41,10 @@ from hloref.evaluator.reduce import simple_reducer
 from hloref.shapes import TupleShape
 
 from .compare import DIRECTIONS
+from .computation import FALLBACK_NOTE
 from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
 from .elementwise import launch
-from .reduce import combiner
+from .reduce import combiner, sequential_source
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple, row_major_strides
 from hloref.evaluator.windows import window_dims
@@ -209,8 +210,9 @@ def _general_reduce_window(operands, shape, comp, window, ctx):
     if hit is None:
         ns = {"cuda": cuda, "np": np, "f": compiled.fn, "window_offset": _window_offset}
         ns.update({f"D{j}": d for j, d in enumerate(dtypes)})
-        exec(compile(_general_window_source(n, compiled.tuple_result), "<gpu reduce-window>",
-                     "exec"), ns)
+        source = _general_window_source(n, compiled.tuple_result) if compiled.vectorizable \
+            else sequential_source(n, compiled.tuple_result, True)
+        exec(compile(source, "<gpu reduce-window>", "exec"), ns)
         hit = _GENERAL_WINDOWS[key] = (compiled, cuda.jit(ns["k"]))
     outs = [empty(s.dims, s.element_type) for s in leaves]
     geo = _Geometry(x0.shape, leaves[0].dims, wdims)
@@ -263,8 +265,7 @@ def _complex_window_kernel(x, init, out, n, multiply, rank, xdims, xstrides, odi
         o += step
 
 
-@gpu_op("reduce-window", note="reducers the CPU does not evaluate elementwise "
-                              "(reduce.is_vectorizable): cpu fallback")
+@gpu_op("reduce-window", note=FALLBACK_NOTE)
 def reduce_window(*operands, shape, to_apply, ctx, window=None):
     kind = simple_reducer(to_apply.computation)
     complex_fast = len(operands) == 2 and operands[0].et.is_complex \
@@ -387,8 +388,7 @@ def _scatter_windows_kernel(op, cls):
     return k
 
 
-@gpu_op("select-and-scatter", note="select/scatter computations the CPU does not evaluate "
-                                   "elementwise (reduce.is_vectorizable): cpu fallback")
+@gpu_op("select-and-scatter", note=FALLBACK_NOTE)
 def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=None):
     from .computation import compile_computation
     et = shape.element_type
@@ -463,8 +463,7 @@ def _map_kernel(compiled, arity: int):
     return hit[1]
 
 
-@gpu_op("map", note="computations the CPU does not evaluate elementwise "
-                    "(reduce.is_vectorizable): cpu fallback")
+@gpu_op("map", note=FALLBACK_NOTE)
 def map_(*operands, shape, to_apply, ctx):
     """operation_semantics §Map: the computation compiled for the device
     (``gpu/computation.py``), one thread per element."""

@@ -268,9 +268,10 @@ def test_while_device_state():
 
 
 def test_fallback_counted_and_warned():
-    # a complex maximum reduce has no GPU kernel yet: the op runs on the CPU, reported
+    # a reducer with a dot (no scalar device form): the op runs on the CPU, reported
     a = (RNG.standard_normal(6) + 1j * RNG.standard_normal(6)).astype(np.complex64)
-    add = "mx {\n  x = c64[] parameter(0)\n  y = c64[] parameter(1)\n  ROOT s = c64[] maximum(x, y)\n}\n"
+    add = ("mx {\n  x = c64[] parameter(0)\n  y = c64[] parameter(1)\n  d = c64[] dot(x, y)\n"
+           "  ROOT s = c64[] add(d, y)\n}\n")
     text = module(["c64[6]", "c64[]"], "reduce(p0, p1), dimensions={0}, to_apply=mx", "c64[]",
                   extra=add)
     zero = np.complex64(0)
@@ -283,15 +284,15 @@ def test_fallback_counted_and_warned():
 
 
 def test_fallback_reducer_runs_on_cpu():
-    # a reducer with an op without a GPU element function (shift-left): the reduce falls
-    # back, its reducer runs on the CPU
+    # a reducer with an op without a scalar device form (dot): the reduce falls back, its
+    # reducer runs on the CPU
     red = """
 red {
   x = s32[] parameter(0)
   y = s32[] parameter(1)
   s = s32[] add(x, y)
-  one = s32[] constant(1)
-  ROOT m = s32[] shift-left(s, one)
+  two = s32[] constant(2)
+  ROOT m = s32[] dot(s, two)
 }
 """
     text = module(["s32[3,4]", "s32[]"], "reduce(p0, p1), dimensions={1}, to_apply=red", "s32[3]",

@@ -13,7 +13,7 @@ import pytest
 from hloref.fuzz.compare import accumulation_atol
 from hloref.types import element_type
 
-from gpu_check import RNG, check, module, values
+from gpu_check import RNG, bits_equal, check, module, values
 
 
 def _map_text(t, n_in, body_root, out_t=None, extra_lines=""):
@@ -250,13 +250,91 @@ def test_complex_reducer_not_one_op(t):
 
 
 def test_pred_subtract_is_an_error_on_both_backends():
-    # no kernel to add: the cpu backend fails (numpy has no boolean subtract) and XLA
-    # rejects i1 operands; the gpu backend raises the same kind of error, no fallback
+    # no kernel to add: the verifier and XLA reject pred operands, and unverified the cpu
+    # backend fails (numpy has no boolean subtract); the gpu backend raises the same kind
+    # of error, no fallback
     import hloref
     text = module(["pred[4]", "pred[4]"], "subtract(p0, p1)", "pred[4]")
     a, b = np.array([0, 0, 1, 1], bool), np.array([0, 1, 0, 1], bool)
     for backend in ("cpu", "gpu"):
         kw = {"fallback": False} if backend == "gpu" else {}
         with pytest.raises(hloref.HloEvalError, match="subtract") as info:
-            hloref.evaluate(text, a, b, backend=backend, **kw)
+            hloref.evaluate(text, a, b, backend=backend, verify=False, **kw)
         assert not isinstance(info.value, hloref.HloUnsupportedError)
+
+
+SEQUENTIAL = """
+red {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ra = {t}[1] reshape(a)
+  bb = {t}[1,1] broadcast(b), dimensions={{}}
+  rb = {t}[1] reshape(bb)
+  s = {t}[1] subtract(ra, rb)
+  h = {t}[1] constant({{0.5}})
+  m = {t}[1] multiply(s, h)
+  p = {t}[1] reduce-precision(m), exponent_bits=8, mantissa_bits=7
+  ROOT r = {t}[] reshape(p)
+}}
+"""
+
+
+def _seq_fold(init, row, t):
+    """By hand: acc = r(acc, x) left to right, r(a, b) = rp((a - b) * 0.5) where
+    reduce-precision to e8m7 rounds to 8 significant bits, ties to even (these values
+    stay far inside the e8 exponent range)."""
+    dt = element_type(t).dtype
+    acc = dt.type(init)
+    for x in row:
+        m = dt.type(dt.type(acc - dt.type(x)) * dt.type(0.5))
+        frac, exp = np.frexp(np.float64(m))
+        acc = dt.type(np.ldexp(np.round(np.ldexp(frac, 8)), exp - 8))
+    return np.asarray(acc)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_reduce_with_shape_ops_folds_sequentially(t):
+    # reshape/broadcast of one-element arrays and reduce-precision: not elementwise on
+    # the cpu (it folds left to right, one element at a time); the gpu compiles the
+    # reducer and folds the same way. Not associative, so the order shows.
+    x = (values(t, (3, 7), kind="unit") * 4).astype(element_type(t).dtype)
+    init = np.asarray(1.0).astype(x.dtype)
+    text = module([f"{t}[3,7]", f"{t}[]"], "reduce(p0, p1), dimensions={1}, to_apply=red",
+                  f"{t}[3]", extra=SEQUENTIAL.format(t=t))
+    out = check(text, x, init, xla="required")
+    for r in range(3):
+        assert bits_equal(out[r], _seq_fold(init, x[r], t))
+    # reduce-window: the same fold over each window's valid positions
+    text = module([f"{t}[3,7]", f"{t}[]"], "reduce-window(p0, p1), window={size=1x3 stride=1x2 "
+                  "pad=0_0x1_1}, to_apply=red", f"{t}[3,4]", extra=SEQUENTIAL.format(t=t))
+    out = check(text, x, init, xla="required")
+    padded = [None] + list(x[1]) + [None]
+    for o in range(4):
+        window = [v for v in padded[2 * o: 2 * o + 3] if v is not None]
+        assert bits_equal(out[1, o], _seq_fold(init, window, t))
+
+
+NEXTAFTER = """
+body {{
+  a = {t}[] parameter(0)
+  i = {it}[] bitcast-convert(a)
+  one = {it}[] constant(1)
+  j = {it}[] add(i, one)
+  f = {t}[] bitcast-convert(j)
+  ff = {t}[1] reshape(f)
+  rp = {t}[1] reduce-precision(ff), exponent_bits=8, mantissa_bits=23
+  ROOT r = {t}[] reshape(rp)
+}}
+"""
+
+
+@pytest.mark.parametrize("t,it", [("f32", "s32"), ("bf16", "u16"), ("f16", "s16")])
+def test_map_bitcast_convert_and_reduce_precision(t, it):
+    # one ulp up through the bit pattern, then reduce-precision to e8m23 (a no-op here)
+    x = np.abs(values(t, (4, 5), kind="positive"))
+    text = module([f"{t}[4,5]"], "map(p0), dimensions={0,1}, to_apply=body", f"{t}[4,5]",
+                  extra=NEXTAFTER.format(t=t, it=it))
+    out = check(text, x, xla="required")
+    bits = x.view(np.dtype(f"u{x.dtype.itemsize}")).astype(np.uint64) + 1
+    up = bits.astype(np.dtype(f"u{x.dtype.itemsize}")).view(x.dtype)
+    assert bits_equal(out, up)  # e8m23 holds f32, bf16 and f16 values: unchanged
