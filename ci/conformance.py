@@ -575,7 +575,9 @@ def score(cases: list[Case], cache: Cache, *, evaluate: bool, seed: int, timeout
                 text, suffix = with_devices(case.text, *inferred), ".devices%dx%d" % inferred
                 rec["devices"], rec["devices_inferred"] = "%dx%d" % inferred, True
             elif evaluate and _multi_device(case.text):
-                rec["devices"] = "%dx%d" % _device_counts(case.text)
+                # (a distinct cache name: old runs cached these as one-device answers)
+                suffix = ".devices%dx%d" % _device_counts(case.text)
+                rec["devices"] = suffix[len(".devices"):]
             if evaluate and rec.get("devices") and \
                     np.prod([int(v) for v in rec["devices"].split("x")]) > MAX_DEVICES:
                 run = ("unsupported", f"a module on more than {MAX_DEVICES} devices")

@@ -211,7 +211,18 @@ def _reordered_combiner(module: Module, instr: Instruction) -> bool:
     return bool(_REORDERED & set(combiner_kinds(module, instr) or ()))
 
 
-def _terms(instr: Instruction, operands: list, value: np.ndarray) -> int:
+def _group_size(instr: Instruction, module: Module | None) -> int:
+    """Participants of an accumulating collective (an upper bound where the group mode
+    multiplies replicas by partitions): its first replica group, else every device."""
+    rg = instr.attrs.get("replica_groups")
+    groups = getattr(rg, "groups", None) or ()
+    if groups:
+        return max(1, len(groups[0]))
+    return max(1, module.replica_count * module.num_partitions) if module is not None else 1
+
+
+def _terms(instr: Instruction, operands: list, value: np.ndarray,
+           module: Module | None = None) -> int:
     """How many terms each result element sums."""
     op = instr.opcode
     try:
@@ -224,7 +235,9 @@ def _terms(instr: Instruction, operands: list, value: np.ndarray) -> int:
             dn = instr.attrs.get("dim_labels")
             out_f = rhs.shape[dn.kernel_output_feature_dimension]
             return max(1, rhs.size // max(1, out_f))
-        if op in ("reduce", "all-reduce", "reduce-scatter"):
+        if op in ("all-reduce", "all-reduce-start", "reduce-scatter", "collective-reduce"):
+            return _group_size(instr, module)
+        if op == "reduce":
             return max(1, operands[0].size // max(1, value.size))
         if op == "reduce-window":
             window = instr.attrs.get("window")
@@ -618,8 +631,11 @@ class Perturber:
             if op == "fft":
                 total = float(np.sum(np.abs(operands[0].astype(np.complex128))))
                 mag = np.full(value.shape, total)
-            elif op in ("all-reduce", "all-reduce-start", "reduce-scatter", "collective-reduce"):
-                mag = np.abs(_to_f64(value))  # the other devices' terms are not at hand
+            elif op in _COMMUNICATING:
+                # Σ|terms| over the group: the collective again on |operand|. Only budgets
+                # of the nominal run are computed (perturbed runs reuse them), and every
+                # device computes its own there, so all of them join this rendezvous.
+                mag = np.abs(_to_f64(np.asarray(recompute(_magnitude(operands[0])))))
             else:
                 abs_ops = [_magnitude(o) for o in operands]
                 mag = _in_f32(instr, abs_ops, recompute) if is_narrow(et) else None
@@ -628,16 +644,16 @@ class Perturber:
                 mag = np.abs(_to_f64(np.asarray(mag)))
         except Exception:  # noqa: BLE001 - a budget is best effort
             return None
-        return self._sum_budget(instr, operands, value, mag)
+        return self._sum_budget(instr, operands, value, mag, self.module)
 
     @staticmethod
-    def _sum_budget(instr, operands, value, mag):
+    def _sum_budget(instr, operands, value, mag, module=None):
         """sqrt(n)·eps·Σ|terms| + 1 ULP for ``value``, given Σ|terms| (``mag``; for a
         product, the op on the magnitudes is Π|factors| = |value|: a relative error of
         sqrt(n)·eps, the reordered product's)."""
         op = instr.opcode
         et = float_type(value)
-        n = _terms(instr, operands, value)
+        n = _terms(instr, operands, value, module)
         # dot and convolution of narrow floats accumulate in f32 (XLA:CPU and XLA:GPU
         # both do); a reduce's partial sums may be rounded to its reducer's type
         eps = _eps(et) if op not in ("dot", "convolution", "ragged-dot", "scaled-dot") \

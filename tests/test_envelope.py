@@ -409,3 +409,38 @@ def test_fma_contraction_with_cancellation_is_inside(worker):
     bad = np.array(report.actual, copy=True)
     bad[100, 200] += np.float32(1e-4) * max(1.0, abs(float(p0[100, 200])))
     assert diff(FMA_MODULE, [p0, p1], worker=worker, oracle_value=bad).verdict == "mismatch"
+
+
+def test_bf16_all_reduce_on_8_devices_sums_in_f32_once_and_a_wrong_element_is_flagged():
+    # XLA:CPU (jaxlib 0.10.2, 8 host devices) returns a bf16 all-reduce as the f32 sum
+    # of the 8 terms rounded once: checked equal on all 4,096 elements of this very input
+    # (and the same on every device); hloref adds in bf16 device by device. The
+    # accumulation freedom of an all-reduce is over the group's terms (Σ|terms| from the
+    # collective on |x|, n = group size), not the result's magnitude alone.
+    import ml_dtypes
+    from hloref.fuzz.perturb import sample_program
+    text = """HloModule m, replica_count=8
+add { a = bf16[] parameter(0) b = bf16[] parameter(1) ROOT c = bf16[] add(a, b) }
+ENTRY e { x = bf16[4096] parameter(0)
+  ar = bf16[4096] all-reduce(x), replica_groups={}, to_apply=add
+  ROOT m = bf16[4096] multiply(ar, x) }"""
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(4096).astype(ml_dtypes.bfloat16) for _ in range(8)]
+    module = hloref.parse(text)
+    f32 = [x.astype(np.float32) for x in xs]
+    once = np.sum(np.stack(f32), axis=0).astype(ml_dtypes.bfloat16)
+    xla_like = [(once.astype(np.float32) * f).astype(ml_dtypes.bfloat16) for f in f32]
+    policy = EnvelopePolicy()
+    runs = sample_program(lambda hooks: tuple(hloref.evaluate(
+        module, xs, interpreter_options=lambda d: hooks.interpreter_options(module, f"d{d}"))),
+        policy)
+    env = Envelope(runs.nominal, runs.samples, policy, module)
+    differ = sum(int(np.sum(a.astype(np.float32) != b.astype(np.float32)))
+                 for a, b in zip(runs.nominal, xla_like))
+    assert differ > 1000  # the two orders really differ
+    assert env.check(tuple(xla_like)).ok
+    bad = [v.copy() for v in xla_like]
+    i = int(np.argmax(np.abs(bad[5].astype(np.float32))))
+    bad[5][i] = ml_dtypes.bfloat16(float(bad[5][i]) * 1.1)
+    verdict = env.check(tuple(bad))
+    assert not verdict.ok and verdict.count == 1
