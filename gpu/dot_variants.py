@@ -32,7 +32,7 @@ from numba import cuda
 from hloref.errors import HloEvalError, HloUnsupportedError
 from hloref.types import F64
 
-from .device import LOAD, STORE, DArray, empty, type_class, type_params
+from .device import LOAD, DArray, empty, type_class, type_params
 from .dot import (add_complex, complex_operand, dot, fma_complex, reader, storage, writer,
                   zero_complex)
 from .elementwise import add

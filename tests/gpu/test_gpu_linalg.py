@@ -189,3 +189,62 @@ def test_triangular_solve(t, left, lower, unit, trans):
                        lower=lower, unit=unit, trans=trans)
     out = check(text, a, b, exact=False, opcode="triangular-solve", atol=bound, xla="required")
     assert np.all(np.abs(out - want) <= bound)
+
+
+CBN = """HloModule b
+ENTRY e {{
+  x = {t}[3,4,5] parameter(0)
+  a = {t}[{c}] parameter(1)
+  b = {t}[{c}] parameter(2)
+  m = {t}[{c}] parameter(3)
+  v = {t}[{c}] parameter(4)
+  dy = {t}[3,4,5] parameter(5)
+  inf = {t}[3,4,5] batch-norm-inference(x, a, b, m, v), epsilon=0.001, feature_index={fi}
+  tr = ({t}[3,4,5], {t}[{c}], {t}[{c}]) batch-norm-training(x, a, b), epsilon=0.001, feature_index={fi}
+  gr = ({t}[3,4,5], {t}[{c}], {t}[{c}]) batch-norm-grad(x, a, m, v, dy), epsilon=0.001, feature_index={fi}
+  ROOT r = ({t}[3,4,5], ({t}[3,4,5], {t}[{c}], {t}[{c}]), ({t}[3,4,5], {t}[{c}], {t}[{c}])) tuple(inf, tr, gr)
+}}
+"""
+
+
+def _cnormal(t, shape):
+    v = RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)
+    return v.astype(np.complex64 if t == "c64" else np.complex128)
+
+
+@pytest.mark.parametrize("t", ["c64", "c128"])
+@pytest.mark.parametrize("fi", [0, 2])
+def test_batch_norm_complex_unverified(t, fi):
+    """The verifier (and XLA) take real floats only; unverified, the cpu backend runs its
+    formulas in c128, and so does the gpu backend (fallback disabled): against the cpu
+    backend within a few ulps and a numpy c128 derivation of the formulas."""
+    import warnings
+    import hloref
+    from hloref.fuzz.compare import compare_values
+    c = (3, 4, 5)[fi]
+    x, a, b, m, dy = (_cnormal(t, s) for s in ((3, 4, 5), (c,), (c,), (c,), (3, 4, 5)))
+    v = (np.abs(_cnormal(t, (c,))) + 0.5 + 0.25j).astype(x.dtype)
+    text = CBN.format(t=t, c=c, fi=fi)
+    args = (x, a, b, m, v, dy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the cpu's epsilon of a complex type warns
+        cpu = hloref.evaluate(text, *args, verify=False)
+        gpu = hloref.evaluate(text, *args, verify=False, backend="gpu", fallback=False)
+    assert hloref.gpu.last_report.total == 0
+    atol = accumulation_atol(60, 200.0, element_type(t))
+
+    def leaves(v):
+        return [w for u in v for w in (leaves(u) if isinstance(u, tuple) else [u])]
+    for g, cc in zip(leaves(gpu), leaves(cpu)):
+        verdict = compare_values(g, cc, opcode="batch-norm-training", atol=atol)
+        assert verdict.ok, str(verdict)
+    # by hand (c128): inference and the training mean
+    eps = float(np.float32(0.001))
+    sh = [1, 1, 1]
+    sh[fi] = c
+    w = x.astype(np.complex128)
+    inv = 1.0 / np.sqrt(v.astype(np.complex128) + eps)
+    want = (w - m.reshape(sh)) * (inv * a).reshape(sh) + b.reshape(sh)
+    np.testing.assert_allclose(gpu[0], want.astype(x.dtype), rtol=1e-4, atol=1e-4)
+    axes = tuple(d for d in range(3) if d != fi)
+    np.testing.assert_allclose(gpu[1][1], w.mean(axis=axes), rtol=1e-5, atol=1e-6)
