@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from hloref.errors import HloEvalError
 from hloref.evaluator.reduce import is_vectorizable
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.types import element_type
@@ -81,7 +82,7 @@ def compile_computation(comp, module) -> Compiled | None:
     try:
         compiled = _compile(comp, module)
         compiled.vectorizable = is_vectorizable(comp, module)
-    except (_Unsupported, GpuFallback):
+    except (_Unsupported, GpuFallback, HloEvalError):  # no device form: the CPU runs it
         compiled = None
     _CACHE[id(comp)] = (comp, compiled)
     return compiled

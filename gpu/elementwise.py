@@ -13,8 +13,10 @@ element functions are the CPU's own scalar functions (``kernels.sdiv``/``srem``/
 Transcendentals: on a GPU they are libdevice's (``math.*``) f64 functions, which may
 differ from the host libm by an ulp of f64 (after rounding to f32 and narrower the
 result is nearly always the same); under the simulator they are numpy's, i.e. the
-CPU backend's. Complex transcendentals, power, atan2, maximum/minimum fall back to the
-CPU op.
+CPU backend's. Ops undefined on a type (pred subtract) raise the CPU's error.
+
+:func:`element_fn` / :func:`width_fn` give the device element function of an op on a
+type, for the computation compiler (``gpu/computation.py``).
 
 Kernels: one generic grid-stride kernel per arity, specialised (and cached) per
 (element function, operand type classes, result type class). A scalar operand (size
