@@ -1,16 +1,21 @@
 """Scalar HLO computations (reducers, combiners, comparators, ``map`` bodies) compiled to
 numba.cuda device functions, so ops that call a computation run it on the device.
 
-A computation qualifies when the CPU backend evaluates it elementwise
-(``reduce.is_vectorizable``: scalars and tuples of scalars only, elementwise ops,
-compare, select, clamp, convert, constants, tuples, get-tuple-element, nested
-``call``/``fusion``), which is every such computation: each op has a GPU element
-function of its types (``elementwise.ELEMENT_TABLES``; the width-specialised shifts,
-mulhi, popcnt and count-leading-zeros by ``elementwise.width_fn``;
+A computation qualifies when it works on scalars (parameters and results; one-element
+arrays in between) and each of its ops has a device form: every op the CPU applies
+elementwise (``reduce.is_vectorizable``: elementwise ops, compare, select, clamp,
+convert, constants, tuples, get-tuple-element, nested ``call``/``fusion``) has a GPU
+element function of its types (``elementwise.ELEMENT_TABLES``; the width-specialised
+shifts, mulhi, popcnt and count-leading-zeros by ``elementwise.width_fn``;
 ``compare.DIRECTIONS``, ``convert.convert_fn``; complex values by
-``complex_elementwise``'s part functions). The exceptions are the CPU's own errors
-(``subtract`` of pred, complex compare other than EQ/NE...): those computations run
-on the CPU, which reports the error.
+``complex_elementwise``'s part functions), and so do shape ops on one-element arrays
+(reshape, broadcast, transpose, slice, reverse, bitcast, dynamic-slice,
+dynamic-update-slice, concatenate: the element passes through), iota (0),
+reduce-precision and same-width bitcast-convert. ``Compiled.vectorizable`` says whether
+the CPU applies it to whole arrays (reduce and reduce-window then follow its tree
+order, else its sequential fold). Computations with other ops (while, conditional,
+rng, dot, custom-call...; ``FALLBACK_NOTE``) and the CPU's own errors (``subtract`` of
+pred, complex compare other than EQ/NE...) run on the CPU.
 
 Its device function takes and returns *storage* values (the array elements
 themselves; a complex element is a complex scalar) and computes each instruction as the
