@@ -104,6 +104,12 @@ REQUIRED_ATTRS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Collectives whose group mode reads use_global_device_ids (XLA's
+#: GetCollectiveOpGroupMode(instr)); the others pass nullopt.
+_GLOBAL_IDS_OPS = frozenset({"all-gather", "all-gather-start", "all-reduce", "all-reduce-start",
+                             "reduce-scatter"})
+
+
 def _expected_params(instr: Instruction, attr: str) -> int | None:
     """How many parameters the computation named by ``attr`` must take (None: unchecked)."""
     op, n = instr.opcode, len(instr.operands)
@@ -247,6 +253,12 @@ class _Verifier:
         if op == "async-start" and not instr.async_wrapped_opcode:
             self.check_async_start(comp, instr)
             return
+        if op in ("all-reduce", "all-reduce-start", "all-gather-start", "all-to-all",
+                  "ragged-all-to-all") and self.replica_groups(comp, instr) is False:
+            return
+        if op in ("collective-permute", "collective-permute-start") and \
+                not self.check_source_target_pairs(comp, instr):
+            return
         if op in DECLARED:
             return
         attrs = instr.attrs
@@ -261,6 +273,7 @@ class _Verifier:
                 return
             if shards is not None:
                 attrs = {**attrs, "shard_count": shards}
+
         try:
             inferred = infer_shape(op, [o.shape for o in instr.operands], attrs, called,
                                    declared=instr.shape)
@@ -338,28 +351,115 @@ class _Verifier:
             return False
         return shards
 
+    def group_mode(self, comp: Computation, instr: Instruction) -> str | None:
+        """XLA's ``GetCollectiveOpGroupMode``: "replica", "partition",
+        "replica-and-partition" or "flattened" from ``channel_id`` and (for all-gather,
+        all-reduce, reduce-scatter) ``use_global_device_ids``; None after a failure."""
+        channel = instr.attrs.get("channel_id") is not None
+        if instr.opcode not in _GLOBAL_IDS_OPS:
+            return "partition" if channel else "replica"
+        global_ids = instr.attrs.get("use_global_device_ids") is True
+        if not channel:
+            if global_ids:
+                self.fail(f"{instr.opcode}: use_global_device_ids=true needs a channel_id",
+                          comp, instr)
+                return None
+            return "replica"
+        return "flattened" if global_ids else "replica-and-partition"
+
+    def replica_groups(self, comp: Computation, instr: Instruction):
+        """The explicit groups (() when none are given, None when not derivable), after
+        XLA's ``CheckReplicaGroups``: no empty group, each id 0..n-1 once, n the replica
+        count, partition count or their product as the group mode says (unless that is
+        1), groups of one size (all-reduce excepted), groups given in flattened mode.
+        False after a failure."""
+        m, op = self.module, instr.opcode
+        mode = self.group_mode(comp, instr)
+        if mode is None:
+            return False
+        rg = instr.attrs.get("replica_groups")
+        groups = getattr(rg, "groups", None) if rg is not None else ()
+        if groups is None:
+            return None
+        if not groups:
+            if mode == "flattened":
+                self.fail(f"{op}: replica_groups must be given with use_global_device_ids=true",
+                          comp, instr)
+                return False
+            return ()
+        ids = [i for g in groups for i in g]
+        n = len(ids)
+        if any(not g for g in groups):
+            self.fail(f"{op}: replica_groups has an empty group", comp, instr)
+            return False
+        seen: set[int] = set()
+        for i in ids:
+            if not 0 <= i < n or i in seen:
+                self.fail(f"{op}: replica id {i} is " + ("repeated" if i in seen else
+                          f"out of range [0, {n})") + " in replica_groups (each id 0..n-1 once, "
+                          f"n = {n} ids in all)", comp, instr)
+                return False
+            seen.add(i)
+        want, what = {"replica": (m.replica_count, "replica_count"),
+                      "replica-and-partition": (m.replica_count, "replica_count"),
+                      "partition": (m.num_partitions, "num_partitions"),
+                      "flattened": (m.replica_count * m.num_partitions,
+                                    "replica_count x num_partitions")}[mode]
+        if want != 1 and n != want:
+            self.fail(f"{op}: replica_groups name {n} ids but the module header's {what} is "
+                      f"{want} ({mode} mode)", comp, instr)
+            return False
+        if op not in ("all-reduce", "all-reduce-start") and len({len(g) for g in groups}) > 1:
+            self.fail(f"{op}: replica groups must all have one size, got sizes "
+                      f"{sorted({len(g) for g in groups})}", comp, instr)
+            return False
+        return groups
+
     def subgroup_size(self, comp: Computation, instr: Instruction):
         """Participants per replica group (XLA's ``GetSubgroupSize`` for the group mode
         that ``channel_id`` and ``use_global_device_ids`` select); None when the groups
         are not known explicitly; False after a failure."""
         m = self.module
-        rg = instr.attrs.get("replica_groups")
-        groups = getattr(rg, "groups", None) if rg is not None else ()
-        if rg is not None and groups is None:
-            return None
-        channel = instr.attrs.get("channel_id") is not None
-        global_ids = instr.attrs.get("use_global_device_ids") is True
-        if not channel and global_ids:
-            self.fail(f"{instr.opcode}: use_global_device_ids=true needs a channel_id", comp, instr)
-            return False
-        if channel and global_ids:  # flattened ids
-            if not groups:
-                self.fail(f"{instr.opcode}: replica_groups must be given with "
-                          "use_global_device_ids=true", comp, instr)
-                return False
+        groups = self.replica_groups(comp, instr)
+        if groups is None or groups is False:
+            return groups
+        mode = self.group_mode(comp, instr)
+        if mode == "flattened":
             return len(groups[0])
+        if mode == "partition":
+            return len(groups[0]) if groups else m.num_partitions
         size = len(groups[0]) if groups else m.replica_count
-        return size * m.num_partitions if channel else size
+        return size * m.num_partitions if mode == "replica-and-partition" else size
+
+    def check_source_target_pairs(self, comp: Computation, instr: Instruction) -> bool:
+        """XLA's ``CheckDuplicatedSourceOrTarget`` (collective-permute without
+        ``slice_sizes``): sources and targets in range (the replica or partition count,
+        or the largest id + 1 when that is 1) and each at most once."""
+        pairs = instr.attrs.get("source_target_pairs")
+        if not isinstance(pairs, (list, tuple)) or instr.attrs.get("slice_sizes") is not None:
+            return True
+        try:
+            pairs = [(int(a), int(b)) for a, b in pairs]
+        except (TypeError, ValueError):
+            return True
+        mode = self.group_mode(comp, instr)
+        limit = self.module.replica_count if mode == "replica" else self.module.num_partitions
+        if limit == 1:
+            limit = max([1] + [max(a, b) + 1 for a, b in pairs])
+        seen: tuple[set[int], set[int]] = (set(), set())
+        for pair in pairs:
+            for k, role in ((0, "source"), (1, "target")):
+                v = pair[k]
+                if not 0 <= v < limit:
+                    self.fail(f"{instr.opcode}: {role} {v} of source_target_pairs is out of range "
+                              f"[0, {limit})", comp, instr)
+                    return False
+                if v in seen[k]:
+                    self.fail(f"{instr.opcode}: {role} {v} appears more than once in "
+                              "source_target_pairs", comp, instr)
+                    return False
+                seen[k].add(v)
+        return True
 
     def resolve_called(self, comp: Computation, instr: Instruction) -> dict[str, Any] | None:
         called: dict[str, Any] = {}

@@ -299,6 +299,24 @@ BROKEN = [
      _mod("ROOT r = f32[1,2] dynamic-slice(p, i), dynamic_slice_sizes={1,2}",
           "p = f32[2,3] parameter(0)\n  i = s32[3] parameter(1)"),
      "start indices s32[3] must be an integer array of 2 (the operand rank) elements"),
+    # XLA's CheckDuplicatedSourceOrTarget / CheckReplicaGroups
+    ("collective_permute_target_twice",
+     "HloModule m, replica_count=3\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT r = f32[4] "
+     "collective-permute(p), source_target_pairs={{0,1},{2,1}}\n}\n",
+     "target 1 appears more than once in source_target_pairs"),
+    ("all_reduce_replica_id_twice",
+     "HloModule m, replica_count=4\n" + REDUCER + "ENTRY e {\n  p = f32[4] parameter(0)\n  "
+     "ROOT r = f32[4] all-reduce(p), replica_groups={{0,1},{1,2}}, to_apply=add_f32\n}\n",
+     "replica id 1 is repeated in replica_groups"),
+    ("all_gather_groups_of_two_sizes",
+     "HloModule m, replica_count=4\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT r = f32[12] "
+     "all-gather(p), replica_groups={{0,1,2},{3}}, dimensions={0}\n}\n",
+     "replica groups must all have one size, got sizes [1, 3]"),
+    ("all_reduce_global_ids_without_groups",
+     "HloModule m, replica_count=2\n" + REDUCER + "ENTRY e {\n  p = f32[4] parameter(0)\n  "
+     "ROOT r = f32[4] all-reduce(p), replica_groups={}, channel_id=1, "
+     "use_global_device_ids=true, to_apply=add_f32\n}\n",
+     "replica_groups must be given with use_global_device_ids=true"),
     ("rng_bit_generator_state_mismatch",
      _mod("ROOT r = (u64[3], u32[3,4]) rng-bit-generator(s), algorithm=rng_default",
           "s = u64[2] parameter(0)"),
@@ -701,6 +719,11 @@ ACCEPTED = [
                 "ROOT s = f32[2] add(a, b)\n}\n"),
      "hlo_verifier.cc HandleAllReduce / shape_inference.cc InferAllReduceShape: the operand "
      "shapes, to_apply not looked at (StableHLO's all_reduce refuses it)"),
+    ("all_reduce_groups_of_two_sizes",  # CheckReplicaGroups: uniform sizes but all-reduce
+     "HloModule m, replica_count=4\n" + _ADD + "ENTRY e {\n  p = f32[4] parameter(0)\n  "
+     "ROOT r = f32[4] all-reduce(p), replica_groups={{0,1,2},{3}}, to_apply=add\n}\n", JAXLIB),
+    ("compare_total_order_of_floats",
+     _mod("ROOT r = pred[2,3] compare(p, p), direction=LT, type=TOTALORDER"), JAXLIB),
     ("collective_permute_of_two_arrays",
      "HloModule m, num_partitions=2\nENTRY e {\n  p0 = f32[128] parameter(0)\n  p1 = bf16[128] "
      "parameter(1)\n  ROOT r = (f32[128], bf16[128]) collective-permute(p0, p1), "
@@ -766,6 +789,22 @@ REJECTED_BY_RULE = [
      "the declared shape has 2 shard(s) along dimension 1 (f32[4,8] -> f32[4,4]), but each "
      "replica group has 4 participants",
      "HandleReduceScatter: cross-replica-and-partition mode, 2 replicas x 2 partitions"),
+    ("compare_type_of_another_kind",
+     _mod("ROOT r = pred[2,3] compare(p, p), direction=LT, type=UNSIGNED"),
+     "compare: type=UNSIGNED does not fit f32 operands; expected type=FLOAT or TOTALORDER",
+     "CheckElementwiseInstruction (hlo_verifier_test.cc ComparisonTypeFloat); the StableHLO "
+     "route drops the type"),
+    ("collective_permute_target_past_the_replicas",
+     "HloModule m, replica_count=3\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT r = f32[4] "
+     "collective-permute(p), source_target_pairs={{0,1},{1,5}}\n}\n",
+     "target 5 of source_target_pairs is out of range [0, 3)",
+     "CheckDuplicatedSourceOrTarget: targets < replica_count without channel_id "
+     "(hlo_verifier_test.cc CollectivePermuteCrossReplicaTargetOOR)"),
+    ("all_reduce_groups_short_of_the_replicas",
+     "HloModule m, replica_count=4\n" + _ADD + "ENTRY e {\n  p = f32[4] parameter(0)\n  "
+     "ROOT r = f32[4] all-reduce(p), replica_groups={{0,1}}, to_apply=add\n}\n",
+     "replica_groups name 2 ids but the module header's replica_count is 4",
+     "CheckReplicaGroups: the groups name replica_count ids in cross-replica mode"),
     ("all_gather_global_ids_without_channel",
      _mod("ROOT r = f32[4,3] all-gather(p), replica_groups={{0}}, use_global_device_ids=true, "
           "dimensions={0}"),

@@ -90,6 +90,15 @@ def infer_compare(lhs: Shape, rhs: Shape, *, direction=None, type=None, **_):
         raise ShapeError(f"compare: direction={direction} is not one of {', '.join(COMPARE_DIRECTIONS)}")
     if type is not None and str(type) not in COMPARE_TYPES:
         raise ShapeError(f"compare: type={type} is not one of {', '.join(COMPARE_TYPES)}")
+    if type is not None:
+        # XLA's CheckElementwiseInstruction: FLOAT or TOTALORDER for floating point,
+        # else Comparison::DefaultComparisonType of the operands' type
+        kind = a.element_type.kind
+        allowed = (("FLOAT", "TOTALORDER") if kind == "float" else ("FLOAT",) if kind == "complex"
+                   else ("SIGNED",) if kind == "sint" else ("UNSIGNED",))
+        if str(type) not in allowed:
+            raise ShapeError(f"compare: type={type} does not fit {a.element_type.name} operands; "
+                             f"expected type={' or '.join(allowed)}")
     return make_array(PRED, a.dims)
 
 

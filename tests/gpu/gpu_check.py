@@ -66,17 +66,19 @@ def bits_equal(a, b):
     return bool(np.all((av == bv) | (nan_a & nan_b)))
 
 
-def check(text, *args, opcode=None, exact=True, xla=True, atol=None, fallbacks=0):
+def check(text, *args, opcode=None, exact=True, xla=True, atol=None, fallbacks=0, verify=True):
     """gpu vs cpu (bit-exact unless ``exact=False``) and gpu vs XLA.
 
     ``fallbacks=0`` runs the gpu backend with ``fallback=False`` (an op without a
     kernel raises). ``xla=True`` compares with XLA:CPU when it can run the module;
-    ``xla="required"``: XLA:CPU must run it (the check is never silently skipped)."""
+    ``xla="required"``: XLA:CPU must run it (the check is never silently skipped).
+    ``verify=False``: a module XLA's verifier refuses (an op hloref evaluates beyond
+    XLA, such as complex cbrt)."""
     m = hloref.parse(text)
-    cpu = hloref.evaluate(m, *args)
+    cpu = hloref.evaluate(m, *args, verify=verify)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        gpu = hloref.evaluate(m, *args, backend="gpu", fallback=fallbacks != 0)
+        gpu = hloref.evaluate(m, *args, backend="gpu", fallback=fallbacks != 0, verify=verify)
     report = hloref.gpu.last_report
     assert report.total == fallbacks, str(report)
     fallback_warnings = [w for w in caught if "runs on the CPU" in str(w.message)]

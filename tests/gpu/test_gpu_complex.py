@@ -159,7 +159,8 @@ def test_complex_transcendentals(t, group):
     x = (draw.standard_normal(12) * 3 + 1j * draw.standard_normal(12) * 3).astype(
         np.complex64 if t == "c64" else np.complex128)
     text = _all_ops(t, ops)
-    out = check(text, x, exact=False, xla=False)
+    other = group == "other"  # complex cbrt: XLA's verifier refuses it (InferUnaryOpShape)
+    out = check(text, x, exact=False, xla=False, verify=not other)
     if group == "xla":  # leaf by leaf, each within its opcode's policy
         assert HAVE_XLA, "XLA:CPU (jaxlib) is not available"
         for op, ref, got in zip(ops, run_hlo(text, x), out):
@@ -178,7 +179,7 @@ def test_complex_transcendentals(t, group):
         if op in NUMPY:
             want = NUMPY[op](x.astype(np.complex128))
             np.testing.assert_allclose(got, want, rtol=1e-6 if t == "c64" else 1e-13, err_msg=op)
-    check(text, cvalues(t, 12), exact=False, xla=False)
+    check(text, cvalues(t, 12), exact=False, xla=False, verify=not other)
 
 
 @pytest.mark.parametrize("t", ["c64", "c128"])
