@@ -42,7 +42,7 @@ from .shape_ops import int_tuple, row_major_strides
 
 OP_FAMILY = True
 
-_REAL = ("f32", "f64", "narrow")
+_REAL = ("f32", "f64", "narrow", "sint", "uint", "pred")
 
 
 @functools.cache  # one kernel per (operand, scale) type class
@@ -67,13 +67,18 @@ def _dequant_kernel(xcls, scls):
 
 
 def dequantize(x: DArray, scale: DArray, opcode: str) -> DArray:
-    """``x * scale`` (the scale broadcast in blocks) as an f64 device array."""
+    """``x * scale`` (the scale broadcast in blocks) as an f64 device array; a rank-0
+    scale is 1 (the CPU's rule): ``x`` exactly in f64. Integer and pred operands and
+    scales are their values in f64, as the CPU's ``to_float64``."""
     xcls, scls = type_class(x.et), type_class(scale.et)
     if xcls not in _REAL or scls not in _REAL:
         raise GpuFallback(f"{opcode} of {x.et.name} scaled by {scale.et.name}")
     if scale.ndim not in (0, x.ndim):
         raise HloEvalError(f"{opcode}: scale of rank {scale.ndim} for an operand of rank "
                            f"{x.ndim}")
+    if scale.ndim == 0:  # the CPU ignores a rank-0 scale's value
+        from .convert import convert_array
+        return convert_array(x, F64)
     sdims = scale.shape if scale.ndim else (1,) * x.ndim
     for n, m in zip(x.shape, sdims):
         if m == 0 or n % m:
@@ -91,8 +96,6 @@ def dequantize(x: DArray, scale: DArray, opcode: str) -> DArray:
 @gpu_op("scaled-dot")
 def scaled_dot(lhs, rhs, lhs_scale, rhs_scale, *, shape, lhs_batch_dims=(), rhs_batch_dims=(),
                lhs_contracting_dims=(), rhs_contracting_dims=()):
-    if type_class(shape.element_type) not in _REAL:
-        raise GpuFallback(f"scaled-dot with a {shape.element_type.name} result")
     a = dequantize(lhs, lhs_scale, "scaled-dot")
     b = dequantize(rhs, rhs_scale, "scaled-dot")
     return dot(a, b, shape=shape, lhs_batch_dims=lhs_batch_dims, rhs_batch_dims=rhs_batch_dims,

@@ -258,3 +258,50 @@ def test_ragged_dot_complex_rank1_and_mixed():
     want = np.stack([ar[:, s0:s1].astype(np.float64) @ br[s0:s1]
                      for s0, s1 in [(0, 2), (2, 5), (5, 8)]])
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+SCALED_MIXED = """HloModule m
+ENTRY e {{
+  a = {lt}[2,4] parameter(0)
+  b = {lt}[4,3] parameter(1)
+  sa = {st}{sad} parameter(2)
+  sb = {st}{sbd} parameter(3)
+  ROOT r = {ot}[2,3] scaled-dot(a, b, sa, sb), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}"""
+
+
+def _ints(t, shape):
+    if t == "pred":
+        return RNG.integers(0, 2, shape).astype(bool)
+    return RNG.integers(-3 if t[0] == "s" else 0, 5, shape).astype(
+        hloref.types.element_type(t).dtype)
+
+
+@pytest.mark.parametrize("lt,st,ot", [("s8", "f32", "f32"), ("u8", "bf16", "f32"),
+                                      ("pred", "f32", "f32"), ("f32", "s8", "f32"),
+                                      ("s8", "s8", "s32"), ("f32", "f32", "c64"),
+                                      ("s8", "f32", "c128"), ("f32", "f32", "s16")])
+@pytest.mark.parametrize("rank0", [False, True])
+def test_scaled_dot_integer_operands_and_any_result(lt, st, ot, rank0):
+    # the cpu's rule: operands and scales in f64 (integers by value), x * scale in blocks
+    # (a rank-0 scale counts as 1), then dot into the result type
+    a = _ints(lt, (2, 4)) if lt != "f32" else RNG.standard_normal((2, 4)).astype(np.float32)
+    b = _ints(lt, (4, 3)) if lt != "f32" else RNG.standard_normal((4, 3)).astype(np.float32)
+    sad, sbd = ("[]", "[]") if rank0 else ("[2,2]", "[2,3]")
+    sa = _ints(st, () if rank0 else (2, 2)) if st[0] in "su" else \
+        np.asarray(RNG.integers(1, 4, () if rank0 else (2, 2))).astype(
+            hloref.types.element_type(st).dtype)
+    sb = _ints(st, () if rank0 else (2, 3)) if st[0] in "su" else \
+        np.asarray(RNG.integers(1, 4, () if rank0 else (2, 3))).astype(
+            hloref.types.element_type(st).dtype)
+    text = SCALED_MIXED.format(lt=lt, st=st, ot=ot, sad=sad, sbd=sbd)
+    got = check(text, a, b, sa, sb, exact=ot[0] != "c", opcode="dot", atol=1e-6, xla=False)
+    fa, fb = a.astype(np.float64), b.astype(np.float64)
+    if not rank0:
+        fa = fa * np.repeat(sa.astype(np.float64), 2, axis=1)
+        fb = fb * np.repeat(sb.astype(np.float64), 2, axis=0)
+    want = fa @ fb
+    if ot[0] in "su":  # float -> integer conversion truncates (no saturation here)
+        np.testing.assert_array_equal(got, np.trunc(fa) @ np.trunc(fb))
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
