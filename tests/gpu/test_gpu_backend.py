@@ -313,6 +313,21 @@ def test_opcode_without_gpu_kernel_falls_back():
     assert set(missing) == {"set-dimension-size", "dynamic-reshape"}
 
 
+def test_ops_table_fallback_notes():
+    """What ``hloref ops`` still lists as running on the CPU: custom-call targets without
+    a device version, computations with ops that have no scalar device form, and the
+    runtime dimension sizes; every other opcode runs on the device in every element type
+    (a new per-type fallback note fails here)."""
+    from hloref.evaluator.registry import load_all
+    from hloref.gpu.computation import FALLBACK_NOTE
+    noted = {op: hloref.gpu.gpu_status(op) for op in load_all()}
+    noted = {op: s for op, s in noted.items() if "fallback" in s}
+    calls = {"map", "reduce", "reduce-window", "scatter", "select-and-scatter", "sort"}
+    assert set(noted) == calls | {"custom-call", "set-dimension-size", "dynamic-reshape"}
+    for op in calls:
+        assert noted[op] == f"yes ({FALLBACK_NOTE})"
+
+
 def test_conditional():
     text = """HloModule c
 t { p = f32[4] parameter(0)  ROOT n = f32[4] negate(p) }
