@@ -27,81 +27,21 @@ from typing import Any
 from .attrs import ComputationRef
 from .errors import HloVerifyError
 from .ir import Computation, Instruction, Module
+from .opcodes import CATALOGUE, MIN_OPERANDS, REQUIRED_ATTRS, VARIADIC
 from .shape_inference import DECLARED, ShapeError, infer_shape, same_shape, shape_str
 from .shapes import ArrayShape, TupleShape
 
 __all__ = ["verify_module", "verify_computation", "OPCODE_ARITY", "MIN_OPERANDS",
            "REQUIRED_ATTRS", "KNOWN_OPCODES"]
 
-_UNARY = ("abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "ceil", "cosine",
-          "cosh", "erf", "exponential", "exponential-minus-one", "floor", "imag", "is-finite",
-          "log", "log-plus-one", "logistic", "negate", "real", "round-nearest-afz",
-          "round-nearest-even", "rsqrt", "sign", "sine", "sinh", "sqrt", "tan", "tanh", "not",
-          "count-leading-zeros", "popcnt")
-_BINARY = ("add", "subtract", "multiply", "divide", "remainder", "power", "atan2", "maximum",
-           "minimum", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
-           "shift-right-logical", "complex", "mulhi", "compare")
-
-#: Opcode → operand count (``None``: variadic). From ``HLO_OPCODE_LIST``.
-OPCODE_ARITY: dict[str, int | None] = {
-    **{op: 1 for op in _UNARY}, **{op: 2 for op in _BINARY},
-    "select": 3, "clamp": 3, "convert": 1, "bitcast-convert": 1, "stochastic-convert": 2,
-    "reduce-precision": 1, "reshape": 1, "dynamic-reshape": None, "bitcast": 1, "broadcast": 1,
-    "transpose": 1, "reverse": 1, "slice": 1, "concatenate": None, "pad": 2, "iota": 0,
-    "copy": 1, "get-dimension-size": 1, "set-dimension-size": 2, "gather": 2, "scatter": None,
-    "dynamic-slice": None, "dynamic-update-slice": None, "sort": None, "topk": 1, "shuffle": 1,
-    "reduce": None, "reduce-window": None, "select-and-scatter": 3, "map": None, "scan": None,
-    "dot": 2, "ragged-dot": 3, "scaled-dot": 4, "convolution": None, "fft": 1, "cholesky": 1,
-    "triangular-solve": 2, "batch-norm-training": 3, "batch-norm-inference": 5,
-    "batch-norm-grad": 5, "call": None, "conditional": None, "while": 1, "fusion": None,
-    "custom-call": None, "tuple": None, "get-tuple-element": 1, "parameter": 0, "constant": 0,
-    "all-gather": None, "all-reduce": None, "all-to-all": None, "ragged-all-to-all": 6,
-    "reduce-scatter": None, "collective-broadcast": None, "collective-permute": None,
-    "collective-reduce": None, "replica-id": 0, "partition-id": 0,
-    "all-gather-start": None, "all-gather-done": 1, "all-reduce-start": None,
-    "all-reduce-done": 1, "collective-permute-start": None, "collective-permute-done": 1,
-    "copy-start": 1, "copy-done": 1, "async-start": None, "async-update": None, "async-done": 1,
-    "send": 2, "send-done": 1, "recv": 1, "recv-done": 1, "after-all": None,
-    "add-dependency": 2, "opt-barrier": 1, "domain": 1, "infeed": 1, "outfeed": 2, "rng": None,
-    "rng-bit-generator": 1, "rng-get-and-update-state": 0,
-}
-KNOWN_OPCODES = frozenset(OPCODE_ARITY)
-
-#: Minimum operand counts of variadic opcodes (shape inference checks the rest).
-MIN_OPERANDS: dict[str, int] = {
-    "concatenate": 1, "scatter": 3, "sort": 1, "reduce": 2, "reduce-window": 2, "map": 1,
-    "convolution": 2, "conditional": 1, "dynamic-reshape": 1, "dynamic-slice": 1,
-    "dynamic-update-slice": 2, "all-reduce": 1, "all-gather": 1, "reduce-scatter": 1,
-    "all-to-all": 1, "collective-permute": 1, "rng": 2, "collective-reduce": 1,
-}
-
-#: Attributes an opcode cannot do without (``HloParser::CreateInstruction``).
-REQUIRED_ATTRS: dict[str, tuple[str, ...]] = {
-    "compare": ("direction",), "iota": ("iota_dimension",),
-    "transpose": ("dimensions",), "reverse": ("dimensions",), "concatenate": ("dimensions",),
-    "reduce": ("dimensions", "to_apply"), "sort": ("dimensions", "to_apply"),
-    "get-dimension-size": ("dimensions",), "set-dimension-size": ("dimensions",),
-    "slice": ("slice",), "dynamic-slice": ("dynamic_slice_sizes",), "pad": ("padding",),
-    "reduce-window": ("to_apply",), "select-and-scatter": ("select", "scatter"),
-    "convolution": ("dim_labels",),
-    "gather": ("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
-               "slice_sizes"),
-    "scatter": ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
-                "index_vector_dim", "to_apply"),
-    "topk": ("k",), "get-tuple-element": ("index",), "while": ("condition", "body"),
-    "call": ("to_apply",), "fusion": ("kind", "calls"), "map": ("to_apply",),
-    "custom-call": ("custom_call_target",), "fft": ("fft_type", "fft_length"),
-    "batch-norm-training": ("epsilon", "feature_index"),
-    "batch-norm-inference": ("epsilon", "feature_index"),
-    "batch-norm-grad": ("epsilon", "feature_index"), "rng": ("distribution",),
-    "rng-bit-generator": ("algorithm",), "rng-get-and-update-state": ("delta",),
-    "reduce-precision": ("exponent_bits", "mantissa_bits"), "all-reduce": ("to_apply",),
-    "all-reduce-start": ("to_apply",), "reduce-scatter": ("to_apply", "dimensions"),
-    "all-gather": ("dimensions",), "all-gather-start": ("dimensions",),
-    "collective-permute": ("source_target_pairs",), "domain": ("domain",),
-    "async-start": ("calls",), "shuffle": ("dimensions", "mode"),
-    "collective-reduce": ("to_apply",),
-}
+#: Opcode → operand count (``None``: variadic), from the catalogue (``hloref/opcodes.py``:
+#: XLA's ``HLO_OPCODE_LIST`` arities).
+OPCODE_ARITY: dict[str, int | None] = {op: None if info.arity == VARIADIC else info.arity
+                                       for op, info in CATALOGUE.items()}
+KNOWN_OPCODES = frozenset(CATALOGUE)
+# MIN_OPERANDS (variadic opcodes' fewest operands; shape inference checks the rest) and
+# REQUIRED_ATTRS (``HloParser::CreateInstruction``'s required attributes) are the
+# catalogue's, re-exported.
 
 
 #: Collectives whose group mode reads use_global_device_ids (XLA's

@@ -12,36 +12,22 @@ import numpy as np
 from .. import attrs as A
 from ..ir import Computation
 from ..lexer import NUMBER_RE
+from ..opcodes import attributes_of_type
 from ..shapes import ArrayShape
 from .literals import LiteralParser
 
-INT_LIST_ATTRS = frozenset("""
-dimensions fft_length slice_sizes dynamic_slice_sizes lhs_contracting_dims rhs_contracting_dims
-lhs_batch_dims rhs_batch_dims lhs_ragged_dims rhs_group_dims offset_dims collapsed_slice_dims
-start_index_map operand_batching_dims start_indices_batching_dims update_window_dims
-inserted_window_dims scatter_dims_to_operand_dims input_batching_dims
-scatter_indices_batching_dims shifts
-""".split())
-INT_ATTRS = frozenset("""
-index iota_dimension feature_group_count batch_group_count index_vector_dim k feature_index
-exponent_bits mantissa_bits channel_id num_carries delta inferred_dimension
-cross_program_prefetch_index
-""".split())
-BOOL_ATTRS = frozenset("""
-indices_are_sorted unique_indices is_stable largest has_dynamic_root lower left_side
-unit_diagonal is_host_transfer use_global_device_ids constrain_layout
-custom_call_has_side_effect is_cross_program_prefetch is_reverse is_associative is_composite
-""".split())
-FLOAT_ATTRS = frozenset(["epsilon"])
-ENUM_ATTRS = frozenset("direction type fft_type distribution algorithm kind mode transpose_a".split())
-ENUM_LIST_ATTRS = frozenset(["operand_precision"])
-STRING_ATTRS = frozenset(["custom_call_target"])
-COMP_ATTRS = frozenset("""
-to_apply calls condition body true_computation false_computation select scatter
-""".split())
-COMP_LIST_ATTRS = frozenset(["branch_computations", "called_computations"])
+# The value type of each attribute is the catalogue's (hloref/opcodes.py ATTRIBUTE_TYPES).
+INT_LIST_ATTRS = attributes_of_type("int_list")
+INT_ATTRS = attributes_of_type("int")
+BOOL_ATTRS = attributes_of_type("bool")
+FLOAT_ATTRS = attributes_of_type("float")
+ENUM_ATTRS = attributes_of_type("enum")
+ENUM_LIST_ATTRS = attributes_of_type("enum_list")
+STRING_ATTRS = attributes_of_type("string")
+COMP_ATTRS = attributes_of_type("computation")
+COMP_LIST_ATTRS = attributes_of_type("computation_list")
 #: Attributes holding a shaped literal (``shuffle``'s ``indices=s32[4]{0} {3, 1, 0, 2}``).
-LITERAL_ATTRS = frozenset(["indices"])
+LITERAL_ATTRS = attributes_of_type("literal")
 CONTROL_PREDECESSORS = "control-predecessors"
 
 _DXD_RE = re.compile(r"\d+(?:x\d+)*")

@@ -7,49 +7,21 @@ from typing import Any
 
 from .. import attrs as A
 from ..ir import Computation, Instruction, Module, ProgramShape
+from ..opcodes import CATALOGUE, DEDICATED_ASYNC, SHAPE_INFERABLE
 from ..shapes import ArrayShape
 from ..types import ELEMENT_TYPES
 from .attributes import CONTROL_PREDECESSORS, AttributeParser
 
-#: The 136 opcode text names of ``HLO_OPCODE_LIST`` (``xla/hlo/ir/hlo_opcode.h``).
-OPCODES = frozenset("""
-abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start
-all-reduce all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start
-async-update atan atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast
-bitcast-convert broadcast call cbrt ceil cholesky clamp count-leading-zeros collective-broadcast
-collective-permute collective-permute-done collective-permute-start collective-reduce compare
-complex concatenate conditional constant convert convolution copy copy-done copy-start cosine
-cosh custom-call divide domain dot dynamic-reshape dynamic-slice dynamic-update-slice erf
-exponential exponential-minus-one fft floor fusion gather get-dimension-size get-tuple-element
-imag infeed iota is-finite log log-plus-one logistic map maximum minimum mulhi multiply negate
-not opt-barrier or outfeed pad parameter partition-id popcnt power ragged-all-to-all ragged-dot
-real recv recv-done reduce reduce-precision reduce-scatter reduce-window remainder replica-id
-reshape reverse rng rng-bit-generator rng-get-and-update-state round-nearest-afz
-round-nearest-even rsqrt scaled-dot scan scatter select select-and-scatter send send-done
-set-dimension-size shift-left shift-right-arithmetic shift-right-logical shuffle sign sine sinh
-slice sort sqrt stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while
-xor
-""".split())
-assert len(OPCODES) == 136, len(OPCODES)
+#: Every opcode hloref knows: the catalogue's (``hloref/opcodes.py``), which is XLA's
+#: ``HLO_OPCODE_LIST`` (``xla/hlo/ir/hlo_opcode.h``) plus the few newer names it lists.
+OPCODES = frozenset(CATALOGUE)
 
 #: Opcodes with their own start/done opcodes: never async-wrapped in text.
-_DEDICATED_ASYNC = frozenset(["all-gather", "all-reduce", "collective-permute", "copy", "send", "recv"])
+_DEDICATED_ASYNC = DEDICATED_ASYNC
 _ASYNC_SUFFIXES = {"-start": "async-start", "-update": "async-update", "-done": "async-done"}
 
-#: Opcodes whose result shape XLA's parser infers when the text leaves it out
-#: (``CanInferShape`` in ``xla/hlo/parser/hlo_parser.cc``); every other opcode needs it.
-SHAPE_INFERABLE = frozenset("""
-abs acos acosh asin asinh add add-dependency after-all atan2 atanh batch-norm-grad
-batch-norm-inference batch-norm-training broadcast call ceil cholesky clamp
-count-leading-zeros compare complex concatenate conditional convolution copy cosine cosh
-opt-barrier divide domain dot erf exponential exponential-minus-one fft floor gather
-get-dimension-size set-dimension-size get-tuple-element imag is-finite log log-plus-one
-logistic and not or xor map maximum minimum multiply mulhi negate pad partition-id popcnt
-power ragged-dot real reduce remainder replica-id reverse round-nearest-afz
-round-nearest-even rsqrt scan scaled-dot scatter select shift-left shift-right-arithmetic
-shift-right-logical sign sine sinh sqrt cbrt reduce-window select-and-scatter sort subtract
-tan tanh transpose triangular-solve tuple while topk
-""".split())
+#: Opcodes whose result shape the text may leave out: SHAPE_INFERABLE, the catalogue's
+#: ``inferable`` group (``CanInferShape`` in ``xla/hlo/parser/hlo_parser.cc``).
 _SHAPE_REQUIRED = OPCODES - SHAPE_INFERABLE
 
 #: Sections XLA may print between the header and the first computation.
