@@ -836,3 +836,17 @@ def test_evaluate_verifies_unless_told_not_to():
     assert hloref.evaluate(bad, x, verify=False).tolist() == [2.0, 4.0]
     module = hloref.parse(bad.replace("f32[3] add", "f32[2] add"))
     assert hloref.evaluate(module, x).tolist() == [2.0, 4.0]
+
+
+def test_cli_run_verifies_unless_no_verify(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "bad.hlo"
+    path.write_text("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT r = f32[3] add(a, a)\n}\n")
+    run = [sys.executable, "-m", "hloref", "run", str(path), "--seed", "0"]
+    proc = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "instruction %r" in proc.stderr and \
+        "declared shape f32[3] does not match the inferred shape f32[2]" in proc.stderr
+    proc = subprocess.run(run + ["--no-verify"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
