@@ -11,10 +11,10 @@ shifts, mulhi, popcnt and count-leading-zeros by ``elementwise.width_fn``;
 ``complex_elementwise``'s part functions), and so do shape ops on one-element arrays
 (reshape, broadcast, transpose, slice, reverse, bitcast, dynamic-slice,
 dynamic-update-slice, concatenate: the element passes through), iota (0),
-reduce-precision and same-width bitcast-convert. ``Compiled.vectorizable`` says whether
+reduce-precision, same-width bitcast-convert and dot (the product, by dot's rules). ``Compiled.vectorizable`` says whether
 the CPU applies it to whole arrays (reduce and reduce-window then follow its tree
 order, else its sequential fold). Computations with other ops (while, conditional,
-rng, dot, custom-call...; ``FALLBACK_NOTE``) and the CPU's own errors (``subtract`` of
+rng, custom-call...; ``FALLBACK_NOTE``) and the CPU's own errors (``subtract`` of
 pred, complex compare other than EQ/NE...) run on the CPU.
 
 Its device function takes and returns *storage* values (the array elements
@@ -53,7 +53,7 @@ __all__ = ["Compiled", "compile_computation", "FALLBACK_NOTE"]
 
 #: the ``hloref ops`` note of every op that calls a computation: what still runs on the CPU
 FALLBACK_NOTE = ("computations with ops that have no scalar device form (while, conditional, "
-                 "rng, dot, custom-call...): cpu fallback")
+                 "rng, custom-call...): cpu fallback")
 
 
 class _Unsupported(Exception):
@@ -247,6 +247,8 @@ class _Emitter:
             return self.line(f"{fn}({ops[0]})"), et
         if op == "bitcast-convert" or (op == "bitcast" and op_types[0] != et):
             return self.bitcast_convert(ops[0], op_types[0], et), et
+        if op == "dot":
+            return self.scalar_dot(instr, ops, op_types, et), et
         if op == "select":
             p, a, b = ops
             return self.line(f"({a} if {p} != 0 else {b})"), et
@@ -282,6 +284,58 @@ class _Emitter:
             raise _Unsupported(op)
         args = ", ".join(self.load(o, t) for o, t in zip(ops, op_types))
         return self.line(self.store(f"{fn}({args})", et)), et
+
+    def convert_value(self, x, src, et):
+        """Storage value ``x`` of ``src`` converted to ``et`` (the convert op's rule)."""
+        if src == et:
+            return x
+        if type_class(src) == "complex" or type_class(et) == "complex":
+            return self.complex_convert(x, src, et)
+        fn, cin, cout = convert_fn(src, et)
+        f = self.bind("F", fn)
+        return self.line(self.store(f"{f}({self.load(x, src, cin)})", et, cout))
+
+    def scalar_dot(self, instr, ops, op_types, et):
+        """A dot of one-element operands: their product under the CPU's dot rules
+        (``dot_operand``): float results multiply float operands exactly in f64 (other
+        operands converted to the result type first) and round once; integer results
+        convert the operands and wrap; pred results AND the operands' truth; complex
+        results multiply in c128 parts."""
+        if instr.attrs.get("algorithm") is not None:
+            raise _Unsupported("dot with an algorithm")
+        (a, b), (ta, tb) = ops, op_types
+        cls = type_class(et)
+        if cls == "complex":
+            fn = self.bind("F", complex_elementwise.BINARY["multiply"])
+            f64 = self.bind("N", np.float64)
+            args = []
+            for x, t in zip(ops, op_types):
+                if type_class(t) in ("f32", "f64", "narrow"):  # exact, imaginary part 0
+                    args += [f"{f64}({self.load(x, t)})", "0.0"]
+                    continue
+                if type_class(t) != "complex":  # integers and pred: converted to et first
+                    x = self.convert_value(x, t, et)
+                args += [f"{f64}({x}.real)", f"{f64}({x}.imag)"]
+            return self.store_complex(f"{fn}({', '.join(args)})", et)
+        if cls in ("f32", "f64", "narrow"):
+            f64 = self.bind("N", np.float64)
+            terms = []
+            for x, t in zip(ops, op_types):
+                if type_class(t) in ("f32", "f64", "narrow"):
+                    terms.append(f"{f64}({self.load(x, t)})")
+                elif type_class(t) == "complex":
+                    raise _Unsupported("complex operands of a real dot")
+                else:
+                    terms.append(f"{f64}({self.load(self.convert_value(x, t, et), et)})")
+            return self.line(self.store(f"{terms[0]} * {terms[1]}", et))
+        if cls in ("sint", "uint", "pred"):
+            if any(type_class(t) == "complex" for t in op_types):
+                raise _Unsupported("complex operands of a real dot")
+            conv = [self.convert_value(x, t, et) for x, t in zip(ops, op_types)]
+            fn = self.bind("F", element_fn("multiply", et))
+            return self.line(self.store(f"{fn}({self.load(conv[0], et)}, "
+                                        f"{self.load(conv[1], et)})", et))
+        raise _Unsupported(f"dot to {et.name}")
 
     def bitcast_convert(self, x, src, et):
         """The bit pattern of ``x`` as ``et`` (one element: same width only)."""

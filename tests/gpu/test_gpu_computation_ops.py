@@ -338,3 +338,55 @@ def test_map_bitcast_convert_and_reduce_precision(t, it):
     bits = x.view(np.dtype(f"u{x.dtype.itemsize}")).astype(np.uint64) + 1
     up = bits.astype(np.dtype(f"u{x.dtype.itemsize}")).view(x.dtype)
     assert bits_equal(out, up)  # e8m23 holds f32, bf16 and f16 values: unchanged
+
+
+DOT_REDUCER = """
+red {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  d = {t}[] dot(a, b)
+  ROOT r = {t}[] copy(d)
+}}
+"""
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16", "s32", "u8", "pred", "c64", "c128"])
+def test_reducer_with_a_scalar_dot(t):
+    # a dot of scalars is their product under dot's rules: a multiply reduce, in the
+    # cpu's tree order (exact for these values: small integers, or booleans)
+    if t == "pred":
+        x = RNG.integers(0, 2, (3, 5)).astype(bool)
+        x[0] = True
+    elif t[0] == "c":
+        x = (RNG.integers(-2, 3, (3, 5)) + 1j * RNG.integers(-1, 2, (3, 5))).astype(
+            np.complex64 if t == "c64" else np.complex128)
+    else:
+        x = RNG.integers(1, 4, (3, 5)).astype(element_type(t).dtype)
+    init = np.asarray(1).astype(x.dtype)
+    text = module([f"{t}[3,5]", f"{t}[]"], "reduce(p0, p1), dimensions={1}, to_apply=red",
+                  f"{t}[3]", extra=DOT_REDUCER.format(t=t))
+    out = check(text, x, init, xla="required" if t not in ("u8", "pred") else True)
+    want = np.prod(x.astype(np.complex128 if t[0] == "c" else np.float64), axis=1)
+    if t == "pred":
+        assert out.tolist() == x.all(axis=1).tolist()
+    else:  # products of at most 3**5 = 243: exact in every type here
+        np.testing.assert_array_equal(out.astype(want.dtype), want)
+
+
+MIXED_DOT = """
+body {
+  a = s8[] parameter(0)
+  b = f64[] parameter(1)
+  ROOT d = c64[] dot(a, b)
+}
+"""
+
+
+def test_map_mixed_scalar_dot():
+    # s8 converts to c64 first, f64 is taken exactly (c128 product, rounded once)
+    a = RNG.integers(-100, 100, (4, 5)).astype(np.int8)
+    b = RNG.standard_normal((4, 5))
+    text = module(["s8[4,5]", "f64[4,5]"], "map(p0, p1), dimensions={0,1}, to_apply=body",
+                  "c64[4,5]", extra=MIXED_DOT)
+    out = check(text, a, b, xla=False)  # XLA:CPU has no mixed-type dot in a map
+    np.testing.assert_array_equal(out, (a.astype(np.float64) * b).astype(np.complex64))
