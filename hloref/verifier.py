@@ -193,8 +193,10 @@ class _Verifier:
         if op == "async-start" and not instr.async_wrapped_opcode:
             self.check_async_start(comp, instr)
             return
-        if op in ("all-reduce", "all-reduce-start", "all-gather-start", "all-to-all",
+        if op in ("all-reduce", "all-reduce-start", "all-gather-start",
                   "ragged-all-to-all") and self.replica_groups(comp, instr) is False:
+            return
+        if op == "all-to-all" and not self.check_all_to_all(comp, instr):
             return
         if op in ("collective-permute", "collective-permute-start") and \
                 not self.check_source_target_pairs(comp, instr):
@@ -370,6 +372,32 @@ class _Verifier:
             return len(groups[0]) if groups else m.num_partitions
         size = len(groups[0]) if groups else m.replica_count
         return size * m.num_partitions if mode == "replica-and-partition" else size
+
+    def check_all_to_all(self, comp: Computation, instr: Instruction) -> bool:
+        """XLA's ``HandleAllToAll``: the split count is the participants of a replica
+        group (``GetSubgroupSize``); the array form's split dimension divides by it, the
+        tuple form has one operand per participant."""
+        split = self.subgroup_size(comp, instr)
+        if split is False:
+            return False
+        if split is None:
+            return True
+        dims = instr.attrs.get("dimensions")
+        if dims is None:
+            if len(instr.operands) != split:
+                self.fail(f"all-to-all: the tuple form takes one operand per participant: "
+                          f"{len(instr.operands)} operands, replica groups of {split}",
+                          comp, instr)
+                return False
+            return True
+        x = instr.operands[0].shape if instr.operands else None
+        if isinstance(dims, (list, tuple)) and len(dims) == 1 and isinstance(x, ArrayShape) \
+                and 0 <= int(dims[0]) < x.rank and x.dims[int(dims[0])] % split:
+            self.fail(f"all-to-all: split dimension {dims[0]} of {shape_str(x)} is not divisible "
+                      f"by the split count {split} (the participants of a replica group)",
+                      comp, instr)
+            return False
+        return True
 
     def check_source_target_pairs(self, comp: Computation, instr: Instruction) -> bool:
         """XLA's ``CheckDuplicatedSourceOrTarget`` (collective-permute without

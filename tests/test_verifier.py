@@ -317,6 +317,9 @@ BROKEN = [
      "ROOT r = f32[4] all-reduce(p), replica_groups={}, channel_id=1, "
      "use_global_device_ids=true, to_apply=add_f32\n}\n",
      "replica_groups must be given with use_global_device_ids=true"),
+    # XLA's HandleIota: integral, floating point or complex element types only
+    ("iota_of_pred", _mod("ROOT r = pred[4] iota(), iota_dimension=0", params=""),
+     "iota: element type must be integral, floating point or complex, got pred"),
     ("rng_bit_generator_state_mismatch",
      _mod("ROOT r = (u64[3], u32[3,4]) rng-bit-generator(s), algorithm=rng_default",
           "s = u64[2] parameter(0)"),
@@ -805,6 +808,18 @@ REJECTED_BY_RULE = [
      "ROOT r = f32[4] all-reduce(p), replica_groups={{0,1}}, to_apply=add\n}\n",
      "replica_groups name 2 ids but the module header's replica_count is 4",
      "CheckReplicaGroups: the groups name replica_count ids in cross-replica mode"),
+    ("all_to_all_operands_vs_group",
+     "HloModule m, replica_count=2\nENTRY e {\n  p0 = f32[128,4] parameter(0)\n  p1 = "
+     "f32[128,4] parameter(1)\n  ROOT a2a = (f32[128,4], f32[128,4], f32[128,4]) "
+     "all-to-all(p0, p1, p1), replica_groups={{0,1}}\n}\n",
+     "the tuple form takes one operand per participant: 3 operands, replica groups of 2",
+     "HandleAllToAll: operand_count == split_count (hlo_verifier_test.cc "
+     "AllToAll_OperandCountMismatchWithReplicaGroupSize)"),
+    ("all_to_all_split_dimension_vs_replicas",
+     "HloModule m, replica_count=4\nENTRY e {\n  p = f32[6,2] parameter(0)\n  ROOT r = "
+     "f32[6,2] all-to-all(p), dimensions={0}, replica_groups={}\n}\n",
+     "split dimension 0 of f32[6,2] is not divisible by the split count 4",
+     "InferAllToAllShape with GetSubgroupSize: empty groups span the header's replica_count"),
     ("all_gather_global_ids_without_channel",
      _mod("ROOT r = f32[4,3] all-gather(p), replica_groups={{0}}, use_global_device_ids=true, "
           "dimensions={0}"),

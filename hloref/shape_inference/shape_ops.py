@@ -179,4 +179,9 @@ def infer_iota(*, shape=None, iota_dimension=None, **_):
         raise ShapeError("iota: result must have rank >= 1")
     if not 0 <= int(d) < s.rank:
         raise ShapeError(f"iota: iota_dimension={d} out of range [0, {s.rank})")
+    if s.element_type.kind not in ("sint", "uint", "float", "complex"):
+        # XLA's HandleIota: "Only support iota of integral, floating point or complex
+        # primitive types"
+        raise ShapeError(f"iota: element type must be integral, floating point or complex, got "
+                         f"{s.element_type.name}")
     return s
