@@ -11,10 +11,11 @@ shifts, mulhi, popcnt and count-leading-zeros by ``elementwise.width_fn``;
 ``complex_elementwise``'s part functions), and so do shape ops on one-element arrays
 (reshape, broadcast, transpose, slice, reverse, bitcast, dynamic-slice,
 dynamic-update-slice, concatenate: the element passes through), iota (0),
-reduce-precision, same-width bitcast-convert and dot (the product, by dot's rules). ``Compiled.vectorizable`` says whether
-the CPU applies it to whole arrays (reduce and reduce-window then follow its tree
-order, else its sequential fold). Computations with other ops (while, conditional,
-rng, custom-call...; ``FALLBACK_NOTE``) and the CPU's own errors (``subtract`` of
+reduce-precision, same-width bitcast-convert, dot (the product, by dot's rules) and
+conditional (every branch computed, the selected one kept). ``Compiled.vectorizable``
+says whether the CPU applies it to whole arrays (reduce and reduce-window then follow its tree
+order, else its sequential fold). Computations with other ops (while, rng,
+custom-call...; ``FALLBACK_NOTE``) and the CPU's own errors (``subtract`` of
 pred, complex compare other than EQ/NE...) run on the CPU.
 
 Its device function takes and returns *storage* values (the array elements
@@ -52,8 +53,8 @@ from .registry import GpuFallback
 __all__ = ["Compiled", "compile_computation", "FALLBACK_NOTE"]
 
 #: the ``hloref ops`` note of every op that calls a computation: what still runs on the CPU
-FALLBACK_NOTE = ("computations with ops that have no scalar device form (while, conditional, "
-                 "rng, custom-call...): cpu fallback")
+FALLBACK_NOTE = ("computations with ops that have no scalar device form (while, rng, "
+                 "custom-call, infeed...): cpu fallback")
 
 
 class _Unsupported(Exception):
@@ -227,6 +228,8 @@ class _Emitter:
         if op in ("call", "fusion"):
             (callee,) = instr.called_computation_names()
             return self.emit(self.module.computations[callee], ops, op_types)
+        if op == "conditional":
+            return self.conditional(instr, ops, op_types)
         et = _scalar_type(instr.shape, rank0=False)
         if any(isinstance(t, list) for t in op_types):
             raise _Unsupported(f"{op} of a tuple")
@@ -284,6 +287,38 @@ class _Emitter:
             raise _Unsupported(op)
         args = ", ".join(self.load(o, t) for o, t in zip(ops, op_types))
         return self.line(self.store(f"{fn}({args})", et)), et
+
+    def conditional(self, instr, ops, op_types):
+        """Every branch computed (scalar computations have no effects, and an unselected
+        branch's value is dropped), then the selected one: a pred selector picks the
+        true or the false branch; an s32 index picks its branch, any index outside
+        [0, N) the last one (the CPU's ``run_conditional``)."""
+        attrs = instr.attrs
+        branches = attrs.get("branch_computations")
+        if branches is not None:
+            names = [str(c) for c in branches]
+        else:
+            names = [str(attrs.get("true_computation")), str(attrs.get("false_computation"))]
+        sel, args, arg_types = ops[0], ops[1:], op_types[1:]
+        if len(args) != len(names) or isinstance(op_types[0], list):
+            raise _Unsupported("conditional operands")
+        results = [self.emit(self.module.computations[n], [a], [t])
+                   for n, a, t in zip(names, args, arg_types)]
+        rtype = results[0][1]
+        if any(t != rtype for _, t in results):
+            raise _Unsupported("conditional branches of different types")
+        if branches is None:
+            return self.choose(f"{sel} != 0", results[0][0], results[1][0]), rtype
+        value = results[-1][0]
+        for k in range(len(results) - 2, -1, -1):
+            value = self.choose(f"{sel} == {k}", results[k][0], value)
+        return value, rtype
+
+    def choose(self, cond, a, b):
+        """``a`` where ``cond`` holds, else ``b`` (tuples element by element)."""
+        if isinstance(a, list):
+            return [self.choose(cond, x, y) for x, y in zip(a, b)]
+        return self.line(f"({a} if {cond} else {b})")
 
     def convert_value(self, x, src, et):
         """Storage value ``x`` of ``src`` converted to ``et`` (the convert op's rule)."""

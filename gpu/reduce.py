@@ -19,7 +19,7 @@ results are bit-exact; a reducer the CPU does not apply to whole arrays
 sequentially from the init, as the CPU's ``sequential_reduce``. Complex add/multiply reduces accumulate in f64 parts
 (``_complex_kernel``; the CPU's c128 numpy reduce in another order: the accumulation
 bound); other complex reducers (maximum, minimum...) run compiled. Reducers with ops
-that have no scalar device form (while, conditional, rng...) run on the CPU.
+that have no scalar device form (while, rng, custom-call...) run on the CPU.
 """
 
 from __future__ import annotations

@@ -390,3 +390,55 @@ def test_map_mixed_scalar_dot():
                   "c64[4,5]", extra=MIXED_DOT)
     out = check(text, a, b, xla=False)  # XLA:CPU has no mixed-type dot in a map
     np.testing.assert_array_equal(out, (a.astype(np.float64) * b).astype(np.complex64))
+
+
+COND = """
+neg {{
+  p = {t}[] parameter(0)
+  ROOT n = {t}[] negate(p)
+}}
+dbl {{
+  p = ({t}[], {t}[]) parameter(0)
+  a = {t}[] get-tuple-element(p), index=0
+  b = {t}[] get-tuple-element(p), index=1
+  ROOT s = {t}[] add(a, b)
+}}
+keep {{
+  p = {t}[] parameter(0)
+  ROOT q = {t}[] copy(p)
+}}
+body {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  gt = pred[] compare(a, b), direction=GT
+  x = {t}[] conditional(gt, a, b), true_computation=neg, false_computation=keep
+  i = s32[] convert(b)
+  ab = ({t}[], {t}[]) tuple(a, b)
+  ROOT y = {t}[] conditional(i, x, ab, a), branch_computations={{keep, dbl, neg}}
+}}
+"""
+
+
+@pytest.mark.parametrize("t", ["f32", "s16", "c64"])
+def test_map_with_conditionals(t):
+    # pred and indexed conditionals (an index outside [0, 3) takes the last branch):
+    # every branch is computed on the device, the selected one kept
+    if t == "c64":
+        a = (RNG.integers(-3, 4, (4, 6)) + 1j * RNG.integers(-3, 4, (4, 6))).astype(np.complex64)
+        b = RNG.integers(-2, 5, (4, 6)).astype(np.complex64)
+        text = COND.format(t=t).replace("compare(a, b), direction=GT",
+                                        "compare(a, b), direction=NE")
+    else:
+        a = RNG.integers(-3, 4, (4, 6)).astype(element_type(t).dtype)
+        b = RNG.integers(-2, 5, (4, 6)).astype(element_type(t).dtype)
+        text = COND.format(t=t)
+    text = module([f"{t}[4,6]"] * 2, "map(p0, p1), dimensions={0,1}, to_apply=body",
+                  f"{t}[4,6]", extra=text)
+    # XLA:CPU aborts compiling a conditional inside a map's computation: by hand
+    out = check(text, a, b, xla=False)
+    for va, vb, got in zip(a.reshape(-1), b.reshape(-1), out.reshape(-1)):  # by hand
+        sel = (va != vb) if t == "c64" else (va > vb)
+        x = -va if sel else vb
+        i = int(vb.real)
+        want = x if i == 0 else (va + vb if i == 1 else -va)
+        assert got == want
