@@ -338,7 +338,8 @@ class _Emitter:
         results multiply in c128 parts."""
         if instr.attrs.get("algorithm") is not None:
             raise _Unsupported("dot with an algorithm")
-        (a, b), (ta, tb) = ops, op_types
+        if len(ops) != 2:
+            raise _Unsupported("dot with sparsity metadata")
         cls = type_class(et)
         if cls == "complex":
             fn = self.bind("F", complex_elementwise.BINARY["multiply"])
