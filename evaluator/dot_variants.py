@@ -14,7 +14,7 @@ to no group). Three modes, by where the ragged dimension sits:
 * batch: like ``dot`` (the groups only partition the batch).
 
 ``group_sizes`` of rank > 1 (``[b..., x..., g]``, as ``jax.lax.ragged_dot_general``
-defines it, ``_group_prefix``): its leading dimensions index the lhs batch dimensions
+defines it, ``ragged_group_prefix``): its leading dimensions index the lhs batch dimensions
 (in ``lhs_batch_dims`` order), then the lhs dimensions of the ragged dimension's kind
 that precede it; each such index has its own partition of the ragged dimension.
 Checked against jax's reference expansion run by XLA:CPU.
@@ -47,7 +47,7 @@ def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dim
     b = dot_operand(rhs, et)
     dims = dict(lhs_batch_dims=lhs_batch_dims, rhs_batch_dims=rhs_batch_dims,
                 lhs_contracting_dims=lhs_contracting_dims, rhs_contracting_dims=rhs_contracting_dims)
-    lead = _group_prefix(lhs.ndim, ragged, lhs_batch_dims, lhs_contracting_dims) \
+    lead = ragged_group_prefix(lhs.ndim, ragged, lhs_batch_dims, lhs_contracting_dims) \
         if group_sizes.ndim > 1 else ()
     if group_sizes.ndim > 1:
         # per-batch group sizes [b..., x..., g] (jax.lax.ragged_dot_general): the leading
@@ -103,7 +103,7 @@ def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dim
     return contiguous(finish(result, et))
 
 
-def _group_prefix(rank, ragged, batch, contracting):
+def ragged_group_prefix(rank, ragged, batch, contracting):
     """The lhs dims indexed by group_sizes' leading dims (``[b..., x..., g]``, JAX's
     ``_ragged_dot_prefix_dims``): the batch dims in ``lhs_batch_dims`` order, then, by
     the ragged dim's kind, the non-contracting dims before it (in dimension order), the

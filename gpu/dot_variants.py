@@ -8,7 +8,7 @@ type), as the CPU does.
 
 ``ragged-dot``: one thread per result element, reading the group sizes on the device
 (prefix sums per thread); group sizes of rank > 1 (``[b..., x..., g]``, one partition
-per index of the leading lhs dims, the CPU's ``_group_prefix``) pick their row from
+per index of the leading lhs dims, the CPU's ``ragged_group_prefix``) pick their row from
 the output index (and, for a ragged contracting dim, the contracting index):
 
 * ragged non-contracting dimension: the element's row ``m`` takes, for every group
@@ -30,6 +30,7 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError, HloUnsupportedError
+from hloref.evaluator.dot_variants import ragged_group_prefix
 from hloref.types import F64
 
 from .device import LOAD, DArray, empty, type_class, type_params
@@ -181,21 +182,6 @@ def _ragged_kernel(fma, zero, plus, ca, cb, co, cg):
     return k
 
 
-def _group_prefix(rank, ragged, batch, contracting):
-    """The lhs dims indexed by group_sizes' leading dims (``[b..., x..., g]``, JAX's
-    ``_ragged_dot_prefix_dims``): the batch dims, then by the ragged dim's kind the
-    non-contracting dims before it or the contracting dims before it (in
-    ``lhs_contracting_dims`` order). The CPU's rule (``evaluator/dot_variants.py``
-    ``_group_prefix``, private there: to be imported once it is public)."""
-    batch, contracting = list(batch), list(contracting)
-    if ragged in batch:
-        return tuple(batch[:batch.index(ragged)])
-    if ragged in contracting:
-        return tuple(batch + contracting[:contracting.index(ragged)])
-    free = [d for d in range(rank) if d not in batch and d not in contracting]
-    return tuple(batch + free[:free.index(ragged)])
-
-
 @gpu_op("ragged-dot")
 def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dims=(),
                lhs_contracting_dims=(), rhs_contracting_dims=(), lhs_ragged_dims=(),
@@ -208,7 +194,7 @@ def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dim
         raise HloEvalError(f"ragged-dot: group sizes must be integers, got {group_sizes.et.name}")
     lb, rb = list(lhs_batch_dims), list(rhs_batch_dims)
     lc, rc = list(lhs_contracting_dims), list(rhs_contracting_dims)
-    lead_dims = _group_prefix(lhs.ndim, ragged, lb, lc) if group_sizes.ndim > 1 else ()
+    lead_dims = ragged_group_prefix(lhs.ndim, ragged, lb, lc) if group_sizes.ndim > 1 else ()
     if group_sizes.ndim > 1:  # per-batch group sizes [b..., x..., g]: the CPU's check
         want_g = tuple(lhs.shape[d] for d in lead_dims)
         if tuple(group_sizes.shape[:-1]) != want_g:

@@ -4,9 +4,8 @@
 Every ``import``/``from ... import`` counts, including those inside functions (a
 lazy import hides a cycle, it does not remove it). Importing a name from a package's
 ``__init__`` (``from hloref import parse``) is not an edge to every module the
-package imports. The tables below list what is still to be fixed, with its place;
-a new cycle or private import fails. (A fixed entry is not failed on while several
-people edit these files at once; delete it when you fix it.)
+package imports. The tables below list what is still to be fixed, with its place (both
+empty now); a new cycle or private import fails.
 """
 
 from __future__ import annotations
@@ -20,56 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"hloref": "hloref", "evaluator": "hloref.evaluator", "gpu": "hloref.gpu",
             "fuzz": "hloref.fuzz"}
 
-#: Tangles not yet broken, each with the import that closes it. A cycle the graph
-#: finds passes when it shares two modules with one of these (a module joining a
-#: known tangle does not fail; a new tangle does).
-KNOWN_CYCLES: dict[tuple[str, ...], str] = {
-    ("hloref.api", "hloref.evaluator.collectives"):
-        "evaluator/collectives.py (infeed) imports hloref.api.coerce_argument; api.py "
-        "imports the collectives to run multi-device modules",
-    ("hloref.cli", "hloref.fuzz.campaign", "hloref.fuzz.commands", "hloref.fuzz.findings"):
-        "fuzz/commands.py, findings.py and campaign.py import hloref.cli (npz helpers, "
-        "the CLI object) while cli.py imports fuzz.commands to add the fuzz commands",
-}
+#: Tangles not yet broken, each with the import that closes it (none left). A cycle the
+#: graph finds passes when it shares two modules with one of these.
+KNOWN_CYCLES: dict[tuple[str, ...], str] = {}
 
-#: Private names still imported across modules: (importing file, name, defining file).
-KNOWN_PRIVATE: set[tuple[str, str, str]] = {
-    ("evaluator/compare.py", "_complex_max_min", "evaluator/elementwise.py"),
-    ("evaluator/compare.py", "_ieee_max_min", "evaluator/elementwise.py"),
-    ("evaluator/reduce.py", "_ieee_max_min", "evaluator/elementwise.py"),
-    ("evaluator/convolution.py", "_operand", "evaluator/dot.py"),
-    ("evaluator/dot_variants.py", "_operand", "evaluator/dot.py"),
-    ("evaluator/custom_call_cublas.py", "_split_result", "evaluator/custom_call.py"),
-    ("evaluator/custom_call_cublas.py", "_zeros_like_shape", "evaluator/custom_call.py"),
-    ("evaluator/custom_call_cudnn.py", "_split_result", "evaluator/custom_call.py"),
-    ("evaluator/custom_call_cudnn.py", "_zeros_like_shape", "evaluator/custom_call.py"),
-    ("evaluator/custom_call_onednn.py", "_backend_config", "evaluator/custom_call.py"),
-    ("evaluator/custom_call_onednn.py", "_split_result", "evaluator/custom_call.py"),
-    ("evaluator/custom_call_vendor.py", "_backend_config", "evaluator/custom_call.py"),
-    ("evaluator/custom_call_vendor.py", "_zeros_like_shape", "evaluator/custom_call.py"),
-    ("evaluator/windows.py", "_as_list", "evaluator/reduce.py"),
-    ("evaluator/windows.py", "_fast_reduce", "evaluator/reduce.py"),
-    ("fuzz/check.py", "_topological", "evaluator/interpreter.py"),
-    ("fuzz/differential.py", "_topological", "evaluator/interpreter.py"),
-    ("fuzz/oracles/tf.py", "_flatten_arg", "fuzz/oracles/xla.py"),
-    ("fuzz/oracles/tf.py", "_rebuild", "fuzz/oracles/xla.py"),
-    ("fuzz/oracles/tf.py", "_shape_str", "fuzz/oracles/xla.py"),
-    ("gpu/compare.py", "_imax", "gpu/elementwise.py"),
-    ("gpu/compare.py", "_imin", "gpu/elementwise.py"),
-    ("gpu/compare.py", "_kind", "gpu/elementwise.py"),
-    ("gpu/convert.py", "_kind", "gpu/elementwise.py"),
-    ("gpu/convert.py", "_same", "gpu/elementwise.py"),
-    ("gpu/dot.py", "_kind", "gpu/elementwise.py"),
-    ("gpu/interpreter.py", "_Prepared", "evaluator/interpreter.py"),
-    *(("gpu/reduce.py", name, "gpu/elementwise.py")
-      for name in ("_add", "_and_pred", "_imax", "_imin", "_kind", "_mul", "_or_pred", "_xor")),
-    ("hloref/_manual.py", "_topological", "evaluator/interpreter.py"),
-    ("hloref/jax.py", "_upgrade", "hloref/_frontend.py"),
-    ("hloref/jax.py", "_tokens_for", "hloref/_frontend.py"),
-    ("hloref/tf.py", "_upgrade", "hloref/_frontend.py"),
-    ("hloref/ops_table.py", "_element_kind_ok", "hloref/shape_inference/__init__.py"),
-    ("hloref/pytest_plugin.py", "_with_tokens", "hloref/jax.py"),
-}
+#: Private names still imported across modules: (importing file, name, defining file)
+#: (none left).
+KNOWN_PRIVATE: set[tuple[str, str, str]] = set()
 
 
 def _modules() -> dict[str, Path]:
