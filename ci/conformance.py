@@ -654,9 +654,12 @@ REASON_RULES = [
      "`rng` draws are implementation-defined"),
     ("devices", lambda r, t: _COLLECTIVES.search(t) is not None and (
         "name device" in r.get("hloref_message", "") or "shape (" in r.get("compare_message", "")
-        or "reshape failed" in r.get("hloref_message", "") or "all-gather" in t),
-     "collectives written for more devices than the header declares (the test sets the "
-     "replica count in C++); on one device the declared shapes contradict the collective"),
+        or "participant(s)" in r.get("hloref_message", "")
+        or "source_target_pairs name" in r.get("hloref_message", "")
+        or "reshape failed" in r.get("hloref_message", "")),
+     "collectives written for a device layout the header does not declare (the test sets "
+     "it in C++, e.g. replicas where the header has partitions): the declared shapes or "
+     "ids contradict the collective, and XLA:CPU's value is not defined"),
     ("memory", lambda r, t: "MemoryError" in r.get("hloref_message", ""),
      "hloref limitation: an intermediate (a convolution's windows) does not fit in memory"),
     ("domain", lambda r, t: "set-dimension-size: size" in r.get("hloref_message", "") or

@@ -254,10 +254,24 @@ def all_gather(*xs, shape, dimensions, ctx, instruction_name, opcode, replica_gr
     group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
     values = _gather(ctx, instruction_name, group, tuple(xs))
     outs = tuple(np.concatenate([values[d][i] for d in group], axis=dim) for i in range(len(xs)))
+    _check_shards(instruction_name, "all-gather", group, outs, shape, opcode)
     result = outs[0] if len(xs) == 1 else outs
     if opcode == "all-gather-start":  # (operands, results)
         return (xs[0] if len(xs) == 1 else tuple(xs), result)
     return result
+
+
+def _check_shards(name: str, op: str, group: list, outs: tuple, shape, opcode: str) -> None:
+    """The concatenation of the group's values must have the declared shape (a module
+    written for another device count contradicts its collectives)."""
+    declared = shape.elements[1] if opcode.endswith("-start") else shape
+    leaves = declared.elements if isinstance(declared, TupleShape) else (declared,)
+    for out, leaf in zip(outs, leaves):
+        if tuple(out.shape) != tuple(leaf.dims):
+            raise HloEvalError(
+                f"{op} %{name}: {len(group)} participant(s) give {list(out.shape)}, but the "
+                f"declared result is {list(leaf.dims)} (the module names fewer or more "
+                f"devices than it was written for)")
 
 
 @op("all-gather-done", "collective-permute-done")
@@ -281,6 +295,13 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
     for i, x in enumerate(xs):
         reduced = np.asarray(_combine(to_apply, [values[d][i] for d in group]))
         chunk = x.shape[dim] // len(group)
+        declared = (shape.elements[i] if isinstance(shape, TupleShape) else shape).dims
+        if chunk * len(group) != x.shape[dim] or chunk != declared[dim]:
+            raise HloEvalError(
+                f"reduce-scatter %{instruction_name}: {len(group)} participant(s) split "
+                f"dimension {dim} of size {x.shape[dim]}, but the declared result has "
+                f"{declared[dim]} (the module names fewer or more devices than it was "
+                f"written for)")
         index = [slice(None)] * x.ndim
         index[dim] = slice(me * chunk, (me + 1) * chunk)
         outs.append(contiguous(reduced[tuple(index)].astype(x.dtype, copy=False)))

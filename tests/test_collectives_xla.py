@@ -87,3 +87,19 @@ def test_oracle_reads_device_counts():
     assert device_counts(MODULES["all_reduce_modes"]) == (2, 2)
     assert device_counts(MODULES["partitions_only"]) == (1, 4)
     assert device_counts("HloModule m\nENTRY e { ROOT p = f32[] parameter(0) }") == (1, 1)
+
+
+def test_all_gather_whose_group_contradicts_its_declared_shape_is_an_error():
+    # collective_ops_e2e_test.cc:2822 in miniature: num_partitions=2, but an all-gather
+    # without channel_id gathers over replicas, and there is one: one participant cannot
+    # double dimension 1. XLA:CPU returns garbage (NaN on some inputs); hloref refuses.
+    text = """HloModule m, num_partitions=2
+ENTRY e {
+  x = bf16[1,2,16] parameter(0)
+  ROOT ag = bf16[1,4,16] all-gather(x), dimensions={1}, replica_groups={}
+}
+"""
+    xs = [np.ones((1, 2, 16), np.float32).astype(hloref.types.element_type("bf16").dtype)] * 2
+    with pytest.raises(hloref.HloError, match=r"1 participant\(s\) give \[1, 2, 16\], but the "
+                                              r"declared result is \[1, 4, 16\]"):
+        hloref.evaluate(text, xs, verify=False)
