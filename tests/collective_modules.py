@@ -56,6 +56,18 @@ ENTRY e {
   ROOT t = (f32[4], f32[8], f32[4]) tuple(ar, ag, cp)
 }
 """,
+    # XLA's mesh-axes replica groups (MeshAxesReplicaGroupList): a group varies the
+    # named axes in the order named (device_ids: tests/test_parser.py, by hand; the
+    # oracle's StableHLO route drops them)
+    "mesh_axes_groups": "HloModule m, replica_count=4\n" + ADDF + """
+ENTRY e {
+  x = f32[2] parameter(0)
+  ar = f32[2] all-reduce(x), replica_groups=mesh['a'=2,'b'=2] {'b'}, to_apply=addf
+  ag = f32[8] all-gather(x), replica_groups=mesh['a'=2,'b'=2] {'b','a'}, dimensions={0}
+  ag2 = f32[4] all-gather(x), replica_groups=mesh['a'=2,'b'=2] {'a'}, dimensions={0}
+  ROOT t = (f32[2], f32[8], f32[4]) tuple(ar, ag, ag2)
+}
+""",
 }
 
 

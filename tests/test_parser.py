@@ -543,6 +543,35 @@ def test_collectives():
     assert ins["cp"].attrs["source_target_pairs"] == ((0, 1), (1, 2), (2, 3), (3, 0))
 
 
+@pytest.mark.parametrize("text, groups", [
+    # XLA's MeshAxesReplicaGroupList (replica_group.cc, get_replica_groups_for_full_axes):
+    # the device order (device_ids, else 0..n-1) reshaped to the mesh, the named axes
+    # transposed last in the order named, rows of the group size. By hand for a 2x2 mesh
+    # laid out (a, b): (0,0)=3, (0,1)=1, (1,0)=2, (1,1)=0 with device_ids=(3,1,2,0).
+    ("mesh['a'=2,'b'=2] {'b'}", ((0, 1), (2, 3))),
+    ("mesh['a'=2,'b'=2] {'a'}", ((0, 2), (1, 3))),
+    ("mesh['a'=2,'b'=2] {'b','a'}", ((0, 2, 1, 3),)),
+    ("mesh['a'=2,'b'=2], device_ids=(3,1,2,0) {'a'}", ((3, 2), (1, 0))),
+    ("mesh['a'=2,'b'=3] {}", ((0,), (1,), (2,), (3,), (4,), (5,))),
+    ("mesh['x'=4] {'x':(1)2}", None),  # a sub-axis: not expanded (the evaluator says so)
+])
+def test_mesh_axes_replica_groups(text, groups):
+    module = parse_module(f"""HloModule m, replica_count=6
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}}
+ENTRY e {{
+  x = f32[2] parameter(0)
+  ROOT ar = f32[2] all-reduce(x), replica_groups={text}, to_apply=add
+}}
+""")
+    rg = module.entry.root.attrs["replica_groups"]
+    assert rg.text == text and rg.groups == groups
+    assert text in module_to_text(module)
+
+
 MISC = """\
 HloModule misc
 

@@ -90,6 +90,8 @@ UNSUPPORTED_TYPES: dict[str, str] = {
     "f6e2m3fn": "XLA:CPU codegen crashes on f6 types (invalid bitcast i6 to i8)",
     "f6e3m2fn": "XLA:CPU codegen crashes on f6 types (invalid bitcast i6 to i8)",
 }
+# mesh-axes replica groups with an explicit device order: mesh[...], device_ids=(...)
+_MESH_DEVICE_IDS_RE = re.compile(r"replica_groups=mesh\[[^\]]*\]\s*,\s*device_ids=")
 # ``bitcast`` as an opcode (after a shape), not ``bitcast-convert``.
 _BITCAST_RE = re.compile(r"[\]})]\s+bitcast\(")
 
@@ -152,6 +154,10 @@ def load_program(text: str, xc, who: str, unsupported_types: dict[str, str]):
         t = m.group(1)
         raise OracleUnsupported(f"{who} does not support element type {t}: "
                                 f"{unsupported_types[t]}")
+    if _MESH_DEVICE_IDS_RE.search(text):
+        raise OracleUnsupported(f"{who} cannot run replica groups over a mesh with device_ids: "
+                                "the StableHLO route drops them (the optimized module prints "
+                                "the mesh without its device order)")
     if _BITCAST_RE.search(text):
         raise OracleUnsupported(f"{who} cannot compile `bitcast`: layouts are lost on the way "
                                 "through StableHLO and XLA rejects bitcast before layout "

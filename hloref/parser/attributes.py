@@ -37,6 +37,7 @@ _REVERSAL_RE = re.compile(r"[01](?:x[01])*")
 _DIM_LABELS_RE = re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}")
 _IOTA_GROUPS_RE = re.compile(r"\[(\d+),(\d+)\]<=\[([\d,]+)\](?:T\(([\d,]*)\))?")
 _NESTED_BRACE_RE = re.compile(r"\{\s*\{")
+_MESH_TEXT_RE = re.compile(r"mesh\[[^\]]*\](?:\s*,\s*device_ids=\([\d,\s]*\))?\s*\{[^}]*\}")
 
 
 class AttributeParser(LiteralParser):
@@ -158,7 +159,9 @@ class AttributeParser(LiteralParser):
                 dims.append(A.PaddingDim(*nums))
             return tuple(dims)
         if key == "replica_groups":
-            raw = self.raw_value()
+            # the mesh-axes form holds top-level commas: mesh[...], device_ids=(...) {...}
+            raw = s.match(_MESH_TEXT_RE) if s.at("mesh") else None
+            raw = raw if raw is not None else self.raw_value()
             return A.ReplicaGroups(_derive_groups(str(raw)), str(raw))
         if key == "source_target_pairs":
             return self.pairs(key)
@@ -366,4 +369,40 @@ def _derive_groups(raw: str) -> tuple[tuple[int, ...], ...] | None:
         except ValueError:
             return None
         return tuple(tuple(int(x) for x in row) for row in ids)
-    return None
+    return _mesh_groups(raw)
+
+
+_MESH_RE = re.compile(r"mesh\[(?P<axes>[^\]]*?)(?:,\s*device_ids=\((?P<in_ids>[\d,\s]*)\))?\]"
+                      r"(?:\s*,\s*device_ids=\((?P<ids>[\d,\s]*)\))?\s*\{(?P<group>[^}]*)\}")
+
+
+def _mesh_groups(raw: str) -> tuple[tuple[int, ...], ...] | None:
+    """The mesh-axes form ``mesh['x'=2,'y'=2] {'y'}`` (XLA's MeshAxesReplicaGroupList:
+    the devices, ``device_ids`` or 0..n-1, laid out row-major over the mesh axes; a
+    group varies the named axes, in the order named, and fixes the others). Sub-axes
+    (``'x':(1)2``) are not expanded (None)."""
+    m = _MESH_RE.fullmatch(raw.strip())
+    if not m:
+        return None
+    axes = re.findall(r"'([^']*)'\s*=\s*(\d+)", m.group("axes"))
+    names = [a for a, _ in axes]
+    sizes = [int(n) for _, n in axes]
+    grouped = [g.strip() for g in m.group("group").split(",") if g.strip()]
+    if not axes or any(not re.fullmatch(r"'[^']*'", g) for g in grouped):
+        return None  # a sub-axis or a malformed axis
+    grouped = [g[1:-1] for g in grouped]
+    if any(g not in names for g in grouped) or len(set(grouped)) != len(grouped):
+        return None
+    n = math.prod(sizes)
+    if n > 1 << 20:
+        return None
+    text_ids = m.group("ids") or m.group("in_ids")
+    ids = np.arange(n) if text_ids is None else \
+        np.array([int(x) for x in text_ids.split(",") if x.strip()])
+    if ids.size != n:
+        return None
+    index = [names.index(g) for g in grouped]
+    perm = [i for i in range(len(sizes)) if i not in index] + index
+    size = math.prod(sizes[i] for i in index)
+    rows = ids.reshape(sizes).transpose(perm).reshape(n // size, size)
+    return tuple(tuple(int(x) for x in row) for row in rows)
