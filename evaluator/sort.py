@@ -37,7 +37,9 @@ call per comparison.
 
 from __future__ import annotations
 
+import builtins
 import functools
+import types
 
 import numba
 import numpy as np
@@ -57,7 +59,7 @@ _FLIP = {"LT": "GT", "GT": "LT"}
 
 # --------------------------------------------------------------------------- comparator analysis
 
-def _simple_comparator(comp):
+def simple_comparator(comp):
     """``(operand k, direction, type)`` when the comparator is ``compare(p2k, p2k+1)``
     with direction LT or GT (swapped parameters flip it), else None."""
     root = comp.root
@@ -106,6 +108,13 @@ def _descending(keys: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- libstdc++ replay
+# One Python source for both backends: the functions below are compiled here with
+# ``numba.njit(cache=True)`` (module-level dispatchers calling each other by global name,
+# which is what keeps Numba's on-disk cache working), and ``libstdcxx_sorts`` compiles the
+# same code objects again for another target (``gpu/sort.py``: ``cuda.jit(device=True)``)
+# with its own comparison in place of ``_lt``. So the bodies keep to what both targets
+# compile: no allocation (the caller passes ``buf`` and ``stack``), no recursion, no
+# tuple swaps.
 
 @numba.njit(cache=True)
 def _lt(keys, a, b, desc):
@@ -159,7 +168,8 @@ def _merge_sort_loop(src, first, last, dst, r, step, keys, desc):
     while last - first >= two:
         r = _move_merge(src, first, first + step, first + step, first + two, dst, r, keys, desc)
         first += two
-    step = min(last - first, step)
+    if last - first < step:
+        step = last - first
     _move_merge(src, first, first + step, first + step, last, dst, r, keys, desc)
 
 
@@ -180,20 +190,23 @@ def _merge_sort_with_buffer(p, first, last, buf, keys, desc):
 
 
 @numba.njit(cache=True)
-def _stable_sort(p, n, keys, desc):
-    """libstdc++ ``std::stable_sort`` with a buffer of (n + 1) / 2 elements."""
+def _stable_sort(p, n, keys, desc, buf):
+    """libstdc++ ``std::stable_sort`` with a buffer of (n + 1) / 2 elements (``buf`` holds
+    at least that many)."""
     if n == 0:
         return
     middle = (n + 1) // 2
-    buf = np.empty(middle, dtype=np.int64)
     _merge_sort_with_buffer(p, 0, middle, buf, keys, desc)
     _merge_sort_with_buffer(p, middle, n, buf, keys, desc)
-    len1, len2 = middle, n - middle
+    len1 = middle
+    len2 = n - middle
     if len1 <= len2:  # forward merge from the buffered first half
         for i in range(len1):
             buf[i] = p[i]
-        f1, l1, f2, r = 0, len1, middle, 0
-        while f1 != l1 and f2 != n:
+        f1 = 0
+        f2 = middle
+        r = 0
+        while f1 != len1 and f2 != n:
             if _lt(keys, p[f2], buf[f1], desc):
                 p[r] = p[f2]
                 f2 += 1
@@ -201,7 +214,7 @@ def _stable_sort(p, n, keys, desc):
                 p[r] = buf[f1]
                 f1 += 1
             r += 1
-        while f1 != l1:
+        while f1 != len1:
             p[r] = buf[f1]
             f1 += 1
             r += 1
@@ -210,7 +223,9 @@ def _stable_sort(p, n, keys, desc):
             buf[i] = p[middle + i]
         if len2 == 0:
             return
-        last1, last2, r = middle - 1, len2 - 1, n
+        last1 = middle - 1
+        last2 = len2 - 1
+        r = n
         while True:
             if _lt(keys, buf[last2], p[last1], desc):
                 r -= 1
@@ -230,23 +245,29 @@ def _stable_sort(p, n, keys, desc):
 
 
 @numba.njit(cache=True)
-def _introsort(p, first0, last0, depth0, keys, desc):
-    """libstdc++ ``__introsort_loop``. Its recursion runs on disjoint ranges, so an
-    explicit stack gives the same result (Numba's cache cannot hold recursive functions)."""
-    stack = np.empty(((depth0 + 1) * (depth0 + 1) + 64, 3), dtype=np.int64)
-    stack[0, 0], stack[0, 1], stack[0, 2] = first0, last0, depth0
+def _introsort(p, n, depth0, keys, desc, buf, stack):
+    """libstdc++ ``__introsort_loop`` on ``p[0:n]``. Its recursion runs on disjoint ranges,
+    so an explicit stack of ``(first, last, depth)`` triples gives the same result (Numba's
+    cache cannot hold recursive functions, CUDA device code has no recursion)."""
+    stack[0] = 0
+    stack[1] = n
+    stack[2] = depth0
     top = 1
     while top > 0:
         top -= 1
-        first, last, depth = stack[top, 0], stack[top, 1], stack[top, 2]
+        first = stack[3 * top]
+        last = stack[3 * top + 1]
+        depth = stack[3 * top + 2]
         while last - first > 16:
             if depth == 0:
-                _merge_sort_with_buffer(p, first, last, np.empty(last - first, dtype=np.int64),
-                                        keys, desc)  # heap sort in libstdc++; not replayed
+                # heap sort in libstdc++; not replayed
+                _merge_sort_with_buffer(p, first, last, buf, keys, desc)
                 break
             depth -= 1
             # __move_median_to_first(first, first + 1, mid, last - 1)
-            a, b, c = first + 1, first + (last - first) // 2, last - 1
+            a = first + 1
+            b = first + (last - first) // 2
+            c = last - 1
             if _lt(keys, p[a], p[b], desc):
                 if _lt(keys, p[b], p[c], desc):
                     m = b
@@ -260,9 +281,12 @@ def _introsort(p, first0, last0, depth0, keys, desc):
                 m = c
             else:
                 m = b
-            p[first], p[m] = p[m], p[first]
+            t = p[first]
+            p[first] = p[m]
+            p[m] = t
             # __unguarded_partition(first + 1, last, first)
-            lo, hi = first + 1, last
+            lo = first + 1
+            hi = last
             while True:
                 while lo < last and _lt(keys, p[lo], p[first], desc):
                     lo += 1
@@ -271,22 +295,27 @@ def _introsort(p, first0, last0, depth0, keys, desc):
                     hi -= 1
                 if not lo < hi:
                     break
-                p[lo], p[hi] = p[hi], p[lo]
+                t = p[lo]
+                p[lo] = p[hi]
+                p[hi] = t
                 lo += 1
-            stack[top, 0], stack[top, 1], stack[top, 2] = lo, last, depth
+            stack[3 * top] = lo
+            stack[3 * top + 1] = last
+            stack[3 * top + 2] = depth
             top += 1
             last = lo
 
 
 @numba.njit(cache=True)
-def _std_sort(p, n, keys, desc):
-    """libstdc++ ``std::sort``: introsort then the final insertion sort."""
+def _std_sort(p, n, keys, desc, buf, stack):
+    """libstdc++ ``std::sort``: introsort then the final insertion sort (``buf``: n
+    elements, ``stack``: ``introsort_stack_size(n)``)."""
     if n == 0:
         return
     lg = 0
     while (1 << (lg + 1)) <= n:
         lg += 1
-    _introsort(p, 0, n, 2 * lg, keys, desc)
+    _introsort(p, n, 2 * lg, keys, desc, buf, stack)
     if n > 16:
         _insertion_sort(p, 0, 16, keys, desc)
         for i in range(16, n):
@@ -300,17 +329,41 @@ def _std_sort(p, n, keys, desc):
         _insertion_sort(p, 0, n, keys, desc)
 
 
+_LIBSTDCXX = (_insertion_sort, _move_merge, _merge_sort_loop, _merge_sort_with_buffer,
+              _stable_sort, _introsort, _std_sort)
+
+
+def libstdcxx_sorts(jit, lt=None):
+    """``(stable_sort(p, n, keys, desc, buf), std_sort(p, n, keys, desc, buf, stack))``:
+    the libstdc++ algorithms above compiled by ``jit`` (e.g. ``cuda.jit(device=True)``),
+    comparing by ``lt(keys, a, b, desc)`` ("is element ``a`` before element ``b``"; already
+    compiled by ``jit``), by default this module's key comparison compiled by ``jit``."""
+    ns = {"__builtins__": builtins, "__name__": __name__,
+          "_lt": jit(_lt.py_func) if lt is None else lt}
+    for dispatcher in _LIBSTDCXX:
+        f = dispatcher.py_func
+        ns[f.__name__] = jit(types.FunctionType(f.__code__, ns, f.__name__))
+    return ns["_stable_sort"], ns["_std_sort"]
+
+
+def introsort_stack_size(n: int) -> int:
+    """How many int64s ``std_sort`` of ``n`` elements needs in ``stack``: (first, last,
+    depth) triples, more than introsort's depth limit 2 * floor(log2 n) can push."""
+    lg = max(int(n).bit_length() - 1, 0)
+    return 3 * ((2 * lg + 1) * (2 * lg + 1) + 64)
+
+
 @numba.njit(cache=True)
-def _replay_rows(keys2d, perm2d, rows, desc, stable):
+def _replay_rows(keys2d, perm2d, rows, desc, stable, buf, stack):
     n = keys2d.shape[1]
     for r in rows:
         p = perm2d[r]
         for i in range(n):
             p[i] = i
         if stable:
-            _stable_sort(p, n, keys2d[r], desc)
+            _stable_sort(p, n, keys2d[r], desc, buf)
         else:
-            _std_sort(p, n, keys2d[r], desc)
+            _std_sort(p, n, keys2d[r], desc, buf, stack)
 
 
 # --------------------------------------------------------------------------- general comparators
@@ -383,7 +436,7 @@ def _python_sort(flat, compare) -> np.ndarray:
 
 def _sort_permutation(flat, to_apply, is_stable, ctx) -> np.ndarray:
     rows, n = flat[0].shape
-    simple = _simple_comparator(to_apply.computation)
+    simple = simple_comparator(to_apply.computation)
     if simple is not None:
         k, direction, kind = simple
         keys, may_nan = _sort_keys(flat[k], kind)
@@ -394,7 +447,9 @@ def _sort_permutation(flat, to_apply, is_stable, ctx) -> np.ndarray:
             perm = np.argsort(ordered, axis=1, kind="stable").astype(np.int64)
             if nan_rows.size:
                 _replay_rows(np.ascontiguousarray(keys, dtype=np.float64), perm,
-                             nan_rows.astype(np.int64), direction == "GT", bool(is_stable))
+                             nan_rows.astype(np.int64), direction == "GT", bool(is_stable),
+                             np.empty(n, dtype=np.int64),
+                             np.empty(introsort_stack_size(n), dtype=np.int64))
             return perm
     if is_vectorizable(to_apply.computation, ctx.module):
         perm = _merge_sort_vectorized(flat, to_apply)

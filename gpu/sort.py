@@ -13,6 +13,8 @@ Three kernels, all device-resident:
    stable order, so it equals the CPU's stable argsort; a row with NaN keys under a
    FLOAT comparison and ``is_stable=false`` runs libstdc++'s ``std::sort`` (introsort,
    median of three, threshold 16, final insertion sort) instead, as the CPU replays;
+   both are the CPU's own Python source compiled as device functions
+   (``evaluator.sort.libstdcxx_sorts``);
 3. one thread per element moves every operand's storage bits through the permutation.
 
 Comparators: ``compare(p2k, p2k+1), direction=LT|GT`` of any ``type`` (swapped
@@ -33,6 +35,7 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
+from hloref.evaluator.sort import introsort_stack_size, libstdcxx_sorts, simple_comparator
 from hloref.shapes import TupleShape
 
 from . import compare  # noqa: F401  (registers the TOTALORDER key loads LOAD["key_*"])
@@ -43,30 +46,6 @@ from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple, row_major_strides
 
 OP_FAMILY = True
-
-_FLIP = {"LT": "GT", "GT": "LT"}
-
-
-def simple_comparator(comp):
-    """``(operand k, direction, type)`` when the comparator is ``compare(p2k, p2k+1)``
-    with direction LT or GT (swapped parameters flip it), else None."""
-    root = comp.root
-    if root is None or root.opcode != "compare" or len(root.operands) != 2:
-        return None
-    a, b = root.operands
-    if a.opcode != "parameter" or b.opcode != "parameter":
-        return None
-    direction = str(root.attrs.get("direction"))
-    if direction not in _FLIP:
-        return None
-    pa, pb = a.parameter_number, b.parameter_number
-    if pa // 2 != pb // 2 or pa == pb:
-        return None
-    if pa > pb:
-        direction = _FLIP[direction]
-    kind = root.attrs.get("type")
-    return pa // 2, direction, (str(kind) if kind is not None else None)
-
 
 def _key_plan(et, kind):
     """``(load name, key dtype, may hold NaN)`` for sort keys of ``et`` compared as ``kind``
@@ -86,227 +65,19 @@ def _key_plan(et, kind):
 
 # ----------------------------------------------------------------- the libstdc++ algorithms
 
-@cuda.jit(device=True)
-def _lt(keys, a, b, desc):
-    if desc:
-        return keys[a] > keys[b]
-    return keys[a] < keys[b]
+_device = cuda.jit(device=True)
 
 
 @functools.cache  # one set of device functions per comparison
-def algorithms(lt):
-    """libstdc++'s ``std::stable_sort`` and ``std::sort`` as device functions over the
-    comparison ``lt(keys, a, b, desc)`` ("is element ``a`` before element ``b``"):
+def algorithms(lt=None):
+    """libstdc++'s ``std::stable_sort`` and ``std::sort`` as device functions, compiled
+    from the CPU's source (``evaluator.sort.libstdcxx_sorts``), over the comparison
+    ``lt(keys, a, b, desc)`` (a device function; by default the key comparison):
     ``(stable_sort(p, n, keys, desc, buf), std_sort(p, n, keys, desc, buf, stack))``."""
-
-    @cuda.jit(device=True)
-    def _insertion_sort(p, first, last, keys, desc):
-        if first == last:
-            return
-        for i in range(first + 1, last):
-            val = p[i]
-            if lt(keys, val, p[first], desc):
-                for j in range(i, first, -1):
-                    p[j] = p[j - 1]
-                p[first] = val
-            else:
-                j = i
-                while j - 1 >= 0 and lt(keys, val, p[j - 1], desc):
-                    p[j] = p[j - 1]
-                    j -= 1
-                p[j] = val
+    return libstdcxx_sorts(_device, lt)
 
 
-    @cuda.jit(device=True)
-    def _move_merge(src, f1, l1, f2, l2, dst, r, keys, desc):
-        while f1 != l1 and f2 != l2:
-            if lt(keys, src[f2], src[f1], desc):
-                dst[r] = src[f2]
-                f2 += 1
-            else:
-                dst[r] = src[f1]
-                f1 += 1
-            r += 1
-        while f1 != l1:
-            dst[r] = src[f1]
-            f1 += 1
-            r += 1
-        while f2 != l2:
-            dst[r] = src[f2]
-            f2 += 1
-            r += 1
-        return r
-
-
-    @cuda.jit(device=True)
-    def _merge_sort_loop(src, first, last, dst, r, step, keys, desc):
-        two = 2 * step
-        while last - first >= two:
-            r = _move_merge(src, first, first + step, first + step, first + two, dst, r, keys, desc)
-            first += two
-        if last - first < step:
-            step = last - first
-        _move_merge(src, first, first + step, first + step, last, dst, r, keys, desc)
-
-
-    @cuda.jit(device=True)
-    def _merge_sort_with_buffer(p, first, last, buf, keys, desc):
-        length = last - first
-        step = 7
-        f = first
-        while last - f >= step:
-            _insertion_sort(p, f, f + step, keys, desc)
-            f += step
-        _insertion_sort(p, f, last, keys, desc)
-        while step < length:
-            _merge_sort_loop(p, first, last, buf, 0, step, keys, desc)
-            step *= 2
-            _merge_sort_loop(buf, 0, length, p, first, step, keys, desc)
-            step *= 2
-
-
-    @cuda.jit(device=True)
-    def _stable_sort(p, n, keys, desc, buf):
-        """libstdc++ ``std::stable_sort`` with a buffer of (n + 1) / 2 elements."""
-        if n == 0:
-            return
-        middle = (n + 1) // 2
-        _merge_sort_with_buffer(p, 0, middle, buf, keys, desc)
-        _merge_sort_with_buffer(p, middle, n, buf, keys, desc)
-        len1 = middle
-        len2 = n - middle
-        if len1 <= len2:  # forward merge from the buffered first half
-            for i in range(len1):
-                buf[i] = p[i]
-            f1 = 0
-            f2 = middle
-            r = 0
-            while f1 != len1 and f2 != n:
-                if lt(keys, p[f2], buf[f1], desc):
-                    p[r] = p[f2]
-                    f2 += 1
-                else:
-                    p[r] = buf[f1]
-                    f1 += 1
-                r += 1
-            while f1 != len1:
-                p[r] = buf[f1]
-                f1 += 1
-                r += 1
-        else:  # backward merge from the buffered second half
-            for i in range(len2):
-                buf[i] = p[middle + i]
-            if len2 == 0:
-                return
-            last1 = middle - 1
-            last2 = len2 - 1
-            r = n
-            while True:
-                if lt(keys, buf[last2], p[last1], desc):
-                    r -= 1
-                    p[r] = p[last1]
-                    if last1 == 0:
-                        for j in range(last2, -1, -1):
-                            r -= 1
-                            p[r] = buf[j]
-                        return
-                    last1 -= 1
-                else:
-                    r -= 1
-                    p[r] = buf[last2]
-                    if last2 == 0:
-                        return
-                    last2 -= 1
-
-
-    @cuda.jit(device=True)
-    def _introsort(p, n, depth0, keys, desc, buf, stack):
-        """libstdc++ ``__introsort_loop`` with an explicit stack of ``(first, last, depth)``."""
-        stack[0] = 0
-        stack[1] = n
-        stack[2] = depth0
-        top = 1
-        while top > 0:
-            top -= 1
-            first = stack[3 * top]
-            last = stack[3 * top + 1]
-            depth = stack[3 * top + 2]
-            while last - first > 16:
-                if depth == 0:
-                    # heap sort in libstdc++; the CPU backend merges instead (not replayed)
-                    _merge_sort_with_buffer(p, first, last, buf, keys, desc)
-                    break
-                depth -= 1
-                a = first + 1
-                b = first + (last - first) // 2
-                c = last - 1
-                if lt(keys, p[a], p[b], desc):
-                    if lt(keys, p[b], p[c], desc):
-                        m = b
-                    elif lt(keys, p[a], p[c], desc):
-                        m = c
-                    else:
-                        m = a
-                elif lt(keys, p[a], p[c], desc):
-                    m = a
-                elif lt(keys, p[b], p[c], desc):
-                    m = c
-                else:
-                    m = b
-                t = p[first]
-                p[first] = p[m]
-                p[m] = t
-                lo = first + 1
-                hi = last
-                while True:
-                    while lo < last and lt(keys, p[lo], p[first], desc):
-                        lo += 1
-                    hi -= 1
-                    while hi > first and lt(keys, p[first], p[hi], desc):
-                        hi -= 1
-                    if not lo < hi:
-                        break
-                    t = p[lo]
-                    p[lo] = p[hi]
-                    p[hi] = t
-                    lo += 1
-                stack[3 * top] = lo
-                stack[3 * top + 1] = last
-                stack[3 * top + 2] = depth
-                top += 1
-                last = lo
-
-
-    @cuda.jit(device=True)
-    def _std_sort(p, n, keys, desc, buf, stack):
-        """libstdc++ ``std::sort``: introsort then the final insertion sort."""
-        if n == 0:
-            return
-        lg = 0
-        while (1 << (lg + 1)) <= n:
-            lg += 1
-        _introsort(p, n, 2 * lg, keys, desc, buf, stack)
-        if n > 16:
-            _insertion_sort(p, 0, 16, keys, desc)
-            for i in range(16, n):
-                val = p[i]
-                j = i
-                while j - 1 >= 0 and lt(keys, val, p[j - 1], desc):
-                    p[j] = p[j - 1]
-                    j -= 1
-                p[j] = val
-        else:
-            _insertion_sort(p, 0, n, keys, desc)
-
-    return _stable_sort, _std_sort
-
-
-_stable_sort, _std_sort = algorithms(_lt)
-
-
-def _stack_size(n: int) -> int:
-    lg = max(int(n).bit_length() - 1, 0)
-    return 3 * ((2 * lg + 1) * (2 * lg + 1) + 64)
+_stable_sort, _std_sort = algorithms()
 
 
 @cuda.jit
@@ -399,7 +170,7 @@ def permutation(x, rows: _Rows, load_name, key_dtype, desc: bool, replay_nan: bo
     launch(_keys_kernel(load_name, key_dtype == np.float64), rows.total, x.data, keys, perm,
            rows.total, rows.n, type_params(x.et), *rows.args)
     buf = cuda.device_array(max(rows.total, 1), dtype=np.int64)
-    ssize = _stack_size(rows.n) if replay_nan else 1
+    ssize = introsort_stack_size(rows.n) if replay_nan else 1
     stack = cuda.device_array(max(rows.rows * ssize, 1), dtype=np.int64)
     launch(_sort_rows, rows.rows, keys, perm, rows.rows, rows.n, desc, replay_nan, buf, stack,
            ssize)
@@ -442,7 +213,7 @@ def _general_kernel(compiled, arity: int):
             "        r += step"]) + "\n"
         ns = {"cuda": cuda, "f": compiled.fn}
         exec(compile(source, "<gpu sort comparator>", "exec"), ns)
-        ns["stable"] = algorithms(cuda.jit(device=True)(ns["lt"]))[0]
+        ns["stable"] = algorithms(_device(ns["lt"]))[0]
         hit = _GENERAL[key] = (compiled, cuda.jit(ns["k"]))
     return hit[1]
 
