@@ -357,13 +357,21 @@ def permute_source(device: Device, pairs: list[tuple[int, int]], channel_id) -> 
 @op("collective-permute", "collective-permute-start")
 def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_name, opcode,
                        channel_id=None, slice_sizes=None):
+    """Without ``slice_sizes`` every operand is permuted (several operands: a tuple of
+    results, XLA's ``InferCollectivePermuteShape``); the in-place form (``slice_sizes``,
+    operands input, output, offsets) permutes its input whole."""
     dev = _device(ctx)
     source = permute_source(dev, _pairs(source_target_pairs), channel_id)
+    xs = (x,) if slice_sizes is not None or not rest else (x, *rest)
     # every device reaches the rendezvous with its value; devices outside all pairs too
     key = dev.next_key(instruction_name)
     everyone = list(range(dev.replica_count * dev.num_partitions))
-    values = {dev.id: x} if dev.hub is None else dev.hub.exchange(key, dev.id, everyone, x)
-    result = values[source].copy() if source is not None else np.zeros_like(x)
+    values = {dev.id: xs} if dev.hub is None else dev.hub.exchange(key, dev.id, everyone, xs)
+    results = tuple(v.copy() for v in values[source]) if source is not None else \
+        tuple(np.zeros_like(v) for v in xs)
+    result = results[0] if len(xs) == 1 else results
+    if len(xs) > 1:
+        x = xs
     if opcode == "collective-permute-start":
         contexts = [np.zeros((), np.uint32)] * (len(shape.elements) - 2) \
             if isinstance(shape, TupleShape) else []
