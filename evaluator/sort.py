@@ -124,6 +124,18 @@ def _lt(keys, a, b, desc):
 
 
 @numba.njit(cache=True)
+def _linear_insert(p, i, keys, desc):
+    """libstdc++ ``__unguarded_linear_insert``: moves ``p[i]`` down past the elements
+    after which it belongs."""
+    val = p[i]
+    j = i
+    while j - 1 >= 0 and _lt(keys, val, p[j - 1], desc):
+        p[j] = p[j - 1]
+        j -= 1
+    p[j] = val
+
+
+@numba.njit(cache=True)
 def _insertion_sort(p, first, last, keys, desc):
     if first == last:
         return
@@ -134,29 +146,27 @@ def _insertion_sort(p, first, last, keys, desc):
                 p[j] = p[j - 1]
             p[first] = val
         else:
-            j = i
-            while j - 1 >= 0 and _lt(keys, val, p[j - 1], desc):
-                p[j] = p[j - 1]
-                j -= 1
-            p[j] = val
+            _linear_insert(p, i, keys, desc)
 
 
 @numba.njit(cache=True)
-def _move_merge(src, f1, l1, f2, l2, dst, r, keys, desc):
+def _move_merge(src1, f1, l1, src2, f2, l2, dst, r, keys, desc):
+    """libstdc++ ``__move_merge``: ``src1[f1:l1]`` and ``src2[f2:l2]`` merged into ``dst``
+    from ``r`` on (ties to the first); returns the end of what it wrote."""
     while f1 != l1 and f2 != l2:
-        if _lt(keys, src[f2], src[f1], desc):
-            dst[r] = src[f2]
+        if _lt(keys, src2[f2], src1[f1], desc):
+            dst[r] = src2[f2]
             f2 += 1
         else:
-            dst[r] = src[f1]
+            dst[r] = src1[f1]
             f1 += 1
         r += 1
     while f1 != l1:
-        dst[r] = src[f1]
+        dst[r] = src1[f1]
         f1 += 1
         r += 1
     while f2 != l2:
-        dst[r] = src[f2]
+        dst[r] = src2[f2]
         f2 += 1
         r += 1
     return r
@@ -166,11 +176,12 @@ def _move_merge(src, f1, l1, f2, l2, dst, r, keys, desc):
 def _merge_sort_loop(src, first, last, dst, r, step, keys, desc):
     two = 2 * step
     while last - first >= two:
-        r = _move_merge(src, first, first + step, first + step, first + two, dst, r, keys, desc)
+        r = _move_merge(src, first, first + step, src, first + step, first + two, dst, r,
+                        keys, desc)
         first += two
     if last - first < step:
         step = last - first
-    _move_merge(src, first, first + step, first + step, last, dst, r, keys, desc)
+    _move_merge(src, first, first + step, src, first + step, last, dst, r, keys, desc)
 
 
 @numba.njit(cache=True)
@@ -203,21 +214,8 @@ def _stable_sort(p, n, keys, desc, buf):
     if len1 <= len2:  # forward merge from the buffered first half
         for i in range(len1):
             buf[i] = p[i]
-        f1 = 0
-        f2 = middle
-        r = 0
-        while f1 != len1 and f2 != n:
-            if _lt(keys, p[f2], buf[f1], desc):
-                p[r] = p[f2]
-                f2 += 1
-            else:
-                p[r] = buf[f1]
-                f1 += 1
-            r += 1
-        while f1 != len1:
-            p[r] = buf[f1]
-            f1 += 1
-            r += 1
+        # (once the buffer is used up, the rest of the second half is already in place)
+        _move_merge(buf, 0, len1, p, middle, n, p, 0, keys, desc)
     else:  # backward merge from the buffered second half
         for i in range(len2):
             buf[i] = p[middle + i]
@@ -319,18 +317,13 @@ def _std_sort(p, n, keys, desc, buf, stack):
     if n > 16:
         _insertion_sort(p, 0, 16, keys, desc)
         for i in range(16, n):
-            val = p[i]
-            j = i
-            while j - 1 >= 0 and _lt(keys, val, p[j - 1], desc):
-                p[j] = p[j - 1]
-                j -= 1
-            p[j] = val
+            _linear_insert(p, i, keys, desc)
     else:
         _insertion_sort(p, 0, n, keys, desc)
 
 
-_LIBSTDCXX = (_insertion_sort, _move_merge, _merge_sort_loop, _merge_sort_with_buffer,
-              _stable_sort, _introsort, _std_sort)
+_LIBSTDCXX = (_linear_insert, _insertion_sort, _move_merge, _merge_sort_loop,
+              _merge_sort_with_buffer, _stable_sort, _introsort, _std_sort)
 
 
 def libstdcxx_sorts(jit, lt=None):
