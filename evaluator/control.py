@@ -31,8 +31,15 @@ def call(*args, shape, to_apply):
 
 @op("fusion")
 def fusion(*args, shape, calls, kind=None):
-    # Any fusion kind computes what its fused computation computes.
-    return calls(*args)
+    """What the fused computation computes, whatever the kind. Operands past its
+    parameters are unused (XLA's HandleFusion allows more operands than parameters)."""
+    return calls(*args[:fused_arity(calls, len(args))])
+
+
+def fused_arity(calls, given: int) -> int:
+    """How many of a fusion's ``given`` operands its fused computation takes."""
+    comp = getattr(calls, "computation", None)
+    return min(given, len(comp.parameters)) if comp is not None else given
 
 
 def run_while(init, condition, body, *, limit: int, instruction_name: str, to_host=np.asarray,

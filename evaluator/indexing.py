@@ -370,6 +370,10 @@ def _combine(outs, targets, ups, to_apply, ctx, n):
 # --------------------------------------------------------------------------- dynamic slices
 
 def _clamped_starts(start_indices, dims, sizes) -> list[int]:
+    if len(start_indices) == 1 and np.ndim(start_indices[0]) == 1:
+        # the legacy form: one rank-1 array of every start (XLA's InferDynamicSliceShape
+        # accepts it; its DynamicIndexSplitter pass splits it into scalars)
+        start_indices = list(np.asarray(start_indices[0]))
     if len(start_indices) != len(dims):
         raise HloEvalError(f"expected {len(dims)} start indices, got {len(start_indices)}")
     return [min(max(scalar_index(i), 0), max(d - s, 0))

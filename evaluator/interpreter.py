@@ -196,7 +196,8 @@ class Interpreter:
         opcode = instr.opcode
         if opcode in ("call", "fusion"):
             called = kw["to_apply" if opcode == "call" else "calls"]
-            return self.call_sized(called.computation, operands, sizes)
+            n = len(called.computation.parameters)
+            return self.call_sized(called.computation, operands[:n], sizes[:n])
         if opcode == "while":
             # the loop state is the value, as in control.while_; its runtime sizes are
             # those of the last body run (of the operand before the first)

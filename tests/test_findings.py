@@ -53,7 +53,7 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 14
+    assert len(results) == 15
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
@@ -201,3 +201,9 @@ def test_divide_c64_infinite_numerator_reference_is_an_infinity():
     out = np.asarray(hloref.evaluate(module, *args))
     assert np.isposinf(out[4].real) and np.isposinf(out[4].imag)
     assert np.isposinf(out[0].real) and np.isposinf(out[0].imag)  # (1 + inf i)/(1 + i)
+
+
+def test_fusion_extra_operand_reference_ignores_the_extra_operand():
+    module, args = _load("fusion-extra-operand-aborts")
+    assert len(args) == 2 and len(module.entry.root.operands) == 2
+    np.testing.assert_array_equal(hloref.evaluate(module, *args), -args[0])  # negate(x)

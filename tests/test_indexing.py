@@ -520,3 +520,30 @@ def test_gather_rows_every_element_type_against_numpy_indexing(t):
     out = hloref.evaluate(text, table, idx)
     expected = table[np.clip(idx[:, 0], 0, 5), :2]
     assert out.dtype == table.dtype and out.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("starts, clamped", [([1, 3], (1, 2)), ([3, 4], (2, 2)),
+                                             ([-2, 1], (0, 1))])
+def test_legacy_rank1_start_index_array_by_hand(starts, clamped):
+    # The legacy dynamic-slice/dynamic-update-slice form with every start in one rank-1
+    # array (XLA's InferDynamicSliceShape accepts it; DynamicIndexSplitter splits it; the
+    # StableHLO route refuses it, so by hand): starts clamped to [0, dim - size].
+    text = """HloModule m
+ENTRY e {
+  x = f32[4,5] parameter(0)
+  i = s32[2] parameter(1)
+  u = f32[2,2] parameter(2)
+  ds = f32[2,3] dynamic-slice(x, i), dynamic_slice_sizes={2,3}
+  dus = f32[4,5] dynamic-update-slice(x, u, i)
+  ROOT t = (f32[2,3], f32[4,5]) tuple(ds, dus)
+}
+"""
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    u = -np.ones((2, 2), np.float32)
+    ds, dus = hloref.evaluate(text, x, np.array(starts, np.int32), u)
+    r, c = clamped
+    np.testing.assert_array_equal(ds, x[r:r + 2, c:c + 3])
+    r2, c2 = min(max(starts[0], 0), 2), min(max(starts[1], 0), 3)  # the update is 2x2
+    want = x.copy()
+    want[r2:r2 + 2, c2:c2 + 2] = u
+    np.testing.assert_array_equal(dus, want)
