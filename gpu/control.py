@@ -35,7 +35,8 @@ def call(*args, shape, to_apply):
 
 @gpu_op("fusion")
 def fusion(*args, shape, calls, kind=None):
-    return calls(*args)
+    """The CPU's rule: operands past the fused computation's parameters are unused."""
+    return calls(*args[:cpu_control.fused_arity(calls, len(args))])
 
 
 @gpu_op("while")

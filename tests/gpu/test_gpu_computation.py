@@ -120,3 +120,17 @@ body {
     text = module(["s8[4]"], "map(p0), dimensions={0}, to_apply=body", "s8[4]", extra=body)
     out = check(text, np.array([0, 27, 28, -128], np.int8), xla="required")
     assert out.tolist() == [100, 127, -128, -28]  # wraps at 8 bits
+
+
+def test_fusion_with_an_extra_operand_ignores_it():
+    # XLA's verifier accepts more operands than the fused computation's parameters
+    # (findings/xla-cpu-jaxlib-0.10.2/fusion-extra-operand-aborts); by hand: negate(x)
+    import numpy as np
+    import hloref
+    text = """HloModule m
+fused { p = f32[3] parameter(0) ROOT n = f32[3] negate(p) }
+ENTRY e { x = f32[3] parameter(0) y = f32[3] parameter(1)
+  ROOT f = f32[3] fusion(x, y), kind=kLoop, calls=fused }"""
+    x = np.array([1, -2, 3.5], np.float32)
+    out = hloref.evaluate(text, x, np.zeros(3, np.float32), backend="gpu", fallback=False)
+    np.testing.assert_array_equal(np.asarray(out), -x)
