@@ -346,14 +346,16 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
          worker: OracleWorker | None = None, timeout: float = 120.0, limits=None,
          localize: bool = True, oracle_module: Module | str | None = None,
          debug_options: dict | None = None, policy: EnvelopePolicy | None = None,
-         oracle_value=None) -> DiffReport:
+         oracle_value=None, verify: bool = True) -> DiffReport:
     """Compare hloref on ``module`` with ``oracle`` on ``oracle_module`` (default: the same
     module), both with inputs ``args``, under the envelope.
 
     ``debug_options`` go to the oracle's compiler and set the envelope's freedoms
     (``xla_allow_excess_precision=False`` takes the excess-precision freedom away).
     ``oracle_value``: a result the oracle already returned (e.g. to a test), judged
-    without running the module again (localisation still runs the worker)."""
+    without running the module again (localisation still runs the worker). ``verify``:
+    the module is verified first, as ``hloref.evaluate`` does (a module XLA's verifier
+    would reject is an ``error`` report naming the instruction, not a comparison)."""
     from hloref import api
     from hloref.evaluator.interpreter import Interpreter
     from hloref.printer import module_to_text
@@ -375,6 +377,8 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
 
         t0 = time.perf_counter()
         try:
+            if verify:
+                api.verified(module)
             coerced = [api.coerce_argument(a, p.shape, f"argument {i}")
                        for i, (a, p) in enumerate(zip(args, params))]
             ours = Interpreter(module, limits=limits, observer=observe).run(coerced)
