@@ -171,15 +171,18 @@ def _participants(device: Device, replica_groups, channel_id, use_global_device_
     raise HloEvalError(f"replica {r} is in no replica group")
 
 
-def _device(ctx) -> Device:
+def device_of(ctx) -> Device:
+    """The ``Device`` an interpreter context runs as (one single device if none)."""
     dev = getattr(ctx, "device", None)
     if dev is None:
         dev = ctx.device = single_device()
     return dev
 
 
-def _gather(ctx, name, group, value):
-    dev = _device(ctx)
+def exchange(ctx, name, group, value):
+    """Every participant's ``value`` for this execution of instruction ``name``, by
+    device id (only its own on one device)."""
+    dev = device_of(ctx)
     key = dev.next_key(name)
     if dev.hub is None or group == [dev.id]:
         return {dev.id: value}
@@ -195,12 +198,12 @@ def _combine(to_apply, values: list):
 
 @op("replica-id")
 def replica_id(*, shape, ctx):
-    return np.asarray(_device(ctx).replica, np.uint32)
+    return np.asarray(device_of(ctx).replica, np.uint32)
 
 
 @op("partition-id")
 def partition_id(*, shape, ctx):
-    return np.asarray(_device(ctx).partition, np.uint32)
+    return np.asarray(device_of(ctx).partition, np.uint32)
 
 
 def instruction_participants(device: Device, replica_groups, channel_id, use_global_device_ids,
@@ -212,27 +215,30 @@ def instruction_participants(device: Device, replica_groups, channel_id, use_glo
     within the replica (XLA's ``GetCollectiveOpGroupMode(const HloInstruction*)``,
     collective_ops_utils.cc)."""
     if has_global_ids_field:
-        flag = False if use_global_device_ids is None else _flag(use_global_device_ids)
+        global_ids = False if use_global_device_ids is None else flag(use_global_device_ids)
     else:
-        flag = None
-    return participants(device, replica_groups, channel_id, flag)
+        global_ids = None
+    return participants(device, replica_groups, channel_id, global_ids)
 
 
-def _group(ctx, replica_groups, channel_id, use_global_device_ids):
-    return instruction_participants(_device(ctx), replica_groups, channel_id,
+def group_of(ctx, replica_groups, channel_id, use_global_device_ids):
+    """The participants of an instruction with a ``use_global_device_ids`` field (absent
+    is false), in group order."""
+    return instruction_participants(device_of(ctx), replica_groups, channel_id,
                                     use_global_device_ids, has_global_ids_field=True)
 
 
-def _group_without_global_ids(ctx, replica_groups, channel_id):
-    return instruction_participants(_device(ctx), replica_groups, channel_id, None,
+def group_without_global_ids(ctx, replica_groups, channel_id):
+    """The participants of an instruction without a ``use_global_device_ids`` field."""
+    return instruction_participants(device_of(ctx), replica_groups, channel_id, None,
                                     has_global_ids_field=False)
 
 
 @op("all-reduce", "all-reduce-start")
 def all_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None, channel_id=None,
                use_global_device_ids=None, constrain_layout=None):
-    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = _gather(ctx, instruction_name, group, tuple(xs))
+    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = exchange(ctx, instruction_name, group, tuple(xs))
     ordered = [values[d] for d in group]
     if len(xs) == 1:
         out = _combine(to_apply, [v[0] for v in ordered])
@@ -251,8 +257,8 @@ def _as_tuple(v):
 def all_gather(*xs, shape, dimensions, ctx, instruction_name, opcode, replica_groups=None,
                channel_id=None, use_global_device_ids=None, constrain_layout=None):
     (dim,) = tuple(dimensions)
-    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = _gather(ctx, instruction_name, group, tuple(xs))
+    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = exchange(ctx, instruction_name, group, tuple(xs))
     outs = tuple(np.concatenate([values[d][i] for d in group], axis=dim) for i in range(len(xs)))
     _check_shards(instruction_name, "all-gather", group, outs, shape, opcode)
     result = outs[0] if len(xs) == 1 else outs
@@ -288,9 +294,9 @@ def all_reduce_done(start, *, shape):
 def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, replica_groups=None,
                    channel_id=None, use_global_device_ids=None, constrain_layout=None):
     (dim,) = tuple(dimensions)
-    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = _gather(ctx, instruction_name, group, tuple(xs))
-    me = group.index(_device(ctx).id)
+    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = exchange(ctx, instruction_name, group, tuple(xs))
+    me = group.index(device_of(ctx).id)
     outs = []
     for i, x in enumerate(xs):
         reduced = np.asarray(_combine(to_apply, [values[d][i] for d in group]))
@@ -311,9 +317,9 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
 @op("all-to-all")
 def all_to_all(*xs, shape, ctx, instruction_name, dimensions=None, replica_groups=None,
                channel_id=None, constrain_layout=None):
-    group = _group_without_global_ids(ctx, replica_groups, channel_id)
-    values = _gather(ctx, instruction_name, group, tuple(xs))
-    me = group.index(_device(ctx).id)
+    group = group_without_global_ids(ctx, replica_groups, channel_id)
+    values = exchange(ctx, instruction_name, group, tuple(xs))
+    me = group.index(device_of(ctx).id)
     if dimensions:
         (dim,) = tuple(dimensions)
         pieces = []
@@ -360,7 +366,7 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
     """Without ``slice_sizes`` every operand is permuted (several operands: a tuple of
     results, XLA's ``InferCollectivePermuteShape``); the in-place form (``slice_sizes``,
     operands input, output, offsets) permutes its input whole."""
-    dev = _device(ctx)
+    dev = device_of(ctx)
     source = permute_source(dev, _pairs(source_target_pairs), channel_id)
     xs = (x,) if slice_sizes is not None or not rest else (x, *rest)
     # every device reaches the rendezvous with its value; devices outside all pairs too
@@ -382,10 +388,37 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
 @op("collective-broadcast")
 def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None, channel_id=None,
                          has_dynamic_root=None):
-    group = _group_without_global_ids(ctx, replica_groups, channel_id)
-    values = _gather(ctx, instruction_name, group, tuple(xs))
+    group = group_without_global_ids(ctx, replica_groups, channel_id)
+    values = exchange(ctx, instruction_name, group, tuple(xs))
     root = values[group[0]]
     return root[0].copy() if len(xs) == 1 else tuple(v.copy() for v in root)
+
+
+def dynamic_roots(roots: np.ndarray, count: int) -> np.ndarray:
+    """collective-reduce's trailing s32 operand (a host array) as int64 ranks, one per
+    reduced operand of ``count``."""
+    roots = roots.reshape(-1).astype(np.int64)
+    if roots.size < count:
+        raise HloEvalError(f"collective-reduce: the root operand holds {roots.size} ranks "
+                           f"for {count} reduced operands")
+    return roots
+
+
+def root_rank(values: dict, group: list[int], roots, i: int) -> int:
+    """The rank within ``group`` of collective-reduce's root for operand ``i``: 0, or
+    with dynamic roots (``roots`` not None) the one rank every participant gives in its
+    exchanged ``(operands, roots)``."""
+    if roots is None:
+        return 0
+    ranks = {int(values[d][1][i]) for d in group}
+    if len(ranks) != 1:
+        raise HloEvalError(f"collective-reduce: the participants {group} give different "
+                           f"root ranks {sorted(ranks)} for operand {i}")
+    (rank,) = ranks
+    if not 0 <= rank < len(group):
+        raise HloEvalError(f"collective-reduce dynamic root {rank} at index {i} is out of "
+                           f"range [0, {len(group)})")
+    return rank
 
 
 @op("collective-reduce")
@@ -398,27 +431,15 @@ def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_group
     leaves the other participants' results undefined; hloref gives them zeros."""
     data = list(xs)
     roots = None
-    if _flag(has_dynamic_root):
-        roots = np.asarray(data.pop()).reshape(-1).astype(np.int64)
-        if roots.size < len(data):
-            raise HloEvalError(f"collective-reduce: the root operand holds {roots.size} ranks "
-                               f"for {len(data)} reduced operands")
-    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = _gather(ctx, instruction_name, group, (tuple(data), roots))
-    me = _device(ctx).id
+    if flag(has_dynamic_root):
+        roots = np.asarray(data.pop())
+        roots = dynamic_roots(roots, len(data))
+    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = exchange(ctx, instruction_name, group, (tuple(data), roots))
+    me = device_of(ctx).id
     outs = []
     for i, x in enumerate(data):
-        rank = 0
-        if roots is not None:
-            ranks = {int(values[d][1][i]) for d in group}
-            if len(ranks) != 1:
-                raise HloEvalError(f"collective-reduce: the participants {group} give different "
-                                   f"root ranks {sorted(ranks)} for operand {i}")
-            (rank,) = ranks
-            if not 0 <= rank < len(group):
-                raise HloEvalError(f"collective-reduce dynamic root {rank} at index {i} is out of "
-                                   f"range [0, {len(group)})")
-        if group[rank] == me:
+        if group[root_rank(values, group, roots, i)] == me:
             reduced = _combine(to_apply, [values[d][0][i] for d in group])
             outs.append(contiguous(np.asarray(reduced).astype(x.dtype, copy=False)))
         else:
@@ -432,11 +453,11 @@ def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, r
     """Participant ``i`` sends ``data[input_offsets[j] : +send_sizes[j]]`` (along dim 0)
     to participant ``j``, which places it at ``output_offsets[j]`` (as sent by ``i``)
     of its output."""
-    group = _group_without_global_ids(ctx, replica_groups, channel_id)
+    group = group_without_global_ids(ctx, replica_groups, channel_id)
     mine = (data, input_offsets.astype(np.int64), send_sizes.astype(np.int64),
             output_offsets.astype(np.int64))
-    values = _gather(ctx, instruction_name, group, mine)
-    me = group.index(_device(ctx).id)
+    values = exchange(ctx, instruction_name, group, mine)
+    me = group.index(device_of(ctx).id)
     out = output.copy()
     for d in group:
         src, in_off, sizes, out_off = values[d]
@@ -449,7 +470,8 @@ def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, r
 # ---------------------------------------------------------------- send / recv, feeds
 
 
-def _peer_pairs(frontend_attributes) -> list[tuple[int, int]] | None:
+def peer_pairs(frontend_attributes) -> list[tuple[int, int]] | None:
+    """The ``_xla_send_recv_source_target_pairs`` frontend attribute, None if absent."""
     if frontend_attributes is None:
         return None
     m = re.search(r'_xla_send_recv_source_target_pairs="?\{([^"]*)\}"?', str(frontend_attributes))
@@ -458,26 +480,56 @@ def _peer_pairs(frontend_attributes) -> list[tuple[int, int]] | None:
     return [tuple(int(v) for v in p.split(",")) for p in re.findall(r"\{([^{}]*)\}", "{" + m.group(1) + "}")]
 
 
-def _flag(value) -> bool:
+def flag(value) -> bool:
     """A boolean attribute (typed by the parser); absent is false."""
     return bool(value) if value is not None else False
+
+
+def send_to_peers(ctx, channel_id, frontend_attributes, copy, mailbox: str = "_mailbox") -> None:
+    """A device-to-device send: a fresh ``copy()`` of the data for each peer the
+    ``_xla_send_recv_source_target_pairs`` frontend attribute names (the same device
+    without it), posted to the hub, or on one device to the context's ``mailbox``."""
+    dev = device_of(ctx)
+    pairs = peer_pairs(frontend_attributes)
+    targets = [t for s, t in pairs if s == dev.id] if pairs else [dev.id]
+    for t in targets:
+        key = ("channel", int(channel_id or 0), t)
+        if dev.hub is None:
+            ctx.__dict__.setdefault(mailbox, {}).setdefault(key, deque()).append(copy())
+        else:
+            dev.hub.post(key, copy())
+
+
+def receive(ctx, channel_id, mailbox: str = "_mailbox"):
+    """What a device-to-device send on ``channel_id`` posted to this device (the first
+    not yet received)."""
+    dev = device_of(ctx)
+    key = ("channel", int(channel_id or 0), dev.id)
+    if dev.hub is None:
+        box = ctx.__dict__.get(mailbox, {}).get(key)
+        if not box:
+            raise HloEvalError(f"recv on channel {channel_id}: no matching send ran before it")
+        return box.popleft()
+    return dev.hub.take(key)
+
+
+def host_received(dev: Device, channel_id) -> np.ndarray:
+    """The next value of the host's queue for ``channel_id`` (``DeviceIO.host_recv``)."""
+    queue = dev.io.host_recv.get(int(channel_id or 0))
+    if not queue:
+        raise HloEvalError(f"recv from the host on channel {channel_id}: the host queue is "
+                           f"empty (pass host_recv={{channel: [values]}})")
+    return np.asarray(queue.pop(0) if isinstance(queue, list) else queue.popleft())
 
 
 @op("send")
 def send(data, token, *, shape, ctx, channel_id=None, is_host_transfer=None,
          frontend_attributes=None):
-    dev = _device(ctx)
-    if _flag(is_host_transfer):
+    dev = device_of(ctx)
+    if flag(is_host_transfer):
         dev.io.host_send.setdefault(int(channel_id or 0), []).append(data.copy())
     else:
-        pairs = _peer_pairs(frontend_attributes)
-        targets = [t for s, t in pairs if s == dev.id] if pairs else [dev.id]
-        for t in targets:
-            key = ("channel", int(channel_id or 0), t)
-            if dev.hub is None:
-                ctx.__dict__.setdefault("_mailbox", {}).setdefault(key, deque()).append(data.copy())
-            else:
-                dev.hub.post(key, data.copy())
+        send_to_peers(ctx, channel_id, frontend_attributes, data.copy)
     return (data, np.zeros((), np.uint32), TOKEN_VALUE)
 
 
@@ -488,23 +540,12 @@ def send_done(start, *, shape, channel_id=None, is_host_transfer=None):
 
 @op("recv")
 def recv(token, *, shape, ctx, channel_id=None, is_host_transfer=None, frontend_attributes=None):
-    dev = _device(ctx)
+    dev = device_of(ctx)
     data_shape = shape.elements[0]
-    if _flag(is_host_transfer):
-        queue = dev.io.host_recv.get(int(channel_id or 0))
-        if not queue:
-            raise HloEvalError(f"recv from the host on channel {channel_id}: the host queue is "
-                               f"empty (pass host_recv={{channel: [values]}})")
-        value = np.asarray(queue.pop(0) if isinstance(queue, list) else queue.popleft())
+    if flag(is_host_transfer):
+        value = host_received(dev, channel_id)
     else:
-        key = ("channel", int(channel_id or 0), dev.id)
-        if dev.hub is None:
-            box = ctx.__dict__.get("_mailbox", {}).get(key)
-            if not box:
-                raise HloEvalError(f"recv on channel {channel_id}: no matching send ran before it")
-            value = box.popleft()
-        else:
-            value = dev.hub.take(key)
+        value = receive(ctx, channel_id)
     value = value.astype(data_shape.element_type.dtype, copy=False).reshape(data_shape.dims)
     return (value, np.zeros((), np.uint32), TOKEN_VALUE)
 
@@ -514,20 +555,25 @@ def recv_done(start, *, shape, channel_id=None, is_host_transfer=None):
     return (start[0], TOKEN_VALUE)
 
 
-@op("infeed")
-def infeed(token, *, shape, ctx, infeed_config=None):
-    io = _device(ctx).io
+def infeed_value(ctx, shape) -> np.ndarray:
+    """The next value of the device's infeed queue as the data of infeed's ``shape``."""
+    io = device_of(ctx).io
     if not io.infeed:
         raise HloEvalError("infeed: the infeed queue is empty (pass infeed=[values])")
     value = io.infeed.popleft()
     data_shape = shape.elements[0]
     from hloref.arguments import coerce_argument
-    return (coerce_argument(value, data_shape, "infeed value"), TOKEN_VALUE)
+    return coerce_argument(value, data_shape, "infeed value")
+
+
+@op("infeed")
+def infeed(token, *, shape, ctx, infeed_config=None):
+    return (infeed_value(ctx, shape), TOKEN_VALUE)
 
 
 @op("outfeed")
 def outfeed(data, token, *, shape, ctx, outfeed_config=None, outfeed_shape=None):
-    _device(ctx).io.outfeed.append(data)
+    device_of(ctx).io.outfeed.append(data)
     return TOKEN_VALUE
 
 
@@ -537,33 +583,32 @@ def outfeed(data, token, *, shape, ctx, outfeed_config=None, outfeed_shape=None)
 _SERIAL_KERNELS = threading.Lock()
 
 
-def run_devices(module, per_device_args: list[list], *, limits=None, io: list | None = None,
-                timeout: float = 60.0, interpreter_options=None) -> list:
-    """Run the entry computation on every device in its own thread; results in device order.
-    ``interpreter_options(d)``: extra ``Interpreter`` keyword arguments for device ``d``
-    (the numerical envelope's ``perturb`` hook and ``op_overrides``)."""
-    from .interpreter import Interpreter
+def devices_of(module, per_device_args: list) -> tuple[int, int]:
+    """``(replica_count, num_partitions)`` of ``module``, checked against the argument
+    lists given (one per device)."""
     R, P = module.replica_count, module.num_partitions
     n = R * P
     if len(per_device_args) != n:
         raise HloEvalError(f"the module runs on {n} devices ({R} replicas × {P} partitions): "
                            f"give one argument list per device, got {len(per_device_args)}")
-    hub = Hub(n, timeout)
-    results: list = [None] * n
-    errors: list = [None] * n
-    options = [interpreter_options(d) if interpreter_options else {} for d in range(n)]
+    return R, P
 
-    def work(d):
-        interp = Interpreter(module, limits=limits, **options[d])
-        interp.device = Device(d // P, d % P, R, P, hub, io[d] if io else DeviceIO())
+
+def run_threads(n: int, hub: Hub, work) -> None:
+    """``work(d)`` for every device ``d < n``, each in its own thread. A device that
+    fails fails the ``hub`` (releasing the others); the first error is raised, a device's
+    own before the "another device failed" it caused in the others."""
+    errors: list = [None] * n
+
+    def guarded(d):
         try:
-            results[d] = interp.run(per_device_args[d])
+            work(d)
         except BaseException as exc:  # noqa: BLE001 - reported below, others released
             errors[d] = exc
             hub.fail(exc)
 
     from . import narrow
-    threads = [threading.Thread(target=work, args=(d,), daemon=True) for d in range(n)]
+    threads = [threading.Thread(target=guarded, args=(d,), daemon=True) for d in range(n)]
     # Numba's default threading layer cannot run parallel kernels from several Python
     # threads at once: the device threads use the serial kernels.
     with _SERIAL_KERNELS:
@@ -579,4 +624,24 @@ def run_devices(module, per_device_args: list[list], *, limits=None, io: list | 
                  next((e for e in errors if e is not None), None))
     if first is not None:
         raise first
+
+
+def run_devices(module, per_device_args: list[list], *, limits=None, io: list | None = None,
+                timeout: float = 60.0, interpreter_options=None) -> list:
+    """Run the entry computation on every device in its own thread; results in device order.
+    ``interpreter_options(d)``: extra ``Interpreter`` keyword arguments for device ``d``
+    (the numerical envelope's ``perturb`` hook and ``op_overrides``)."""
+    from .interpreter import Interpreter
+    R, P = devices_of(module, per_device_args)
+    n = R * P
+    hub = Hub(n, timeout)
+    results: list = [None] * n
+    options = [interpreter_options(d) if interpreter_options else {} for d in range(n)]
+
+    def work(d):
+        interp = Interpreter(module, limits=limits, **options[d])
+        interp.device = Device(d // P, d % P, R, P, hub, io[d] if io else DeviceIO())
+        results[d] = interp.run(per_device_args[d])
+
+    run_threads(n, hub, work)
     return results

@@ -20,16 +20,18 @@ Small metadata operands (ragged offsets and sizes, dynamic roots) are read to th
 
 from __future__ import annotations
 
-import re
 import threading
-from collections import deque
 
 import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.collectives import (Device, DeviceIO, Hub, instruction_participants,
-                                          permute_source, single_device)
+from hloref.evaluator.collectives import (Device, DeviceIO, Hub, all_reduce_done,
+                                          collective_done, device_of, devices_of,
+                                          dynamic_roots, exchange, flag, group_of,
+                                          group_without_global_ids, host_received,
+                                          infeed_value, permute_source, receive, recv_done,
+                                          root_rank, run_threads, send_done, send_to_peers)
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.values import TOKEN_VALUE
 
@@ -42,21 +44,14 @@ OP_FAMILY = True
 __all__ = ["run_devices"]
 
 
-def _device(ctx) -> Device:
-    dev = getattr(ctx, "device", None)
-    if dev is None:
-        dev = ctx.device = single_device()
-    return dev
-
-
 @gpu_op("replica-id")
 def replica_id(*, shape, ctx):
-    return to_device(np.asarray(_device(ctx).replica, np.uint32))
+    return to_device(np.asarray(device_of(ctx).replica, np.uint32))
 
 
 @gpu_op("partition-id")
 def partition_id(*, shape, ctx):
-    return to_device(np.asarray(_device(ctx).partition, np.uint32))
+    return to_device(np.asarray(device_of(ctx).partition, np.uint32))
 
 
 # ----------------------------------------------------------------- device helpers
@@ -108,26 +103,6 @@ def _zeros(shape, et) -> DArray:
     return out
 
 
-def _exchange(ctx, name, group, value):
-    dev = _device(ctx)
-    key = dev.next_key(name)
-    if dev.hub is None or group == [dev.id]:
-        return {dev.id: value}
-    return dev.hub.exchange(key, dev.id, group, value)
-
-
-def _group(ctx, replica_groups, channel_id, use_global_device_ids):
-    """The CPU backend's group rule (``instruction_participants``): with a
-    ``use_global_device_ids`` field, absent is false."""
-    return instruction_participants(_device(ctx), replica_groups, channel_id,
-                                    use_global_device_ids, has_global_ids_field=True)
-
-
-def _group_without_global_ids(ctx, replica_groups, channel_id):
-    return instruction_participants(_device(ctx), replica_groups, channel_id, None,
-                                    has_global_ids_field=False)
-
-
 def _reducer(ctx, to_apply, xs):
     """The combining function ``(values) -> DArray`` on the device for each operand of
     ``xs``, checked before any exchange (a fallback then runs the CPU op from the
@@ -159,27 +134,22 @@ def all_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None,
     if len(xs) != 1:
         raise GpuFallback("all-reduce of several operands has no GPU kernel")
     combine = _reducer(ctx, to_apply, xs)
-    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = _exchange(ctx, instruction_name, group, tuple(xs))
+    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = exchange(ctx, instruction_name, group, tuple(xs))
     return combine([values[d][0] for d in group])
 
 
-@gpu_op("all-reduce-done")
-def all_reduce_done(start, *, shape):
-    return start
-
-
-@gpu_op("all-gather-done", "collective-permute-done")
-def collective_done(start, *, shape):
-    return start[1]
+# the CPU's: they pick from their operand, whatever holds its arrays
+gpu_op("all-reduce-done")(all_reduce_done)
+gpu_op("all-gather-done", "collective-permute-done")(collective_done)
 
 
 @gpu_op("all-gather", "all-gather-start")
 def all_gather(*xs, shape, dimensions, ctx, instruction_name, opcode, replica_groups=None,
                channel_id=None, use_global_device_ids=None):
     (dim,) = tuple(dimensions)
-    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = _exchange(ctx, instruction_name, group, tuple(xs))
+    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = exchange(ctx, instruction_name, group, tuple(xs))
     outs = []
     for i, x in enumerate(xs):
         dims = list(x.shape)
@@ -204,9 +174,9 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
     if len(xs) != 1:
         raise GpuFallback("reduce-scatter of several operands has no GPU kernel")
     combine = _reducer(ctx, to_apply, xs)
-    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = _exchange(ctx, instruction_name, group, tuple(xs))
-    me = group.index(_device(ctx).id)
+    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = exchange(ctx, instruction_name, group, tuple(xs))
+    me = group.index(device_of(ctx).id)
     (x,) = xs
     reduced = combine([values[d][0] for d in group])
     chunk = x.shape[dim] // len(group)
@@ -220,9 +190,9 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
 @gpu_op("all-to-all")
 def all_to_all(*xs, shape, ctx, instruction_name, dimensions=None, replica_groups=None,
                channel_id=None):
-    group = _group_without_global_ids(ctx, replica_groups, channel_id)
-    values = _exchange(ctx, instruction_name, group, tuple(xs))
-    me = group.index(_device(ctx).id)
+    group = group_without_global_ids(ctx, replica_groups, channel_id)
+    values = exchange(ctx, instruction_name, group, tuple(xs))
+    me = group.index(device_of(ctx).id)
     if dimensions:
         (dim,) = tuple(dimensions)
         (x,) = xs
@@ -242,12 +212,12 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
                        channel_id=None, slice_sizes=None):
     if rest or not isinstance(x, DArray):
         raise GpuFallback("collective-permute with in-place operands has no GPU kernel")
-    dev = _device(ctx)
+    dev = device_of(ctx)
     pairs = [tuple(int(v) for v in p) for p in source_target_pairs]
     source = permute_source(dev, pairs, channel_id)
     # every device reaches the rendezvous with its value; devices outside all pairs too
     everyone = list(range(dev.replica_count * dev.num_partitions))
-    values = _exchange(ctx, instruction_name, everyone, x)
+    values = exchange(ctx, instruction_name, everyone, x)
     result = _copy(values[source]) if source is not None else _zeros(x.shape, x.et)
     if opcode == "collective-permute-start":
         contexts = [to_device(np.zeros((), np.uint32))
@@ -259,8 +229,8 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
 
 @gpu_op("collective-broadcast")
 def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None, channel_id=None):
-    group = _group_without_global_ids(ctx, replica_groups, channel_id)
-    values = _exchange(ctx, instruction_name, group, tuple(xs))
+    group = group_without_global_ids(ctx, replica_groups, channel_id)
+    values = exchange(ctx, instruction_name, group, tuple(xs))
     root = values[group[0]]
     return _copy(root[0]) if len(xs) == 1 else tuple(_copy(v) for v in root)
 
@@ -273,28 +243,16 @@ def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_group
     elsewhere. The dynamic root ranks (a small s32 operand) are read to the host."""
     data = list(xs)
     roots = None
-    if has_dynamic_root is not None and bool(has_dynamic_root):
-        roots = data.pop().to_host().reshape(-1).astype(np.int64)
-        if roots.size < len(data):
-            raise HloEvalError(f"collective-reduce: the root operand holds {roots.size} ranks "
-                               f"for {len(data)} reduced operands")
+    if flag(has_dynamic_root):
+        roots = data.pop().to_host()
+        roots = dynamic_roots(roots, len(data))
     combine = _reducer(ctx, to_apply, data)
-    group = _group(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = _exchange(ctx, instruction_name, group, (tuple(data), roots))
-    me = _device(ctx).id
+    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = exchange(ctx, instruction_name, group, (tuple(data), roots))
+    me = device_of(ctx).id
     outs = []
     for i, x in enumerate(data):
-        rank = 0
-        if roots is not None:
-            ranks = {int(values[d][1][i]) for d in group}
-            if len(ranks) != 1:
-                raise HloEvalError(f"collective-reduce: the participants {group} give different "
-                                   f"root ranks {sorted(ranks)} for operand {i}")
-            (rank,) = ranks
-            if not 0 <= rank < len(group):
-                raise HloEvalError(f"collective-reduce dynamic root {rank} at index {i} is out of "
-                                   f"range [0, {len(group)})")
-        if group[rank] == me:
+        if group[root_rank(values, group, roots, i)] == me:
             outs.append(combine([values[d][0][i] for d in group]))
         else:
             outs.append(_zeros(x.shape, x.et))
@@ -308,11 +266,11 @@ def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, r
     participant ``j``, which places them at ``output_offsets[j]`` (as sent by ``i``) of
     a copy of its ``output``: block copies along dimension 0. The offsets and sizes
     (small integer operands) are read to the host."""
-    group = _group_without_global_ids(ctx, replica_groups, channel_id)
+    group = group_without_global_ids(ctx, replica_groups, channel_id)
     mine = (data, input_offsets.to_host().astype(np.int64), send_sizes.to_host().astype(np.int64),
             output_offsets.to_host().astype(np.int64))
-    values = _exchange(ctx, instruction_name, group, mine)
-    me = group.index(_device(ctx).id)
+    values = exchange(ctx, instruction_name, group, mine)
+    me = group.index(device_of(ctx).id)
     out = _copy(output)
     rows = output.shape[0] if output.ndim else 0
     for d in group:
@@ -329,22 +287,6 @@ def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, r
 
 # ----------------------------------------------------------------- send / recv, feeds
 
-def _peer_pairs(frontend_attributes) -> list[tuple[int, int]] | None:
-    """The ``_xla_send_recv_source_target_pairs`` frontend attribute (a copy of the CPU's
-    private ``evaluator.collectives._peer_pairs``)."""
-    if frontend_attributes is None:
-        return None
-    m = re.search(r'_xla_send_recv_source_target_pairs="?\{([^"]*)\}"?', str(frontend_attributes))
-    if not m:
-        return None
-    return [tuple(int(v) for v in p.split(","))
-            for p in re.findall(r"\{([^{}]*)\}", "{" + m.group(1) + "}")]
-
-
-def _flag(value) -> bool:
-    return bool(value) if value is not None else False
-
-
 def _u32_zero():
     return to_device(np.zeros((), np.uint32))
 
@@ -354,47 +296,27 @@ def send(data, token, *, shape, ctx, channel_id=None, is_host_transfer=None,
          frontend_attributes=None):
     """To the host: a host copy in the device's queue; to devices: a device copy posted
     to each peer's mailbox (the same device on one device)."""
-    dev = _device(ctx)
-    if _flag(is_host_transfer):
+    dev = device_of(ctx)
+    if flag(is_host_transfer):
         dev.io.host_send.setdefault(int(channel_id or 0), []).append(data.to_host())
     else:
-        pairs = _peer_pairs(frontend_attributes)
-        targets = [t for s, t in pairs if s == dev.id] if pairs else [dev.id]
-        for t in targets:
-            key = ("channel", int(channel_id or 0), t)
-            if dev.hub is None:
-                ctx.__dict__.setdefault("mailbox", {}).setdefault(key, deque()).append(_copy(data))
-            else:
-                dev.hub.post(key, _copy(data))
+        send_to_peers(ctx, channel_id, frontend_attributes, lambda: _copy(data), "mailbox")
     return (data, _u32_zero(), TOKEN_VALUE)
 
 
-@gpu_op("send-done")
-def send_done(start, *, shape, channel_id=None, is_host_transfer=None):
-    return TOKEN_VALUE
+gpu_op("send-done")(send_done)  # the CPU's (a token)
 
 
 @gpu_op("recv")
 def recv(token, *, shape, ctx, channel_id=None, is_host_transfer=None, frontend_attributes=None):
-    dev = _device(ctx)
+    dev = device_of(ctx)
     data_shape = shape.elements[0]
-    if _flag(is_host_transfer):
-        queue = dev.io.host_recv.get(int(channel_id or 0))
-        if not queue:
-            raise HloEvalError(f"recv from the host on channel {channel_id}: the host queue is "
-                               f"empty (pass host_recv={{channel: [values]}})")
-        value = np.asarray(queue.pop(0) if isinstance(queue, list) else queue.popleft())
+    if flag(is_host_transfer):
+        value = host_received(dev, channel_id)
         value = to_device(value.astype(data_shape.element_type.dtype, copy=False)
                           .reshape(data_shape.dims))
     else:
-        key = ("channel", int(channel_id or 0), dev.id)
-        if dev.hub is None:
-            box = ctx.__dict__.get("mailbox", {}).get(key)
-            if not box:
-                raise HloEvalError(f"recv on channel {channel_id}: no matching send ran before it")
-            value = box.popleft()
-        else:
-            value = dev.hub.take(key)
+        value = receive(ctx, channel_id, "mailbox")
         if value.et != data_shape.element_type or value.size != int(
                 np.prod(data_shape.dims, dtype=np.int64)):
             raise HloEvalError(f"recv on channel {channel_id}: {value.et.name}{list(value.shape)} "
@@ -403,27 +325,20 @@ def recv(token, *, shape, ctx, channel_id=None, is_host_transfer=None, frontend_
     return (value, _u32_zero(), TOKEN_VALUE)
 
 
-@gpu_op("recv-done")
-def recv_done(start, *, shape, channel_id=None, is_host_transfer=None):
-    return (start[0], TOKEN_VALUE)
+gpu_op("recv-done")(recv_done)  # the CPU's (the received data, a token)
 
 
 @gpu_op("infeed")
 def infeed(token, *, shape, ctx, infeed_config=None):
     """The next host value of the device's infeed queue, sent to the device."""
-    from hloref.arguments import coerce_argument
-    io = _device(ctx).io
-    if not io.infeed:
-        raise HloEvalError("infeed: the infeed queue is empty (pass infeed=[values])")
-    value = io.infeed.popleft()
-    return (to_device(coerce_argument(value, shape.elements[0], "infeed value")), TOKEN_VALUE)
+    return (to_device(infeed_value(ctx, shape)), TOKEN_VALUE)
 
 
 @gpu_op("outfeed")
 def outfeed(data, token, *, shape, ctx, outfeed_config=None, outfeed_shape=None):
     """A host copy of ``data`` appended to the device's outfeed list."""
     from .device import to_host
-    _device(ctx).io.outfeed.append(to_host(data))
+    device_of(ctx).io.outfeed.append(to_host(data))
     return TOKEN_VALUE
 
 
@@ -461,14 +376,10 @@ def run_devices(module, per_device_args: list[list], *, limits=None, io: list | 
     that receives each device's ``FallbackReport``."""
     from .device import to_host
     from .interpreter import GpuInterpreter
-    R, P = module.replica_count, module.num_partitions
+    R, P = devices_of(module, per_device_args)
     n = R * P
-    if len(per_device_args) != n:
-        raise HloEvalError(f"the module runs on {n} devices ({R} replicas × {P} partitions): "
-                           f"give one argument list per device, got {len(per_device_args)}")
     hub = _TurnHub(n, timeout)
     results: list = [None] * n
-    errors: list = [None] * n
     interps = [GpuInterpreter(module, limits=limits, fallback=fallback) for _ in range(n)]
     for d, interp in enumerate(interps):
         interp.attach_device(Device(d // P, d % P, R, P, hub, io[d] if io else DeviceIO()))
@@ -480,26 +391,9 @@ def run_devices(module, per_device_args: list[list], *, limits=None, io: list | 
         try:
             args = [to_device(v) for v in per_device_args[d]]
             results[d] = to_host(interps[d].run(args))
-        except BaseException as exc:  # noqa: BLE001 - reported below, others released
-            errors[d] = exc
-            hub.fail(exc)
         finally:
             hub.turn.release()
 
-    from hloref.evaluator import narrow
-    threads = [threading.Thread(target=work, args=(d,), daemon=True) for d in range(n)]
-    # CPU fallbacks: numba's default threading layer cannot run parallel kernels from
-    # several Python threads at once, so the narrow-float kernels run serially
-    saved, narrow.PARALLEL_THRESHOLD = narrow.PARALLEL_THRESHOLD, None
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        narrow.PARALLEL_THRESHOLD = saved
-    first = next((e for e in errors if e is not None and "another device failed" not in str(e)),
-                 next((e for e in errors if e is not None), None))
-    if first is not None:
-        raise first
+    # the CPU's device threads (CPU fallbacks run the narrow-float kernels serially)
+    run_threads(n, hub, work)
     return results
