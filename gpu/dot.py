@@ -31,7 +31,7 @@ from .device import LOAD, STORE, empty, type_class, type_params
 from .convert import convert_array
 from .elementwise import element_kind, launch
 from .registry import GpuFallback, gpu_op
-from .shape_ops import int_tuple as _t, row_major_strides
+from .shape_ops import int_tuple as _t, row_major_strides, strided_offsets2
 
 OP_FAMILY = True
 
@@ -131,26 +131,10 @@ def _kernel(fma, zero, ca, cb, co):
         o = cuda.grid(1)
         step = cuda.gridsize(1)
         while o < n:
-            rem = o
-            base_a = 0
-            base_b = 0
-            for d in range(len(odims) - 1, -1, -1):
-                q = rem // odims[d]
-                digit = rem - q * odims[d]
-                base_a += digit * oa[d]
-                base_b += digit * ob[d]
-                rem = q
+            base_a, base_b = strided_offsets2(o, odims, oa, ob, 0, 0)
             acc = zero(0)
             for r in range(total):
-                rem = r
-                offa = base_a
-                offb = base_b
-                for d in range(len(kdims) - 1, -1, -1):
-                    q = rem // kdims[d]
-                    digit = rem - q * kdims[d]
-                    offa += digit * ka[d]
-                    offb += digit * kb[d]
-                    rem = q
+                offa, offb = strided_offsets2(r, kdims, ka, kb, base_a, base_b)
                 acc = fma(acc, la(a[offa], pa), lb(b[offb], pb))
             out[o] = store(acc, po)
             o += step
@@ -165,27 +149,11 @@ def _complex_kernel(a, b, out, n, odims, oa, ob, kdims, ka, kb, total):
     o = cuda.grid(1)
     step = cuda.gridsize(1)
     while o < n:
-        rem = o
-        base_a = 0
-        base_b = 0
-        for d in range(len(odims) - 1, -1, -1):
-            q = rem // odims[d]
-            digit = rem - q * odims[d]
-            base_a += digit * oa[d]
-            base_b += digit * ob[d]
-            rem = q
+        base_a, base_b = strided_offsets2(o, odims, oa, ob, 0, 0)
         re = np.float64(0.0)
         im = np.float64(0.0)
         for r in range(total):
-            rem = r
-            offa = base_a
-            offb = base_b
-            for d in range(len(kdims) - 1, -1, -1):
-                q = rem // kdims[d]
-                digit = rem - q * kdims[d]
-                offa += digit * ka[d]
-                offb += digit * kb[d]
-                rem = q
+            offa, offb = strided_offsets2(r, kdims, ka, kb, base_a, base_b)
             ar = np.float64(a[2 * offa])
             ai = np.float64(a[2 * offa + 1])
             br = np.float64(b[2 * offb])

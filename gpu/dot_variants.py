@@ -39,7 +39,7 @@ from .dot import (add_complex, complex_operand, dot, fma_complex, reader, storag
 from .elementwise import add
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
-from .shape_ops import int_tuple, row_major_strides
+from .shape_ops import int_tuple, row_major_strides, strided_offsets2
 
 OP_FAMILY = True
 
@@ -106,6 +106,24 @@ def scaled_dot(lhs, rhs, lhs_scale, rhs_scale, *, shape, lhs_batch_dims=(), rhs_
 
 # ----------------------------------------------------------------- ragged-dot
 
+@cuda.jit(device=True)
+def _ragged_offsets(i, dims, sa, sb, sg, rpos, a, b, g):
+    """``strided_offsets2`` that also advances ``g`` by ``sg`` (the row of the group sizes)
+    and gives the digit of dimension ``rpos`` (the ragged one):
+    ``(a, b, g, digit)``."""
+    at = 0
+    for d in range(len(dims) - 1, -1, -1):
+        q = i // dims[d]
+        digit = i - q * dims[d]
+        if d == rpos:
+            at = digit
+        a += digit * sa[d]
+        b += digit * sb[d]
+        g += digit * sg[d]
+        i = q
+    return a, b, g, at
+
+
 @functools.cache  # one kernel per (multiply-add, zero, sum, type classes, group-size class)
 def _ragged_kernel(fma, zero, plus, ca, cb, co, cg):
     from .indexing import index_loader
@@ -119,38 +137,14 @@ def _ragged_kernel(fma, zero, plus, ca, cb, co, cg):
         o = cuda.grid(1)
         step = cuda.gridsize(1)
         while o < n:
-            rem = o % lead
             g_out = o // lead  # the leading group index (contracting mode)
-            base_a = 0
-            base_b = 0
-            m = 0
-            row_o = 0
-            for d in range(len(odims) - 1, -1, -1):
-                q = rem // odims[d]
-                digit = rem - q * odims[d]
-                if d == rpos:
-                    m = digit
-                base_a += digit * oa[d]
-                base_b += digit * ob[d]
-                row_o += digit * gmo[d]
-                rem = q
+            base_a, base_b, row_o, m = _ragged_offsets(o % lead, odims, oa, ob, gmo, rpos,
+                                                       0, 0, 0)
             result = zero(0)
             if contracting:
                 for r in range(total):
-                    rem = r
-                    offa = base_a
-                    offb = base_b
-                    kr = 0
-                    row = row_o
-                    for d in range(len(kdims) - 1, -1, -1):
-                        q = rem // kdims[d]
-                        digit = rem - q * kdims[d]
-                        if d == rpos:
-                            kr = digit
-                        offa += digit * ka[d]
-                        offb += digit * kb[d]
-                        row += digit * gmk[d]
-                        rem = q
+                    offa, offb, row, kr = _ragged_offsets(r, kdims, ka, kb, gmk, rpos, base_a,
+                                                          base_b, row_o)
                     start = np.int64(0)
                     for g in range(g_out):
                         start += lg(gs[row * ngroups + g], pg)
@@ -164,15 +158,8 @@ def _ragged_kernel(fma, zero, plus, ca, cb, co, cg):
                     if start <= m and m < start + size:
                         acc = zero(0)
                         for r in range(total):
-                            rem = r
-                            offa = base_a
-                            offb = base_b + g * gstride
-                            for d in range(len(kdims) - 1, -1, -1):
-                                q = rem // kdims[d]
-                                digit = rem - q * kdims[d]
-                                offa += digit * ka[d]
-                                offb += digit * kb[d]
-                                rem = q
+                            offa, offb = strided_offsets2(r, kdims, ka, kb, base_a,
+                                                          base_b + g * gstride)
                             acc = fma(acc, la(a, offa, pa), lb(b, offb, pb))
                         result = plus(result, acc)
                     start += size

@@ -57,6 +57,19 @@ def strided_offset(i, dims, strides, base):
     return off
 
 
+@cuda.jit(device=True)
+def strided_offsets2(i, dims, sa, sb, a, b):
+    """``strided_offset`` into two arrays at once: ``(a, b)`` plus the row-major digits
+    of ``i`` over ``dims`` times ``sa`` and ``sb``."""
+    for d in range(len(dims) - 1, -1, -1):
+        q = i // dims[d]
+        digit = i - q * dims[d]
+        a += digit * sa[d]
+        b += digit * sb[d]
+        i = q
+    return a, b
+
+
 @cuda.jit
 def _gather(src, out, n, dims, strides, base):
     i = cuda.grid(1)
