@@ -220,15 +220,21 @@ def triangular_solve(a, b, *, shape, left_side=False, lower=False, unit_diagonal
 # fft
 # ---------------------------------------------------------------------------
 
+def fft_axes(ndim: int, fft_length) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(lengths, axes)`` of an fft of a rank-``ndim`` operand: ``fft_length`` names
+    the 1 to 3 innermost dimensions."""
+    lengths = tuple(int(v) for v in fft_length)
+    k = len(lengths)
+    if not 1 <= k <= 3 or k > ndim:
+        raise HloEvalError(f"fft_length={list(lengths)} needs 1 to 3 innermost dims of a "
+                           f"rank-{ndim} operand")
+    return lengths, tuple(range(ndim - k, ndim))
+
+
 @op("fft")
 def fft(x, *, shape, fft_type, fft_length):
     et = shape.element_type
-    lengths = tuple(int(v) for v in fft_length)
-    k = len(lengths)
-    if not 1 <= k <= 3 or k > x.ndim:
-        raise HloEvalError(f"fft_length={list(lengths)} needs 1 to 3 innermost dims of a "
-                           f"rank-{x.ndim} operand")
-    axes = tuple(range(x.ndim - k, x.ndim))
+    lengths, axes = fft_axes(x.ndim, fft_length)
     kind = str(fft_type).upper()
     dims = tuple(shape.dims)
     if x.size == 0 or int(np.prod(dims, dtype=np.int64)) == 0 or 0 in lengths:
@@ -264,7 +270,7 @@ def _feature_view(v: np.ndarray, ndim: int, feature_index: int) -> np.ndarray:
     return v.reshape(shape)
 
 
-def _epsilon(epsilon, et) -> float:
+def xla_epsilon(epsilon, et) -> float:
     """``epsilon`` as XLA uses it: a C++ float, converted to the element type."""
     eps32 = np.array([float(epsilon)], np.float64).astype(np.float32).astype(np.float64)
     return float(to_float64(from_float64(eps32, et))[0])
@@ -286,7 +292,7 @@ def batch_norm_training(operand, scale, offset, *, shape, epsilon, feature_index
         mean = np.mean(x, axis=axes) if x.size else np.full(x.shape[fi], np.nan)
         centred = x - _feature_view(mean, x.ndim, fi)
         var = np.mean(centred * centred, axis=axes) if x.size else np.full(x.shape[fi], np.nan)
-        inv = 1.0 / np.sqrt(var + _epsilon(epsilon, et))
+        inv = 1.0 / np.sqrt(var + xla_epsilon(epsilon, et))
         y = (centred * _feature_view(inv * to_float64(scale), x.ndim, fi)
              + _feature_view(to_float64(offset), x.ndim, fi))
     return (_round(y, et), _round(mean, et), _round(var, et))
@@ -300,7 +306,7 @@ def batch_norm_inference(operand, scale, offset, mean, variance, *, shape, epsil
     x = to_float64(operand)
     nd = x.ndim
     with np.errstate(all="ignore"):
-        inv = 1.0 / np.sqrt(to_float64(variance) + _epsilon(epsilon, et))
+        inv = 1.0 / np.sqrt(to_float64(variance) + xla_epsilon(epsilon, et))
         y = ((x - _feature_view(to_float64(mean), nd, fi))
              * _feature_view(inv * to_float64(scale), nd, fi)
              + _feature_view(to_float64(offset), nd, fi))
@@ -317,7 +323,7 @@ def batch_norm_grad(operand, scale, mean, variance, grad_output, *, shape, epsil
     nd = x.ndim
     n = x.size // x.shape[fi] if x.shape[fi] else 0
     with np.errstate(all="ignore"):
-        var_eps = to_float64(variance) + _epsilon(epsilon, et)
+        var_eps = to_float64(variance) + xla_epsilon(epsilon, et)
         inv = 1.0 / np.sqrt(var_eps)
         centred = x - _feature_view(to_float64(mean), nd, fi)
         sum_dy = np.sum(dy, axis=axes)

@@ -26,7 +26,7 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.numeric import from_float64, to_float64
+from hloref.evaluator.linalg import fft_axes, xla_epsilon
 
 from .complex_elementwise import parts, smith
 from .device import LOAD, SIMULATOR, STORE, empty, type_class, type_params
@@ -38,10 +38,12 @@ OP_FAMILY = True
 _sqrt = np.sqrt if SIMULATOR else math.sqrt
 
 
-def xla_epsilon(epsilon, et) -> float:
-    """``epsilon`` as XLA uses it: a C++ float, converted to the element type."""
-    eps32 = np.array([float(epsilon)], np.float64).astype(np.float32).astype(np.float64)
-    return float(to_float64(from_float64(eps32, et))[0])
+@cuda.jit(device=True)
+def _normalized(x, mean, var, scale, offset, eps):
+    """Batch norm's ``(x - mean) * (scale / sqrt(var + eps)) + offset`` in f64, as the
+    CPU orders it."""
+    inv = 1.0 / _sqrt(var + eps)
+    return (x - mean) * (inv * scale) + offset
 
 
 @functools.cache  # one kernel per (operand class, parameter class)
@@ -54,9 +56,9 @@ def _inference_kernel(cx, cp):
         step = cuda.gridsize(1)
         while i < n:
             c = (i // inner) % features
-            inv = 1.0 / _sqrt(np.float64(lp(var[c], pp)) + eps)
-            y = (np.float64(lx(x[i], px)) - np.float64(lp(mean[c], pp))) * \
-                (inv * np.float64(lp(scale[c], pp))) + np.float64(lp(offset[c], pp))
+            y = _normalized(np.float64(lx(x[i], px)), np.float64(lp(mean[c], pp)),
+                            np.float64(lp(var[c], pp)), np.float64(lp(scale[c], pp)),
+                            np.float64(lp(offset[c], pp)), eps)
             out[i] = store(y, px)
             i += step
 
@@ -135,9 +137,8 @@ def _normalize_kernel(cx, cp):
         step = cuda.gridsize(1)
         while i < n:
             c = (i // inner) % features
-            inv = 1.0 / _sqrt(var[c] + eps)
-            y = (np.float64(lx(x[i], px)) - mean[c]) * (inv * np.float64(lp(scale[c], pp))) \
-                + np.float64(lp(offset[c], pp))
+            y = _normalized(np.float64(lx(x[i], px)), mean[c], var[c],
+                            np.float64(lp(scale[c], pp)), np.float64(lp(offset[c], pp)), eps)
             out[i] = store(y, px)
             i += step
 
@@ -146,14 +147,16 @@ def _normalize_kernel(cx, cp):
 
 @functools.cache
 def _round_kernel(cls):
+    """``out[i]``: f64 ``src[stride * i]`` rounded once to the element type (stride 2:
+    the real parts of interleaved parts)."""
     store = STORE[cls]
 
     @cuda.jit
-    def k(src, out, n, p):
+    def k(src, out, n, p, stride):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
         while i < n:
-            out[i] = store(src[i], p)
+            out[i] = store(src[stride * i], p)
             i += step
 
     return k
@@ -161,7 +164,7 @@ def _round_kernel(cls):
 
 def _rounded(values, n, et):
     out = empty((n,), et)
-    launch(_round_kernel(type_class(et)), n, values, out.data, n, type_params(et))
+    launch(_round_kernel(type_class(et)), n, values, out.data, n, type_params(et), 1)
     return out
 
 
@@ -582,12 +585,7 @@ def _dft_pass(buf, dims, axis, nfft, sign, scale, lout=None):
 @gpu_op("fft")
 def fft(x, *, shape, fft_type, fft_length):
     et = shape.element_type
-    lengths = tuple(int(v) for v in fft_length)
-    k = len(lengths)
-    if not 1 <= k <= 3 or k > x.ndim:
-        raise HloEvalError(f"fft_length={list(lengths)} needs 1 to 3 innermost dims of a "
-                           f"rank-{x.ndim} operand")
-    axes = tuple(range(x.ndim - k, x.ndim))
+    lengths, axes = fft_axes(x.ndim, fft_length)
     kind = str(fft_type).upper()
     if kind not in ("FFT", "IFFT", "RFFT", "IRFFT"):
         raise HloEvalError(f"unknown fft_type={fft_type}")
@@ -608,7 +606,7 @@ def fft(x, *, shape, fft_type, fft_length):
             else:
                 launch(_round_kernel(type_class(et)), out.size,
                        cuda.to_device(np.zeros(out.size, np.float64)), out.data, out.size,
-                       type_params(et))
+                       type_params(et), 1)
         return out
     buf = cuda.device_array(2 * x.size, dtype=np.float64)
     if x.et.is_complex:
@@ -640,7 +638,7 @@ def fft(x, *, shape, fft_type, fft_length):
                                f"{list(dims)}")
         if et.is_complex:
             raise HloEvalError(f"IRFFT gives a real result, the instruction says {et.name}")
-        launch(_round_kernel(type_class(et)), n, real, out.data, n, type_params(et))
+        launch(_round_kernel(type_class(et)), n, real, out.data, n, type_params(et), 1)
         return out
     if cur != dims:
         raise HloEvalError(f"fft result has dims {list(cur)}, the instruction says "
@@ -673,29 +671,14 @@ def _wide_parts(x):
     return buf
 
 
-@functools.cache
-def _real_parts_round_kernel(cls):
-    store = STORE[cls]
-
-    @cuda.jit
-    def k(src, out, n, p):
-        i = cuda.grid(1)
-        step = cuda.gridsize(1)
-        while i < n:
-            out[i] = store(src[2 * i], p)
-            i += step
-
-    return k
-
-
 def _rounded_parts(buf, out):
     """Round the f64 parts ``buf`` once into ``out`` (complex: both parts; real: the real)."""
     if out.et.is_complex:
         flat = parts(out)
         launch(_parts_out_kernel(out.et.name == "c64"), flat.size, buf, flat, flat.size)
     else:
-        launch(_real_parts_round_kernel(type_class(out.et)), out.size, buf, out.data,
-               out.size, type_params(out.et))
+        launch(_round_kernel(type_class(out.et)), out.size, buf, out.data, out.size,
+               type_params(out.et), 2)
     return out
 
 
