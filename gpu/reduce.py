@@ -84,24 +84,14 @@ def _kernel(op, widen, cls):
         o = cuda.grid(1)
         step = cuda.gridsize(1)
         while o < n:
-            rem = o
-            base = 0
-            for d in range(len(kept_dims) - 1, -1, -1):
-                q = rem // kept_dims[d]
-                base += (rem - q * kept_dims[d]) * kept_strides[d]
-                rem = q
+            base = strided_offset(o, kept_dims, kept_strides, 0)
             start = widen(load(init[0], p))
             if total == 0:
                 out[o] = store(start, p)
             else:
                 acc = widen(load(x[base], p))  # reduced index 0 is offset 0
                 for r in range(1, total):
-                    rem = r
-                    off = base
-                    for d in range(len(red_dims) - 1, -1, -1):
-                        q = rem // red_dims[d]
-                        off += (rem - q * red_dims[d]) * red_strides[d]
-                        rem = q
+                    off = strided_offset(r, red_dims, red_strides, base)
                     acc = op(acc, widen(load(x[off], p)))
                 out[o] = store(op(acc, start), p)
             o += step
@@ -239,6 +229,22 @@ def _general_reduce(operands, shape, dims, comp, ctx):
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
 
 
+@cuda.jit(device=True)
+def complex_combine(re, im, xr, xi, multiply):
+    """``(re + i im) * (xr + i xi)`` or ``+``, in f64 parts (the CPU's c128 operations)."""
+    if multiply:
+        return re * xr - im * xi, re * xi + im * xr
+    return re + xr, im + xi
+
+
+def complex_fast(operands, shape, kind) -> bool:
+    """Whether a reduction (or reduce-window) runs the complex add/multiply kernel: one
+    complex operand and init of the result type, reduced by ``add`` or ``multiply``."""
+    return len(operands) == 2 and operands[0].et.is_complex and kind in ("add", "multiply") \
+        and not isinstance(shape, TupleShape) and operands[0].et == shape.element_type \
+        and operands[1].et == shape.element_type
+
+
 @cuda.jit
 def _complex_kernel(x, init, out, n, kept, ks, red, rs, total, multiply):
     """Complex add/multiply reduce over parts: each output's elements in row-major order
@@ -247,35 +253,14 @@ def _complex_kernel(x, init, out, n, kept, ks, red, rs, total, multiply):
     o = cuda.grid(1)
     step = cuda.gridsize(1)
     while o < n:
-        rem = o
-        base = 0
-        for d in range(len(kept) - 1, -1, -1):
-            q = rem // kept[d]
-            base += (rem - q * kept[d]) * ks[d]
-            rem = q
+        base = strided_offset(o, kept, ks, 0)
         re = np.float64(1.0) if multiply else np.float64(0.0)
         im = np.float64(0.0)
         for r in range(total):
-            rem = r
-            off = base
-            for d in range(len(red) - 1, -1, -1):
-                q = rem // red[d]
-                off += (rem - q * red[d]) * rs[d]
-                rem = q
-            xr = np.float64(x[2 * off])
-            xi = np.float64(x[2 * off + 1])
-            if multiply:
-                re, im = re * xr - im * xi, re * xi + im * xr
-            else:
-                re += xr
-                im += xi
-        ir = np.float64(init[0])
-        ii = np.float64(init[1])
-        if multiply:
-            re, im = re * ir - im * ii, re * ii + im * ir
-        else:
-            re += ir
-            im += ii
+            off = strided_offset(r, red, rs, base)
+            re, im = complex_combine(re, im, np.float64(x[2 * off]), np.float64(x[2 * off + 1]),
+                                     multiply)
+        re, im = complex_combine(re, im, np.float64(init[0]), np.float64(init[1]), multiply)
         out[2 * o] = re
         out[2 * o + 1] = im
         o += step
@@ -284,9 +269,7 @@ def _complex_kernel(x, init, out, n, kept, ks, red, rs, total, multiply):
 @gpu_op("reduce", note=FALLBACK_NOTE)
 def reduce(*operands, shape, dimensions, to_apply, ctx):
     kind = simple_reducer(to_apply.computation)
-    if len(operands) == 2 and operands[0].et.is_complex and kind in ("add", "multiply") \
-            and not isinstance(shape, TupleShape) and operands[0].et == shape.element_type \
-            and operands[1].et == shape.element_type:
+    if complex_fast(operands, shape, kind):
         from .complex_elementwise import parts
         x, init = operands
         dims = tuple(dimensions)

@@ -44,7 +44,7 @@ from .compare import DIRECTIONS
 from .computation import FALLBACK_NOTE
 from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
 from .elementwise import launch
-from .reduce import combiner, sequential_source
+from .reduce import combiner, complex_combine, complex_fast, sequential_source
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple, row_major_strides
 from hloref.evaluator.windows import window_dims
@@ -248,18 +248,9 @@ def _complex_window_kernel(x, init, out, n, multiply, rank, xdims, xstrides, odi
             if r == 0:
                 re = xr
                 im = xi
-            elif multiply:
-                re, im = re * xr - im * xi, re * xi + im * xr
             else:
-                re += xr
-                im += xi
-        ir = np.float64(init[0])
-        ii = np.float64(init[1])
-        if multiply:
-            re, im = re * ir - im * ii, re * ii + im * ir
-        else:
-            re += ir
-            im += ii
+                re, im = complex_combine(re, im, xr, xi, multiply)
+        re, im = complex_combine(re, im, np.float64(init[0]), np.float64(init[1]), multiply)
         out[2 * o] = re
         out[2 * o + 1] = im
         o += step
@@ -268,16 +259,14 @@ def _complex_window_kernel(x, init, out, n, multiply, rank, xdims, xstrides, odi
 @gpu_op("reduce-window", note=FALLBACK_NOTE)
 def reduce_window(*operands, shape, to_apply, ctx, window=None):
     kind = simple_reducer(to_apply.computation)
-    complex_fast = len(operands) == 2 and operands[0].et.is_complex \
-        and kind in ("add", "multiply") and not isinstance(shape, TupleShape) \
-        and operands[0].et == shape.element_type and operands[1].et == shape.element_type
+    fast = complex_fast(operands, shape, kind)
     if len(operands) != 2 or isinstance(shape, TupleShape) or kind is None \
             or operands[0].et != shape.element_type or \
-            (operands[0].et.is_complex and not complex_fast):
+            (operands[0].et.is_complex and not fast):
         return _general_reduce_window(operands, shape, to_apply.computation, window, ctx)
     x, init = operands
     et = shape.element_type
-    if complex_fast:
+    if fast:
         from .complex_elementwise import parts
         out = empty(shape.dims, et)
         geo = _Geometry(x.shape, shape.dims, window_dims(window, x.ndim))
