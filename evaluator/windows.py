@@ -318,6 +318,38 @@ def map_(*operands, shape, to_apply, ctx, dimensions=None):
 # scan
 # ---------------------------------------------------------------------------
 
+def scan_plan(operands, shape, dimensions, num_carries):
+    """scan's attributes decoded and checked: ``(d, inputs, carries, result shapes,
+    number of stacked outputs, length of dimension d)``."""
+    if len(dimensions) != 1:
+        raise HloEvalError(f"scan takes one dimension, got {list(dimensions)}")
+    d = int(dimensions[0])
+    nc = int(num_carries)
+    if nc < 0 or nc > len(operands):
+        raise HloEvalError(f"scan: num_carries={nc} with {len(operands)} operands")
+    inputs = list(operands[:len(operands) - nc])
+    carries = list(operands[len(operands) - nc:])
+    result_shapes = tuple(shape.elements) if isinstance(shape, TupleShape) else (shape,)
+    n_out = len(result_shapes) - nc
+    if n_out < 0:
+        raise HloEvalError("scan: the result has fewer elements than num_carries")
+    if inputs:
+        length = inputs[0].shape[d]
+    elif n_out:
+        length = result_shapes[0].dims[d]
+    else:
+        length = 0
+    return d, inputs, carries, result_shapes, n_out, length
+
+
+def scan_step_results(res, count: int) -> list:
+    """What ``to_apply`` returned for one position, as a list of ``count`` values."""
+    res = list(res) if isinstance(res, tuple) else [res]
+    if len(res) != count:
+        raise HloEvalError(f"scan: to_apply returned {len(res)} values, expected {count}")
+    return res
+
+
 @op("scan")
 def scan(*operands, shape, to_apply, ctx, dimensions, num_carries=0, is_reverse=False,
          is_associative=False):
@@ -330,33 +362,14 @@ def scan(*operands, shape, to_apply, ctx, dimensions, num_carries=0, is_reverse=
     ``(outputs stacked along d..., final carries...)``. With ``is_reverse`` the positions
     are visited from last to first and each output is stored at its own position.
     ``is_associative`` only permits a parallel schedule; evaluation is sequential."""
-    if len(dimensions) != 1:
-        raise HloEvalError(f"scan takes one dimension, got {list(dimensions)}")
-    d = int(dimensions[0])
-    nc = int(num_carries)
-    if nc < 0 or nc > len(operands):
-        raise HloEvalError(f"scan: num_carries={nc} with {len(operands)} operands")
-    inputs = list(operands[:len(operands) - nc])
-    carries = list(operands[len(operands) - nc:])
-    result_shapes = shape.elements if isinstance(shape, TupleShape) else (shape,)
-    n_out = len(result_shapes) - nc
-    if n_out < 0:
-        raise HloEvalError("scan: the result has fewer elements than num_carries")
+    d, inputs, carries, result_shapes, n_out, length = scan_plan(operands, shape, dimensions,
+                                                                 num_carries)
     out_shapes = result_shapes[:n_out]
-    if inputs:
-        length = inputs[0].shape[d]
-    elif out_shapes:
-        length = out_shapes[0].dims[d]
-    else:
-        length = 0
     outs = [np.empty(s.dims, s.element_type.dtype) for s in out_shapes]
     steps = range(length - 1, -1, -1) if is_reverse else range(length)
     for i in steps:
         args = [np.take(x, i, axis=d) for x in inputs] + carries
-        res = to_apply(*args)
-        res = list(res) if isinstance(res, tuple) else [res]
-        if len(res) != n_out + nc:
-            raise HloEvalError(f"scan: to_apply returned {len(res)} values, expected {n_out + nc}")
+        res = scan_step_results(to_apply(*args), len(result_shapes))
         for o, r in zip(outs, res[:n_out]):
             place = [slice(None)] * o.ndim
             place[d] = i

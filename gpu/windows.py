@@ -47,7 +47,7 @@ from .elementwise import launch
 from .reduce import combiner, complex_combine, complex_fast, sequential_source
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple, row_major_strides
-from hloref.evaluator.windows import window_dims
+from hloref.evaluator.windows import scan_plan, scan_step_results, window_dims
 
 OP_FAMILY = True
 
@@ -479,25 +479,9 @@ def scan(*operands, shape, to_apply, dimensions, num_carries=0, is_reverse=False
     interpreter once per position; inputs are sliced at the position on the device and
     the per-position outputs stacked along the scanned dimension by ``concatenate``."""
     from .shape_ops import concatenate, gather
-    if len(dimensions) != 1:
-        raise HloEvalError(f"scan takes one dimension, got {list(dimensions)}")
-    d = int(dimensions[0])
-    nc = int(num_carries)
-    if nc < 0 or nc > len(operands):
-        raise HloEvalError(f"scan: num_carries={nc} with {len(operands)} operands")
-    inputs = list(operands[:len(operands) - nc])
-    carries = list(operands[len(operands) - nc:])
-    leaves = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
-    n_out = len(leaves) - nc
-    if n_out < 0:
-        raise HloEvalError("scan: the result has fewer elements than num_carries")
+    d, inputs, carries, leaves, n_out, length = scan_plan(operands, shape, dimensions,
+                                                          num_carries)
     out_shapes = leaves[:n_out]
-    if inputs:
-        length = inputs[0].shape[d]
-    elif out_shapes:
-        length = out_shapes[0].dims[d]
-    else:
-        length = 0
 
     def take(x, i):
         st = row_major_strides(x.shape)
@@ -507,10 +491,7 @@ def scan(*operands, shape, to_apply, dimensions, num_carries=0, is_reverse=False
     per_position: list = [None] * length
     steps = range(length - 1, -1, -1) if is_reverse else range(length)
     for i in steps:
-        res = to_apply(*[take(x, i) for x in inputs], *carries)
-        res = list(res) if isinstance(res, tuple) else [res]
-        if len(res) != n_out + nc:
-            raise HloEvalError(f"scan: to_apply returned {len(res)} values, expected {n_out + nc}")
+        res = scan_step_results(to_apply(*[take(x, i) for x in inputs], *carries), len(leaves))
         per_position[i] = res[:n_out]
         carries = res[n_out:]
     outs = []
