@@ -333,6 +333,20 @@ def _select_kernel(cmp, key, swapped):
     return k
 
 
+@cuda.jit(device=True)
+def _covering(t, d, xdims, xstrides, sdims, size, stride, padlo):
+    """``(lo, hi)``: the window positions along dimension ``d`` whose window covers
+    operand element ``t`` (none when ``hi < lo``)."""
+    c = (t // xstrides[d]) % xdims[d]
+    lo = -((-(c + padlo[d] - size[d] + 1)) // stride[d])
+    if lo < 0:
+        lo = 0
+    hi = (c + padlo[d]) // stride[d]
+    if hi > sdims[d] - 1:
+        hi = sdims[d] - 1
+    return lo, hi
+
+
 @functools.cache  # one compiled kernel per (scatter op, type class)
 def _scatter_windows_kernel(op, cls):
     load, store = LOAD[cls], STORE[cls]
@@ -346,25 +360,13 @@ def _scatter_windows_kernel(op, cls):
             acc = init[0]
             count = np.int64(1)
             for d in range(rank):  # windows covering t: o in [lo, hi] per dimension
-                c = (t // xstrides[d]) % xdims[d]
-                lo = -((-(c + padlo[d] - size[d] + 1)) // stride[d])
-                if lo < 0:
-                    lo = 0
-                hi = (c + padlo[d]) // stride[d]
-                if hi > sdims[d] - 1:
-                    hi = sdims[d] - 1
+                lo, hi = _covering(t, d, xdims, xstrides, sdims, size, stride, padlo)
                 count *= hi - lo + 1 if hi >= lo else 0
             for r in range(count):  # row-major over the covering windows
                 rem = r
                 s = np.int64(0)
                 for d in range(rank - 1, -1, -1):
-                    c = (t // xstrides[d]) % xdims[d]
-                    lo = -((-(c + padlo[d] - size[d] + 1)) // stride[d])
-                    if lo < 0:
-                        lo = 0
-                    hi = (c + padlo[d]) // stride[d]
-                    if hi > sdims[d] - 1:
-                        hi = sdims[d] - 1
+                    lo, hi = _covering(t, d, xdims, xstrides, sdims, size, stride, padlo)
                     length = hi - lo + 1
                     q = rem // length
                     s += (lo + rem - q * length) * sstrides[d]
