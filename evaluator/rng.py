@@ -69,7 +69,9 @@ from .registry import op
 
 OP_FAMILY = True
 
-__all__ = ["threefry2x32", "philox4x32", "RNG_KEY", "RNG_STATE_INITIAL"]
+__all__ = ["threefry2x32", "philox4x32", "RNG_KEY", "RNG_STATE_INITIAL", "split_dim",
+           "threefry_halves", "philox_counters", "bit_generator_shapes",
+           "bit_generator_algorithm", "next_rng_state", "take_stream_counter", "scalar_f64"]
 
 _U64 = np.uint64
 #: Key of the per-interpreter stream behind the ``rng`` op.
@@ -181,6 +183,21 @@ def split_dim(dims: tuple[int, ...]) -> int:
     return best
 
 
+def threefry_halves(dims: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """ThreeFry's split of a 32-bit-or-narrower result in halves along ``split_dim``:
+    ``(elements before it, its length d, elements after it, ceil(d / 2))``."""
+    sd = split_dim(dims)
+    pre = int(np.prod(dims[:sd], dtype=np.int64))
+    post = int(np.prod(dims[sd + 1:], dtype=np.int64))
+    d = dims[sd]
+    return pre, d, post, (d + 1) // 2
+
+
+def philox_counters(n: int, width: int) -> int:
+    """Philox counters used for ``n`` elements of ``width`` bits (4 words a counter)."""
+    return ((n * 2 if width == 64 else n) + 3) // 4
+
+
 def _threefry_bits(key: int, counter: int, dims: tuple[int, ...], width: int):
     """(bits as uint64 array of ``dims``, counters used)."""
     n = int(np.prod(dims, dtype=np.int64))
@@ -193,11 +210,7 @@ def _threefry_bits(key: int, counter: int, dims: tuple[int, ...], width: int):
     if len(dims) == 0:
         x0, _ = threefry2x32(np.array([counter], np.uint64), key)
         return x0.astype(np.uint64).reshape(()), 1
-    sd = split_dim(dims)
-    pre = int(np.prod(dims[:sd], dtype=np.int64))
-    post = int(np.prod(dims[sd + 1:], dtype=np.int64))
-    d = dims[sd]
-    h = (d + 1) // 2
+    pre, d, post, h = threefry_halves(dims)
     used = pre * h * post
     with np.errstate(over="ignore"):
         ctr = np.uint64(counter) + np.arange(used, dtype=np.uint64)
@@ -209,8 +222,7 @@ def _threefry_bits(key: int, counter: int, dims: tuple[int, ...], width: int):
 
 def _philox_bits(key: int, lo: int, hi: int, dims: tuple[int, ...], width: int):
     n = int(np.prod(dims, dtype=np.int64))
-    words = n * 2 if width == 64 else n
-    nv = (words + 3) // 4
+    nv = philox_counters(n, width)
     clo, chi = _u128_counters(lo, hi, nv)
     out = philox4x32(clo, chi, key).astype(np.uint64)
     if width == 64:
@@ -235,11 +247,9 @@ def _bits_as(bits: np.ndarray, et) -> np.ndarray:
     return u.astype(et.bits_dtype).view(et.dtype)
 
 
-@op("rng-bit-generator")
-def rng_bit_generator(state, *, shape, algorithm="rng_default"):
-    """``(new state, bits)``; a result declared as an array alone (XLA's parser and
-    XLA:CPU accept ``u32[8] rng-bit-generator(s)``, sharding_propagation_test.cc) is the
-    bits alone, as XLA:CPU returns them."""
+def bit_generator_shapes(shape):
+    """``(state shape or None, bits shape)`` of rng-bit-generator's result (an array
+    result is the bits alone), the bits' element type checked."""
     if isinstance(shape, TupleShape):
         state_shape, out_shape = shape.elements
     else:
@@ -247,30 +257,49 @@ def rng_bit_generator(state, *, shape, algorithm="rng_default"):
     et = out_shape.element_type
     if et.is_pred or et.is_complex or not (et.is_integer or et.is_float):
         raise HloEvalError(f"rng-bit-generator cannot produce element type {et.name}")
+    return state_shape, out_shape
+
+
+def bit_generator_algorithm(algorithm, k: int) -> str:
+    """``rng_three_fry`` or ``rng_philox`` (``rng_default``: XLA:CPU's default,
+    RngBitGeneratorExpander(RNG_PHILOX)), its state size ``k`` checked."""
+    alg = str(algorithm)
+    if alg == "rng_default":
+        alg = "rng_philox"
+    if alg == "rng_three_fry":
+        if k != 2:
+            raise HloEvalError(f"rng_three_fry needs a u64[2] state, got u64[{k}]")
+    elif alg == "rng_philox":
+        if k not in (2, 3):
+            raise HloEvalError(f"rng_philox needs a u64[2] or u64[3] state, got u64[{k}]")
+    else:
+        raise HloEvalError(f"unknown rng-bit-generator algorithm {alg}")
+    return alg
+
+
+@op("rng-bit-generator")
+def rng_bit_generator(state, *, shape, algorithm="rng_default"):
+    """``(new state, bits)``; a result declared as an array alone (XLA's parser and
+    XLA:CPU accept ``u32[8] rng-bit-generator(s)``, sharding_propagation_test.cc) is the
+    bits alone, as XLA:CPU returns them."""
+    state_shape, out_shape = bit_generator_shapes(shape)
+    et = out_shape.element_type
     dims = tuple(out_shape.dims)
     st = [int(v) for v in np.asarray(state).reshape(-1).astype(np.uint64)]
     k = len(st)
     width = 64 if et.bits == 64 else 32
-    alg = str(algorithm)
-    if alg == "rng_default":
-        alg = "rng_philox"  # XLA:CPU's default (RngBitGeneratorExpander(RNG_PHILOX))
+    alg = bit_generator_algorithm(algorithm, k)
     if alg == "rng_three_fry":
-        if k != 2:
-            raise HloEvalError(f"rng_three_fry needs a u64[2] state, got u64[{k}]")
         key, counter = st
         bits, used = _threefry_bits(key, counter, dims, width)
         new_state = [key, (counter + used) % 2**64]
-    elif alg == "rng_philox":
-        if k not in (2, 3):
-            raise HloEvalError(f"rng_philox needs a u64[2] or u64[3] state, got u64[{k}]")
+    else:  # rng_philox
         key = st[0]
         lo, hi = (st[1], st[2]) if k == 3 else (st[1], st[0])
         bits, used = _philox_bits(key, lo, hi, dims, width)
         total = ((hi << 64) | lo) + used
         new_lo, new_hi = total & (2**64 - 1), (total >> 64) & (2**64 - 1)
         new_state = [key, new_lo, new_hi] if k == 3 else [key, new_lo]
-    else:
-        raise HloEvalError(f"unknown rng-bit-generator algorithm {alg}")
     if state_shape is None:
         return _bits_as(bits, et)
     new_state_arr = np.array(new_state, dtype=np.uint64).astype(state_shape.element_type.dtype)
@@ -281,8 +310,9 @@ def rng_bit_generator(state, *, shape, algorithm="rng_default"):
 # rng-get-and-update-state
 # ---------------------------------------------------------------------------
 
-@op("rng-get-and-update-state")
-def rng_get_and_update_state(*, ctx, delta):
+def next_rng_state(ctx, delta) -> np.ndarray:
+    """The interpreter's 128-bit state as ``u64[2]`` ``[low, high]``, then advanced by
+    ``delta``."""
     state = getattr(ctx, "_rng_state", None)
     if state is None:
         state = RNG_STATE_INITIAL
@@ -290,9 +320,22 @@ def rng_get_and_update_state(*, ctx, delta):
     return np.array([state & (2**64 - 1), state >> 64], dtype=np.uint64)
 
 
+@op("rng-get-and-update-state")
+def rng_get_and_update_state(*, ctx, delta):
+    return next_rng_state(ctx, delta)
+
+
 # ---------------------------------------------------------------------------
 # rng
 # ---------------------------------------------------------------------------
+
+def take_stream_counter(ctx, n: int) -> tuple[int, int]:
+    """The ``rng`` stream's 128-bit counter ``(low, high)`` for the next ``n`` values
+    (two a counter), advanced past them."""
+    counter = getattr(ctx, "_rng_op_counter", 0)
+    ctx._rng_op_counter = (counter + (n + 1) // 2) % 2**128
+    return counter & (2**64 - 1), counter >> 64
+
 
 class _Stream:
     """The interpreter's ``rng`` stream: 64-bit draws from Philox-4x32 under ``RNG_KEY``."""
@@ -304,11 +347,9 @@ class _Stream:
         """``n`` fresh u64 values (two 32-bit words each, low first)."""
         if n == 0:
             return np.zeros(0, np.uint64)
-        counter = getattr(self.ctx, "_rng_op_counter", 0)
         nv = (n + 1) // 2
-        lo, hi = _u128_counters(counter & (2**64 - 1), counter >> 64, nv)
+        lo, hi = _u128_counters(*take_stream_counter(self.ctx, n), nv)
         out = philox4x32(lo, hi, RNG_KEY).astype(np.uint64)
-        self.ctx._rng_op_counter = (counter + nv) % 2**128
         pairs = out[:, 0::2] | (out[:, 1::2] << np.uint64(32))
         return pairs.reshape(-1)[:n]
 
@@ -318,7 +359,8 @@ def _unit(bits: np.ndarray) -> np.ndarray:
     return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
-def _scalar_f64(x) -> float:
+def scalar_f64(x) -> float:
+    """The value of a one-element host array ``x`` as a float."""
     a = np.asarray(x)
     et = element_type_of(a)
     if et.is_narrow_float:
@@ -356,7 +398,7 @@ def rng(a, b, *, shape, ctx, distribution):
             if et.is_signed_integer:
                 wide = wide.view(np.int64)
             return finish(wide, et).reshape(dims)
-        lo, hi = _scalar_f64(a), _scalar_f64(b)
+        lo, hi = scalar_f64(a), scalar_f64(b)
         if not lo < hi:
             return from_float64(np.full(dims, lo, np.float64), et)
         out = from_float64(lo + (hi - lo) * _unit(stream.draw(n)), et)
@@ -372,7 +414,7 @@ def rng(a, b, *, shape, ctx, distribution):
     if dist == "rng_normal":
         if not et.is_float:
             raise HloEvalError(f"rng_normal needs a floating-point result, got {et.name}")
-        mu, sigma = _scalar_f64(a), _scalar_f64(b)
+        mu, sigma = scalar_f64(a), scalar_f64(b)
         bits = stream.draw(2 * n)
         u1 = ((bits[0::2] >> np.uint64(11)).astype(np.float64) + 1.0) * 2.0**-53
         u2 = _unit(bits[1::2])

@@ -25,16 +25,14 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.numeric import to_float64
-from hloref.evaluator.rng import RNG_KEY, RNG_STATE_INITIAL
-from hloref.shapes import TupleShape
+from hloref.evaluator.rng import (RNG_KEY, bit_generator_algorithm, bit_generator_shapes,
+                                  next_rng_state, philox_counters, scalar_f64,
+                                  take_stream_counter, threefry_halves)
 
 from .bitwise_convert import from_bits
 from .device import LOAD, SIMULATOR, STORE, empty, to_device, type_class, type_params
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
-
-from hloref.evaluator.rng import split_dim  # noqa: E402 - the cpu's split, bit for bit
 
 OP_FAMILY = True
 
@@ -190,42 +188,25 @@ def _new_state(state, nstate, out, used, philox):
 
 @gpu_op("rng-bit-generator")
 def rng_bit_generator(state, *, shape, algorithm="rng_default"):
-    if isinstance(shape, TupleShape):
-        state_shape, out_shape = shape.elements
-    else:
-        state_shape, out_shape = None, shape
+    state_shape, out_shape = bit_generator_shapes(shape)
     et = out_shape.element_type
-    if et.is_pred or et.is_complex or not (et.is_integer or et.is_float):
-        raise HloEvalError(f"rng-bit-generator cannot produce element type {et.name}")
     if state.et.name != "u64" or (state_shape is not None
                                   and state_shape.element_type.name != "u64"):
         raise GpuFallback("rng-bit-generator state that is not u64")
     k = state.size
-    alg = str(algorithm)
-    if alg == "rng_default":
-        alg = "rng_philox"  # XLA:CPU's default
+    alg = bit_generator_algorithm(algorithm, k)
     dims = tuple(out_shape.dims)
     n = int(np.prod(dims, dtype=np.int64))
     width = 64 if et.bits == 64 else 32
     pre = d = post = h = 1
     if alg == "rng_three_fry":
-        if k != 2:
-            raise HloEvalError(f"rng_three_fry needs a u64[2] state, got u64[{k}]")
         if width == 64 or not dims:
             used = n if width == 64 else 1
         else:
-            sd = split_dim(dims)
-            pre = int(np.prod(dims[:sd], dtype=np.int64))
-            post = int(np.prod(dims[sd + 1:], dtype=np.int64))
-            d = dims[sd]
-            h = (d + 1) // 2
+            pre, d, post, h = threefry_halves(dims)
             used = pre * h * post
-    elif alg == "rng_philox":
-        if k not in (2, 3):
-            raise HloEvalError(f"rng_philox needs a u64[2] or u64[3] state, got u64[{k}]")
-        used = ((n * 2 if width == 64 else n) + 3) // 4
-    else:
-        raise HloEvalError(f"unknown rng-bit-generator algorithm {alg}")
+    else:  # rng_philox
+        used = philox_counters(n, width)
     out = empty(dims, et)
     launch(_bits_kernel(alg, et), n, state.data, k, out.data, n, type_params(et), pre,
            max(d, 1), max(post, 1), h)
@@ -238,11 +219,7 @@ def rng_bit_generator(state, *, shape, algorithm="rng_default"):
 
 @gpu_op("rng-get-and-update-state")
 def rng_get_and_update_state(*, ctx, delta):
-    value = getattr(ctx, "_rng_state", None)
-    if value is None:
-        value = RNG_STATE_INITIAL
-    ctx._rng_state = (value + int(str(delta))) % 2 ** 128
-    return to_device(np.array([value & (2 ** 64 - 1), value >> 64], dtype=np.uint64))
+    return to_device(next_rng_state(ctx, delta))
 
 
 # ----------------------------------------------------------------- rng (hloref's own stream)
@@ -420,13 +397,11 @@ class _DeviceStream:
 
     def take(self, n: int):
         """The counter ``(lo, hi)`` of the next ``n`` values, advanced past them."""
-        counter = getattr(self.ctx, "_rng_op_counter", 0)
-        self.ctx._rng_op_counter = (counter + (n + 1) // 2) % 2 ** 128
-        return counter & (2 ** 64 - 1), counter >> 64
+        return take_stream_counter(self.ctx, n)
 
 
 def _scalar(x):
-    return to_float64(x.to_host().reshape(1))[0]
+    return scalar_f64(x.to_host())
 
 
 def _rejections(stream, bad, rank, count, n, redraw):
