@@ -37,9 +37,7 @@ call per comparison.
 
 from __future__ import annotations
 
-import builtins
 import functools
-import types
 
 import numba
 import numpy as np
@@ -110,11 +108,11 @@ def _descending(keys: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- libstdc++ replay
 # One Python source for both backends: the functions below are compiled here with
 # ``numba.njit(cache=True)`` (module-level dispatchers calling each other by global name,
-# which is what keeps Numba's on-disk cache working), and ``libstdcxx_sorts`` compiles the
-# same code objects again for another target (``gpu/sort.py``: ``cuda.jit(device=True)``)
-# with its own comparison in place of ``_lt``. So the bodies keep to what both targets
-# compile: no allocation (the caller passes ``buf`` and ``stack``), no recursion, no
-# tuple swaps.
+# which is what keeps Numba's on-disk cache working), and ``gpu/sort.py`` compiles
+# ``stable_sort`` and ``std_sort`` with everything they call again as CUDA device
+# functions (``gpu.device.device_fn``), with its own comparison in place of ``_lt`` for
+# general comparators. So the bodies keep to what both targets compile: no allocation
+# (the caller passes ``buf`` and ``stack``), no recursion.
 
 @numba.njit(cache=True)
 def _lt(keys, a, b, desc):
@@ -201,7 +199,7 @@ def _merge_sort_with_buffer(p, first, last, buf, keys, desc):
 
 
 @numba.njit(cache=True)
-def _stable_sort(p, n, keys, desc, buf):
+def stable_sort(p, n, keys, desc, buf):
     """libstdc++ ``std::stable_sort`` with a buffer of (n + 1) / 2 elements (``buf`` holds
     at least that many)."""
     if n == 0:
@@ -305,7 +303,7 @@ def _introsort(p, n, depth0, keys, desc, buf, stack):
 
 
 @numba.njit(cache=True)
-def _std_sort(p, n, keys, desc, buf, stack):
+def std_sort(p, n, keys, desc, buf, stack):
     """libstdc++ ``std::sort``: introsort then the final insertion sort (``buf``: n
     elements, ``stack``: ``introsort_stack_size(n)``)."""
     if n == 0:
@@ -320,23 +318,6 @@ def _std_sort(p, n, keys, desc, buf, stack):
             _linear_insert(p, i, keys, desc)
     else:
         _insertion_sort(p, 0, n, keys, desc)
-
-
-_LIBSTDCXX = (_linear_insert, _insertion_sort, _move_merge, _merge_sort_loop,
-              _merge_sort_with_buffer, _stable_sort, _introsort, _std_sort)
-
-
-def libstdcxx_sorts(jit, lt=None):
-    """``(stable_sort(p, n, keys, desc, buf), std_sort(p, n, keys, desc, buf, stack))``:
-    the libstdc++ algorithms above compiled by ``jit`` (e.g. ``cuda.jit(device=True)``),
-    comparing by ``lt(keys, a, b, desc)`` ("is element ``a`` before element ``b``"; already
-    compiled by ``jit``), by default this module's key comparison compiled by ``jit``."""
-    ns = {"__builtins__": builtins, "__name__": __name__,
-          "_lt": jit(_lt.py_func) if lt is None else lt}
-    for dispatcher in _LIBSTDCXX:
-        f = dispatcher.py_func
-        ns[f.__name__] = jit(types.FunctionType(f.__code__, ns, f.__name__))
-    return ns["_stable_sort"], ns["_std_sort"]
 
 
 def introsort_stack_size(n: int) -> int:
@@ -354,9 +335,9 @@ def _replay_rows(keys2d, perm2d, rows, desc, stable, buf, stack):
         for i in range(n):
             p[i] = i
         if stable:
-            _stable_sort(p, n, keys2d[r], desc, buf)
+            stable_sort(p, n, keys2d[r], desc, buf)
         else:
-            _std_sort(p, n, keys2d[r], desc, buf, stack)
+            std_sort(p, n, keys2d[r], desc, buf, stack)
 
 
 # --------------------------------------------------------------------------- general comparators

@@ -6,11 +6,11 @@
   ml_dtypes' byte (the value in the low bits); every float narrower than f32 (f16,
   bf16, f8*, f4e2m1fn) -> its bit pattern (uint8/uint16); everything else its own dtype.
   Reshape is free (same buffer, new shape). Ops never write into their operands.
-* :func:`device_fn` compiles a CPU scalar function (a plain ``@numba.njit`` function of
-  scalars from ``evaluator/kernels.py`` or ``evaluator/narrow.py``) for numba.cuda:
-  it takes the dispatcher's ``py_func`` and rebinds the other njit dispatchers it calls
-  (``srem`` calls ``sdiv``...) to their device versions, so one Python body serves
-  both targets.
+* :func:`device_fn` compiles a CPU function (a plain ``@numba.njit`` function from
+  ``evaluator/kernels.py``, ``evaluator/narrow.py``, ``evaluator/sort.py``...) for
+  numba.cuda: it takes the dispatcher's ``py_func`` and rebinds the other njit
+  dispatchers it calls (``srem`` calls ``sdiv``...) to their device versions, so one
+  Python body serves both targets.
 * ``load_*`` / ``store_*``: storage value -> compute value and back, per type class
   (``sint``, ``uint``, ``pred``, ``f32``, ``f64``, ``narrow``). Integers compute in
   int64/uint64 and wrap to their width on store; narrow floats decode exactly to f32
@@ -137,23 +137,29 @@ def host_scalar(value: DArray):
 _DEVICE_FNS: dict = {}
 
 
-def device_fn(fn):
+def device_fn(fn, **overrides):
     """A numba.cuda device function with the body of ``fn`` (an njit dispatcher or a
-    plain Python function); njit dispatchers it calls are rebound to device versions."""
-    key = id(fn)
+    plain Python function); njit dispatchers it calls are rebound to device versions.
+    ``overrides``: device functions that the global names given call instead, in ``fn``
+    and in everything it calls (``sort``: the CPU's libstdc++ sorts with another
+    comparison)."""
+    key = (id(fn),) + tuple((name, id(v)) for name, v in sorted(overrides.items()))
     hit = _DEVICE_FNS.get(key)
     if hit is not None:
-        return hit[1]
+        return hit[-1]
     py = getattr(fn, "py_func", fn)
     globs = dict(py.__globals__)
     for name in py.__code__.co_names:
         target = globs.get(name)
-        if isinstance(target, numba.core.registry.CPUDispatcher):
-            globs[name] = device_fn(target)
+        if name in overrides:
+            globs[name] = overrides[name]
+        elif isinstance(target, numba.core.registry.CPUDispatcher):
+            globs[name] = device_fn(target, **overrides)
     clone = types.FunctionType(py.__code__, globs, py.__name__, py.__defaults__, py.__closure__)
     clone.__doc__ = py.__doc__
     dev = cuda.jit(device=True)(clone)
-    _DEVICE_FNS[key] = (fn, dev)  # keep fn alive so its id stays unique
+    # keep fn and the overrides alive so that their ids stay unique
+    _DEVICE_FNS[key] = (fn, overrides, dev)
     return dev
 
 

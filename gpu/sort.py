@@ -35,12 +35,12 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.sort import introsort_stack_size, libstdcxx_sorts, simple_comparator
+from hloref.evaluator.sort import introsort_stack_size, simple_comparator, stable_sort, std_sort
 from hloref.shapes import TupleShape
 
 from . import compare  # noqa: F401  (registers the TOTALORDER key loads LOAD["key_*"])
 from .computation import FALLBACK_NOTE
-from .device import LOAD, empty, type_class, type_params
+from .device import LOAD, device_fn, empty, type_class, type_params
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple, row_major_strides
@@ -65,16 +65,13 @@ def _key_plan(et, kind):
 
 # ----------------------------------------------------------------- the libstdc++ algorithms
 
-_device = cuda.jit(device=True)
-
-
-@functools.cache  # one set of device functions per comparison
 def algorithms(lt=None):
-    """libstdc++'s ``std::stable_sort`` and ``std::sort`` as device functions, compiled
-    from the CPU's source (``evaluator.sort.libstdcxx_sorts``), over the comparison
-    ``lt(keys, a, b, desc)`` (a device function; by default the key comparison):
+    """libstdc++'s ``std::stable_sort`` and ``std::sort`` as device functions compiled
+    from the CPU's source (``evaluator.sort``), over the comparison
+    ``lt(keys, a, b, desc)`` (a device function; by default the CPU's key comparison):
     ``(stable_sort(p, n, keys, desc, buf), std_sort(p, n, keys, desc, buf, stack))``."""
-    return libstdcxx_sorts(_device, lt)
+    overrides = {} if lt is None else {"_lt": lt}
+    return device_fn(stable_sort, **overrides), device_fn(std_sort, **overrides)
 
 
 _stable_sort, _std_sort = algorithms()
@@ -213,7 +210,7 @@ def _general_kernel(compiled, arity: int):
             "        r += step"]) + "\n"
         ns = {"cuda": cuda, "f": compiled.fn}
         exec(compile(source, "<gpu sort comparator>", "exec"), ns)
-        ns["stable"] = algorithms(_device(ns["lt"]))[0]
+        ns["stable"] = algorithms(cuda.jit(device=True)(ns["lt"]))[0]
         hit = _GENERAL[key] = (compiled, cuda.jit(ns["k"]))
     return hit[1]
 
