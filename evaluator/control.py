@@ -50,9 +50,10 @@ def run_while(init, condition, body, *, limit: int, instruction_name: str, to_ho
     a bound computation (``.computation``) but a function running it (the interpreter's
     runtime-size path), so that the check below sees it.
 
-    A body that hands back unchanged (the very same values) every part of the state
-    that a condition without side effects reads, while it holds, never terminates
-    (memory_space_assignment_test: a pred flag passed through): that is reported at once
+    A body that hands back unchanged (the same objects, or, when it computes them from
+    those parts alone, small host arrays with the same bits) every part of the state
+    that a condition without side effects reads, while it holds, never terminates (memory_space_assignment_test: a pred flag passed
+    through; sharding_propagation_test: a counter plus 0): that is reported at once
     instead of after ``limit`` iterations (XLA's while-loop simplifier may remove such
     a loop and return its initial state; the written semantics has no value)."""
     state = init
@@ -60,12 +61,16 @@ def run_while(init, condition, body, *, limit: int, instruction_name: str, to_ho
     comp = condition_computation or getattr(condition, "computation", None)
     pure = comp is not None and _is_pure(comp)
     read = _elements_read(comp) if pure else None
+    # equal contents (not only the same objects) prove a loop endless only when the
+    # body computes the parts the condition reads from those parts alone
+    by_content = pure and read is not None and \
+        _reads_closed(getattr(body, "computation", None), read)
     while bool(to_host(condition(state))):
         if iterations >= limit:
             raise HloLimitError(f"while loop still running after {limit} iterations "
                                 f"(Limits.max_while_iterations)", instruction=instruction_name)
         new = body(state)
-        if pure and _same_read_values(new, state, read):
+        if pure and _same_read_values(new, state, read, by_content):
             raise HloEvalError("while loop does not terminate: the body returns the part of "
                                "its state the condition reads unchanged, and the condition "
                                "still holds",
@@ -107,17 +112,54 @@ def _elements_read(comp) -> frozenset | None:
     return frozenset(read)
 
 
-def _same_read_values(new, old, read) -> bool:
+def _reads_closed(body, read: frozenset) -> bool:
+    """Whether ``body``'s root tuple computes each element in ``read`` from the state's
+    elements in ``read`` only (through get-tuple-element), with pure ops."""
+    if body is None or len(body.parameters) != 1 or body.root is None or \
+            body.root.opcode != "tuple":
+        return False
+    param = body.parameters[0]
+    seen: set = set()
+    stack = [body.root.operands[k] for k in read if k < len(body.root.operands)]
+    while stack:
+        instr = stack.pop()
+        if id(instr) in seen:
+            continue
+        seen.add(id(instr))
+        if instr is param or instr.opcode in _IMPURE_OPCODES:
+            return False
+        if instr.opcode == "get-tuple-element" and instr.operands[0] is param:
+            if int(instr.attrs["index"]) not in read:
+                return False
+            continue
+        stack.extend(instr.operands)
+    return True
+
+
+def _same_read_values(new, old, read, by_content: bool = False) -> bool:
     if read is None or not (isinstance(new, tuple) and isinstance(old, tuple)):
-        return _same_values(new, old)
-    return len(new) == len(old) and all(new[k] is old[k] for k in read)
+        return _same_values(new, old, False)
+    return len(new) == len(old) and all(_same_values(new[k], old[k], by_content)
+                                        for k in read)
 
 
-def _same_values(a, b) -> bool:
-    """The same value objects, leaf by leaf (identity, no comparison of contents)."""
+#: Host arrays up to this size are compared by content (bit for bit); larger ones, and
+#: device arrays, by identity only.
+_COMPARED_BYTES = 1 << 16
+
+
+def _same_values(a, b, by_content: bool = False) -> bool:
+    """The same values, leaf by leaf: the same objects, or (``by_content``) host arrays
+    of the same dtype and shape with the same bits (``x + 0`` hands back an equal
+    counter)."""
     if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(_same_values(x, y) for x, y in zip(a, b))
-    return a is b
+        return len(a) == len(b) and all(_same_values(x, y, by_content) for x, y in zip(a, b))
+    if a is b:
+        return True
+    if by_content and isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and \
+            a.shape == b.shape and a.nbytes <= _COMPARED_BYTES:
+        return a.tobytes() == b.tobytes()
+    return False
 
 
 def run_conditional(selector, args, *, true_computation=None, false_computation=None,

@@ -180,3 +180,50 @@ def test_while_with_runtime_sizes_is_checked_the_same_way():
     with pytest.raises(HloEvalError, match="does not terminate"):
         hloref.evaluate(text, x, np.bool_(True), limits=limits)
     np.testing.assert_array_equal(hloref.evaluate(text, x, np.bool_(False)), x[:2])
+
+
+COUNTER_PLUS = """HloModule m
+cond {
+  s = (s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  two = s32[] constant(2)
+  ROOT lt = pred[] compare(i, two), direction=LT
+}
+body {
+  s = (s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  j = s32[] get-tuple-element(s), index=1
+  step = s32[] constant(STEP)
+  i2 = s32[] add(i, step)
+  one = s32[] constant(1)
+  j2 = s32[] add(j, one)
+  ROOT t = (s32[], s32[]) tuple(i2, j2)
+}
+ENTRY e {
+  zero = s32[] constant(0)
+  init = (s32[], s32[]) tuple(zero, zero)
+  ROOT w = (s32[], s32[]) while(init), condition=cond, body=body
+}
+"""
+
+
+def test_a_counter_plus_zero_never_terminates():
+    # sharding_propagation_test.cc:11303 in miniature: the counter the condition reads is
+    # recomputed from itself alone (i + 0), equal every time: no value by the written
+    # semantics, reported at once instead of after Limits.max_while_iterations
+    with pytest.raises(HloEvalError, match="does not terminate"):
+        hloref.evaluate(COUNTER_PLUS.replace("STEP", "0"))
+    # by hand: i = 0, 1, 2 (two iterations), j counts them
+    assert [int(v) for v in hloref.evaluate(COUNTER_PLUS.replace("STEP", "1"))] == [2, 2]
+
+
+def test_an_equal_counter_computed_from_another_part_is_not_endless():
+    # i advances only once j reaches 3 (i + (j >= 3)): i is equal for three iterations,
+    # but the body computes it from j too, so equal contents prove nothing
+    text = COUNTER_PLUS.replace("""  step = s32[] constant(STEP)
+  i2 = s32[] add(i, step)""", """  three = s32[] constant(3)
+  ge = pred[] compare(j, three), direction=GE
+  step = s32[] convert(ge)
+  i2 = s32[] add(i, step)""")
+    # by hand: (i, j) = (0,0) (0,1) (0,2) (0,3) (1,4) (2,5)
+    assert [int(v) for v in hloref.evaluate(text)] == [2, 5]
