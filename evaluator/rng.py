@@ -69,7 +69,7 @@ from .registry import op
 
 OP_FAMILY = True
 
-__all__ = ["threefry2x32", "philox4x32", "RNG_KEY", "RNG_STATE_INITIAL", "split_dim",
+__all__ = ["threefry2x32", "philox4x32", "threefry2x32_words", "philox4x32_words", "RNG_KEY", "RNG_STATE_INITIAL", "split_dim",
            "threefry_halves", "philox_counters", "bit_generator_shapes",
            "bit_generator_algorithm", "next_rng_state", "take_stream_counter", "scalar_f64"]
 
@@ -84,30 +84,82 @@ RNG_STATE_INITIAL = 0x7012395
 # Kernels (all counters at once). Arithmetic in uint64, masked to 32 bits.
 # ---------------------------------------------------------------------------
 
+# The generators of one counter are plain scalar functions compiled here with
+# ``njit(cache=True)`` and by the GPU backend for numba.cuda (``gpu.device.device_fn``):
+# one source, bit for bit the same on both. Hence the explicit uint64 constants and no
+# tuple of key words indexed at run time.
+
+@njit(cache=True)
+def philox4x32_words(lo, hi, k0, k1):  # pragma: no cover - compiled
+    """Philox-4x32, 10 rounds, of the 128-bit counter ``(lo, hi)`` (uint64 words) under
+    key ``(k0, k1)`` (uint64, low 32 bits used): four 32-bit words (as uint64)."""
+    m = np.uint64(0xFFFFFFFF)
+    x0 = lo & m
+    x1 = lo >> np.uint64(32)
+    x2 = hi & m
+    x3 = hi >> np.uint64(32)
+    a = k0 & m
+    b = k1 & m
+    for _ in range(10):
+        p0 = x0 * np.uint64(0xD2511F53)
+        p1 = x2 * np.uint64(0xCD9E8D57)
+        n0 = (p1 >> np.uint64(32)) ^ x1 ^ a
+        n1 = p1 & m
+        n2 = (p0 >> np.uint64(32)) ^ x3 ^ b
+        n3 = p0 & m
+        x0 = n0
+        x1 = n1
+        x2 = n2
+        x3 = n3
+        a = (a + np.uint64(0x9E3779B9)) & m
+        b = (b + np.uint64(0xBB67AE85)) & m
+    return x0, x1, x2, x3
+
+
+@njit(cache=True)
+def _key_word(i, k0, k1, k2):  # pragma: no cover - compiled
+    if i == 0:
+        return k0
+    if i == 1:
+        return k1
+    return k2
+
+
+@njit(cache=True)
+def _rotation(block, r):  # pragma: no cover - compiled
+    if block % 2 == 0:
+        return (13, 15, 26, 6)[r]
+    return (17, 29, 16, 24)[r]
+
+
+@njit(cache=True)
+def threefry2x32_words(c, k0, k1):  # pragma: no cover - compiled
+    """ThreeFry-2x32, 20 rounds, of the 64-bit counter ``c`` (uint64, low word first)
+    under key ``(k0, k1)`` (uint64, low 32 bits used): two 32-bit words (as uint64)."""
+    m = np.uint64(0xFFFFFFFF)
+    k0 = k0 & m
+    k1 = k1 & m
+    k2 = (np.uint64(0x1BD11BDA) ^ k0 ^ k1) & m
+    x0 = ((c & m) + k0) & m
+    x1 = ((c >> np.uint64(32)) + k1) & m
+    for block in range(5):
+        for r in range(4):
+            rot = np.uint64(_rotation(block, r))
+            x0 = (x0 + x1) & m
+            x1 = ((x1 << rot) | (x1 >> (np.uint64(32) - rot))) & m
+            x1 = x0 ^ x1
+        x0 = (x0 + _key_word((block + 1) % 3, k0, k1, k2)) & m
+        x1 = (x1 + _key_word((block + 2) % 3, k0, k1, k2) + np.uint64(block + 1)) & m
+    return x0, x1
+
+
 @njit(cache=True)
 def _threefry_kernel(counters, k0, k1):  # pragma: no cover - compiled
     n = counters.shape[0]
     out0 = np.empty(n, np.uint32)
     out1 = np.empty(n, np.uint32)
-    m = np.uint64(0xFFFFFFFF)
-    k0 = np.uint64(k0) & m
-    k1 = np.uint64(k1) & m
-    k2 = (np.uint64(0x1BD11BDA) ^ k0 ^ k1) & m
-    ks = (k0, k1, k2)
-    rot_a = (13, 15, 26, 6)
-    rot_b = (17, 29, 16, 24)
     for i in range(n):
-        c = counters[i]
-        x0 = ((c & m) + k0) & m
-        x1 = ((c >> np.uint64(32)) + k1) & m
-        for block in range(5):
-            for r in range(4):
-                rot = rot_a[r] if block % 2 == 0 else rot_b[r]
-                x0 = (x0 + x1) & m
-                x1 = ((x1 << np.uint64(rot)) | (x1 >> np.uint64(32 - rot))) & m
-                x1 = x0 ^ x1
-            x0 = (x0 + ks[(block + 1) % 3]) & m
-            x1 = (x1 + ks[(block + 2) % 3] + np.uint64(block + 1)) & m
+        x0, x1 = threefry2x32_words(counters[i], np.uint64(k0), np.uint64(k1))
         out0[i] = np.uint32(x0)
         out1[i] = np.uint32(x1)
     return out0, out1
@@ -117,28 +169,8 @@ def _threefry_kernel(counters, k0, k1):  # pragma: no cover - compiled
 def _philox_kernel(lo, hi, k0, k1):  # pragma: no cover - compiled
     n = lo.shape[0]
     out = np.empty((n, 4), np.uint32)
-    m = np.uint64(0xFFFFFFFF)
-    ma = np.uint64(0xD2511F53)
-    mb = np.uint64(0xCD9E8D57)
-    wa = np.uint64(0x9E3779B9)
-    wb = np.uint64(0xBB67AE85)
     for i in range(n):
-        x0 = lo[i] & m
-        x1 = lo[i] >> np.uint64(32)
-        x2 = hi[i] & m
-        x3 = hi[i] >> np.uint64(32)
-        a = np.uint64(k0) & m
-        b = np.uint64(k1) & m
-        for _ in range(10):
-            p0 = x0 * ma
-            p1 = x2 * mb
-            n0 = (p1 >> np.uint64(32)) ^ x1 ^ a
-            n1 = p1 & m
-            n2 = (p0 >> np.uint64(32)) ^ x3 ^ b
-            n3 = p0 & m
-            x0, x1, x2, x3 = n0, n1, n2, n3
-            a = (a + wa) & m
-            b = (b + wb) & m
+        x0, x1, x2, x3 = philox4x32_words(lo[i], hi[i], np.uint64(k0), np.uint64(k1))
         out[i, 0] = np.uint32(x0)
         out[i, 1] = np.uint32(x1)
         out[i, 2] = np.uint32(x2)

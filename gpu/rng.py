@@ -26,11 +26,13 @@ from numba import cuda
 
 from hloref.errors import HloEvalError
 from hloref.evaluator.rng import (RNG_KEY, bit_generator_algorithm, bit_generator_shapes,
-                                  next_rng_state, philox_counters, scalar_f64,
-                                  take_stream_counter, threefry_halves)
+                                  next_rng_state, philox4x32_words, philox_counters,
+                                  scalar_f64, take_stream_counter, threefry2x32_words,
+                                  threefry_halves)
 
 from .bitwise_convert import from_bits
-from .device import LOAD, SIMULATOR, STORE, empty, to_device, type_class, type_params
+from .device import (LOAD, SIMULATOR, STORE, device_fn, empty, to_device, type_class,
+                     type_params)
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 
@@ -39,68 +41,9 @@ OP_FAMILY = True
 _M32 = 0xFFFFFFFF
 
 
-@cuda.jit(device=True)
-def philox4x32(lo, hi, k0, k1):
-    """Philox-4x32, 10 rounds, of the 128-bit counter ``(lo, hi)`` under key ``(k0, k1)``:
-    four 32-bit words (as uint64)."""
-    m = np.uint64(_M32)
-    x0 = lo & m
-    x1 = lo >> np.uint64(32)
-    x2 = hi & m
-    x3 = hi >> np.uint64(32)
-    a = k0 & m
-    b = k1 & m
-    for _ in range(10):
-        p0 = x0 * np.uint64(0xD2511F53)
-        p1 = x2 * np.uint64(0xCD9E8D57)
-        n0 = (p1 >> np.uint64(32)) ^ x1 ^ a
-        n1 = p1 & m
-        n2 = (p0 >> np.uint64(32)) ^ x3 ^ b
-        n3 = p0 & m
-        x0 = n0
-        x1 = n1
-        x2 = n2
-        x3 = n3
-        a = (a + np.uint64(0x9E3779B9)) & m
-        b = (b + np.uint64(0xBB67AE85)) & m
-    return x0, x1, x2, x3
-
-
-@cuda.jit(device=True)
-def _key_word(i, k0, k1, k2):
-    if i == 0:
-        return k0
-    if i == 1:
-        return k1
-    return k2
-
-
-@cuda.jit(device=True)
-def _rotation(block, r):
-    if block % 2 == 0:
-        return (13, 15, 26, 6)[r]
-    return (17, 29, 16, 24)[r]
-
-
-@cuda.jit(device=True)
-def threefry2x32(c, k0, k1):
-    """ThreeFry-2x32, 20 rounds, of the 64-bit counter ``c`` (low word first) under key
-    ``(k0, k1)``: two 32-bit words (as uint64)."""
-    m = np.uint64(_M32)
-    k0 = k0 & m
-    k1 = k1 & m
-    k2 = (np.uint64(0x1BD11BDA) ^ k0 ^ k1) & m
-    x0 = ((c & m) + k0) & m
-    x1 = ((c >> np.uint64(32)) + k1) & m
-    for block in range(5):
-        for r in range(4):
-            rot = np.uint64(_rotation(block, r))
-            x0 = (x0 + x1) & m
-            x1 = ((x1 << rot) | (x1 >> (np.uint64(32) - rot))) & m
-            x1 = x0 ^ x1
-        x0 = (x0 + _key_word((block + 1) % 3, k0, k1, k2)) & m
-        x1 = (x1 + _key_word((block + 2) % 3, k0, k1, k2) + np.uint64(block + 1)) & m
-    return x0, x1
+# the CPU's generators of one counter, compiled from its source (bit for bit the same)
+philox4x32 = device_fn(philox4x32_words)
+threefry2x32 = device_fn(threefry2x32_words)
 
 
 @cuda.jit(device=True)
