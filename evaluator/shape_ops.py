@@ -113,7 +113,7 @@ def _logical(flat: np.ndarray, shape: ArrayShape) -> np.ndarray:
     return contiguous(np.transpose(arr, inverse))
 
 
-def _packed_bits(shape: ArrayShape) -> int:
+def packed_bits(shape: ArrayShape) -> int:
     """``n`` of an ``E(n)`` layout that packs sub-byte elements (0: one element a byte)."""
     n = shape.layout.element_size_bits if shape.layout is not None else 0
     if n and n < 8:
@@ -155,7 +155,7 @@ def bitcast(x, *, shape, operand_shapes):
     (``pack_bits``); the memory is then the packed bytes."""
     operand_shape = operand_shapes[0]
     flat = _physical(x, operand_shape)
-    in_bits, out_bits = _packed_bits(operand_shape), _packed_bits(shape)
+    in_bits, out_bits = packed_bits(operand_shape), packed_bits(shape)
     if in_bits or out_bits:
         data = pack_bits(flat, in_bits) if in_bits else contiguous(flat).view(np.uint8).ravel()
         if out_bits:

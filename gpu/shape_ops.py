@@ -20,6 +20,7 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError, HloUnsupportedError
+from hloref.evaluator.shape_ops import packed_bits
 
 from .device import STORE, DArray, empty, storage_dtype, type_class, type_params
 from .elementwise import launch
@@ -296,19 +297,6 @@ def _unpack_kernel(data, out, count, bits):
         j += step
 
 
-def _packed_bits(shp) -> int:
-    """``n`` of an ``E(n)`` layout that packs sub-byte elements (0: one element a byte);
-    the CPU's rule and errors."""
-    n = shp.layout.element_size_bits if shp.layout is not None else 0
-    if n and n < 8:
-        if n not in (1, 2, 4):
-            raise HloEvalError(f"bitcast: E({n}) packing is not 1, 2 or 4 bits")
-        if shp.element_type.bits > n:
-            raise HloEvalError(f"bitcast: E({n}) is narrower than {shp.element_type.name}")
-        return n
-    return 0
-
-
 @gpu_op("bitcast")
 def bitcast(x, *, shape, operand_shapes):
     """Reinterpret the operand's memory (in its layout) as the result shape (in its
@@ -317,7 +305,7 @@ def bitcast(x, *, shape, operand_shapes):
     src = operand_shapes[0]
     et = shape.element_type
     flat = _physical(x, src)
-    in_bits, out_bits = _packed_bits(src), _packed_bits(shape)
+    in_bits, out_bits = packed_bits(src), packed_bits(shape)
     if in_bits or out_bits:
         if in_bits:
             data = cuda.device_array(max(-(-flat.size // (8 // in_bits)), 0), dtype=np.uint8)
