@@ -167,14 +167,21 @@ def reduce_precision_bits(bits: np.ndarray, width: int, se: int, sm: int, de: in
 _IEEE_NATIVE = {"f16", "bf16", "f32", "f64"}
 
 
-@op("reduce-precision")
-def reduce_precision(x, *, exponent_bits, mantissa_bits, shape=None):
-    et = element_type_of(x)
+def reduce_precision_bits_of(et, exponent_bits, mantissa_bits) -> tuple[int, int]:
+    """reduce-precision's ``(exponent_bits, mantissa_bits)`` for an operand of ``et``,
+    checked."""
     if not et.is_float:
         raise HloEvalError(f"reduce-precision takes a float operand, got {et.name}")
     de, dm = int(exponent_bits), int(mantissa_bits)
     if de < 1 or dm < 0:
         raise HloEvalError(f"reduce-precision: exponent_bits={de}, mantissa_bits={dm}")
+    return de, dm
+
+
+@op("reduce-precision")
+def reduce_precision(x, *, exponent_bits, mantissa_bits, shape=None):
+    et = element_type_of(x)
+    de, dm = reduce_precision_bits_of(et, exponent_bits, mantissa_bits)
     fmt = et.float_format
     if et.name in _IEEE_NATIVE:
         se, sm, width = fmt.exponent_bits, fmt.mantissa_bits, et.bits
@@ -200,10 +207,9 @@ def reduce_precision(x, *, exponent_bits, mantissa_bits, shape=None):
 # stochastic-convert
 # ---------------------------------------------------------------------------
 
-@op("stochastic-convert")
-def stochastic_convert(x, random, *, shape):
-    src, dst = element_type_of(x), shape.element_type
-    rt = element_type_of(random)
+def check_stochastic_convert(src, rt, dst) -> None:
+    """stochastic-convert's types: a float operand ``src``, random bits ``rt`` of its
+    width, a signed integer result ``dst``."""
     if not src.is_float:
         raise HloEvalError(f"stochastic-convert takes a float operand, got {src.name}")
     if not rt.is_unsigned_integer or rt.bits != src.bits:
@@ -211,10 +217,23 @@ def stochastic_convert(x, random, *, shape):
     if not dst.is_signed_integer:
         raise HloEvalError(f"stochastic-convert to {dst.name} is not supported "
                            f"(XLA converts to signed integers only)")
+
+
+def stochastic_limits(src, dst) -> tuple[int, int, float, float]:
+    """``(lo, hi)`` of ``dst`` and the same limits as the operand type ``src`` sees them
+    (``static_cast<Fp>``: rounded to nearest), as floats."""
     lo, hi = dst.min_value, dst.max_value
-    # The limits as the operand type sees them (static_cast<Fp>(max): rounded to nearest).
     f_lo = float(to_float64(_round_to(np.float64(lo), src)))
     f_hi = float(to_float64(_round_to(np.float64(hi), src)))
+    return lo, hi, f_lo, f_hi
+
+
+@op("stochastic-convert")
+def stochastic_convert(x, random, *, shape):
+    src, dst = element_type_of(x), shape.element_type
+    rt = element_type_of(random)
+    check_stochastic_convert(src, rt, dst)
+    lo, hi, f_lo, f_hi = stochastic_limits(src, dst)
     v = to_float64(x)
     with np.errstate(all="ignore"):
         nan = np.isnan(v)

@@ -22,7 +22,8 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.bitwise_convert import reduce_precision_scalar
+from hloref.evaluator.bitwise_convert import (check_stochastic_convert, reduce_precision_bits_of,
+                                              reduce_precision_scalar, stochastic_limits)
 from hloref.types import F16, F32
 
 from .device import (LOAD, SIMULATOR, STORE, bits_f32, device_fn, empty, f32_bits, f64_bits,
@@ -224,11 +225,7 @@ def reduce_precision_fn(et, de, dm):
 @gpu_op("reduce-precision")
 def reduce_precision(x, *, exponent_bits, mantissa_bits, shape=None):
     et = x.et
-    if not et.is_float:
-        raise HloEvalError(f"reduce-precision takes a float operand, got {et.name}")
-    de, dm = int(exponent_bits), int(mantissa_bits)
-    if de < 1 or dm < 0:
-        raise HloEvalError(f"reduce-precision: exponent_bits={de}, mantissa_bits={dm}")
+    de, dm = reduce_precision_bits_of(et, exponent_bits, mantissa_bits)
     return apply(reduce_precision_fn(et, de, dm), (x,), et, in_classes=("raw",),
                  out_class="raw")
 
@@ -237,9 +234,8 @@ def reduce_precision(x, *, exponent_bits, mantissa_bits, shape=None):
 
 @functools.cache  # one element function per (operand type, result type)
 def _stochastic_fn(src, dst):
-    lo, hi = int(dst.min_value), int(dst.max_value)
-    f_lo = float(_rounded_limit(lo, src))
-    f_hi = float(_rounded_limit(hi, src))
+    lo, hi, f_lo, f_hi = stochastic_limits(src, dst)
+    lo, hi = int(lo), int(hi)
     scale = float(2.0 ** src.bits)
 
     @cuda.jit(device=True)
@@ -261,23 +257,8 @@ def _stochastic_fn(src, dst):
     return f
 
 
-def _rounded_limit(value: int, et) -> float:
-    """``value`` rounded to ``et`` (``static_cast<Fp>``: round to nearest), as f64."""
-    from hloref.evaluator.narrow import from_float, to_f32
-    arr = np.asarray(float(value), np.float64)
-    if et.is_narrow_float:
-        return float(to_f32(from_float(arr.reshape(1), et))[0])
-    return float(arr.astype(et.dtype))
-
-
 @gpu_op("stochastic-convert")
 def stochastic_convert(x, random, *, shape):
     src, dst, rt = x.et, shape.element_type, random.et
-    if not src.is_float:
-        raise HloEvalError(f"stochastic-convert takes a float operand, got {src.name}")
-    if not rt.is_unsigned_integer or rt.bits != src.bits:
-        raise HloEvalError(f"stochastic-convert: random bits must be u{src.bits}, got {rt.name}")
-    if not dst.is_signed_integer:
-        raise HloEvalError(f"stochastic-convert to {dst.name} is not supported "
-                           f"(XLA converts to signed integers only)")
+    check_stochastic_convert(src, rt, dst)
     return apply(_stochastic_fn(src, dst), (x, random), dst, out_shape=x.shape)
