@@ -41,23 +41,32 @@ _MESH_TEXT_RE = re.compile(r"mesh\[[^\]]*\](?:\s*,\s*device_ids=\([\d,\s]*\))?\s
 
 
 class AttributeParser(LiteralParser):
-    def name_list(self, key: str) -> list[tuple[str, int]]:
+    def braced(self, key: str, item) -> list:
+        """The value of attribute ``key`` written ``{item, item, ...}`` (``{}``: none), each
+        read by ``item()``."""
         s = self.s
         s.expect("{", f"to start '{key}'")
         out = []
         if s.accept("}"):
             return out
         while True:
-            s.skip_ws()
-            pos = s.pos
-            n = s.name()
-            if n is None:
-                raise s.expected("name")
-            out.append((n, pos))
+            out.append(item())
             if s.accept(","):
                 continue
             s.expect("}", f"to end '{key}'")
             return out
+
+    def _located_name(self) -> tuple[str, int]:
+        s = self.s
+        s.skip_ws()
+        pos = s.pos
+        n = s.name()
+        if n is None:
+            raise s.expected("name")
+        return n, pos
+
+    def name_list(self, key: str) -> list[tuple[str, int]]:
+        return self.braced(key, self._located_name)
 
 
     def raw_value(self) -> A.Raw:
@@ -81,17 +90,7 @@ class AttributeParser(LiteralParser):
         raise s.expected("'true' or 'false'", pos)
 
     def int_list(self, key: str) -> tuple[int, ...]:
-        s = self.s
-        s.expect("{", f"to start '{key}'")
-        out = []
-        if s.accept("}"):
-            return ()
-        while True:
-            out.append(s.int_())
-            if s.accept(","):
-                continue
-            s.expect("}", f"to end '{key}'")
-            return tuple(out)
+        return tuple(self.braced(key, self.s.int_))
 
     def comp_ref(self) -> A.ComputationRef:
         s = self.s
@@ -123,16 +122,7 @@ class AttributeParser(LiteralParser):
         if key in ENUM_ATTRS:
             return A.Enum(s.expect_ident(f"a value for '{key}'"))
         if key in ENUM_LIST_ATTRS:
-            s.expect("{", f"to start '{key}'")
-            out = []
-            if not s.accept("}"):
-                while True:
-                    out.append(A.Enum(s.expect_ident(f"a value in '{key}'")))
-                    if s.accept(","):
-                        continue
-                    s.expect("}", f"to end '{key}'")
-                    break
-            return tuple(out)
+            return tuple(self.braced(key, lambda: A.Enum(s.expect_ident(f"a value in '{key}'"))))
         if key in STRING_ATTRS:
             return s.string()[0]
         if key in COMP_ATTRS:
@@ -205,58 +195,35 @@ class AttributeParser(LiteralParser):
 
     def comp_ref_list(self, key: str) -> list[A.ComputationRef]:
         s = self.s
-        s.expect("{", f"to start '{key}'")
-        out = []
-        if s.accept("}"):
-            return out
-        while True:
-            if s.at("{"):
-                out.append(self.inline_computation())
-            else:
-                out.append(self.comp_ref())
-            if s.accept(","):
-                continue
-            s.expect("}", f"to end '{key}'")
-            return out
+        return self.braced(key, lambda: self.inline_computation() if s.at("{")
+                           else self.comp_ref())
+
+    def _pair(self) -> tuple[int, int]:
+        s = self.s
+        s.expect("{", "to start a source-target pair")
+        a = s.int_()
+        s.expect(",", "between source and target")
+        b = s.int_()
+        s.expect("}", "after source-target pair")
+        return a, b
 
     def pairs(self, key: str) -> tuple[tuple[int, int], ...]:
+        return tuple(self.braced(key, self._pair))
+
+    def _slice_dim(self) -> A.SliceDim:
         s = self.s
-        s.expect("{", f"to start '{key}'")
-        out = []
-        if s.accept("}"):
-            return ()
-        while True:
-            s.expect("{", "to start a source-target pair")
-            a = s.int_()
-            s.expect(",", "between source and target")
-            b = s.int_()
-            s.expect("}", "after source-target pair")
-            out.append((a, b))
-            if s.accept(","):
-                continue
-            s.expect("}", f"to end '{key}'")
-            return tuple(out)
+        s.expect("[", "to start a slice dimension")
+        start = s.int_()
+        s.expect(":", "after slice start")
+        limit = s.int_()
+        stride = 1
+        if s.accept(":"):
+            stride = s.int_()
+        s.expect("]", "to end a slice dimension")
+        return A.SliceDim(start, limit, stride)
 
     def slice_attr(self) -> tuple[A.SliceDim, ...]:
-        s = self.s
-        s.expect("{", "to start 'slice'")
-        out = []
-        if s.accept("}"):
-            return ()
-        while True:
-            s.expect("[", "to start a slice dimension")
-            start = s.int_()
-            s.expect(":", "after slice start")
-            limit = s.int_()
-            stride = 1
-            if s.accept(":"):
-                stride = s.int_()
-            s.expect("]", "to end a slice dimension")
-            out.append(A.SliceDim(start, limit, stride))
-            if s.accept(","):
-                continue
-            s.expect("}", "to end 'slice'")
-            return tuple(out)
+        return tuple(self.braced("slice", self._slice_dim))
 
     def window(self) -> A.Window:
         s = self.s
