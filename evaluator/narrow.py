@@ -294,6 +294,10 @@ def _encode_kernel(inp, se, sm, out, nb, de, dm, dbias, style, flags):
             out[2 * i + 1] = np.uint8((r >> 8) & 0xFF)
 
 
+# The same loop as ``_encode_kernel`` with ``prange``, written twice on purpose: one
+# Python function compiled with and without ``parallel=True`` would share one on-disk
+# cache entry (Numba's cache index is keyed by the function's bytecode and signature,
+# not its options), so one process could load the other's compiled code.
 @numba.njit(cache=True, parallel=True)
 def _encode_kernel_par(inp, se, sm, out, nb, de, dm, dbias, style, flags):
     n = inp.shape[0]
