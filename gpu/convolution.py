@@ -27,7 +27,7 @@ from .dot import (accumulation, complex_operand, fma_complex, reader, storage, w
                   zero_complex)
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
-from .shape_ops import row_major_strides
+from .shape_ops import dilated_index, row_major_strides, strided_offset
 
 OP_FAMILY = True
 
@@ -43,12 +43,7 @@ def _kernel(fma, zero, ca, cb, co):
         nsp = len(xsize)
         while o < n:
             # canonical output index (batch, feature, spatial...) -> digits and out offset
-            rem = o
-            ooff = 0
-            for d in range(len(odims) - 1, -1, -1):
-                q = rem // odims[d]
-                ooff += (rem - q * odims[d]) * ostr[d]
-                rem = q
+            ooff = strided_offset(o, odims, ostr, 0)
             # spatial digits are recomputed below; batch and feature digits first
             sp_total = 1
             for d in range(nsp):
@@ -73,15 +68,12 @@ def _kernel(fma, zero, ca, cb, co):
                     sq = srem // odims[2 + d]
                     sd = srem - sq * odims[2 + d]
                     srem = sq
-                    p = sd * stride[d] + kd * wdil[d] - lo[d]
-                    if p < 0 or p % bdil[d] != 0:
+                    idx = dilated_index(sd * stride[d] + kd * wdil[d] - lo[d], bdil[d],
+                                        xsize[d])
+                    if idx < 0:
                         inside = False
                     else:
-                        idx = p // bdil[d]
-                        if idx >= xsize[d]:
-                            inside = False
-                        else:
-                            xoff += idx * xstr[d]
+                        xoff += idx * xstr[d]
                     kk = kd
                     if rev[d] != 0:
                         kk = wsize[d] - 1 - kd

@@ -71,6 +71,18 @@ def strided_offsets2(i, dims, sa, sb, a, b):
     return a, b
 
 
+@cuda.jit(device=True)
+def dilated_index(q, dil, size):
+    """The element at position ``q`` of a line of ``size`` elements dilated by ``dil``
+    (``dil - 1`` holes between neighbours), or -1 before it, on a hole or past it."""
+    if q < 0 or q % dil != 0:
+        return np.int64(-1)
+    idx = q // dil
+    if idx >= size:
+        return np.int64(-1)
+    return idx
+
+
 @cuda.jit
 def _gather(src, out, n, dims, strides, base):
     i = cuda.grid(1)
@@ -179,14 +191,11 @@ def _pad(src, pv, out, n, dims, lo, step_, in_dims, in_strides):
             q = rem // dims[d]
             k = rem - q * dims[d] - lo[d]
             rem = q
-            if k < 0 or k % step_[d] != 0:
+            idx = dilated_index(k, step_[d], in_dims[d])
+            if idx < 0:
                 inside = False
             else:
-                idx = k // step_[d]
-                if idx >= in_dims[d]:
-                    inside = False
-                else:
-                    off += idx * in_strides[d]
+                off += idx * in_strides[d]
         if inside:
             out[i] = src[off]
         else:

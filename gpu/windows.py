@@ -46,7 +46,7 @@ from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
 from .elementwise import launch
 from .reduce import combiner, complex_combine, complex_fast, sequential_source
 from .registry import GpuFallback, gpu_op
-from .shape_ops import int_tuple, row_major_strides
+from .shape_ops import dilated_index, int_tuple, row_major_strides
 from hloref.evaluator.windows import scan_plan, scan_step_results, window_dims
 
 OP_FAMILY = True
@@ -85,11 +85,8 @@ def _window_offset(o, r, rank, xdims, xstrides, odims, ostrides, size, kstrides,
     for d in range(rank):
         od = (o // ostrides[d]) % odims[d]
         kd = (r // kstrides[d]) % size[d]
-        q = od * stride[d] + kd * wdil[d] - padlo[d]
-        if q < 0 or q % bdil[d] != 0:
-            return np.int64(-1)
-        idx = q // bdil[d]
-        if idx >= xdims[d]:
+        idx = dilated_index(od * stride[d] + kd * wdil[d] - padlo[d], bdil[d], xdims[d])
+        if idx < 0:
             return np.int64(-1)
         off += idx * xstrides[d]
     return off
