@@ -43,7 +43,7 @@ from .device import LOAD, STORE, DArray, empty, to_device, type_class, type_para
 from .elementwise import launch
 from .reduce import combiner
 from .registry import GpuFallback, gpu_op
-from .shape_ops import int_tuple, row_major_strides, strided_offset
+from .shape_ops import int_tuple, row_major_strides, strided_offset, strided_offsets2
 
 from hloref.evaluator.indexing import overwrite_combiner  # noqa: E402 - shared with the cpu
 
@@ -243,15 +243,7 @@ def _gather(src, base, out, n, dims, bmul, ostr):
     i = cuda.grid(1)
     step = cuda.gridsize(1)
     while i < n:
-        rem = i
-        b = np.int64(0)
-        off = np.int64(0)
-        for d in range(len(dims) - 1, -1, -1):
-            q = rem // dims[d]
-            digit = rem - q * dims[d]
-            rem = q
-            b += digit * bmul[d]
-            off += digit * ostr[d]
+        b, off = strided_offsets2(i, dims, bmul, ostr, np.int64(0), np.int64(0))
         out[i] = src[base[b] + off]
         i += step
 

@@ -43,7 +43,7 @@ from .computation import FALLBACK_NOTE
 from .device import LOAD, device_fn, empty, type_class, type_params
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
-from .shape_ops import int_tuple, row_major_strides
+from .shape_ops import int_tuple, row_major_strides, strided_offset
 
 OP_FAMILY = True
 
@@ -103,13 +103,8 @@ def _sort_rows(keys, perm, rows, n, desc, replay_nan, buf, stack, ssize):
 def _row_offset(i, n, dims, strides, dstride):
     """Flat offset of element ``i % n`` of row ``i // n``: rows run row-major over
     ``dims`` (``strides``), the sorted dimension has stride ``dstride``."""
-    rem = i // n
-    off = (i - rem * n) * dstride
-    for d in range(len(dims) - 1, -1, -1):
-        q = rem // dims[d]
-        off += (rem - q * dims[d]) * strides[d]
-        rem = q
-    return off
+    r = i // n
+    return strided_offset(r, dims, strides, (i - r * n) * dstride)
 
 
 @functools.cache  # one compiled kernel per (key load, key dtype)
