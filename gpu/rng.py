@@ -400,14 +400,14 @@ def rng(a, b, *, shape, ctx, distribution):
                 launch(_int_reject_kernel, n, bits, bad, n, np.uint64(limit))
                 _rejections(stream, bad, rank, count, n, redraw)
         else:
-            launch(_fill_zero_u64, n, bits, n)
+            launch(_fill, n, bits, n, np.uint64(0))
         launch(_int_finish_kernel(cls), n, bits, out.data, n,
                np.uint64(span % 2 ** 64), span >= 2 ** 64, np.uint64(lo % 2 ** 64), p)
         return out
     if dist == "rng_uniform":
         lo, hi = _scalar(a), _scalar(b)
         rank = cuda.device_array(max(n, 1), dtype=np.int64)
-        launch(_fill_i64, n, rank, n, 0)
+        launch(_fill, n, rank, n, 0)
         if not lo < hi:
             launch(_fill_kernel(cls), n, out.data, rank, n, lo, p)
             return out
@@ -441,16 +441,7 @@ def rng(a, b, *, shape, ctx, distribution):
 
 
 @cuda.jit
-def _fill_zero_u64(bits, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < n:
-        bits[i] = np.uint64(0)
-        i += step
-
-
-@cuda.jit
-def _fill_i64(a, n, value):
+def _fill(a, n, value):
     i = cuda.grid(1)
     step = cuda.gridsize(1)
     while i < n:
