@@ -165,21 +165,32 @@ def _substitute(M: np.ndarray, B: np.ndarray, lower: bool) -> np.ndarray:
     return X
 
 
+def check_square(a_dims) -> None:
+    """triangular-solve's ``a``: batched square matrices."""
+    if len(a_dims) < 2 or a_dims[-1] != a_dims[-2]:
+        raise HloEvalError(f"triangular-solve needs batched square matrices a, got "
+                           f"{list(a_dims)}")
+
+
+def transpose_mode(transpose_a) -> str:
+    """triangular-solve's ``transpose_a``: NO_TRANSPOSE, TRANSPOSE or ADJOINT."""
+    trans = str(transpose_a).strip().upper()
+    if trans not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
+        raise HloEvalError(f"unknown transpose_a={transpose_a}")
+    return trans
+
+
 @op("triangular-solve")
 def triangular_solve(a, b, *, shape, left_side=False, lower=False, unit_diagonal=False,
                      transpose_a="NO_TRANSPOSE"):
     et = shape.element_type
     A = _wide(a)
     B = _wide(b)
-    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise HloEvalError(f"triangular-solve needs batched square matrices a, got "
-                           f"{list(A.shape)}")
+    check_square(A.shape)
     left = _flag(left_side)
     low = _flag(lower)
     unit = _flag(unit_diagonal)
-    trans = str(transpose_a).strip().upper()
-    if trans not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
-        raise HloEvalError(f"unknown transpose_a={transpose_a}")
+    trans = transpose_mode(transpose_a)
     n = A.shape[-1]
     batch = A.shape[:-2]
     if B.shape[:-2] != batch:

@@ -26,7 +26,7 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.linalg import fft_axes, xla_epsilon
+from hloref.evaluator.linalg import check_square, fft_axes, transpose_mode, xla_epsilon
 
 from .complex_elementwise import parts, smith
 from .device import LOAD, SIMULATOR, STORE, empty, type_class, type_params
@@ -846,12 +846,8 @@ def _triangular_solve_kernel(cplx):
 def triangular_solve(a, b, *, shape, left_side=False, lower=False, unit_diagonal=False,
                      transpose_a="NO_TRANSPOSE"):
     et = shape.element_type
-    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
-        raise HloEvalError(f"triangular-solve needs batched square matrices a, got "
-                           f"{list(a.shape)}")
-    trans = str(transpose_a).strip().upper()
-    if trans not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
-        raise HloEvalError(f"unknown transpose_a={transpose_a}")
+    check_square(a.shape)
+    trans = transpose_mode(transpose_a)
     n = a.shape[-1]
     if b.ndim < 2 or b.shape[:-2] != a.shape[:-2]:
         raise HloEvalError(f"triangular-solve batch dims differ: {list(a.shape)} vs "
