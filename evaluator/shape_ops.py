@@ -205,6 +205,19 @@ def get_tuple_element(x, *, shape, index):
     return x[index]
 
 
+def shuffle_indices(indices, dims, dimensions) -> np.ndarray:
+    """shuffle's permute ``indices`` (a literal attribute) as int64 (unsigned values past
+    int64 saturate), broadcast to ``dims + (len(dimensions),)``: one coordinate per
+    shuffled dimension for every result element."""
+    idx = np.asarray(indices.value)
+    if idx.dtype.kind == "u":
+        idx = np.minimum(idx, np.iinfo(np.int64).max)
+    idx = idx.astype(np.int64)
+    if idx.ndim == len(dims):
+        idx = idx[..., None]
+    return np.broadcast_to(idx, tuple(dims) + (len(dimensions),))
+
+
 @op("shuffle")
 def shuffle(x, *, shape, dimensions, mode, shifts=(), indices=None):
     """Moves elements along ``dimensions`` (upstream ``shuffle_expander.cc`` and
@@ -225,13 +238,7 @@ def shuffle(x, *, shape, dimensions, mode, shifts=(), indices=None):
                 out = np.take(out, (np.arange(n) + int(s) % n) % n, axis=d)
         return contiguous(np.array(out, copy=True))
     if mode == "permute":
-        idx = np.asarray(indices.value)
-        if idx.dtype.kind == "u":
-            idx = np.minimum(idx, np.iinfo(np.int64).max)
-        idx = idx.astype(np.int64)
-        if idx.ndim == x.ndim:
-            idx = idx[..., None]
-        idx = np.broadcast_to(idx, x.shape + (len(dimensions),))
+        idx = shuffle_indices(indices, x.shape, dimensions)
         coords = list(np.indices(x.shape, sparse=True))
         for k, d in enumerate(dimensions):
             coords[d] = np.clip(idx[..., k], 0, max(x.shape[d] - 1, 0))

@@ -20,7 +20,7 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError, HloUnsupportedError
-from hloref.evaluator.shape_ops import packed_bits
+from hloref.evaluator.shape_ops import get_tuple_element, packed_bits, shuffle_indices, tuple_
 
 from .device import STORE, DArray, empty, storage_dtype, type_class, type_params
 from .elementwise import launch
@@ -343,14 +343,9 @@ def bitcast(x, *, shape, operand_shapes):
     return _logical(flat, shape)
 
 
-@gpu_op("tuple")
-def tuple_(*xs, shape):
-    return tuple(xs)
-
-
-@gpu_op("get-tuple-element")
-def get_tuple_element(x, *, shape, index):
-    return x[index]
+# the CPU's (they hold whatever holds the arrays)
+gpu_op("tuple")(tuple_)
+gpu_op("get-tuple-element")(get_tuple_element)
 
 
 @cuda.jit
@@ -396,14 +391,8 @@ def shuffle(x, *, shape, dimensions, mode, shifts=(), indices=None):
         for d, s in zip(dimensions, shifts):
             shift[d] = int(s) % dims[d] if dims[d] else 0
     elif mode == "permute":
-        idx = np.asarray(indices.value)
-        if idx.dtype.kind == "u":
-            idx = np.minimum(idx, np.iinfo(np.int64).max)
-        idx = idx.astype(np.int64)
-        if idx.ndim == rank:
-            idx = idx[..., None]
         k = len(dimensions)
-        table = np.ascontiguousarray(np.broadcast_to(idx, dims + (k,))).reshape(-1)
+        table = np.ascontiguousarray(shuffle_indices(indices, dims, dimensions)).reshape(-1)
         for j, d in enumerate(dimensions):
             sel[d] = j
     else:
