@@ -55,6 +55,26 @@ def _padded_channels_last(lhs: np.ndarray, et, dn, window: tuple[WindowDim, ...]
     return out
 
 
+def window_dims_of(window, rhs_dims, dn) -> tuple:
+    """The convolution's window dimensions: ``window``'s, or without one the kernel's
+    spatial sizes; one per spatial dimension of ``dim_labels`` ``dn``."""
+    nsp = len(dn.input_spatial_dimensions)
+    wdims = window.dims if isinstance(window, Window) else tuple(
+        WindowDim(size=rhs_dims[d]) for d in dn.kernel_spatial_dimensions)
+    if len(wdims) != nsp:
+        raise HloEvalError(f"window has {len(wdims)} dimensions, dim_labels {nsp} spatial dimensions")
+    return wdims
+
+
+def check_groups(n: int, c: int, ci: int, o: int, g: int, bg: int) -> None:
+    """Batch ``n``, input features ``c``, kernel input/output features ``ci``/``o`` fit
+    ``feature_group_count`` ``g`` and ``batch_group_count`` ``bg``."""
+    if c != ci * g or o % g or o % bg or n % bg:
+        raise HloEvalError(f"convolution: input features {c}, kernel input features {ci}, "
+                           f"output features {o}, batch {n} do not fit feature_group_count={g}, "
+                           f"batch_group_count={bg}")
+
+
 @op("convolution")
 def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_count=1,
                 batch_group_count=1, operand_precision=None, algorithm=None):
@@ -63,10 +83,7 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
     dn = dim_labels
     et = shape.element_type
     nsp = len(dn.input_spatial_dimensions)
-    wdims = window.dims if isinstance(window, Window) else tuple(
-        WindowDim(size=rhs.shape[d]) for d in dn.kernel_spatial_dimensions)
-    if len(wdims) != nsp:
-        raise HloEvalError(f"window has {len(wdims)} dimensions, dim_labels {nsp} spatial dimensions")
+    wdims = window_dims_of(window, rhs.shape, dn)
     # channels last: x (N, spatial..., C); w (spatial..., CI, O)
     x = _padded_channels_last(lhs, et, dn, wdims)
     w = np.transpose(dot_operand(rhs, et), tuple(dn.kernel_spatial_dimensions)
@@ -77,10 +94,7 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
     n, c = x.shape[0], x.shape[-1]
     ci, o = w.shape[-2:]
     g, bg = feature_group_count, batch_group_count
-    if c != ci * g or o % g or o % bg or n % bg:
-        raise HloEvalError(f"convolution: input features {c}, kernel input features {ci}, "
-                           f"output features {o}, batch {n} do not fit feature_group_count={g}, "
-                           f"batch_group_count={bg}")
+    check_groups(n, c, ci, o, g, bg)
     out_spatial = []
     for axis, wd in enumerate(wdims):
         span = window_span(w.shape[axis], wd.window_dilation)

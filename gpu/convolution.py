@@ -19,8 +19,8 @@ import functools
 
 from numba import cuda
 
-from hloref.attrs import Window, WindowDim
 from hloref.errors import HloEvalError
+from hloref.evaluator.convolution import check_groups, window_dims_of
 
 from .device import empty, type_class, type_params
 from .dot import (accumulation, complex_operand, fma_complex, reader, storage, writer,
@@ -105,19 +105,12 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
     else:
         lhs, rhs, fma, zero = accumulation("convolution", lhs, rhs, et)
     dn = dim_labels
-    nsp = len(dn.input_spatial_dimensions)
-    wdims = window.dims if isinstance(window, Window) else tuple(
-        WindowDim(size=rhs.shape[d]) for d in dn.kernel_spatial_dimensions)
-    if len(wdims) != nsp:
-        raise HloEvalError(f"window has {len(wdims)} dimensions, dim_labels {nsp} spatial dimensions")
+    wdims = window_dims_of(window, rhs.shape, dn)
     g, bg = feature_group_count, batch_group_count
     n, c = lhs.shape[dn.input_batch_dimension], lhs.shape[dn.input_feature_dimension]
     o = rhs.shape[dn.kernel_output_feature_dimension]
     ci = rhs.shape[dn.kernel_input_feature_dimension]
-    if c != ci * g or o % g or o % bg or n % bg:
-        raise HloEvalError(f"convolution: input features {c}, kernel input features {ci}, "
-                           f"output features {o}, batch {n} do not fit feature_group_count={g}, "
-                           f"batch_group_count={bg}")
+    check_groups(n, c, ci, o, g, bg)
     xst, wst = row_major_strides(lhs.shape), row_major_strides(rhs.shape)
     out = empty(shape.dims, et)
     ost = row_major_strides(shape.dims)
