@@ -9,7 +9,6 @@ instruction, so a constant inside a loop body is not re-sent every iteration).
 from __future__ import annotations
 
 from hloref.evaluator import control as cpu_control
-from hloref.values import TOKEN_VALUE
 
 from .device import host_scalar, to_device
 from .registry import gpu_op
@@ -28,9 +27,7 @@ def constant(*, shape, literal, instruction_name, ctx):
     return hit[1]
 
 
-@gpu_op("call")
-def call(*args, shape, to_apply):
-    return to_apply(*args)
+gpu_op("call")(cpu_control.call)  # the CPU's: the callee runs in this interpreter
 
 
 @gpu_op("fusion")
@@ -54,21 +51,8 @@ def conditional(selector, *args, shape, true_computation=None, false_computation
                                        to_host=host_scalar)
 
 
-@gpu_op("opt-barrier")
-def opt_barrier(x, *, shape):
-    return x
-
-
-@gpu_op("after-all")
-def after_all(*tokens, shape):
-    return TOKEN_VALUE
-
-
-@gpu_op("add-dependency")
-def add_dependency(x, token, *, shape):
-    return x
-
-
-@gpu_op("domain")
-def domain(x, *, shape, domain=None):
-    return x
+# the CPU's: they forward an operand (or return a token), whatever holds its arrays
+gpu_op("opt-barrier")(cpu_control.opt_barrier)
+gpu_op("after-all")(cpu_control.after_all)
+gpu_op("add-dependency")(cpu_control.add_dependency)
+gpu_op("domain")(cpu_control.domain)
