@@ -6,7 +6,7 @@ context...)`` holds device values (contexts are device zeros)."""
 
 from __future__ import annotations
 
-from hloref.evaluator.async_ops import context_values
+from hloref.evaluator.async_ops import async_done, async_update, context_values, copy_done
 
 from .device import DArray, empty, to_device
 from .registry import gpu_op
@@ -14,14 +14,10 @@ from .registry import gpu_op
 OP_FAMILY = True
 
 
-@gpu_op("async-update")
-def async_update(start, *, shape):
-    return start
-
-
-@gpu_op("async-done")
-def async_done(start, *, shape):
-    return start[1]
+# the CPU's: they pick from the start's tuple, whatever holds its arrays
+gpu_op("async-update")(async_update)
+gpu_op("async-done")(async_done)
+gpu_op("copy-done")(copy_done)
 
 
 @gpu_op("copy-start")
@@ -34,8 +30,3 @@ def copy_start(x, *, shape):
             copied.data.copy_to_device(x.data)
     contexts = context_values(shape)[0:1] if len(getattr(shape, "elements", ())) > 2 else []
     return (copied, x) + tuple(to_device(c) for c in contexts)
-
-
-@gpu_op("copy-done")
-def copy_done(start, *, shape):
-    return start[0]
