@@ -345,22 +345,24 @@ def _update_offset(t, i, rank, odims, starts, fullw, uwstr, ubase):
     return uoff
 
 
-@cuda.jit
-def _scatter_overwrite(out, upd, n, rank, odims, n_scatter, starts, valid, ubase, fullw, uwstr):
-    t = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while t < n:
-        for i in range(n_scatter):
-            if valid[i] != 0:
-                u = _update_offset(t, i, rank, odims, starts, fullw, uwstr, ubase)
-                if u >= 0:
-                    out[t] = upd[u]
-        t += step
+@cuda.jit(device=True)
+def _overwrite(old, new, p):
+    return new
 
 
 @functools.cache  # one compiled kernel per (combiner, type class)
 def _scatter_combine_kernel(op, cls):
-    load, store = LOAD[cls], STORE[cls]
+    """Every update landing on an operand element, in scatter-index order: combined by
+    ``op`` (compute values of type class ``cls``), or with ``op=None`` its storage
+    value written over the element's."""
+    if op is None:
+        put = _overwrite
+    else:
+        load, store = LOAD[cls], STORE[cls]
+
+        @cuda.jit(device=True)
+        def put(old, new, p):
+            return store(op(load(old, p), load(new, p)), p)
 
     @cuda.jit
     def k(out, upd, n, rank, odims, n_scatter, starts, valid, ubase, fullw, uwstr, p):
@@ -371,7 +373,7 @@ def _scatter_combine_kernel(op, cls):
                 if valid[i] != 0:
                     u = _update_offset(t, i, rank, odims, starts, fullw, uwstr, ubase)
                     if u >= 0:
-                        out[t] = store(op(load(out[t], p), load(upd[u], p)), p)
+                        out[t] = put(out[t], upd[u], p)
             t += step
 
     return k
@@ -479,12 +481,10 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims,
                *[u.data for u in updates], size, *geometry)
         return tuple(outs)
     for out, upd in zip(outs, updates):
-        if overwrite:
-            launch(_scatter_overwrite, size, out.data, upd.data, size, *geometry)
-        else:
-            et = out.et
-            launch(_scatter_combine_kernel(op, op_class or type_class(et)), size, out.data,
-                   upd.data, size, *geometry, type_params(et))
+        et = out.et
+        k = _scatter_combine_kernel(None, None) if overwrite else \
+            _scatter_combine_kernel(op, op_class or type_class(et))
+        launch(k, size, out.data, upd.data, size, *geometry, type_params(et))
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
 
 
