@@ -1,5 +1,9 @@
 """Collectives, by simulating every replica and partition of the module.
 
+(Over 600 lines on purpose: the device simulation (hub, devices, group rules, the
+device threads) and the collective ops that use it are one concept, and the GPU
+backend imports the simulation from here rather than keeping a copy.)
+
 A module with ``replica_count × num_partitions = N > 1`` runs as N interpreters
 in N threads (``run_devices``), device ``d = replica * num_partitions +
 partition``. A collective instruction hands its value to the ``Hub``, which

@@ -1,5 +1,9 @@
 """Perturbed runs: one instruction at a time, within the freedoms XLA takes.
 
+(Over 600 lines on purpose: one concept, how each class of instruction may move,
+whose rules read each other's tables; the freedoms are in ``freedoms.py``, the
+envelope built from the runs in ``envelope.py``.)
+
 Method: stochastic arithmetic, as CESTAC/CADNA and Verificarlo do it. The module is
 evaluated once as written (the *nominal* run: hloref's correctly rounded value of
 every op) and ``samples`` more times with every floating-point result perturbed

@@ -1,5 +1,8 @@
 """Elementwise unary and binary ops on the GPU (mirrors ``evaluator/elementwise.py``).
 
+(Over 600 lines on purpose: the device element functions of every elementwise op and
+type class, the table the reducers, comparators and map bodies compile from.)
+
 Same element-type rules as the CPU: integers compute in int64/uint64 and wrap to
 their width on store; f32 and narrow floats do arithmetic in f32 (narrow values
 decoded exactly, the result encoded once with ``narrow.encode_scalar``); f64 in f64;

@@ -14,6 +14,10 @@ after rounding except in rare near-ties (the accumulation bound covers them).
 ``cholesky`` and ``triangular-solve``: one thread per batch matrix, the CPU's
 algorithms in f64 parts (below). Complex batch norm (unverified modules only: the
 verifier takes real floats) runs the same formulas in c128 scalars, as the CPU.
+
+(Over 600 lines on purpose: it mirrors ``evaluator/linalg.py`` file for file, and the
+device kernels of these four families (real and complex batch norm, fft's passes, the
+two per-matrix solvers) are longer than their numpy counterparts.)
 """
 
 from __future__ import annotations
