@@ -264,24 +264,37 @@ def all_gather(*xs, shape, dimensions, ctx, instruction_name, opcode, replica_gr
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
     values = exchange(ctx, instruction_name, group, tuple(xs))
     outs = tuple(np.concatenate([values[d][i] for d in group], axis=dim) for i in range(len(xs)))
-    _check_shards(instruction_name, "all-gather", group, outs, shape, opcode)
+    check_gathered(instruction_name, group, [o.shape for o in outs], shape, opcode)
     result = outs[0] if len(xs) == 1 else outs
     if opcode == "all-gather-start":  # (operands, results)
         return (xs[0] if len(xs) == 1 else tuple(xs), result)
     return result
 
 
-def _check_shards(name: str, op: str, group: list, outs: tuple, shape, opcode: str) -> None:
-    """The concatenation of the group's values must have the declared shape (a module
-    written for another device count contradicts its collectives)."""
+def check_gathered(name: str, group: list, dims: list, shape, opcode: str) -> None:
+    """An all-gather's concatenated results (``dims``, one per operand) must have the
+    declared shape (a module written for another device count contradicts its
+    collectives)."""
     declared = shape.elements[1] if opcode.endswith("-start") else shape
     leaves = declared.elements if isinstance(declared, TupleShape) else (declared,)
-    for out, leaf in zip(outs, leaves):
-        if tuple(out.shape) != tuple(leaf.dims):
+    for got, leaf in zip(dims, leaves):
+        if tuple(got) != tuple(leaf.dims):
             raise HloEvalError(
-                f"{op} %{name}: {len(group)} participant(s) give {list(out.shape)}, but the "
+                f"all-gather %{name}: {len(group)} participant(s) give {list(got)}, but the "
                 f"declared result is {list(leaf.dims)} (the module names fewer or more "
                 f"devices than it was written for)")
+
+
+def check_scattered(name: str, group: list, size: int, declared: int, dim: int) -> int:
+    """The chunk each of a reduce-scatter's participants keeps of dimension ``dim`` (of
+    ``size``), which must be the declared result's extent ``declared``."""
+    chunk = size // len(group)
+    if chunk * len(group) != size or chunk != declared:
+        raise HloEvalError(
+            f"reduce-scatter %{name}: {len(group)} participant(s) split dimension {dim} of "
+            f"size {size}, but the declared result has {declared} (the module names fewer "
+            f"or more devices than it was written for)")
+    return chunk
 
 
 @op("all-gather-done", "collective-permute-done")
@@ -304,14 +317,8 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
     outs = []
     for i, x in enumerate(xs):
         reduced = np.asarray(_combine(to_apply, [values[d][i] for d in group]))
-        chunk = x.shape[dim] // len(group)
         declared = (shape.elements[i] if isinstance(shape, TupleShape) else shape).dims
-        if chunk * len(group) != x.shape[dim] or chunk != declared[dim]:
-            raise HloEvalError(
-                f"reduce-scatter %{instruction_name}: {len(group)} participant(s) split "
-                f"dimension {dim} of size {x.shape[dim]}, but the declared result has "
-                f"{declared[dim]} (the module names fewer or more devices than it was "
-                f"written for)")
+        chunk = check_scattered(instruction_name, group, x.shape[dim], declared[dim], dim)
         index = [slice(None)] * x.ndim
         index[dim] = slice(me * chunk, (me + 1) * chunk)
         outs.append(contiguous(reduced[tuple(index)].astype(x.dtype, copy=False)))

@@ -27,7 +27,7 @@ from numba import cuda
 
 from hloref.errors import HloEvalError
 from hloref.evaluator.collectives import (Device, DeviceIO, Hub, all_reduce_done,
-                                          collective_done, device_of, devices_of,
+                                          check_gathered, check_scattered, collective_done, device_of, devices_of,
                                           dynamic_roots, exchange, flag, group_of,
                                           group_without_global_ids, host_received,
                                           infeed_value, permute_source, receive, recv_done,
@@ -150,11 +150,15 @@ def all_gather(*xs, shape, dimensions, ctx, instruction_name, opcode, replica_gr
     (dim,) = tuple(dimensions)
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
     values = exchange(ctx, instruction_name, group, tuple(xs))
-    outs = []
+    gathered = []
     for i, x in enumerate(xs):
         dims = list(x.shape)
         dims[dim] = sum(values[d][i].shape[dim] for d in group)
-        out = empty(tuple(dims), x.et)
+        gathered.append(tuple(dims))
+    check_gathered(instruction_name, group, gathered, shape, opcode)
+    outs = []
+    for i, x in enumerate(xs):
+        out = empty(gathered[i], x.et)
         offset = 0
         for d in group:
             part = values[d][i]
@@ -179,7 +183,8 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
     me = group.index(device_of(ctx).id)
     (x,) = xs
     reduced = combine([values[d][0] for d in group])
-    chunk = x.shape[dim] // len(group)
+    declared = (shape.elements[0] if isinstance(shape, TupleShape) else shape).dims
+    chunk = check_scattered(instruction_name, group, x.shape[dim], declared[dim], dim)
     dims = list(x.shape)
     dims[dim] = chunk
     out = empty(tuple(dims), x.et)

@@ -244,3 +244,17 @@ def test_group_modes_match_the_cpu_backend(name):
     for d, (c, g) in enumerate(zip(cpu, gpu)):
         for a, b in zip(c, g, strict=True):
             np.testing.assert_array_equal(np.asarray(b), np.asarray(a), err_msg=f"device {d}")
+
+
+def test_all_gather_whose_group_contradicts_its_declared_shape_is_an_error():
+    # the cpu backend's rule (tests/test_collectives_xla.py): one participant cannot
+    # double the gathered dimension
+    text = """HloModule m, num_partitions=2
+ENTRY e {
+  x = f32[1,2,4] parameter(0)
+  ROOT ag = f32[1,4,4] all-gather(x), dimensions={1}, replica_groups={}
+}
+"""
+    xs = [np.ones((1, 2, 4), np.float32)] * 2
+    with pytest.raises(hloref.HloError, match=r"1 participant\(s\) give \[1, 2, 4\]"):
+        hloref.evaluate(text, xs, backend="gpu", fallback=False, verify=False)
