@@ -183,11 +183,13 @@ def device_of(ctx) -> Device:
     return dev
 
 
-def exchange(ctx, name, group, value):
+def exchange(ctx, name, group, value, channel_id=None):
     """Every participant's ``value`` for this execution of instruction ``name``, by
-    device id (only its own on one device)."""
+    device id (only its own on one device). With ``channel_id``, executions pair up by
+    channel, not by instruction: as XLA:CPU's rendezvous (its op id is the channel id),
+    collectives of one channel in different branches of a conditional meet."""
     dev = device_of(ctx)
-    key = dev.next_key(name)
+    key = dev.next_key(name if channel_id is None else f"channel_id={channel_id}")
     if dev.hub is None or group == [dev.id]:
         return {dev.id: value}
     return dev.hub.exchange(key, dev.id, group, value)
@@ -242,7 +244,7 @@ def group_without_global_ids(ctx, replica_groups, channel_id):
 def all_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None, channel_id=None,
                use_global_device_ids=None, constrain_layout=None):
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = exchange(ctx, instruction_name, group, tuple(xs))
+    values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     ordered = [values[d] for d in group]
     if len(xs) == 1:
         out = _combine(to_apply, [v[0] for v in ordered])
@@ -262,7 +264,7 @@ def all_gather(*xs, shape, dimensions, ctx, instruction_name, opcode, replica_gr
                channel_id=None, use_global_device_ids=None, constrain_layout=None):
     (dim,) = tuple(dimensions)
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = exchange(ctx, instruction_name, group, tuple(xs))
+    values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     outs = tuple(np.concatenate([values[d][i] for d in group], axis=dim) for i in range(len(xs)))
     check_gathered(instruction_name, group, [o.shape for o in outs], shape, opcode)
     result = outs[0] if len(xs) == 1 else outs
@@ -312,7 +314,7 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
                    channel_id=None, use_global_device_ids=None, constrain_layout=None):
     (dim,) = tuple(dimensions)
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = exchange(ctx, instruction_name, group, tuple(xs))
+    values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     me = group.index(device_of(ctx).id)
     outs = []
     for i, x in enumerate(xs):
@@ -329,7 +331,7 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
 def all_to_all(*xs, shape, ctx, instruction_name, dimensions=None, replica_groups=None,
                channel_id=None, constrain_layout=None):
     group = group_without_global_ids(ctx, replica_groups, channel_id)
-    values = exchange(ctx, instruction_name, group, tuple(xs))
+    values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     me = group.index(device_of(ctx).id)
     if dimensions:
         (dim,) = tuple(dimensions)
@@ -381,7 +383,7 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
     source = permute_source(dev, _pairs(source_target_pairs), channel_id)
     xs = (x,) if slice_sizes is not None or not rest else (x, *rest)
     # every device reaches the rendezvous with its value; devices outside all pairs too
-    key = dev.next_key(instruction_name)
+    key = dev.next_key(instruction_name if channel_id is None else f"channel_id={channel_id}")
     everyone = list(range(dev.replica_count * dev.num_partitions))
     values = {dev.id: xs} if dev.hub is None else dev.hub.exchange(key, dev.id, everyone, xs)
     results = tuple(v.copy() for v in values[source]) if source is not None else \
@@ -400,7 +402,7 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
 def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None, channel_id=None,
                          has_dynamic_root=None):
     group = group_without_global_ids(ctx, replica_groups, channel_id)
-    values = exchange(ctx, instruction_name, group, tuple(xs))
+    values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     root = values[group[0]]
     return root[0].copy() if len(xs) == 1 else tuple(v.copy() for v in root)
 
@@ -446,7 +448,7 @@ def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_group
         roots = np.asarray(data.pop())
         roots = dynamic_roots(roots, len(data))
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = exchange(ctx, instruction_name, group, (tuple(data), roots))
+    values = exchange(ctx, instruction_name, group, (tuple(data), roots), channel_id)
     me = device_of(ctx).id
     outs = []
     for i, x in enumerate(data):
@@ -467,7 +469,7 @@ def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, r
     group = group_without_global_ids(ctx, replica_groups, channel_id)
     mine = (data, input_offsets.astype(np.int64), send_sizes.astype(np.int64),
             output_offsets.astype(np.int64))
-    values = exchange(ctx, instruction_name, group, mine)
+    values = exchange(ctx, instruction_name, group, mine, channel_id)
     me = group.index(device_of(ctx).id)
     out = output.copy()
     for d in group:

@@ -135,7 +135,7 @@ def all_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None,
         raise GpuFallback("all-reduce of several operands has no GPU kernel")
     combine = _reducer(ctx, to_apply, xs)
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = exchange(ctx, instruction_name, group, tuple(xs))
+    values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     return combine([values[d][0] for d in group])
 
 
@@ -149,7 +149,7 @@ def all_gather(*xs, shape, dimensions, ctx, instruction_name, opcode, replica_gr
                channel_id=None, use_global_device_ids=None):
     (dim,) = tuple(dimensions)
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = exchange(ctx, instruction_name, group, tuple(xs))
+    values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     gathered = []
     for i, x in enumerate(xs):
         dims = list(x.shape)
@@ -179,7 +179,7 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
         raise GpuFallback("reduce-scatter of several operands has no GPU kernel")
     combine = _reducer(ctx, to_apply, xs)
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = exchange(ctx, instruction_name, group, tuple(xs))
+    values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     me = group.index(device_of(ctx).id)
     (x,) = xs
     reduced = combine([values[d][0] for d in group])
@@ -196,7 +196,7 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
 def all_to_all(*xs, shape, ctx, instruction_name, dimensions=None, replica_groups=None,
                channel_id=None):
     group = group_without_global_ids(ctx, replica_groups, channel_id)
-    values = exchange(ctx, instruction_name, group, tuple(xs))
+    values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     me = group.index(device_of(ctx).id)
     if dimensions:
         (dim,) = tuple(dimensions)
@@ -222,7 +222,7 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
     source = permute_source(dev, pairs, channel_id)
     # every device reaches the rendezvous with its value; devices outside all pairs too
     everyone = list(range(dev.replica_count * dev.num_partitions))
-    values = exchange(ctx, instruction_name, everyone, x)
+    values = exchange(ctx, instruction_name, everyone, x, channel_id)
     result = _copy(values[source]) if source is not None else _zeros(x.shape, x.et)
     if opcode == "collective-permute-start":
         contexts = [to_device(np.zeros((), np.uint32))
@@ -235,7 +235,7 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
 @gpu_op("collective-broadcast")
 def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None, channel_id=None):
     group = group_without_global_ids(ctx, replica_groups, channel_id)
-    values = exchange(ctx, instruction_name, group, tuple(xs))
+    values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     root = values[group[0]]
     return _copy(root[0]) if len(xs) == 1 else tuple(_copy(v) for v in root)
 
@@ -253,7 +253,7 @@ def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_group
         roots = dynamic_roots(roots, len(data))
     combine = _reducer(ctx, to_apply, data)
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = exchange(ctx, instruction_name, group, (tuple(data), roots))
+    values = exchange(ctx, instruction_name, group, (tuple(data), roots), channel_id)
     me = device_of(ctx).id
     outs = []
     for i, x in enumerate(data):
@@ -274,7 +274,7 @@ def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, r
     group = group_without_global_ids(ctx, replica_groups, channel_id)
     mine = (data, input_offsets.to_host().astype(np.int64), send_sizes.to_host().astype(np.int64),
             output_offsets.to_host().astype(np.int64))
-    values = exchange(ctx, instruction_name, group, mine)
+    values = exchange(ctx, instruction_name, group, mine, channel_id)
     me = group.index(device_of(ctx).id)
     out = _copy(output)
     rows = output.shape[0] if output.ndim else 0

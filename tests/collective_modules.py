@@ -56,6 +56,35 @@ ENTRY e {
   ROOT t = (f32[4], f32[8], f32[4]) tuple(ar, ag, cp)
 }
 """,
+    # collectives of one channel in different branches of a conditional pair up (XLA:CPU's
+    # rendezvous is keyed by the channel; conditional_code_motion_test.cc:632)
+    "conditional_same_channel": "HloModule m, replica_count=2\n" + ADDF + """
+on_true {
+  t = (f32[3]) parameter(0)
+  x = f32[3] get-tuple-element(t), index=0
+  ar = f32[3] all-reduce(x), channel_id=7, replica_groups={{0,1}}, use_global_device_ids=true,
+      to_apply=addf
+  ROOT r = (f32[3]) tuple(ar)
+}
+on_false {
+  t = (f32[3]) parameter(0)
+  x = f32[3] get-tuple-element(t), index=0
+  two = f32[3] constant({2, 2, 2})
+  y = f32[3] multiply(x, two)
+  ar = f32[3] all-reduce(y), channel_id=7, replica_groups={{0,1}}, use_global_device_ids=true,
+      to_apply=addf
+  ROOT r = (f32[3]) tuple(ar)
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  id = u32[] replica-id()
+  zero = u32[] constant(0)
+  first = pred[] compare(id, zero), direction=EQ
+  t = (f32[3]) tuple(x)
+  ROOT c = (f32[3]) conditional(first, t, t), true_computation=on_true,
+      false_computation=on_false
+}
+""",
     # XLA's mesh-axes replica groups (MeshAxesReplicaGroupList): a group varies the
     # named axes in the order named (device_ids: tests/test_parser.py, by hand; the
     # oracle's StableHLO route drops them)
