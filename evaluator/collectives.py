@@ -249,6 +249,12 @@ def all_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None,
     if len(xs) == 1:
         out = _combine(to_apply, [v[0] for v in ordered])
         return contiguous(np.asarray(out).astype(xs[0].dtype, copy=False))
+    comp = getattr(to_apply, "computation", None)
+    if comp is not None and len(comp.parameters) == 2:
+        # a combined all-reduce (AllReduceCombiner's form): the binary reducer reduces
+        # each operand on its own
+        return tuple(contiguous(np.asarray(_combine(to_apply, [v[i] for v in ordered]))
+                                .astype(x.dtype, copy=False)) for i, x in enumerate(xs))
     acc = ordered[0]
     for v in ordered[1:]:
         acc = tuple(np.asarray(a) for a in _as_tuple(to_apply(*acc, *v)))

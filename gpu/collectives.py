@@ -131,12 +131,13 @@ def _reducer(ctx, to_apply, xs):
 @gpu_op("all-reduce", "all-reduce-start")
 def all_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None, channel_id=None,
                use_global_device_ids=None):
-    if len(xs) != 1:
-        raise GpuFallback("all-reduce of several operands has no GPU kernel")
+    # one operand, or a combined all-reduce (a binary reducer for each operand; a
+    # variadic reducer falls back in _reducer)
     combine = _reducer(ctx, to_apply, xs)
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
     values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
-    return combine([values[d][0] for d in group])
+    outs = tuple(combine([values[d][i] for d in group]) for i in range(len(xs)))
+    return outs[0] if len(xs) == 1 else outs
 
 
 # the CPU's: they pick from their operand, whatever holds its arrays

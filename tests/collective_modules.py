@@ -85,6 +85,15 @@ ENTRY e {
       false_computation=on_false
 }
 """,
+    # a combined all-reduce (AllReduceCombiner's form, hlo_cost_analysis_test.cc:1334): the
+    # binary reducer reduces each operand on its own
+    "combined_all_reduce": "HloModule m, replica_count=2\n" + ADDF + """
+ENTRY e {
+  p0 = f32[2,2] parameter(0)
+  p1 = f32[3] parameter(1)
+  ROOT ar = (f32[2,2], f32[3]) all-reduce(p0, p1), replica_groups={{0,1}}, to_apply=addf
+}
+""",
     # XLA's mesh-axes replica groups (MeshAxesReplicaGroupList): a group varies the
     # named axes in the order named (device_ids: tests/test_parser.py, by hand; the
     # oracle's StableHLO route drops them)

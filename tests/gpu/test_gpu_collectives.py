@@ -234,7 +234,8 @@ def _collective_modules():
 
 @pytest.mark.parametrize("name", ["all_reduce_modes", "collective_permute_modes",
                                   "gather_scatter_to_all", "partitions_only",
-                                  "conditional_same_channel", "mesh_axes_groups"])
+                                  "conditional_same_channel", "mesh_axes_groups",
+                                  "combined_all_reduce"])
 def test_group_modes_match_the_cpu_backend(name):
     cm = _collective_modules()
     text = cm.MODULES[name]
