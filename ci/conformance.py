@@ -6,7 +6,7 @@ Usage::
                              [--json results.json] [--extract-to DIR] [--limit N]
                              [--no-eval] [--only SUBSTRING] [--timeout S] [--seed N]
                              [--shard I/N] [--xla-only] [--cached-only] [--resume]
-                             [--multi-device]
+                             [--multi-device] [--redo A.json ...]
                              [--merge A.json B.json ...]
 
 ``SOURCE`` is a bare git directory of openxla/xla (or its mirror ROCm/xla, whose ``main``
@@ -660,6 +660,11 @@ REASON_RULES = [
      "collectives written for a device layout the header does not declare (the test sets "
      "it in C++, e.g. replicas where the header has partitions): the declared shapes or "
      "ids contradict the collective, and XLA:CPU's value is not defined"),
+    ("verifier", lambda r, t: r.get("hloref_eval") == "HloVerifyError",
+     "hloref's verifier refuses the module by the XLA HloVerifier rule its message names "
+     "(mixed-precision all-reduce, compare type=, a shard count against the replica "
+     "groups: tests/test_verifier.py); jaxlib's StableHLO route to XLA:CPU drops what "
+     "that rule checks, so XLA:CPU runs it"),
     ("memory", lambda r, t: "MemoryError" in r.get("hloref_message", ""),
      "hloref limitation: an intermediate (a convolution's windows) does not fit in memory"),
     ("domain", lambda r, t: "set-dimension-size: size" in r.get("hloref_message", "") or
@@ -947,6 +952,9 @@ def main(argv=None) -> int:
     p.add_argument("--limit", type=int)
     p.add_argument("--only", help="score only modules whose location contains this text")
     p.add_argument("--no-eval", action="store_true")
+    p.add_argument("--redo", nargs="+", metavar="JSON",
+                   help="score again only the modules XLA:CPU ran whose record in these "
+                        "files is not a match (e.g. after a fix; with --cached-only)")
     p.add_argument("--multi-device", action="store_true",
                    help="score only modules on several devices (declared in the header, or "
                         "inferred from their collectives' device ids)")
@@ -974,6 +982,14 @@ def main(argv=None) -> int:
     cases.sort(key=lambda c: c.where)
     if a.only:
         cases = [c for c in cases if any(a.only in w for w in c.locations)]
+    if a.redo:
+        redo = set()
+        for path in a.redo:
+            with open(path, encoding="utf-8") as f:
+                for r in json.load(f):
+                    if r.get("xla_run") == "ok" and r.get("verdict") not in ("match", "envelope"):
+                        redo.add(r["key"])
+        cases = [c for c in cases if c.key in redo]
     if a.multi_device:
         cases = [c for c in cases if _COLLECTIVES.search(c.text) and (
             devices_for(c.text) or _multi_device(c.text))]
