@@ -660,6 +660,11 @@ REASON_RULES = [
      "collectives written for a device layout the header does not declare (the test sets "
      "it in C++, e.g. replicas where the header has partitions): the declared shapes or "
      "ids contradict the collective, and XLA:CPU's value is not defined"),
+    ("mismatched", lambda r, t: "mismatched collectives" in r.get("hloref_message", ""),
+     "devices take different branches around collectives without a channel_id: which "
+     "executions meet is not defined by the semantics (XLA:CPU pairs them in execution "
+     "order); hloref pairs them by instruction (by channel where there is one) and "
+     "reports the mismatch"),
     ("verifier", lambda r, t: r.get("hloref_eval") == "HloVerifyError",
      "hloref's verifier refuses the module by the XLA HloVerifier rule its message names "
      "(mixed-precision all-reduce, compare type=, a shard count against the replica "
