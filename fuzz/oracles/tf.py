@@ -79,8 +79,8 @@ from typing import Any
 import numpy as np
 
 from .errors import OracleError, OracleUnsupported
-from .xla import (ExecutableCache, flatten_argument, load_program,  # shared with XLA
-                  rebuild_result, xla_shape_text)
+from .xla import (ExecutableCache, OracleExecutable, flatten_argument,  # shared with XLA
+                  load_program, loads, rebuild_result, xla_shape_text)
 
 __all__ = ["TfExecutable", "compile_hlo", "run_hlo", "available", "clear_cache",
            "native_module", "native_function", "tf_modules", "OracleError", "OracleUnsupported",
@@ -186,12 +186,7 @@ def _jaxlib():
 
 def available() -> bool:
     """True when tensorflow (with XlaCallModule) and jaxlib import."""
-    try:
-        _tf()
-        _jaxlib()
-        return True
-    except Exception:
-        return False
+    return loads(_tf, _jaxlib)
 
 
 def clear_cache() -> None:
@@ -314,14 +309,11 @@ def _from_carrier(arr: np.ndarray, shape) -> np.ndarray:
     return arr.astype(want)
 
 
-class TfExecutable:
+class TfExecutable(OracleExecutable):
     """An HLO module compiled by TensorFlow's XLA (through XlaCallModule)."""
 
     def __init__(self, text: str, debug_options: dict | None = None):
-        self.text = text
-        self.debug_options = dict(debug_options or {})
-        self.parameter_shapes: tuple = ()
-        self.result_shape = None
+        super().__init__(text, debug_options)
         if self.debug_options:
             raise OracleUnsupported("TF oracle cannot set XLA debug options per module (TF reads "
                                     "them once from XLA_FLAGS); got "
@@ -444,10 +436,6 @@ class TfExecutable:
     def tf_hlo(self) -> str | None:
         """The HLO module TF handed to its XLA (before XLA's passes)."""
         return self._compiler_ir("hlo")
-
-    def __repr__(self) -> str:
-        params = ", ".join(xla_shape_text(s) for s in self.parameter_shapes)
-        return f"<TfExecutable ({params}) -> {xla_shape_text(self.result_shape)}>"
 
 
 

@@ -119,8 +119,15 @@ def _jax():
 
 def available() -> bool:
     """True when jax/jaxlib import and a CPU backend exists."""
+    return loads(_jax)
+
+
+def loads(*loaders) -> bool:
+    """True when every one of ``loaders`` (an oracle's lazy importers) runs without error:
+    the ``available()`` of the XLA and TF oracles."""
     try:
-        _jax()
+        for load in loaders:
+            load()
         return True
     except Exception:
         return False
@@ -183,14 +190,27 @@ def load_program(text: str, xc, who: str, unsupported_types: dict[str, str]):
     return proto, parameter_shapes, result_shape
 
 
-class XlaExecutable:
-    """An HLO module compiled by XLA:CPU; ``run(*args)`` executes it."""
+class OracleExecutable:
+    """What the XLA:CPU and TF oracles' executables share: the module ``text``, the
+    ``debug_options`` it was compiled with, its XLA program shape (``parameter_shapes``,
+    ``result_shape``: filled in by the subclass from :func:`load_program`) and the repr."""
 
     def __init__(self, text: str, debug_options: dict | None = None):
         self.text = text
         self.debug_options = dict(debug_options or {})
         self.parameter_shapes: tuple = ()
         self.result_shape = None
+
+    def __repr__(self) -> str:
+        params = ", ".join(xla_shape_text(s) for s in self.parameter_shapes)
+        return f"<{type(self).__name__} ({params}) -> {xla_shape_text(self.result_shape)}>"
+
+
+class XlaExecutable(OracleExecutable):
+    """An HLO module compiled by XLA:CPU; ``run(*args)`` executes it."""
+
+    def __init__(self, text: str, debug_options: dict | None = None):
+        super().__init__(text, debug_options)
         jax, xc, _jaxmod, be, dev = _jax()
         self._device = dev
         self.replicas, self.partitions = device_counts(text)
@@ -319,10 +339,6 @@ class XlaExecutable:
     def optimized_hlo(self) -> str:
         """The HLO text of the module after XLA:CPU's optimization passes."""
         return self._exe.hlo_modules()[0].to_string()
-
-    def __repr__(self) -> str:
-        params = ", ".join(xla_shape_text(s) for s in self.parameter_shapes)
-        return f"<XlaExecutable ({params}) -> {xla_shape_text(self.result_shape)}>"
 
 
 _DEVICE_COUNTS_RE = re.compile(r"\b(replica_count|num_partitions)\s*=\s*(\d+)")
