@@ -34,6 +34,13 @@ entry. The rules follow XLA's dynamic padder (``xla/service/dynamic_padder.cc``,
 
 Anything else given a value whose runtime size is below its bound raises
 ``HloUnsupportedError`` naming the op: no silent wrong results.
+
+The rules are written once for both backends: the few array operations they need
+(cutting the valid part, embedding a result in its bound, concatenating, repeating a
+size-1 dimension, reading a size or an index to the host) come from an *arrays* object,
+:data:`HOST_ARRAYS` (numpy) on the CPU backend and ``gpu/dynamic.py``'s device kernels
+on the GPU backend (``Interpreter.arrays``). The sizes themselves are host-side ints
+beside the values, as XLA keeps them.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from hloref.shapes import ArrayShape, TupleShape
 from .numeric import contiguous
 
 __all__ = ["DYNAMIC_SOURCES", "CONTROL_OPCODES", "dynamic_step", "is_partial", "_is_partial",
-           "valid_part", "embed", "trim"]
+           "valid_part", "embed", "trim", "HostArrays", "HOST_ARRAYS", "entry_sizes"]
 
 #: Opcodes whose result carries its operands' runtime sizes dimension for dimension.
 _SAME_SHAPE_FAMILIES = frozenset({"elementwise", "compare", "convert"})
@@ -98,13 +105,63 @@ def embed(valid: np.ndarray, dims) -> np.ndarray:
     return out
 
 
-def trim(value, sizes):
+class HostArrays:
+    """The array operations of the size rules, on host numpy arrays (the CPU backend).
+    ``gpu/dynamic.py``'s ``DeviceArrays`` has the same methods on device arrays."""
+
+    @staticmethod
+    def valid_part(x, sizes):
+        """The valid region ``x[:n0, :n1, ...]`` (``sizes`` None: ``x`` itself)."""
+        return valid_part(x, sizes)
+
+    @staticmethod
+    def embed(valid, dims):
+        """``valid`` at the origin of a zero-filled array of the bound ``dims``."""
+        return embed(valid, dims)
+
+    @staticmethod
+    def concatenate(parts, axis):
+        return np.concatenate(parts, axis=axis)
+
+    @staticmethod
+    def repeat_first(x, axis):
+        """``x`` with its first element along ``axis`` repeated over the whole axis."""
+        return np.repeat(np.take(x, [0], axis=axis), x.shape[axis], axis=axis)
+
+    @staticmethod
+    def zeros(dims, et):
+        return np.zeros(tuple(dims), et.dtype)
+
+    @staticmethod
+    def reshape(x, dims):
+        return contiguous(x).reshape(tuple(dims))
+
+    @staticmethod
+    def compact(x):
+        return contiguous(x)
+
+    @staticmethod
+    def to_host(x):
+        """A small value (a size, an index, a predicate) read to the host."""
+        return np.asarray(x)
+
+    @staticmethod
+    def from_host(x):
+        """A host value the rules made (``get-dimension-size``'s size) as a value."""
+        return x
+
+
+#: the CPU backend's arrays
+HOST_ARRAYS = HostArrays()
+
+
+def trim(value, sizes, arrays=HOST_ARRAYS):
     """A value cut to its runtime sizes (tuples leaf by leaf): what the entry returns."""
     if sizes is None:
         return value
     if isinstance(sizes, list):
-        return tuple(trim(v, s) for v, s in zip(value, sizes))
-    return contiguous(valid_part(value, sizes))
+        return tuple(trim(v, s, arrays) for v, s in zip(value, sizes))
+    return arrays.compact(arrays.valid_part(value, sizes))
 
 
 def _with_dims(shape, dims_per_leaf):
@@ -127,7 +184,7 @@ def _merge(opcode, instr, sizes_list, rank=None):
     return merged
 
 
-def _elementwise_sizes(operands, sizes, rank):
+def _elementwise_sizes(operands, sizes, rank, arrays=HOST_ARRAYS):
     """Runtime sizes of an elementwise result whose dynamic operands disagree, as XLA's
     dynamic dimension inference (``HandleElementwiseNary``) and padder
     (``RewriteDynamicBinaryOp``) give them, operand by operand and dimension by
@@ -153,17 +210,18 @@ def _elementwise_sizes(operands, sizes, rank):
         if s is not None and x.ndim == rank:
             for d, (n, m) in enumerate(zip(s, merged)):
                 if n == 1 and m > 1:
-                    x = np.repeat(np.take(x, [0], axis=d), x.shape[d], axis=d)
+                    x = arrays.repeat_first(x, d)
         out.append(x)
     return out, tuple(merged)
 
 
-def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
+def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu", arrays=HOST_ARRAYS):
     """Evaluate ``instr`` where runtime dimension sizes are involved.
 
     ``sizes[i]`` is operand ``i``'s side-table entry: ``None`` (static), a tuple of
-    runtime sizes (an array), or a list of entries (a tuple value). Returns
-    ``(value, entry)`` for the result."""
+    runtime sizes (an array), or a list of entries (a tuple value). ``fn`` is the op
+    of the backend (with ``kwargs``), ``arrays`` its array operations
+    (:class:`HostArrays`). Returns ``(value, entry)`` for the result."""
     from .registry import OPS
     opcode = instr.opcode
     shape = instr.shape
@@ -183,12 +241,12 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
                 raise unsupported(f"result dimension {d} is static ({bound}) in the "
                                   f"instruction's shape but only {n} of its elements are "
                                   f"defined (XLA reads padding there)")
-        return embed(valid, leaf_shape.dims), _normal(out_sizes, leaf_shape.dims)
+        return arrays.embed(valid, leaf_shape.dims), _normal(out_sizes, leaf_shape.dims)
 
     if opcode == "set-dimension-size":
         operand, size = operands[0], operands[1]
         (d,) = tuple(kwargs["dimensions"])
-        n = int(np.asarray(size))
+        n = int(arrays.to_host(size))
         bound = operand.shape[d]
         if not 0 <= n <= bound:
             raise HloEvalError(f"set-dimension-size: size {n} outside [0, {bound}] for "
@@ -201,7 +259,8 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
     if opcode == "get-dimension-size":
         (d,) = tuple(kwargs["dimensions"])
         s = sizes[0]
-        return np.array(s[d] if s else operands[0].shape[d], dtype=np.int32), None
+        size = np.array(s[d] if s else operands[0].shape[d], dtype=np.int32)
+        return arrays.from_host(size), None
     if opcode == "tuple":
         return fn(*operands, **kwargs), list(sizes)
     if opcode == "get-tuple-element":
@@ -212,12 +271,12 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
     if any(isinstance(s, list) and is_partial(s) for s in sizes):
         raise unsupported("a tuple holding a dynamic value")
     if opcode == "dynamic-reshape":
-        return _dynamic_reshape(instr, operands, sizes, finish)
+        return _dynamic_reshape(instr, operands, sizes, arrays)
     entry = OPS.get(opcode)
     family = entry.family if entry is not None else ""
     if family in _SAME_SHAPE_FAMILIES or opcode in _SAME_SHAPE_OPCODES or (
             opcode == "bitcast-convert" and operands[0].ndim == len(shape.dims)):
-        operands, merged = _elementwise_sizes(operands, sizes, len(shape.dims))
+        operands, merged = _elementwise_sizes(operands, sizes, len(shape.dims), arrays)
         return fn(*operands, **kwargs), _normal(merged, shape.dims)
     if opcode == "broadcast":
         out = list(shape.dims)
@@ -231,11 +290,11 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
         return fn(*operands, **kwargs), _reshape_sizes(operands[0].shape, sizes[0], shape.dims,
                                                        unsupported)
     if opcode in ("slice", "reverse"):
-        return finish(fn(valid_part(operands[0], sizes[0]), **kwargs))
+        return finish(fn(arrays.valid_part(operands[0], sizes[0]), **kwargs))
     if opcode == "pad":
         if is_partial(sizes[1]):
             raise unsupported("the padding value")
-        x = valid_part(operands[0], sizes[0])
+        x = arrays.valid_part(operands[0], sizes[0])
         out = [max(p.low + p.high + n + max(n - 1, 0) * p.interior, 0)
                for n, p in zip(x.shape, kwargs["padding"])]
         return finish(fn(x, operands[1], **{**kwargs, "shape": shape.with_dims(out)}))
@@ -251,11 +310,11 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
             if other is not None:
                 for k, v in zip([k for k in range(rank) if k != axis], other):
                     cut[k] = v
-            parts.append(valid_part(x, cut))
-        return finish(np.concatenate(parts, axis=axis))
+            parts.append(arrays.valid_part(x, cut))
+        return finish(arrays.concatenate(parts, axis))
     if opcode == "sort":
         merged = _merge(opcode, instr, sizes)
-        cut = [valid_part(x, merged) for x in operands]
+        cut = [arrays.valid_part(x, merged) for x in operands]
         dims = tuple(cut[0].shape)
         leaves = shape.elements if isinstance(shape, TupleShape) else (shape,)
         value = fn(*cut, **{**kwargs, "shape": _with_dims(shape, [dims] * len(leaves))})
@@ -264,13 +323,13 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
             return tuple(v for v, _ in done), [e for _, e in done]
         return finish(value)
     if opcode == "dot":
-        return _dot(instr, fn, kwargs, operands, sizes, finish, unsupported)
+        return _dot(instr, fn, kwargs, operands, sizes, finish, unsupported, arrays)
     if opcode == "reduce":
-        return _reduce(instr, fn, kwargs, operands, sizes, unsupported)
+        return _reduce(instr, fn, kwargs, operands, sizes, unsupported, arrays)
     if opcode == "reduce-window":
-        return _reduce_window(instr, fn, kwargs, operands, sizes, finish, unsupported)
+        return _reduce_window(instr, fn, kwargs, operands, sizes, finish, unsupported, arrays)
     if opcode == "dynamic-slice":
-        return _dynamic_slice(instr, fn, kwargs, operands, sizes, unsupported)
+        return _dynamic_slice(instr, fn, kwargs, operands, sizes, unsupported, arrays)
     if opcode == "dynamic-update-slice":
         if any(is_partial(s) for s in sizes[1:]):
             raise unsupported("the update of a dynamic-update-slice (XLA:CPU fails to compile "
@@ -282,7 +341,7 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu"):
                       "dynamic-update-slice, tuples and control flow")
 
 
-def _dot(instr, fn, kwargs, operands, sizes, finish, unsupported):
+def _dot(instr, fn, kwargs, operands, sizes, finish, unsupported, arrays):
     lhs, rhs = operands
     ls = list(sizes[0] or lhs.shape)
     rs = list(sizes[1] or rhs.shape)
@@ -301,22 +360,23 @@ def _dot(instr, fn, kwargs, operands, sizes, finish, unsupported):
         n = na if na is not None else nb
         if n is not None:
             ls[a] = rs[b] = n
-    x, y = valid_part(lhs, ls), valid_part(rhs, rs)
+    x, y = arrays.valid_part(lhs, ls), arrays.valid_part(rhs, rs)
     lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
     rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
     out = [ls[d] for d in lb] + [ls[d] for d in lf] + [rs[d] for d in rf]
     return finish(fn(x, y, **{**kwargs, "shape": instr.shape.with_dims(out)}))
 
 
-def _reduce(instr, fn, kwargs, operands, sizes, unsupported):
+def _reduce(instr, fn, kwargs, operands, sizes, unsupported, arrays):
     shape = instr.shape
     n = len(operands) // 2
     if any(is_partial(s) for s in sizes[n:]):
         raise unsupported("an init value")
     merged = _merge("reduce", instr, sizes[:n])
     dims = tuple(kwargs["dimensions"])
-    cut = tuple(np.s_[:merged[k]] if k in dims else np.s_[:] for k in range(len(merged)))
-    inputs = [contiguous(x[cut]) for x in operands[:n]]
+    inputs = [arrays.compact(arrays.valid_part(x, [merged[k] if k in dims else x.shape[k]
+                                                   for k in range(len(merged))]))
+              for x in operands[:n]]
     value = fn(*inputs, *operands[n:], **kwargs)
     kept = [merged[k] for k in range(len(merged)) if k not in dims]
     leaves = shape.elements if isinstance(shape, TupleShape) else (shape,)
@@ -324,7 +384,7 @@ def _reduce(instr, fn, kwargs, operands, sizes, unsupported):
     return value, (entries if isinstance(shape, TupleShape) else entries[0])
 
 
-def _reduce_window(instr, fn, kwargs, operands, sizes, finish, unsupported):
+def _reduce_window(instr, fn, kwargs, operands, sizes, finish, unsupported, arrays):
     """Valid-part evaluation where each dynamic dimension has an unpadded, undilated
     base (XLA's output size ``(n - dilated window) // stride + 1``, PADDING_VALID)."""
     from .windows import window_dims
@@ -345,10 +405,10 @@ def _reduce_window(instr, fn, kwargs, operands, sizes, finish, unsupported):
         else:
             span = (w.size - 1) * w.window_dilation + 1
             out.append(max((m - span) // w.stride + 1, 0) if m >= span else 0)
-    cut = [valid_part(x, merged) for x in operands[:n]]
+    cut = [arrays.valid_part(x, merged) for x in operands[:n]]
     leaves = shape.elements if isinstance(shape, TupleShape) else (shape,)
     if any(v == 0 for v in out):  # no window fits: an empty result
-        values = [np.zeros(out, leaf.element_type.dtype) for leaf in leaves]
+        values = [arrays.zeros(out, leaf.element_type) for leaf in leaves]
     else:
         value = fn(*cut, *operands[n:], **{**kwargs, "shape": _with_dims(shape, [out] * len(leaves))})
         values = list(value) if isinstance(shape, TupleShape) else [value]
@@ -358,7 +418,7 @@ def _reduce_window(instr, fn, kwargs, operands, sizes, finish, unsupported):
     return done[0]
 
 
-def _dynamic_slice(instr, fn, kwargs, operands, sizes, unsupported):
+def _dynamic_slice(instr, fn, kwargs, operands, sizes, unsupported, arrays):
     from .indexing import scalar_index
     x = operands[0]
     if any(is_partial(s) for s in sizes[1:]):
@@ -372,7 +432,7 @@ def _dynamic_slice(instr, fn, kwargs, operands, sizes, unsupported):
         if size == bound:  # the whole dimension: starts clamp to 0, the size carries over
             out[d] = n
             continue
-        start = min(max(scalar_index(operands[1 + d]), 0), bound - size)
+        start = min(max(scalar_index(arrays.to_host(operands[1 + d])), 0), bound - size)
         if start + size > n:
             raise unsupported(f"dynamic-slice window [{start}, {start + size}) of dimension "
                               f"{d} reaches past its runtime size {n} (XLA reads padding)")
@@ -380,12 +440,12 @@ def _dynamic_slice(instr, fn, kwargs, operands, sizes, unsupported):
     return value, _normal(out, instr.shape.dims)
 
 
-def _dynamic_reshape(instr, operands, sizes, finish):
+def _dynamic_reshape(instr, operands, sizes, arrays):
     """``dynamic-reshape(x, d0, d1, ...)``: the valid elements of ``x`` in row-major
     order, laid out as ``d0 x d1 x ...`` (each within its bound)."""
     shape = instr.shape
-    x = valid_part(operands[0], sizes[0])
-    dims = [int(np.asarray(v)) for v in operands[1:]]
+    x = arrays.valid_part(operands[0], sizes[0])
+    dims = [int(arrays.to_host(v)) for v in operands[1:]]
     for d, (n, bound) in enumerate(zip(dims, shape.dims)):
         if not 0 <= n <= bound:
             raise HloEvalError(f"dynamic-reshape: size {n} outside [0, {bound}] for dimension "
@@ -393,8 +453,8 @@ def _dynamic_reshape(instr, operands, sizes, finish):
     if math.prod(dims) != x.size:
         raise HloEvalError(f"dynamic-reshape: {x.size} valid elements cannot take the "
                            f"dimensions {dims}", instruction=instr.name)
-    valid = contiguous(x).reshape(dims)
-    return embed(valid, shape.dims), _normal(dims, shape.dims)
+    valid = arrays.reshape(x, dims)
+    return arrays.embed(valid, shape.dims), _normal(dims, shape.dims)
 
 
 def _reshape_sizes(in_dims, in_sizes, out_dims, unsupported):

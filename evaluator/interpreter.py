@@ -19,7 +19,7 @@ from hloref.opcodes import SIDE_EFFECTING
 from hloref.shapes import TupleShape, byte_size
 
 from .control import run_conditional, run_while
-from .dynamic import CONTROL_OPCODES, DYNAMIC_SOURCES, is_partial, trim, dynamic_step
+from .dynamic import CONTROL_OPCODES, DYNAMIC_SOURCES, HOST_ARRAYS, is_partial, trim, dynamic_step
 from .registry import OPS, UNSUPPORTED, Called, load_all
 
 __all__ = ["Limits", "Interpreter", "PreparedStep", "topological_order"]
@@ -59,6 +59,11 @@ class PreparedStep:
 
 
 class Interpreter:
+    #: the array operations of runtime dimension sizes (``evaluator/dynamic.py``) and the
+    #: host read of a while predicate or conditional selector on that path: numpy here,
+    #: device kernels in the GPU interpreter
+    arrays = HOST_ARRAYS
+
     def __init__(self, module: Module, *, limits: Limits | None = None, backend: str = "cpu",
                  observer=None, perturb=None, op_overrides: dict | None = None):
         """``observer(computation, instruction, value)``, if given, sees every value computed
@@ -94,7 +99,7 @@ class Interpreter:
                 f"the arguments take {self.live_bytes} bytes, over the memory budget of "
                 f"{self.limits.max_bytes} bytes (Limits.max_bytes)")
         value, entry_sizes = self.call_sized(entry, args, sizes)
-        return trim(value, entry_sizes)
+        return trim(value, entry_sizes, self.arrays)
 
     def call(self, comp: Computation, args: list) -> object:
         """Evaluate ``comp`` on argument values (one per parameter)."""
@@ -144,7 +149,8 @@ class Interpreter:
                     # runtime dimension sizes (set-dimension-size): a side table
                     value, dyn[index] = dynamic_step(
                         instr, step.fn, step.kwargs, operands,
-                        [dyn[i] for i in step.operand_index], backend=self.backend)
+                        [dyn[i] for i in step.operand_index], backend=self.backend,
+                        arrays=self.arrays)
                 else:
                     value = step.fn(*operands, **step.kwargs)
             except (HloEvalError, HloUnsupportedError):
@@ -212,7 +218,7 @@ class Interpreter:
             value = run_while(
                 operands[0], lambda state: self.call_sized(cond, [state], [state_sizes])[0],
                 run_body, limit=self.limits.max_while_iterations, instruction_name=instr.name,
-                condition_computation=cond)
+                condition_computation=cond, to_host=self.arrays.to_host)
             return value, state_sizes
 
         def sized(computation, index):  # branch ``index`` gets its operand's sizes
@@ -220,7 +226,7 @@ class Interpreter:
 
         branches = kw.get("branch_computations")
         return run_conditional(
-            operands[0], operands[1:], instruction_name=instr.name,
+            operands[0], operands[1:], instruction_name=instr.name, to_host=self.arrays.to_host,
             true_computation=kw.get("true_computation") and sized(kw["true_computation"], 0),
             false_computation=kw.get("false_computation") and sized(kw["false_computation"], 1),
             branch_computations=None if branches is None else
