@@ -389,9 +389,8 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
     source = permute_source(dev, _pairs(source_target_pairs), channel_id)
     xs = (x,) if slice_sizes is not None or not rest else (x, *rest)
     # every device reaches the rendezvous with its value; devices outside all pairs too
-    key = dev.next_key(instruction_name if channel_id is None else f"channel_id={channel_id}")
     everyone = list(range(dev.replica_count * dev.num_partitions))
-    values = {dev.id: xs} if dev.hub is None else dev.hub.exchange(key, dev.id, everyone, xs)
+    values = exchange(ctx, instruction_name, everyone, xs, channel_id)
     results = tuple(v.copy() for v in values[source]) if source is not None else \
         tuple(np.zeros_like(v) for v in xs)
     result = results[0] if len(xs) == 1 else results
@@ -440,6 +439,28 @@ def root_rank(values: dict, group: list[int], roots, i: int) -> int:
     return rank
 
 
+def reduced_operands(xs, has_dynamic_root) -> list:
+    """collective-reduce's reduced operands: ``xs`` less the trailing s32 root operand
+    when ``has_dynamic_root`` is set."""
+    return list(xs[:-1]) if flag(has_dynamic_root) else list(xs)
+
+
+def reduce_rendezvous(ctx, name, xs, to_host, replica_groups, channel_id,
+                      use_global_device_ids, has_dynamic_root):
+    """collective-reduce's host side (shared with the GPU): every participant's reduced
+    operands, exchanged, as ``(group, operands, at_root)``: ``operands[i]`` holds operand
+    ``i`` of each participant in group order and ``at_root[i]`` says whether this device
+    is operand ``i``'s root. ``to_host`` reads the dynamic root operand to a host array."""
+    data = reduced_operands(xs, has_dynamic_root)
+    roots = dynamic_roots(to_host(xs[-1]), len(data)) if flag(has_dynamic_root) else None
+    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
+    values = exchange(ctx, name, group, (tuple(data), roots), channel_id)
+    me = device_of(ctx).id
+    operands = [[values[d][0][i] for d in group] for i in range(len(data))]
+    at_root = [group[root_rank(values, group, roots, i)] == me for i in range(len(data))]
+    return group, operands, at_root
+
+
 @op("collective-reduce")
 def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None,
                       channel_id=None, use_global_device_ids=None, has_dynamic_root=None):
@@ -448,18 +469,13 @@ def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_group
     the root, rank 0 of the group or, with ``has_dynamic_root=true``, the rank the
     trailing s32 operand gives per reduced operand, receives the reduction. Upstream
     leaves the other participants' results undefined; hloref gives them zeros."""
-    data = list(xs)
-    roots = None
-    if flag(has_dynamic_root):
-        roots = np.asarray(data.pop())
-        roots = dynamic_roots(roots, len(data))
-    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = exchange(ctx, instruction_name, group, (tuple(data), roots), channel_id)
-    me = device_of(ctx).id
+    group, operands, at_root = reduce_rendezvous(
+        ctx, instruction_name, xs, np.asarray, replica_groups, channel_id,
+        use_global_device_ids, has_dynamic_root)
     outs = []
-    for i, x in enumerate(data):
-        if group[root_rank(values, group, roots, i)] == me:
-            reduced = _combine(to_apply, [values[d][0][i] for d in group])
+    for i, x in enumerate(reduced_operands(xs, has_dynamic_root)):
+        if at_root[i]:
+            reduced = _combine(to_apply, operands[i])
             outs.append(contiguous(np.asarray(reduced).astype(x.dtype, copy=False)))
         else:
             outs.append(np.zeros_like(x))
@@ -476,14 +492,28 @@ def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, r
     mine = (data, input_offsets.astype(np.int64), send_sizes.astype(np.int64),
             output_offsets.astype(np.int64))
     values = exchange(ctx, instruction_name, group, mine, channel_id)
-    me = group.index(device_of(ctx).id)
     out = output.copy()
+    for src, a, b, n in ragged_blocks(ctx, group, values, out.shape[0] if out.ndim else 0):
+        out[b:b + n] = src[a:a + n]
+    return out
+
+
+def ragged_blocks(ctx, group: list[int], values: dict, rows: int):
+    """The row blocks ragged-all-to-all's participants send this device, from their
+    exchanged ``(data, input_offsets, send_sizes, output_offsets)`` (offsets and sizes as
+    host int64 arrays): ``(data, first source row, first output row, row count)`` for
+    each non-empty one, checked to lie inside the sender's data and this device's
+    ``rows``-row output (shared with the GPU)."""
+    me = group.index(device_of(ctx).id)
     for d in group:
         src, in_off, sizes, out_off = values[d]
         n = int(sizes[me])
         if n:
-            out[int(out_off[me]):int(out_off[me]) + n] = src[int(in_off[me]):int(in_off[me]) + n]
-    return out
+            a, b = int(in_off[me]), int(out_off[me])
+            if a < 0 or b < 0 or a + n > src.shape[0] or b + n > rows:
+                raise HloEvalError(f"ragged-all-to-all: rows [{a}, {a + n}) of a {src.shape[0]}-row "
+                                   f"operand to rows [{b}, {b + n}) of a {rows}-row output")
+            yield src, a, b, n
 
 
 # ---------------------------------------------------------------- send / recv, feeds

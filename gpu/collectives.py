@@ -27,11 +27,13 @@ from numba import cuda
 
 from hloref.errors import HloEvalError
 from hloref.evaluator.collectives import (Device, DeviceIO, Hub, all_reduce_done,
-                                          check_gathered, check_scattered, collective_done, device_of, devices_of,
-                                          dynamic_roots, exchange, flag, group_of,
+                                          check_gathered, check_scattered, collective_done,
+                                          device_of, devices_of, exchange, flag, group_of,
                                           group_without_global_ids, host_received,
-                                          infeed_value, permute_source, receive, recv_done,
-                                          root_rank, run_threads, send_done, send_to_peers)
+                                          infeed_value, permute_source, ragged_blocks,
+                                          receive, recv_done, reduce_rendezvous,
+                                          reduced_operands, run_threads, send_done,
+                                          send_to_peers)
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.values import TOKEN_VALUE
 
@@ -247,19 +249,15 @@ def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_group
     """The CPU's ``collective_reduce`` (its docstring fixes the semantics) on device
     buffers: each operand reduced over the group in group order at the root, zeros
     elsewhere. The dynamic root ranks (a small s32 operand) are read to the host."""
-    data = list(xs)
-    roots = None
-    if flag(has_dynamic_root):
-        roots = data.pop().to_host()
-        roots = dynamic_roots(roots, len(data))
+    data = reduced_operands(xs, has_dynamic_root)
     combine = _reducer(ctx, to_apply, data)
-    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
-    values = exchange(ctx, instruction_name, group, (tuple(data), roots), channel_id)
-    me = device_of(ctx).id
+    _, operands, at_root = reduce_rendezvous(
+        ctx, instruction_name, xs, lambda r: r.to_host(), replica_groups, channel_id,
+        use_global_device_ids, has_dynamic_root)
     outs = []
     for i, x in enumerate(data):
-        if group[root_rank(values, group, roots, i)] == me:
-            outs.append(combine([values[d][0][i] for d in group]))
+        if at_root[i]:
+            outs.append(combine(operands[i]))
         else:
             outs.append(_zeros(x.shape, x.et))
     return outs[0] if len(outs) == 1 else tuple(outs)
@@ -276,18 +274,9 @@ def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, r
     mine = (data, input_offsets.to_host().astype(np.int64), send_sizes.to_host().astype(np.int64),
             output_offsets.to_host().astype(np.int64))
     values = exchange(ctx, instruction_name, group, mine, channel_id)
-    me = group.index(device_of(ctx).id)
     out = _copy(output)
-    rows = output.shape[0] if output.ndim else 0
-    for d in group:
-        src, in_off, sizes, out_off = values[d]
-        n = int(sizes[me])
-        if n:
-            a, b = int(in_off[me]), int(out_off[me])
-            if a < 0 or b < 0 or a + n > src.shape[0] or b + n > rows:
-                raise HloEvalError(f"ragged-all-to-all: rows [{a}, {a + n}) of a {src.shape[0]}-row "
-                                   f"operand to rows [{b}, {b + n}) of a {rows}-row output")
-            _block(src, out, 0, a, b, n)
+    for src, a, b, n in ragged_blocks(ctx, group, values, output.shape[0] if output.ndim else 0):
+        _block(src, out, 0, a, b, n)
     return out
 
 
