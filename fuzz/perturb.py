@@ -124,6 +124,7 @@ _ACCUMULATING = ACCUMULATING - {"select-and-scatter"}
 #: Called computations whose instructions are program steps (perturbed); computations
 #: applied by reduce, scatter, sort, map... are combiners, not steps.
 _CONTROL_ATTRS = {"call": ("to_apply",), "fusion": ("calls",), "while": ("condition", "body"),
+                  "scan": ("to_apply",),  # XLA:CPU runs it as a while loop: per-step arithmetic
                   "conditional": ("branch_computations", "true_computation",
                                   "false_computation"), "async-start": ("calls",)}
 

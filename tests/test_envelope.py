@@ -254,6 +254,49 @@ def test_subnormal_operands_read_as_zero_is_xlas_daz_and_normal_values_stay_exac
     assert report.verdict == "mismatch", report.summary()
 
 
+SCAN_PRODUCT = """HloModule m
+step {
+  x = f32[3] parameter(0)
+  c = f32[3] parameter(1)
+  m = f32[3] multiply(c, x)
+  ROOT t = (f32[3], f32[3]) tuple(m, m)
+}
+ENTRY e {
+  xs = f32[3,6] parameter(0)
+  init = f32[3] parameter(1)
+  ROOT s = (f32[3,6], f32[3]) scan(xs, init), dimensions={1}, num_carries=1, to_apply=step
+}
+"""
+
+
+def test_a_scan_carry_passing_through_the_subnormals_may_flush_to_zero_for_good(worker):
+    # XLA:CPU runs a scan as a loop with FTZ/DAZ: 2e-38 * 0.5 = 1e-38 is subnormal and
+    # flushed, so the running product stays 0 where the written semantics (hloref)
+    # come back to 4e-38, 8e-38 (spmd_partitioner_test.cc:4867, 1,024 steps of random
+    # factors). The scan's body gets the freedoms of a while body.
+    xs = np.array([[0.5, 4, 2, 1, 1, 1],            # dips below the smallest normal
+                   [1.5, 0.5, 3, 0.25, 2, 1],        # normal all along
+                   [0.5, 0.5, 0.5, 0.5, 0.5, 8]], np.float32)  # tiny but normal
+    init = np.array([2e-38, 1.0, 1e-30], np.float32)
+    xla = diff(SCAN_PRODUCT, [xs, init], worker=worker)
+    out, carry = xla.actual
+    # by hand, XLA:CPU's value: row 0 flushed at the first step, rows 1, 2 exact products
+    np.testing.assert_array_equal(out[0], np.zeros(6, np.float32))
+    np.testing.assert_array_equal(out[1], np.cumprod(xs[1]).astype(np.float32))
+    np.testing.assert_array_equal(out[2], (np.float32(1e-30) * np.cumprod(xs[2])).astype(np.float32))
+    assert carry[0] == 0
+    assert xla.verdict == "match", xla.summary()
+    # a normal product off by 0.1 %, or a tiny but normal one zeroed, is still flagged
+    bad = np.array(out, copy=True)
+    bad[1, 3] *= np.float32(1.001)
+    report = diff(SCAN_PRODUCT, [xs, init], worker=worker, oracle_value=(bad, carry))
+    assert report.verdict == "mismatch", report.summary()
+    bad = np.array(out, copy=True)
+    bad[2, 4:] = 0
+    report = diff(SCAN_PRODUCT, [xs, init], worker=worker, oracle_value=(bad, carry))
+    assert report.verdict == "mismatch", report.summary()
+
+
 COMPLEX_DIVIDE = """HloModule m
 ENTRY e {
   a = c64[4] parameter(0)
