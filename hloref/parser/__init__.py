@@ -20,7 +20,7 @@ from ..ir import Module
 from ..shapes import Shape
 from .attributes import (BOOL_ATTRS, COMP_ATTRS, COMP_LIST_ATTRS, ENUM_ATTRS, INT_ATTRS,
                          INT_LIST_ATTRS)
-from .literals import FloatInfo, float_info
+from ..types import FloatInfo, float_info
 from .module import OPCODES, SECTION_TITLES, SHAPE_INFERABLE, ModuleParser
 
 __all__ = ["parse_module", "parse_shape", "parse_literal", "OPCODES", "SECTION_TITLES",

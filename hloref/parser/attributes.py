@@ -56,14 +56,28 @@ class AttributeParser(LiteralParser):
             s.expect("}", f"to end '{key}'")
             return out
 
-    def _located_name(self) -> tuple[str, int]:
+    def _located_name(self, what: str = "name") -> tuple[str, int]:
         s = self.s
         s.skip_ws()
         pos = s.pos
         n = s.name()
         if n is None:
-            raise s.expected("name")
+            raise s.expected(what)
         return n, pos
+
+    def keyword(self, what: str, seen, expected: str | None = None) -> tuple[str, int]:
+        """``key=`` of a ``what`` (``attribute``, ``module attribute``, ``window
+        sub-attribute``...) and where the key starts; a key already in ``seen`` is an
+        error. ``expected`` is what the error names when no key stands there (default:
+        ``what`` name)."""
+        s = self.s
+        s.skip_ws()
+        pos = s.pos
+        key = s.expect_ident(expected or f"{what} name")
+        s.expect("=", f"after {what} '{key}'")
+        if key in seen:
+            raise s.error(f"duplicate {what} '{key}'", pos)
+        return key, pos
 
     def name_list(self, key: str) -> list[tuple[str, int]]:
         return self.braced(key, self._located_name)
@@ -93,12 +107,7 @@ class AttributeParser(LiteralParser):
         return tuple(self.braced(key, self.s.int_))
 
     def comp_ref(self) -> A.ComputationRef:
-        s = self.s
-        s.skip_ws()
-        pos = s.pos
-        n = s.name()
-        if n is None:
-            raise s.expected("computation name")
+        n, pos = self._located_name("computation name")
         self.comp_refs.append((n, pos))
         return A.ComputationRef(n)
 
@@ -230,14 +239,7 @@ class AttributeParser(LiteralParser):
         s.expect("{", "to start 'window'")
         fields: dict[str, list] = {}
         while not s.accept("}"):
-            s.skip_ws()
-            kpos = s.pos
-            k = s.ident()
-            if k is None:
-                raise s.expected("window sub-attribute or '}'")
-            s.expect("=", f"after window sub-attribute '{k}'")
-            if k in fields:
-                raise s.error(f"duplicate window sub-attribute '{k}'", kpos)
+            k, kpos = self.keyword("window sub-attribute", fields, "window sub-attribute or '}'")
             if k in ("size", "stride", "lhs_dilate", "rhs_dilate"):
                 v = s.match(_DXD_RE)
                 if v is None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..lexer import NUMBER_RE
 from ..shapes import UNBOUNDED, ArrayShape, Shape, TupleShape
-from ..types import ELEMENT_TYPES, ElementType, FloatInfo, float_info  # noqa: F401 - re-exported
+from ..types import ELEMENT_TYPES, ElementType, float_info
 from .shapes import ShapeParser
 
 _NAN_RE = re.compile(r"-?nan(?:\(0x([0-9a-fA-F]+)\))?")

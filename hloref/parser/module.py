@@ -50,11 +50,7 @@ class ModuleParser(AttributeParser):
                 raise s.expected("module name")
             module = Module(name=name, source_name=self.filename)
         while not headerless and s.accept(","):
-            key_pos = s.pos
-            key = s.expect_ident("module attribute name")
-            s.expect("=", f"after module attribute '{key}'")
-            if key in module.attrs:
-                raise s.error(f"duplicate module attribute '{key}'", key_pos)
+            key, _ = self.keyword("module attribute", module.attrs)
             module.attrs[key] = self.module_attr(key)
         module.extra_sections = self.sections()
         entry: str | None = None
@@ -254,12 +250,7 @@ class ModuleParser(AttributeParser):
     def computation_attrs(self, comp: Computation) -> None:
         s = self.s
         while s.accept(","):
-            s.skip_ws()
-            key_pos = s.pos
-            key = s.expect_ident("computation attribute name")
-            s.expect("=", f"after computation attribute '{key}'")
-            if key in comp.attrs:
-                raise s.error(f"duplicate computation attribute '{key}'", key_pos)
+            key, _ = self.keyword("computation attribute", comp.attrs)
             if s.at('"'):
                 comp.attrs[key] = s.string()[0]
             else:
@@ -340,14 +331,7 @@ class ModuleParser(AttributeParser):
                 break
         seen: set[str] = set()
         while allow_attributes and s.accept(","):
-            s.skip_ws()
-            key_pos = s.pos
-            key = s.ident()
-            if key is None:
-                raise s.expected("attribute name")
-            s.expect("=", f"after attribute name '{key}'")
-            if key in seen:
-                raise s.error(f"duplicate attribute '{key}'", key_pos)
+            key, _ = self.keyword("attribute", seen)
             seen.add(key)
             if key == CONTROL_PREDECESSORS:
                 refs.extend((instr, n, p, True) for n, p in self.name_list(key))
