@@ -22,7 +22,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-__all__ = ["OracleResult", "OracleWorker", "ORACLES", "child_main"]
+__all__ = ["OracleResult", "OracleWorker", "ORACLES", "Channel", "serve", "child_main"]
 
 ORACLES = ("xla", "tf")
 
@@ -45,7 +45,7 @@ class OracleResult:
         return self.kind == "ok"
 
 
-class _Channel:
+class Channel:
     """Length-prefixed pickles over a pair of pipe file descriptors."""
 
     def __init__(self, rfd: int, wfd: int):
@@ -78,21 +78,22 @@ class _Channel:
         return bool(ready)
 
 
-def child_main(oracle: str) -> None:
-    """The worker process (``python -m hloref.fuzz.worker_main ORACLE``); jobs on stdin,
-    answers on stdout (which nothing else may write to: it is moved aside first)."""
+_Channel = Channel  # the name ci/conformance.py imports (until it uses serve())
+
+
+def serve(ready, answer, glue=lambda message: ("error", message)) -> None:
+    """The child side of a worker process: stdin and stdout become a :class:`Channel`
+    (stdout moved aside to stderr first, so that stray prints from XLA/TF never enter
+    the protocol), ``ready`` is sent, then every job read is answered with
+    ``answer(job)``'s reply until the parent closes the pipe or sends ``None``. An
+    exception from ``answer`` or in sending its reply (a bug in the glue) is answered
+    ``glue(message)`` and the loop goes on. The oracle workers' loop
+    (:func:`child_main`), for any worker that speaks this protocol."""
     rfd = os.dup(0)
     wfd = os.dup(1)
-    os.dup2(2, 1)  # stray prints from XLA/TF go to stderr, not into the protocol
-    conn = _Channel(rfd, wfd)
-    if oracle == "xla":
-        from hloref.fuzz.oracles import xla as backend
-    elif oracle == "tf":
-        from hloref.fuzz.oracles import tf as backend
-    else:
-        raise SystemExit(f"unknown oracle {oracle}")
-    from hloref.fuzz.oracles.errors import OracleError, OracleUnsupported
-    conn.send(("ready", None))
+    os.dup2(2, 1)
+    conn = Channel(rfd, wfd)
+    conn.send(ready)
     while True:
         try:
             job = conn.recv()
@@ -100,6 +101,24 @@ def child_main(oracle: str) -> None:
             return
         if job is None:
             return
+        try:
+            conn.send(answer(job))
+        except Exception as exc:
+            conn.send(glue(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"))
+
+
+def child_main(oracle: str) -> None:
+    """The worker process (``python -m hloref.fuzz.worker_main ORACLE``); jobs on stdin,
+    answers on stdout (which nothing else may write to: it is moved aside first)."""
+    if oracle == "xla":
+        from hloref.fuzz.oracles import xla as backend
+    elif oracle == "tf":
+        from hloref.fuzz.oracles import tf as backend
+    else:
+        raise SystemExit(f"unknown oracle {oracle}")
+    from hloref.fuzz.oracles.errors import OracleError, OracleUnsupported
+
+    def answer(job):
         kind, payload = job
         try:
             if kind == "abort":  # test hook: behave like XLA hitting a CHECK failure
@@ -107,8 +126,7 @@ def child_main(oracle: str) -> None:
                 os.abort()
             if kind == "sleep":  # test hook: hang
                 time.sleep(payload)
-                conn.send(("ok", (None, None, (0.0, 0.0))))
-                continue
+                return ("ok", (None, None, (0.0, 0.0)))
             text, args, debug_options, want_optimized = payload
             t0 = time.perf_counter()
             exe = backend.compile_hlo(text, debug_options=debug_options)
@@ -116,13 +134,13 @@ def child_main(oracle: str) -> None:
             value = exe.run(*args)
             t2 = time.perf_counter()
             optimized = exe.optimized_hlo() if want_optimized else None
-            conn.send(("ok", (value, optimized, (t1 - t0, t2 - t1))))
+            return ("ok", (value, optimized, (t1 - t0, t2 - t1)))
         except OracleUnsupported as exc:
-            conn.send(("unsupported", str(exc)))
+            return ("unsupported", str(exc))
         except OracleError as exc:
-            conn.send(("error", str(exc)))
-        except Exception as exc:  # a bug in the oracle glue: report it as an error verdict
-            conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"))
+            return ("error", str(exc))
+
+    serve(("ready", None), answer)  # a bug in the oracle glue: an error verdict
 
 
 class OracleWorker:
@@ -152,7 +170,7 @@ class OracleWorker:
             [sys.executable, "-m", "hloref.fuzz.worker_main", self.oracle],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, close_fds=True)
         stderr.close()
-        self._conn = _Channel(self._proc.stdout.fileno(), self._proc.stdin.fileno())
+        self._conn = Channel(self._proc.stdout.fileno(), self._proc.stdin.fileno())
         if not self._conn.poll(self.start_timeout):
             self._kill()
             raise RuntimeError(f"the {self.oracle} oracle worker did not start in "
