@@ -45,6 +45,7 @@ beside the values, as XLA keeps them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -289,8 +290,17 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu", arrays=HO
     if opcode == "reshape":
         return fn(*operands, **kwargs), _reshape_sizes(operands[0].shape, sizes[0], shape.dims,
                                                        unsupported)
-    if opcode in ("slice", "reverse"):
+    if opcode == "reverse":
         return finish(fn(arrays.valid_part(operands[0], sizes[0]), **kwargs))
+    if opcode == "slice":
+        # each [s:l:k] cut to the valid extent n: ceil((min(n, l) - s) / k) elements, at
+        # least 0 (python's slicing of the valid part)
+        x = arrays.valid_part(operands[0], sizes[0])
+        cut = [dataclasses.replace(d, start=min(d.start, n), limit=max(min(d.limit, n),
+                                                                       min(d.start, n)))
+               for d, n in zip(kwargs["slice"], x.shape)]
+        out = [-(-(d.limit - d.start) // d.stride) for d in cut]
+        return finish(fn(x, **{**kwargs, "slice": cut, "shape": shape.with_dims(out)}))
     if opcode == "pad":
         if is_partial(sizes[1]):
             raise unsupported("the padding value")

@@ -34,7 +34,8 @@ def is_available() -> bool:
     return available()
 
 
-def evaluate_gpu(module, values, *, limits=None, fallback: bool = True, report=None, io=None):
+def evaluate_gpu(module, values, *, limits=None, fallback: bool = True, report=None, io=None,
+                 sizes=None):
     """Evaluate ``module``'s entry computation on host ``values`` on the GPU.
 
     ``values`` are host values already checked against the parameters (numpy arrays,
@@ -42,7 +43,9 @@ def evaluate_gpu(module, values, *, limits=None, fallback: bool = True, report=N
     ``fallback=False``: raise ``HloUnsupportedError`` for an op without a GPU kernel
     instead of running it on the CPU. ``report``: a :class:`FallbackReport` to fill
     (also available afterwards as ``hloref.gpu.last_report``). ``io``: the
-    ``evaluator.collectives.DeviceIO`` queues of infeed, outfeed and host transfers."""
+    ``evaluator.collectives.DeviceIO`` queues of infeed, outfeed and host transfers.
+    ``sizes``: the arguments' runtime dimension sizes (``evaluator/dynamic.py``), for
+    arguments shorter than their bounded dynamic dimensions."""
     global last_report
     from hloref.errors import HloEvalError
     if not is_available():
@@ -58,7 +61,7 @@ def evaluate_gpu(module, values, *, limits=None, fallback: bool = True, report=N
         interp.report = report
     last_report = interp.report
     device_args = [to_device(v) for v in values]
-    result = interp.run(device_args)
+    result = interp.run(device_args, sizes)
     return to_host(result)
 
 
@@ -88,9 +91,6 @@ def gpu_status(opcode: str) -> str:
     entry = gpu.get(opcode)
     if entry is not None:
         return f"yes ({entry.note})" if entry.note else "yes"
-    if opcode in ("set-dimension-size", "dynamic-reshape"):
-        from .interpreter import GpuInterpreter
-        return "cpu fallback: " + GpuInterpreter.DYNAMIC_REASON
     if opcode in load_all():
         return "cpu fallback: no GPU kernel for this opcode"
     return "no: " + UNSUPPORTED.get(opcode, "not implemented yet")

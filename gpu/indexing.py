@@ -492,9 +492,9 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims,
 
 @gpu_op("get-dimension-size")
 def get_dimension_size(operand, *, shape, dimensions):
-    """The static size of dimension ``dimensions[0]`` as a device s32 scalar. (A module
-    with runtime sizes, from set-dimension-size or dynamic-reshape, runs on the CPU
-    whole: ``GpuInterpreter.run``.)"""
+    """The static size of dimension ``dimensions[0]`` as a device s32 scalar. (A runtime
+    size, from set-dimension-size or dynamic-reshape, is read by the interpreter's
+    ``dynamic_step`` instead: ``gpu/dynamic.py``.)"""
     (d,) = tuple(dimensions)
     if not 0 <= int(d) < operand.ndim:
         raise HloEvalError(f"get-dimension-size: dimension {d} out of range for a "

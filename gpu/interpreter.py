@@ -9,6 +9,10 @@ fusion, while, conditional) runs in this interpreter (``gpu/control.py``); the o
 host reads are a while predicate per iteration, a conditional's selector, and the
 predicate of a tuple ``select``.
 
+Runtime dimension sizes (``set-dimension-size``, ``dynamic-reshape``) are tracked as on
+the CPU (the same rules, ``evaluator/dynamic.py``): host-side ints beside the device
+buffers, the data ops on the device (``gpu/dynamic.py``'s ``DEVICE_ARRAYS``).
+
 An opcode without a GPU kernel (or a GPU op that raises ``GpuFallback`` for its
 operands, e.g. complex element types) runs the CPU op: operands are copied to the
 host, the CPU op function runs with its keyword arguments bound to a CPU
@@ -25,11 +29,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hloref.errors import HloUnsupportedError
-from hloref.evaluator.dynamic import DYNAMIC_SOURCES
 from hloref.evaluator.interpreter import Interpreter, Limits, PreparedStep
-from hloref.ir import Computation
 
 from .device import to_device, to_host
+from .dynamic import DEVICE_ARRAYS
 from .registry import GPU_OPS, GpuFallback, load_all as load_gpu_ops
 
 __all__ = ["GpuInterpreter", "FallbackReport", "Limits"]
@@ -63,6 +66,9 @@ class FallbackReport:
 
 
 class GpuInterpreter(Interpreter):
+    #: runtime dimension sizes: the CPU's rules, the data work on the device
+    arrays = DEVICE_ARRAYS
+
     def __init__(self, module, *, limits: Limits | None = None, fallback: bool = True):
         super().__init__(module, limits=limits, backend="gpu")
         load_gpu_ops()
@@ -80,30 +86,7 @@ class GpuInterpreter(Interpreter):
 
     # The instruction loop (memory budget, last-use release, error naming) is the CPU
     # Interpreter's: values here are device arrays, whose ``nbytes`` the budget counts.
-
-    #: why a module with runtime dimension sizes runs on the CPU
-    DYNAMIC_REASON = ("runtime dimension sizes (set-dimension-size, dynamic-reshape) are tracked "
-                      "on the CPU backend only: the whole module runs there")
-
-    def _has_dynamic(self, comp: Computation) -> bool:
-        # runtime dimension sizes are tracked on the CPU backend only: ``run`` gives a
-        # module with a source of them to the CPU interpreter whole
-        return False
-
-    def run(self, args: list, sizes: list | None = None) -> object:
-        sources = sorted({i.opcode for c in self.module.computations.values()
-                          for i in c.instructions if i.opcode in DYNAMIC_SOURCES})
-        if not sources:
-            return super().run(args, sizes)
-        if not self.fallback:
-            raise HloUnsupportedError(sources[0], "gpu", f"{self.DYNAMIC_REASON} (CPU fallback "
-                                      "disabled)")
-        import warnings
-        for opcode in sources:
-            if self.report.add(opcode, self.DYNAMIC_REASON):
-                warnings.warn(f"hloref gpu backend: {opcode} runs on the CPU "
-                              f"({self.DYNAMIC_REASON})", RuntimeWarning, stacklevel=2)
-        return to_device(self._cpu.run([to_host(a) for a in args], sizes))
+    # So is its runtime-size path, with ``arrays`` (device kernels) and the GPU ops.
 
     # -- planning -------------------------------------------------------------
     def _prepare(self, instr, position) -> PreparedStep:
@@ -139,7 +122,9 @@ class GpuInterpreter(Interpreter):
             except GpuFallback as fb:
                 if not lazy:
                     lazy.append(self._cpu._prepare(instr, position))
-                return self._run_fallback(instr, lazy[0], operands, fb.reason)
+                # the runtime-size path may have given the op another result shape
+                return self._run_fallback(instr, lazy[0], operands, fb.reason,
+                                          shape=kw.get("shape"))
 
         return PreparedStep(instr, run, kwargs, step.operand_index)
 
@@ -154,7 +139,7 @@ class GpuInterpreter(Interpreter):
 
         return PreparedStep(instr, run, {}, operand_index)
 
-    def _run_fallback(self, instr, cpu_step, operands, reason):
+    def _run_fallback(self, instr, cpu_step, operands, reason, shape=None):
         if not self.fallback:
             raise HloUnsupportedError(instr.opcode, "gpu", f"{reason} (CPU fallback disabled)",
                                       instruction=instr.name)
@@ -164,7 +149,10 @@ class GpuInterpreter(Interpreter):
                           RuntimeWarning, stacklevel=2)
         host = [to_host(o) for o in operands]
         self._cpu.live_bytes = self.live_bytes
-        value = cpu_step.fn(*host, **cpu_step.kwargs)
+        kwargs = cpu_step.kwargs
+        if shape is not None and "shape" in kwargs:
+            kwargs = {**kwargs, "shape": shape}
+        value = cpu_step.fn(*host, **kwargs)
         if isinstance(value, np.generic):
             value = np.asarray(value)
         return to_device(value)

@@ -56,7 +56,7 @@ def gpu_op(*opcodes: str, note: str = ""):
 _FAMILIES = ("control", "elementwise", "compare", "convert", "shape_ops", "reduce", "dot",
              "convolution", "indexing", "windows", "sort", "bitwise_convert", "rng",
              "dot_variants", "custom_call", "async_ops", "linalg",
-             "collectives")
+             "collectives", "dynamic")
 _loaded = False
 
 

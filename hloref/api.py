@@ -52,7 +52,7 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
 
     A parameter with bounded dynamic dimensions (``f32[<=8]``) takes an array shorter
     than the bound there: its extent is the runtime size. A result with runtime sizes
-    below its bounds comes back cut to them (cpu backend).
+    below its bounds comes back cut to them (both backends).
 
     ``interpreter_options(device)`` (cpu backend): extra ``Interpreter`` keyword
     arguments per device, for hooks such as the numerical envelope's ``perturb``.
@@ -122,13 +122,9 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
                   host_recv=host_recv if host_recv is not None else {},
                   host_send=host_send if host_send is not None else {})
     if backend == "gpu":
-        if dynamic:
-            from .errors import HloUnsupportedError
-            raise HloUnsupportedError("parameter", "gpu", "arguments shorter than their bounded "
-                                      "dynamic dimensions (runtime sizes are tracked on the cpu "
-                                      "backend only)")
         from hloref.gpu import evaluate_gpu
-        return evaluate_gpu(module, values, limits=limits, fallback=fallback, io=io)
+        return evaluate_gpu(module, values, limits=limits, fallback=fallback, io=io,
+                            sizes=sizes if dynamic else None)
     from hloref.evaluator.interpreter import Interpreter
     interp = Interpreter(module, limits=limits, backend=backend,
                          **(interpreter_options(0) if interpreter_options else {}))

@@ -313,22 +313,21 @@ def test_opcode_without_gpu_kernel_falls_back():
     for op in missing:
         assert hloref.gpu.gpu_status(op).startswith("cpu fallback")
     assert hloref.supported_opcodes("gpu") >= hloref.supported_opcodes("cpu")
-    # only the sources of runtime dimension sizes run on the CPU (the whole module:
-    # test_runtime_dimension_sizes_run_on_the_cpu_whole)
-    assert set(missing) == {"set-dimension-size", "dynamic-reshape"}
+    # every opcode has a GPU op (runtime dimension sizes too: tests/gpu/test_gpu_dynamic.py)
+    assert missing == []
 
 
 def test_ops_table_fallback_notes():
     """What ``hloref ops`` still lists as running on the CPU: custom-call targets without
-    a device version, computations with ops that have no scalar device form, and the
-    runtime dimension sizes; every other opcode runs on the device in every element type
+    a device version and computations with ops that have no scalar device form; every
+    other opcode runs on the device in every element type
     (a new per-type fallback note fails here)."""
     from hloref.evaluator.registry import load_all
     from hloref.gpu.computation import FALLBACK_NOTE
     noted = {op: hloref.gpu.gpu_status(op) for op in load_all()}
     noted = {op: s for op, s in noted.items() if "fallback" in s}
     calls = {"map", "reduce", "reduce-window", "scatter", "select-and-scatter", "sort"}
-    assert set(noted) == calls | {"custom-call", "set-dimension-size", "dynamic-reshape"}
+    assert set(noted) == calls | {"custom-call"}
     for op in calls:
         assert noted[op] == f"yes ({FALLBACK_NOTE})"
 
@@ -371,17 +370,15 @@ ENTRY e {
 """
 
 
-def test_runtime_dimension_sizes_run_on_the_cpu_whole():
-    """The gpu interpreter does not track runtime sizes: a module with set-dimension-size
-    runs on the CPU (reported), so the reduce sums the 2 valid elements (by hand: 1 + 2)
-    instead of all 4; with the fallback disabled it is refused."""
+def test_runtime_dimension_sizes_on_the_device():
+    """The gpu interpreter tracks runtime sizes (host ints beside device buffers): the
+    reduce sums the 2 valid elements (by hand: 1 + 2) instead of all 4, with no
+    fallback (more: tests/gpu/test_gpu_dynamic.py)."""
     m = hloref.parse(DYNAMIC)
     x = np.array([1, 2, 3, 4], np.float32)
-    out = hloref.evaluate(m, x, np.int32(2), backend="gpu")
+    out = hloref.evaluate(m, x, np.int32(2), backend="gpu", fallback=False)
     assert float(out[0]) == 3.0 and int(out[1]) == 2
-    assert set(hloref.gpu.last_report.counts) == {"set-dimension-size"}
-    with pytest.raises(HloUnsupportedError, match="runtime dimension sizes"):
-        hloref.evaluate(m, x, np.int32(2), backend="gpu", fallback=False)
+    assert not hloref.gpu.last_report
 
 
 def test_get_dimension_size_static_on_the_device():

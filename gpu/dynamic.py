@@ -1,0 +1,148 @@
+"""Bounded dynamic shapes on the GPU (mirrors ``evaluator/dynamic.py``).
+
+The size rules are the CPU's (``evaluator.dynamic.dynamic_step``): the runtime sizes
+are host-side ints beside the device buffers (a few per value, as XLA keeps them), and
+the data work runs on the device through :data:`DEVICE_ARRAYS`, whose methods are
+those of ``evaluator.dynamic.HostArrays``: cutting a value's valid part (one gather
+kernel), embedding a result at the origin of its bound with zero padding (one kernel),
+concatenating valid parts, repeating a size-1 dimension (a gather with stride 0). The
+ops themselves are the GPU ops, given the valid parts. The only host reads are the
+small values the sizes come from: a ``set-dimension-size`` size, ``dynamic-reshape``'s
+dimensions, a ``dynamic-slice`` start on a dynamic dimension, and (as everywhere on
+this backend) a while predicate or conditional selector.
+
+``set-dimension-size`` and ``dynamic-reshape`` have GPU ops here so that the
+interpreter prepares them on the device; the runtime sizes themselves are recorded by
+the interpreter's ``dynamic_step`` path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from hloref.evaluator.dynamic import HostArrays
+
+from .device import DArray, empty, to_device
+from .elementwise import launch
+from .registry import gpu_op
+from .shape_ops import copy, concatenate, gather, int_tuple, row_major_strides
+
+__all__ = ["DeviceArrays", "DEVICE_ARRAYS"]
+
+OP_FAMILY = True
+
+
+@cuda.jit
+def _embed(src, out, n, dims, valid, valid_strides):
+    """``out[i]`` = the valid element at the same coordinates, or 0 (all storage bits
+    zero: +0, false, 0 for every element type) past the valid extents."""
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        rem = i
+        off = 0
+        inside = True
+        for d in range(len(dims) - 1, -1, -1):
+            q = rem // dims[d]
+            k = rem - q * dims[d]
+            rem = q
+            if k >= valid[d]:
+                inside = False
+            else:
+                off += k * valid_strides[d]
+        if inside:
+            out[i] = src[off]
+        else:
+            out[i] = 0
+        i += step
+
+
+@cuda.jit
+def _zero(out, n):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        out[i] = 0
+        i += step
+
+
+class _Dims:
+    """The ``shape`` argument of a GPU op that reads only ``dims``."""
+
+    __slots__ = ("dims",)
+
+    def __init__(self, dims):
+        self.dims = tuple(int(d) for d in dims)
+
+
+class DeviceArrays(HostArrays):
+    """``HostArrays``' operations on device arrays (``DArray``), as device kernels."""
+
+    @staticmethod
+    def valid_part(x: DArray, sizes) -> DArray:
+        if sizes is None or tuple(int(s) for s in sizes) == x.shape:
+            return x
+        return gather(x, [int(s) for s in sizes], row_major_strides(x.shape))
+
+    @staticmethod
+    def embed(valid: DArray, dims) -> DArray:
+        dims = tuple(int(d) for d in dims)
+        if valid.shape == dims:
+            return valid
+        out = empty(dims, valid.et)
+        launch(_embed, out.size, valid.data, out.data, out.size, int_tuple(dims),
+               int_tuple(valid.shape), int_tuple(row_major_strides(valid.shape)))
+        return out
+
+    @staticmethod
+    def concatenate(parts, axis) -> DArray:
+        dims = list(parts[0].shape)
+        dims[axis] = sum(p.shape[axis] for p in parts)
+        return concatenate(*parts, shape=_Dims(dims), dimensions=(axis,))
+
+    @staticmethod
+    def repeat_first(x: DArray, axis) -> DArray:
+        strides = list(row_major_strides(x.shape))
+        strides[axis] = 0
+        return gather(x, x.shape, strides)
+
+    @staticmethod
+    def zeros(dims, et) -> DArray:
+        out = empty(dims, et)
+        launch(_zero, out.size, out.data, out.size)
+        return out
+
+    @staticmethod
+    def reshape(x: DArray, dims) -> DArray:
+        return x.reshape(tuple(dims))  # free: valid parts are compact
+
+    @staticmethod
+    def compact(x: DArray) -> DArray:
+        return x
+
+    @staticmethod
+    def to_host(x):
+        return x.to_host() if isinstance(x, DArray) else np.asarray(x)
+
+    @staticmethod
+    def from_host(x):
+        return to_device(x)
+
+
+#: the GPU interpreter's arrays (``Interpreter.arrays``)
+DEVICE_ARRAYS = DeviceArrays()
+
+
+@gpu_op("set-dimension-size")
+def set_dimension_size(operand, size, *, shape, dimensions):
+    """A copy of ``operand``; the interpreter's ``dynamic_step`` records the size."""
+    return copy(operand, shape=shape)
+
+
+@gpu_op("dynamic-reshape")
+def dynamic_reshape(x, *sizes, shape):
+    """The operand with the dimensions given (the interpreter's ``dynamic_step`` lays
+    out its valid elements; this runs only for a value without runtime sizes)."""
+    dims = tuple(int(DEVICE_ARRAYS.to_host(s)) for s in sizes)
+    return x.reshape(dims)
