@@ -297,6 +297,38 @@ def test_a_scan_carry_passing_through_the_subnormals_may_flush_to_zero_for_good(
     assert report.verdict == "mismatch", report.summary()
 
 
+SCAN_ROW_SUMS = "HloModule m\n" + ADD + """step {
+  row = f32[512] parameter(0)
+  c = f32[] parameter(1)
+  z = f32[] constant(0)
+  s = f32[] reduce(row, z), dimensions={0}, to_apply=add
+  n = f32[] add(s, c)
+  ROOT t = (f32[], f32[]) tuple(n, n)
+}
+ENTRY e {
+  xs = f32[64,512] parameter(0)
+  init = f32[] parameter(1)
+  ROOT s = (f32[64], f32[]) scan(xs, init), dimensions={0}, num_carries=1, to_apply=step
+}
+"""
+
+
+def test_a_reduce_in_a_scan_body_sums_in_any_order(worker):
+    # XLA:CPU sums each row of the scan's body in its own order: 12 of the 64 running
+    # sums are up to 6 ULP from the written order's (spmd_partitioner_test.cc:4651)
+    x = np.random.default_rng(1).uniform(-1, 1, (64, 512)).astype(np.float32)
+    init = np.float32(0.5)
+    xla = diff(SCAN_ROW_SUMS, [x, init], worker=worker)
+    assert xla.verdict == "match", xla.summary()
+    out, carry = xla.actual
+    written = hloref.evaluate(hloref.parse(SCAN_ROW_SUMS), x, init)[0]
+    assert not np.array_equal(out, written)  # XLA's order differs: the test means something
+    bad = np.array(out, copy=True)
+    bad[0] *= np.float32(1.001)  # 0.1 % of the first row sum
+    report = diff(SCAN_ROW_SUMS, [x, init], worker=worker, oracle_value=(bad, carry))
+    assert report.verdict == "mismatch", report.summary()
+
+
 COMPLEX_DIVIDE = """HloModule m
 ENTRY e {
   a = c64[4] parameter(0)
