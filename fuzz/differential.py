@@ -69,6 +69,11 @@ class IsolatedInstruction:
     def innermost(self) -> "IsolatedInstruction":
         return self.inner.innermost() if self.inner is not None else self
 
+    def where(self) -> str:
+        """The innermost mismatching instruction, its place and its verdict, for reports."""
+        c = self.innermost()
+        return f"%{c.name} ({c.opcode}) in computation {c.computation}: {c.verdict}"
+
 
 @dataclass
 class DiffReport:
@@ -133,17 +138,14 @@ class DiffReport:
             lines.append(f"a known XLA:CPU difference ({self.known_difference}): "
                          f"{KNOWN_DIFFERENCES[self.known_difference]}")
         if self.culprit is not None:
-            c = self.culprit.innermost()
-            lines.append(f"first instruction outside its own envelope: %{c.name} ({c.opcode}) in "
-                         f"computation {c.computation}: {c.verdict}")
+            lines.append(f"first instruction outside its own envelope: {self.culprit.where()}")
         if self.fault_stage == "code generation":
             lines.append("every instruction is inside its envelope alone, and XLA's optimized "
                          "module evaluated by hloref is inside the envelope: the HLO passes are "
                          "innocent; the fault is in code generation")
             if self.optimized_culprit is not None:
-                c = self.optimized_culprit.innermost()
                 lines.append(f"first instruction of the optimized module that differs on the "
-                             f"oracle: %{c.name} ({c.opcode}) in {c.computation}: {c.verdict}")
+                             f"oracle: {self.optimized_culprit.where()}")
         elif self.fault_stage == "HLO passes":
             lines.append("every instruction is inside its envelope alone, but XLA's optimized "
                          "module evaluated by hloref is outside the envelope: an HLO pass changed "
