@@ -6,7 +6,7 @@ Usage::
                              [--json results.json] [--extract-to DIR] [--limit N]
                              [--no-eval] [--only SUBSTRING] [--timeout S] [--seed N]
                              [--shard I/N] [--xla-only] [--cached-only] [--resume]
-                             [--multi-device] [--redo A.json ...]
+                             [--multi-device] [--keys FILE] [--redo A.json ...]
                              [--merge A.json B.json ...]
 
 ``SOURCE`` is a bare git directory of openxla/xla (or its mirror ROCm/xla, whose ``main``
@@ -483,47 +483,119 @@ def _multi_device(text: str) -> bool:
 #: Collectives with a ``use_global_device_ids`` field (channel_id alone: replica groups
 #: across all partitions) and without one (channel_id: partition ids).
 _WITH_GLOBAL_IDS_FIELD = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
-                          "reduce-scatter", "collective-reduce")
-_WITHOUT_GLOBAL_IDS_FIELD = ("all-to-all", "collective-permute", "collective-permute-start",
-                             "collective-broadcast", "ragged-all-to-all")
+                          "reduce-scatter", "reduce-scatter-start", "collective-reduce")
+_WITHOUT_GLOBAL_IDS_FIELD = ("all-to-all", "all-to-all-start", "collective-permute",
+                             "collective-permute-start", "collective-broadcast",
+                             "collective-broadcast-start", "ragged-all-to-all")
 #: At most this many host devices (the xla worker's --xla_force_host_platform_device_count).
 MAX_DEVICES = 16
 
 
 def devices_for(text: str) -> tuple[int, int] | None:
-    """``(replica_count, num_partitions)`` for a module whose collectives name more
-    devices than its header declares (the test sets the count in C++): the largest id
-    any replica group or source-target pair names, plus one, as replicas, or as
-    partitions where the collectives address partitions (collective-permute or
-    all-to-all with channel_id). None when the header suffices, the module does not
-    parse, or its collectives address replicas and partitions both."""
+    """``(replica_count, num_partitions)`` for a module whose collectives are written
+    for another device layout than its header declares (the test sets the count in
+    C++: ``config.set_replica_count(4)``, ``num_partitions``): the layout, of at most
+    MAX_DEVICES devices, on which every collective of the module is consistent
+    (``layout_consistent``). Preferred: one keeping the header's counts above 1, then
+    the fewest devices, then replicas over partitions. None when the header's layout
+    is consistent, the module does not parse, or no layout is."""
     module = _module(text)
     if module is None or not _COLLECTIVES.search(text):
         return None
-    declared = module.replica_count * module.num_partitions
-    largest, replicas, partitions = -1, False, False
-    for _, instr in module.instructions():
-        op = instr.opcode
-        if op not in _WITH_GLOBAL_IDS_FIELD + _WITHOUT_GLOBAL_IDS_FIELD:
-            continue
-        channel = instr.attrs.get("channel_id") is not None
-        if "source_target_pairs" in instr.attrs:
-            ids = [int(v) for pair in instr.attrs["source_target_pairs"] for v in pair]
-        else:
-            rg = instr.attrs.get("replica_groups")
-            groups = getattr(rg, "groups", None) or ()
-            ids = [int(v) for g in groups for v in g]
-        if ids:
-            largest = max(largest, max(ids))
-        global_ids = str(instr.attrs.get("use_global_device_ids", "")).lower() == "true"
-        if op in _WITHOUT_GLOBAL_IDS_FIELD and channel:
-            partitions = True
-        elif not global_ids:
-            replicas = True
-    n = largest + 1
-    if n <= declared or declared != 1 or n > MAX_DEVICES or (replicas and partitions):
+    collectives = [i for _, i in module.instructions()
+                   if _collective_opcode(i) in _WITH_GLOBAL_IDS_FIELD + _WITHOUT_GLOBAL_IDS_FIELD]
+    if not collectives:
         return None
-    return (1, n) if partitions else (n, 1)
+    R0, P0 = module.replica_count, module.num_partitions
+    if layout_consistent(collectives, R0, P0):
+        return None
+    candidates = [(r, p) for r in range(1, MAX_DEVICES + 1) for p in range(1, MAX_DEVICES + 1)
+                  if r * p <= MAX_DEVICES and (r, p) != (R0, P0)]
+    candidates.sort(key=lambda rp: (not ((R0 == 1 or rp[0] == R0) and (P0 == 1 or rp[1] == P0)),
+                                    rp[0] * rp[1], rp[1]))
+    for r, p in candidates:
+        if layout_consistent(collectives, r, p):
+            return (r, p)
+    return None
+
+
+def _collective_opcode(instr) -> str:
+    """The opcode, or the wrapped one of an ``async-start`` (``reduce-scatter-start``)."""
+    if instr.opcode == "async-start" and instr.async_wrapped_opcode:
+        return instr.async_wrapped_opcode + "-start"
+    return instr.opcode
+
+
+def layout_consistent(collectives, replicas: int, partitions: int) -> bool:
+    """Every collective of ``collectives`` is well formed on ``replicas x partitions``
+    devices: on every device its participants, as hloref's evaluator reads them
+    (``evaluator/collectives.instruction_participants``: XLA's
+    ``GetCollectiveOpGroupMode``, empty groups meaning every replica or partition),
+    name devices that exist and include the device itself; an all-gather's result is
+    its operand times the group size along ``dimensions``, a reduce-scatter's operand
+    its result times the group size; an all-to-all's split dimension divides by the
+    group size (its tuple form: one operand per participant); a collective-permute's
+    pairs name replicas (partitions with channel_id) that exist."""
+    from hloref.errors import HloError
+    from hloref.evaluator.collectives import (Device, DeviceIO, _pairs, flag,
+                                              instruction_participants, permute_source)
+    from hloref.shapes import TupleShape
+
+    def leaves(shape):
+        return list(shape.elements) if isinstance(shape, TupleShape) else [shape]
+
+    for d in range(replicas * partitions):
+        dev = Device(d // partitions, d % partitions, replicas, partitions, None, DeviceIO())
+        for instr in collectives:
+            op, attrs = _collective_opcode(instr), instr.attrs
+            channel = attrs.get("channel_id")
+            try:
+                if op.startswith("collective-permute"):
+                    permute_source(dev, _pairs(attrs.get("source_target_pairs") or ()), channel)
+                    continue
+                group = instruction_participants(
+                    dev, attrs.get("replica_groups"), channel, attrs.get("use_global_device_ids"),
+                    has_global_ids_field=op in _WITH_GLOBAL_IDS_FIELD)
+                op = op[:-len("-start")] if op.endswith("-start") else op
+            except HloError:
+                return False
+            if d not in group:
+                return False
+            groups = getattr(attrs.get("replica_groups"), "groups", None) or ()
+            kind = (replicas * partitions if channel is not None and flag(
+                    attrs.get("use_global_device_ids")) and op in _WITH_GLOBAL_IDS_FIELD else
+                    partitions if channel is not None and op not in _WITH_GLOBAL_IDS_FIELD
+                    else replicas)
+            if any(not 0 <= v < kind for g in groups for v in g):
+                return False
+            n = len(group)
+            dims = tuple(attrs.get("dimensions") or ())
+            operands = [o.shape for o in instr.operands]
+            if op in ("all-gather", "reduce-scatter"):
+                shape = instr.shape
+                if _collective_opcode(instr).endswith("-start") and \
+                        isinstance(shape, TupleShape) and len(shape.elements) == 2:
+                    shape = shape.elements[1]
+                results = leaves(shape)
+                if len(dims) != 1 or len(results) < len(operands):
+                    continue
+                (k,) = dims
+                for a, b in zip(operands, results):
+                    if not (hasattr(a, "dims") and hasattr(b, "dims")) or k >= len(a.dims) \
+                            or k >= len(b.dims):
+                        continue
+                    if op == "reduce-scatter":
+                        a, b = b, a
+                    if a.dims[k] * n != b.dims[k]:
+                        return False
+            elif op == "all-to-all":
+                if dims:
+                    (k,) = dims
+                    if any(k < len(getattr(a, "dims", ())) and a.dims[k] % n for a in operands):
+                        return False
+                elif len(operands) != n:
+                    return False
+    return True
 
 
 def with_devices(text: str, replicas: int, partitions: int) -> str:
@@ -964,6 +1036,9 @@ def main(argv=None) -> int:
     p.add_argument("--redo", nargs="+", metavar="JSON",
                    help="score again only the modules XLA:CPU ran whose record in these "
                         "files is not a match (e.g. after a fix; with --cached-only)")
+    p.add_argument("--keys", metavar="FILE",
+                   help="score only the modules whose text hash (a record's `key`) this "
+                        "file lists (a JSON list, or one per line)")
     p.add_argument("--multi-device", action="store_true",
                    help="score only modules on several devices (declared in the header, or "
                         "inferred from their collectives' device ids)")
@@ -999,6 +1074,11 @@ def main(argv=None) -> int:
                     if r.get("xla_run") == "ok" and r.get("verdict") not in ("match", "envelope"):
                         redo.add(r["key"])
         cases = [c for c in cases if c.key in redo]
+    if a.keys:
+        with open(a.keys, encoding="utf-8") as f:
+            body = f.read()
+        keys = set(json.loads(body) if body.lstrip().startswith("[") else body.split())
+        cases = [c for c in cases if c.key in keys]
     if a.multi_device:
         cases = [c for c in cases if _COLLECTIVES.search(c.text) and (
             devices_for(c.text) or _multi_device(c.text))]

@@ -223,6 +223,51 @@ def test_devices_for_under_declared_collectives(text, devices):
     assert conformance.devices_for(text) == devices
 
 
+SUM = "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n"
+
+
+@pytest.mark.parametrize("body, devices", [
+    # empty groups: the group is every replica, and 2 -> 8 along dimension 0 needs 4
+    ("ROOT ag = f32[8,4] all-gather(p), dimensions={0}, replica_groups={}", (4, 1)),
+    ("ROOT ag = f32[8,4] all-gather(p), dimensions={0}", (4, 1)),
+    # reduce-scatter 2 -> 1 (the async form's shape is ((operand), result))
+    ("ROOT rs = ((f32[2,4]), f32[1,4]) reduce-scatter-start(p), dimensions={0}, to_apply=sum",
+     (2, 1)),
+    # channel_id alone: replica groups across all partitions; {{0,1}} and 4 -> 1 on
+    # dimension 1 is 4 shards: 2 replicas x 2 partitions (reduce_scatter_decomposer_test:
+    # "Here, we have 2 replicas and 2 partitions, so 4 total shards")
+    ("ROOT rs = f32[2,1] reduce-scatter(p), replica_groups={{0,1}}, channel_id=1, "
+     "dimensions={1}, to_apply=sum", (2, 2)),
+    # all-to-all with channel_id (no use_global_device_ids field): partitions; its tuple
+    # form has one operand per participant
+    ("ROOT a2a = (f32[2,4], f32[2,4], f32[2,4]) all-to-all(p, p, p), channel_id=1", (1, 3)),
+    # the same shapes without channel_id: replicas
+    ("ROOT a2a = (f32[2,4], f32[2,4], f32[2,4]) all-to-all(p, p, p)", (3, 1)),
+    # contradictory: the group {0} is one device, the shapes say 4
+    ("ROOT ag = f32[8,4] all-gather(p), dimensions={0}, replica_groups={{0}}", None),
+    # consistent on the header's one device: nothing to infer
+    ("ROOT ar = f32[2,4] all-reduce(p), replica_groups={}, to_apply=sum", None),
+])
+def test_devices_for_reads_the_layout_from_the_collectives_shapes(body, devices):
+    text = f"HloModule m\n{SUM}ENTRY e {{\n  p = f32[2,4] parameter(0)\n  {body}\n}}\n"
+    assert conformance.devices_for(text) == devices
+
+
+def test_devices_for_keeps_the_headers_partitions_and_all_collectives_agree():
+    # header: 2 partitions; an all-gather across replicas (no channel_id) of 4 -> the
+    # test's layout keeps the 2 partitions: 4 replicas x 2 partitions
+    text = (f"HloModule m, num_partitions=2\n{SUM}ENTRY e {{\n  p = f32[2,3] parameter(0)\n"
+            "  ag = f32[8,3] all-gather(p), dimensions={0}\n"
+            "  ROOT cp = f32[8,3] collective-permute(ag), channel_id=1, "
+            "source_target_pairs={{0,1},{1,0}}\n}\n")
+    assert conformance.devices_for(text) == (4, 2)
+    # a second all-gather needing 2, not 4: no layout fits both
+    text = text.replace("ROOT cp = f32[8,3] collective-permute(ag), channel_id=1, "
+                        "source_target_pairs={{0,1},{1,0}}",
+                        "ROOT ag2 = f32[16,3] all-gather(ag), dimensions={0}")
+    assert conformance.devices_for(text) is None
+
+
 def test_with_devices_rewrites_the_header_only():
     import hloref
     text = UNDER_DECLARED.replace(
