@@ -223,7 +223,7 @@ def test_devices_for_under_declared_collectives(text, devices):
     assert conformance.devices_for(text) == devices
 
 
-SUM = "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n"
+SUM_REDUCER = "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n"
 
 
 @pytest.mark.parametrize("body, devices", [
@@ -249,14 +249,14 @@ SUM = "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32
     ("ROOT ar = f32[2,4] all-reduce(p), replica_groups={}, to_apply=sum", None),
 ])
 def test_devices_for_reads_the_layout_from_the_collectives_shapes(body, devices):
-    text = f"HloModule m\n{SUM}ENTRY e {{\n  p = f32[2,4] parameter(0)\n  {body}\n}}\n"
+    text = f"HloModule m\n{SUM_REDUCER}ENTRY e {{\n  p = f32[2,4] parameter(0)\n  {body}\n}}\n"
     assert conformance.devices_for(text) == devices
 
 
 def test_devices_for_keeps_the_headers_partitions_and_all_collectives_agree():
     # header: 2 partitions; an all-gather across replicas (no channel_id) of 4 -> the
     # test's layout keeps the 2 partitions: 4 replicas x 2 partitions
-    text = (f"HloModule m, num_partitions=2\n{SUM}ENTRY e {{\n  p = f32[2,3] parameter(0)\n"
+    text = (f"HloModule m, num_partitions=2\n{SUM_REDUCER}ENTRY e {{\n  p = f32[2,3] parameter(0)\n"
             "  ag = f32[8,3] all-gather(p), dimensions={0}\n"
             "  ROOT cp = f32[8,3] collective-permute(ag), channel_id=1, "
             "source_target_pairs={{0,1},{1,0}}\n}\n")
