@@ -11,12 +11,25 @@ shifts, mulhi, popcnt and count-leading-zeros by ``elementwise.width_fn``;
 ``complex_elementwise``'s part functions), and so do shape ops on one-element arrays
 (reshape, broadcast, transpose, slice, reverse, bitcast, dynamic-slice,
 dynamic-update-slice, concatenate: the element passes through), iota (0),
-reduce-precision, same-width bitcast-convert, dot (the product, by dot's rules) and
-conditional (every branch computed, the selected one kept). ``Compiled.vectorizable``
-says whether the CPU applies it to whole arrays (reduce and reduce-window then follow its tree
-order, else its sequential fold). Computations with other ops (while, rng,
-custom-call...; ``FALLBACK_NOTE``) and the CPU's own errors (``subtract`` of
-pred, complex compare other than EQ/NE...) run on the CPU.
+reduce-precision, same-width bitcast-convert, dot (the product, by dot's rules),
+conditional (every branch computed, the selected one kept; branches with a loop
+become an if/elif block, so an unselected branch's loop never runs) and ``while``
+(a loop in the device function over the state's scalars, see below).
+``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
+reduce-window then follow its tree order, else its sequential fold). Computations with
+other ops (rng, custom-call, infeed, collectives...: ops with effects or state, which
+XLA does not put in a reducer either; ``FALLBACK_NOTE``) and the CPU's own errors
+(``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU.
+
+A ``while`` is bounded by the same ``Limits.max_while_iterations`` as the CPU's (the
+limit of the evaluation that compiles it, :data:`LOOP_RUN`): a thread whose loop
+reaches it stops the loop and records it, as does one whose loop state comes back bit
+for bit unchanged while the condition holds (a pure computation then never ends; the
+CPU proves that from the parts its condition reads). The record is a small device
+array per compiled computation (:attr:`Compiled.loop_status`), written by the device
+function; the GPU interpreter reads it once at the end of the evaluation and raises
+the CPU's ``HloLimitError`` (or ``HloEvalError`` for the endless loop), naming the
+``while``.
 
 Its device function takes and returns *storage* values (the array elements
 themselves; a complex element is a complex scalar) and computes each instruction as the
@@ -35,10 +48,13 @@ does not qualify (the caller then falls back to the CPU).
 
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 from numba import cuda
 
-from hloref.errors import HloEvalError
+from hloref.errors import HloEvalError, HloLimitError
+from hloref.evaluator.interpreter import Limits
 from hloref.evaluator.reduce import is_vectorizable
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.types import element_type
@@ -46,15 +62,51 @@ from hloref.types import element_type
 from . import complex_elementwise
 from .compare import DIRECTIONS, clamp_fn
 from .convert import convert_fn
-from .device import LOAD, STORE, storage_dtype, type_class, type_params
+from .device import LOAD, STORE, f32_bits, f64_bits, storage_dtype, type_class, type_params
 from .elementwise import ELEMENT_TABLES, WIDTH_OPS, element_fn, width_fn, zero
 from .registry import GpuFallback
 
-__all__ = ["Compiled", "compile_computation", "FALLBACK_NOTE"]
+__all__ = ["Compiled", "compile_computation", "FALLBACK_NOTE", "LOOP_RUN", "LoopRun"]
 
 #: the ``hloref ops`` note of every op that calls a computation: what still runs on the CPU
-FALLBACK_NOTE = ("computations with ops that have no scalar device form (while, rng, "
-                 "custom-call, infeed...): cpu fallback")
+FALLBACK_NOTE = ("computations with ops that have effects or state (rng, custom-call, "
+                 "infeed, collectives...): cpu fallback")
+
+
+class LoopRun:
+    """One evaluation's loop bookkeeping: the iteration limit its ``while`` loops in
+    compiled computations get, and the computations with loops it used (whose
+    ``loop_status`` :meth:`check` reads once, at the end)."""
+
+    def __init__(self, limit: int):
+        self.limit = int(limit)
+        self.used: dict = {}
+
+    def check(self, raise_error: bool = True) -> None:
+        """Read (and clear) the loop status of every compiled computation used; raise
+        the first error recorded (``raise_error=False``: only clear)."""
+        error = None
+        for compiled in self.used.values():
+            status = compiled.loop_status.copy_to_host()
+            code = int(status[0])
+            if code == 0:
+                continue
+            compiled.loop_status.copy_to_device(np.zeros(1, np.int64))
+            if error is None:
+                name, limit = compiled.loops[(code - 1) // 2]
+                if code % 2:
+                    error = HloLimitError(f"while loop still running after {limit} iterations "
+                                          f"(Limits.max_while_iterations)", instruction=name)
+                else:
+                    error = HloEvalError("while loop does not terminate: the body returns its "
+                                         "state unchanged and the condition still holds",
+                                         instruction=name)
+        if error is not None and raise_error:
+            raise error
+
+
+#: the current evaluation's :class:`LoopRun` (set by the GPU interpreter's ``run``)
+LOOP_RUN: contextvars.ContextVar = contextvars.ContextVar("hloref_gpu_loop_run", default=None)
 
 
 class _Unsupported(Exception):
@@ -69,6 +121,12 @@ class Compiled:
     #: reduce-window then combine in its pairwise tree order, else in a sequential fold
     vectorizable = True
 
+    #: ``(while instruction name, iteration limit)`` of each loop, in code order
+    loops: list = []
+    #: int64[1] device array: 0, or ``2k + 1`` (loop ``k`` reached its limit) or ``2k + 2``
+    #: (loop ``k``'s state came back unchanged with the condition holding)
+    loop_status = None
+
     def __init__(self, fn, params, results, tuple_result: bool, source: str):
         self.fn = fn
         self.params = params
@@ -82,15 +140,21 @@ _CACHE: dict = {}
 
 def compile_computation(comp, module) -> Compiled | None:
     """``comp`` as a device function, or None when it does not qualify (see above)."""
-    hit = _CACHE.get(id(comp))
+    run = LOOP_RUN.get()
+    limit = run.limit if run is not None else Limits().max_while_iterations
+    key = (id(comp), limit)
+    hit = _CACHE.get(key)
     if hit is not None and hit[0] is comp:
-        return hit[1]
-    try:
-        compiled = _compile(comp, module)
-        compiled.vectorizable = is_vectorizable(comp, module)
-    except (_Unsupported, GpuFallback, HloEvalError):  # no device form: the CPU runs it
-        compiled = None
-    _CACHE[id(comp)] = (comp, compiled)
+        compiled = hit[1]
+    else:
+        try:
+            compiled = _compile(comp, module, limit)
+            compiled.vectorizable = is_vectorizable(comp, module)
+        except (_Unsupported, GpuFallback, HloEvalError):  # no device form: the CPU runs it
+            compiled = None
+        _CACHE[key] = (comp, compiled)
+    if compiled is not None and compiled.loops and run is not None:
+        run.used[id(compiled)] = compiled
     return compiled
 
 
@@ -161,11 +225,14 @@ class _Emitter:
     """Generates the device function's lines: each value is a local name (a storage
     value), or a list of them for a tuple; nested ``call``/``fusion`` are inlined."""
 
-    def __init__(self, module):
+    def __init__(self, module, limit: int = Limits().max_while_iterations):
         self.module = module
         self.ns: dict = {}
         self.lines: list[str] = []
         self.count = 0
+        self.indent = "    "
+        self.limit = int(limit)
+        self.loops: list = []  # (while instruction name, limit)
 
     def bind(self, prefix, value):
         key = f"{prefix}{len(self.ns)}"
@@ -187,8 +254,11 @@ class _Emitter:
 
     def line(self, expr):
         name = self.fresh()
-        self.lines.append(f"    {name} = {expr}")
+        self.lines.append(f"{self.indent}{name} = {expr}")
         return name
+
+    def statement(self, text):
+        self.lines.append(f"{self.indent}{text}")
 
     def parts(self, name):
         return f"{name}.real", f"{name}.imag"
@@ -230,6 +300,8 @@ class _Emitter:
             return self.emit(self.module.computations[callee], ops, op_types)
         if op == "conditional":
             return self.conditional(instr, ops, op_types)
+        if op == "while":
+            return self.while_loop(instr, ops, op_types)
         et = _scalar_type(instr.shape, rank0=False)
         if any(isinstance(t, list) for t in op_types):
             raise _Unsupported(f"{op} of a tuple")
@@ -255,6 +327,8 @@ class _Emitter:
         if op == "select":
             p, a, b = ops
             return self.line(f"({a} if {p} != 0 else {b})"), et
+        if not op_types:  # replica-id, partition-id, rng-get-and-update-state...
+            raise _Unsupported(op)
         if type_class(op_types[0]) == "complex" or type_class(et) == "complex":
             return self.complex_instruction(instr, op, ops, op_types, et), et
         if op == "compare":
@@ -302,17 +376,105 @@ class _Emitter:
         sel, args, arg_types = ops[0], ops[1:], op_types[1:]
         if len(args) != len(names) or isinstance(op_types[0], list):
             raise _Unsupported("conditional operands")
+        loops = len(self.loops)
+        start = len(self.lines)
         results = [self.emit(self.module.computations[n], [a], [t])
                    for n, a, t in zip(names, args, arg_types)]
         rtype = results[0][1]
         if any(t != rtype for _, t in results):
             raise _Unsupported("conditional branches of different types")
+        if len(self.loops) > loops and len(names) > 1:  # no loop of an unselected branch
+            del self.lines[start:]
+            del self.loops[loops:]
+            return self.conditional_blocks(names, sel, args, arg_types, branches is None), rtype
         if branches is None:
             return self.choose(f"{sel} != 0", results[0][0], results[1][0]), rtype
         value = results[-1][0]
         for k in range(len(results) - 2, -1, -1):
             value = self.choose(f"{sel} == {k}", results[k][0], value)
         return value, rtype
+
+    def conditional_blocks(self, names, sel, args, arg_types, pred_selector):
+        """The selected branch only, in an if/elif block (the CPU's choice of branch);
+        each branch assigns the same result names."""
+        n = len(names)
+        conds = [f"{sel} != 0", None] if pred_selector else \
+            [f"{sel} == {k}" for k in range(n - 1)] + [None]
+        result = None
+        for k, (name, a, t) in enumerate(zip(names, args, arg_types)):
+            self.statement(f"if {conds[k]}:" if k == 0 else
+                           (f"elif {conds[k]}:" if conds[k] is not None else "else:"))
+            outer = self.indent
+            self.indent += "    "
+            value, vtype = self.emit(self.module.computations[name], [a], [t])
+            leaves, types = _leaves(value), _leaves(vtype)
+            if result is None:
+                result = [self.fresh() for _ in leaves]
+            for r, v, lt in zip(result, leaves, types):
+                self.statement(f"{r} = {self.normal(v, lt)}")
+            self.indent = outer
+        return _unflatten(result, vtype)
+
+    def normal(self, name, et):
+        """Storage value ``name`` of ``et`` through its type's load and store, so that
+        every assignment to a loop or branch variable has the same numba type."""
+        if type_class(et) == "complex":
+            return name
+        return self.store(self.load(name, et), et)
+
+    def same_bits(self, a, b, et):
+        """An expression: storage values ``a`` and ``b`` of ``et`` have the same bits."""
+        cls = type_class(et)
+        if cls == "complex":
+            get = self.bind("F", f32_bits if et.name == "c64" else f64_bits)
+            return (f"({get}({a}.real) == {get}({b}.real) and "
+                    f"{get}({a}.imag) == {get}({b}.imag))")
+        if cls in ("f32", "f64"):
+            get = self.bind("F", f32_bits if cls == "f32" else f64_bits)
+            return f"{get}({a}) == {get}({b})"
+        return f"{a} == {b}"
+
+    def while_loop(self, instr, ops, op_types):
+        """``while cond(state): state = body(state)`` as a loop over the state's scalars,
+        at most ``limit`` body runs; a thread past it, or whose state comes back bit for
+        bit unchanged with the condition holding, writes its code to ``loop_status`` and
+        leaves the loop (the interpreter raises the error after the evaluation)."""
+        attrs = instr.attrs
+        cond = self.module.computations[str(attrs.get("condition"))]
+        body = self.module.computations[str(attrs.get("body"))]
+        stype = op_types[0]
+        types = _leaves(stype)
+        k = len(self.loops)
+        self.loops.append((instr.name, self.limit))
+        if "LOOP_STATUS" not in self.ns:
+            self.ns["LOOP_STATUS"] = cuda.to_device(np.zeros(1, np.int64))
+        state = [self.line(self.normal(v, t)) for v, t in zip(_leaves(ops[0]), types)]
+        count = self.line("0")
+        self.statement("while True:")
+        outer = self.indent
+        self.indent += "    "
+        pred, ptype = self.emit(cond, [_unflatten(state, stype)], [stype])
+        if isinstance(ptype, list) or not ptype.is_pred:
+            raise _Unsupported("while condition result")
+        self.statement(f"if {pred} == 0:")
+        self.statement("    break")
+        self.statement(f"if {count} >= {self.limit}:")
+        self.statement(f"    LOOP_STATUS[0] = {2 * k + 1}")
+        self.statement("    break")
+        new, ntype = self.emit(body, [_unflatten(state, stype)], [stype])
+        if ntype != stype:
+            raise _Unsupported("while body result type")
+        new = [self.line(self.normal(v, t)) for v, t in zip(_leaves(new), types)]
+        same = " and ".join(self.same_bits(a, b, t) for a, b, t in zip(new, state, types))
+        if same:
+            self.statement(f"if {same}:")
+            self.statement(f"    LOOP_STATUS[0] = {2 * k + 2}")
+            self.statement("    break")
+        for a, b in zip(state, new):
+            self.statement(f"{a} = {b}")
+        self.statement(f"{count} = {count} + 1")
+        self.indent = outer
+        return _unflatten(state, stype), stype
 
     def choose(self, cond, a, b):
         """``a`` where ``cond`` holds, else ``b`` (tuples element by element)."""
@@ -448,8 +610,21 @@ _MOVES = {"reshape": 0, "bitcast": 0, "broadcast": 0, "transpose": 0, "slice": 0
           "reverse": 0, "dynamic-slice": 0, "dynamic-update-slice": 1, "concatenate": 0}
 
 
-def _compile(comp, module) -> Compiled:
-    emitter = _Emitter(module)
+def _leaves(value):
+    """A value (or type) as a flat list: a tuple's elements, else the one value."""
+    if isinstance(value, list):
+        if any(isinstance(v, list) for v in value):
+            raise _Unsupported("nested tuple")
+        return list(value)
+    return [value]
+
+
+def _unflatten(leaves, like):
+    return list(leaves) if isinstance(like, list) else leaves[0]
+
+
+def _compile(comp, module, limit: int = Limits().max_while_iterations) -> Compiled:
+    emitter = _Emitter(module, limit)
     params = sorted(comp.parameters, key=lambda p: p.parameter_number)
     ptypes = [_value_type(p.shape) for p in params]
     if any(isinstance(t, list) for t in ptypes):
@@ -468,7 +643,11 @@ def _compile(comp, module) -> Compiled:
     ns = emitter.ns
     exec(compile(source, f"<hlo computation {comp.name}>", "exec"), ns)
     fn = cuda.jit(device=True)(ns["f"])
-    return Compiled(fn, ptypes, results, tuple_result, source)
+    compiled = Compiled(fn, ptypes, results, tuple_result, source)
+    if emitter.loops:
+        compiled.loops = list(emitter.loops)
+        compiled.loop_status = ns["LOOP_STATUS"]
+    return compiled
 
 
 def result_shapes(shape):

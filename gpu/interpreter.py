@@ -31,6 +31,7 @@ import numpy as np
 from hloref.errors import HloUnsupportedError
 from hloref.evaluator.interpreter import Interpreter, Limits, PreparedStep
 
+from .computation import LOOP_RUN, LoopRun
 from .device import to_device, to_host
 from .dynamic import DEVICE_ARRAYS
 from .registry import GPU_OPS, GpuFallback, load_all as load_gpu_ops
@@ -87,6 +88,22 @@ class GpuInterpreter(Interpreter):
     # The instruction loop (memory budget, last-use release, error naming) is the CPU
     # Interpreter's: values here are device arrays, whose ``nbytes`` the budget counts.
     # So is its runtime-size path, with ``arrays`` (device kernels) and the GPU ops.
+
+    def run(self, args: list, sizes: list | None = None) -> object:
+        """The CPU's ``run``; ``while`` loops inside compiled computations (reducers,
+        comparators...) get this evaluation's iteration limit, and their status is read
+        once at the end (``gpu/computation.py``: ``LoopRun``)."""
+        loops = LoopRun(self.limits.max_while_iterations)
+        token = LOOP_RUN.set(loops)
+        try:
+            value = super().run(args, sizes)
+        except BaseException:
+            loops.check(raise_error=False)
+            raise
+        finally:
+            LOOP_RUN.reset(token)
+        loops.check()
+        return value
 
     # -- planning -------------------------------------------------------------
     def _prepare(self, instr, position) -> PreparedStep:

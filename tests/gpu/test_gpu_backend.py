@@ -268,12 +268,11 @@ def test_while_device_state():
 
 
 def test_fallback_counted_and_warned():
-    # a reducer with a while loop (no scalar device form): the op runs on the CPU, reported
+    # a reducer with replica-id (no scalar device form: collectives stay on the CPU):
+    # the op runs on the CPU, reported
     a = (RNG.standard_normal(6) + 1j * RNG.standard_normal(6)).astype(np.complex64)
-    add = ("never {\n  p = c64[] parameter(0)\n  ROOT f = pred[] constant(false)\n}\n"
-           "idc {\n  p = c64[] parameter(0)\n  ROOT q = c64[] copy(p)\n}\n"
-           "mx {\n  x = c64[] parameter(0)\n  y = c64[] parameter(1)\n"
-           "  c = c64[] while(x), condition=never, body=idc\n"
+    add = ("mx {\n  x = c64[] parameter(0)\n  y = c64[] parameter(1)\n"
+           "  i = u32[] replica-id()\n  f = c64[] convert(i)\n  c = c64[] add(x, f)\n"
            "  d = c64[] multiply(c, y)\n  ROOT s = c64[] add(d, y)\n}\n")
     text = module(["c64[6]", "c64[]"], "reduce(p0, p1), dimensions={0}, to_apply=mx", "c64[]",
                   extra=add)
@@ -287,17 +286,17 @@ def test_fallback_counted_and_warned():
 
 
 def test_fallback_reducer_runs_on_cpu():
-    # a reducer with an op without a scalar device form (while): the reduce falls back,
-    # its reducer runs on the CPU
+    # a reducer with an op without a scalar device form (partition-id): the reduce falls
+    # back, its reducer runs on the CPU
     red = """
-never { p = s32[] parameter(0)  ROOT f = pred[] constant(false) }
-same { p = s32[] parameter(0)  ROOT q = s32[] copy(p) }
 red {
   x = s32[] parameter(0)
   y = s32[] parameter(1)
   s = s32[] add(x, y)
-  w = s32[] while(s), condition=never, body=same
-  ROOT m = s32[] add(w, w)
+  i = u32[] partition-id()
+  w = s32[] convert(i)
+  v = s32[] add(s, w)
+  ROOT m = s32[] add(v, v)
 }
 """
     text = module(["s32[3,4]", "s32[]"], "reduce(p0, p1), dimensions={1}, to_apply=red", "s32[3]",
