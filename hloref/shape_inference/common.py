@@ -7,7 +7,7 @@ from typing import Callable, Iterable, Sequence
 
 from ..attrs import ComputationRef, Window, WindowDim
 from ..geometry import window_output_size
-from ..shapes import ArrayShape, BufferShape, OpaqueShape, Shape, TokenShape, TupleShape
+from ..shapes import ArrayShape, BufferShape, Shape, TupleShape, shape_to_text
 from ..types import ELEMENT_TYPES, ElementType
 
 
@@ -18,18 +18,12 @@ class ShapeError(ValueError):
 # --------------------------------------------------------------------------- helpers
 
 def shape_str(shape: Shape) -> str:
-    """``f32[2,3]`` / ``(f32[], s32[2])`` without layouts (no printer needed)."""
-    if isinstance(shape, ArrayShape):
-        return f"{shape.element_type.name}[{','.join(str(d) for d in shape.dims)}]"
-    if isinstance(shape, TupleShape):
-        return "(" + ", ".join(shape_str(e) for e in shape.elements) + ")"
-    if isinstance(shape, TokenShape):
-        return "token[]"
-    if isinstance(shape, OpaqueShape):
-        return "opaque[]"
-    if isinstance(shape, BufferShape):
-        return f"b({shape_str(shape.inner)})"
-    return str(shape)
+    """``f32[2,3]`` / ``(f32[], s32[<=2])`` without layouts, for messages (anything that
+    is not a shape: its ``str``)."""
+    try:
+        return shape_to_text(shape, layout=False)
+    except TypeError:
+        return str(shape)
 
 
 def same_shape(a: Shape, b: Shape, *, ignore_element_type: bool = False,

@@ -19,6 +19,21 @@ def _expanded_indices(idx: ArrayShape, ivd: int, op: str) -> list[int]:
     return dims
 
 
+def interleave_dims(positions, window, batch) -> tuple[int, ...]:
+    """Dims of rank ``len(window) + len(batch)``: the window sizes at ``positions``
+    (sorted), the batch sizes elsewhere, each in order (a gather's result, a scatter's
+    updates)."""
+    out, wi, bi = [], 0, 0
+    for i in range(len(window) + len(batch)):
+        if i in positions:
+            out.append(window[wi])
+            wi += 1
+        else:
+            out.append(batch[bi])
+            bi += 1
+    return tuple(out)
+
+
 @infer("gather")
 def infer_gather(operand: Shape, start_indices: Shape, *, offset_dims=None,
                  collapsed_slice_dims=None, start_index_map=None, index_vector_dim=None,
@@ -67,15 +82,7 @@ def infer_gather(operand: Shape, start_indices: Shape, *, offset_dims=None,
             raise ShapeError(f"gather: slice_sizes[{d}]={sizes[d]} must be <= 1 for a collapsed or "
                              "batching dimension")
     offset_sizes = [s for i, s in enumerate(sizes) if i not in collapsed and i not in obd]
-    out, oi, bi = [], 0, 0
-    for i in range(out_rank):
-        if i in offset:
-            out.append(offset_sizes[oi])
-            oi += 1
-        else:
-            out.append(batch[bi])
-            bi += 1
-    return make_array(a.element_type, out)
+    return make_array(a.element_type, interleave_dims(offset, offset_sizes, batch))
 
 
 @infer("scatter")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from ..shapes import ArrayShape, Shape, TupleShape
 from ..types import ELEMENT_TYPES
 from .common import (ShapeError, as_array, complex_component, expect_kind, expect_same_type, infer,
@@ -80,29 +78,31 @@ def infer_triangular_solve(a: Shape, b: Shape, *, left_side=None, lower=None, un
     return make_array(y.element_type, y.dims)
 
 
-def _feature_dim(operand: ArrayShape, feature_index, op: str) -> int:
+def _batch_norm_operand(op: str, operand: Shape, epsilon, feature_index,
+                        vectors: dict[str, Shape]) -> tuple[ArrayShape, int]:
+    """What the three batch-norm ops require alike: a floating-point operand, an
+    ``epsilon``, a ``feature_index`` in range, and per-feature vectors (``vectors``, by
+    name) of the operand's type and the feature count; the operand and that count."""
+    a = as_array(operand, f"{op} operand")
+    expect_kind(a.element_type, "f", op)
+    required(epsilon, "epsilon")
     fi = int(required(feature_index, "feature_index"))
-    if not 0 <= fi < operand.rank:
-        raise ShapeError(f"{op}: feature_index={fi} out of range [0, {operand.rank})")
-    return operand.dims[fi]
-
-
-def _check_vectors(op: str, names: Sequence[str], shapes: Sequence[Shape], et, f: int) -> None:
-    for name, s in zip(names, shapes):
+    if not 0 <= fi < a.rank:
+        raise ShapeError(f"{op}: feature_index={fi} out of range [0, {a.rank})")
+    f = a.dims[fi]
+    for name, s in vectors.items():
         s = as_array(s, f"{op} {name}")
-        if s.dims != (f,) or s.element_type != et:
-            raise ShapeError(f"{op}: {name} must be {et.name}[{f}], got {shape_str(s)}")
+        if s.dims != (f,) or s.element_type != a.element_type:
+            raise ShapeError(f"{op}: {name} must be {a.element_type.name}[{f}], got {shape_str(s)}")
+    return a, f
 
 
 @infer("batch-norm-training")
 def infer_batch_norm_training(operand: Shape, scale: Shape, offset: Shape, *, epsilon=None,
                               feature_index=None, **_):
     """``batch-norm-training``: (operand, mean[F], variance[F])."""
-    a = as_array(operand, "batch-norm-training operand")
-    expect_kind(a.element_type, "f", "batch-norm-training")
-    required(epsilon, "epsilon")
-    f = _feature_dim(a, feature_index, "batch-norm-training")
-    _check_vectors("batch-norm-training", ("scale", "offset"), (scale, offset), a.element_type, f)
+    a, f = _batch_norm_operand("batch-norm-training", operand, epsilon, feature_index,
+                               {"scale": scale, "offset": offset})
     v = make_array(a.element_type, (f,))
     return TupleShape((make_array(a.element_type, a.dims), v, v))
 
@@ -111,12 +111,9 @@ def infer_batch_norm_training(operand: Shape, scale: Shape, offset: Shape, *, ep
 def infer_batch_norm_inference(operand: Shape, scale: Shape, offset: Shape, mean: Shape,
                                variance: Shape, *, epsilon=None, feature_index=None, **_):
     """``batch-norm-inference``: operand's shape."""
-    a = as_array(operand, "batch-norm-inference operand")
-    expect_kind(a.element_type, "f", "batch-norm-inference")
-    required(epsilon, "epsilon")
-    f = _feature_dim(a, feature_index, "batch-norm-inference")
-    _check_vectors("batch-norm-inference", ("scale", "offset", "mean", "variance"),
-                   (scale, offset, mean, variance), a.element_type, f)
+    a, _ = _batch_norm_operand("batch-norm-inference", operand, epsilon, feature_index,
+                               {"scale": scale, "offset": offset, "mean": mean,
+                                "variance": variance})
     return make_array(a.element_type, a.dims)
 
 
@@ -124,12 +121,8 @@ def infer_batch_norm_inference(operand: Shape, scale: Shape, offset: Shape, mean
 def infer_batch_norm_grad(operand: Shape, scale: Shape, mean: Shape, variance: Shape,
                           grad_output: Shape, *, epsilon=None, feature_index=None, **_):
     """``batch-norm-grad``: (grad_operand, grad_scale[F], grad_offset[F])."""
-    a = as_array(operand, "batch-norm-grad operand")
-    expect_kind(a.element_type, "f", "batch-norm-grad")
-    required(epsilon, "epsilon")
-    f = _feature_dim(a, feature_index, "batch-norm-grad")
-    _check_vectors("batch-norm-grad", ("scale", "mean", "variance"), (scale, mean, variance),
-                   a.element_type, f)
+    a, f = _batch_norm_operand("batch-norm-grad", operand, epsilon, feature_index,
+                               {"scale": scale, "mean": mean, "variance": variance})
     g = as_array(grad_output, "batch-norm-grad grad_output")
     if not same_shape(g, a):
         raise ShapeError(f"batch-norm-grad: grad_output {shape_str(g)} must equal operand "
