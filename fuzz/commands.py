@@ -122,8 +122,8 @@ def cmd_check(args) -> int:
     """Evaluate BEFORE's envelope and AFTER with hloref on the same inputs: is AFTER inside?
     Names the first instruction (by name, in BEFORE's order) outside its envelope."""
     from .check import check_modules
-    before = load_module(args.before)
-    after = load_module(args.after)
+    before = load_module(args.before, verify=True)  # as evaluate and diff do
+    after = load_module(args.after, verify=True)
     values = _coerce(before, _inputs(args, before))
     try:
         after_values = _coerce(after, values)

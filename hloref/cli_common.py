@@ -48,13 +48,15 @@ def _read_text(path: str) -> str:
 
 
 def load_module(path: str, verify: bool = False):
-    """The module in HLO text file ``path`` (verified with ``verify``); a missing or
-    unreadable file is a ``CliError``."""
+    """The module in HLO text file ``path`` (verified with ``verify``: an
+    ``HloVerifyError`` naming the instruction, and the module is marked verified so
+    that ``hloref.evaluate`` does not verify it again); a missing or unreadable file is a
+    ``CliError``."""
     from .parser import parse_module
     module = parse_module(_read_text(path), filename=path)
     if verify:
-        from .verifier import verify_module
-        verify_module(module)
+        from .api import verified
+        verified(module)
     return module
 
 

@@ -211,3 +211,23 @@ def test_run_verifies_the_module_first(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "hloref", "run", str(path), "--seed", "0",
                            "--no-verify"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "f32[2]" in proc.stdout
+
+
+def test_check_verifies_both_modules_first(tmp_path, capsys):
+    # AFTER declares f32[3] for add's f32[2] operands, which XLA's verifier rejects: check
+    # names the instruction (exit 2, one line) instead of judging AFTER's f32[2] value;
+    # BEFORE is verified too
+    good = ("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] parameter(1)\n"
+            "  ROOT c = f32[2] add(a, b)\n}\n")
+    bad = good.replace("ROOT c = f32[2]", "ROOT c = f32[3]")
+    (tmp_path / "good.hlo").write_text(good)
+    (tmp_path / "bad.hlo").write_text(bad)
+    for before, after in (("good", "bad"), ("bad", "good")):
+        code, out, err = _run(["check", str(tmp_path / f"{before}.hlo"),
+                               str(tmp_path / f"{after}.hlo"), "--seed", "0"], capsys)
+        assert code == 2 and out == "", (out, err)
+        assert err.startswith("hloref: error:") and "Traceback" not in err
+        assert "instruction %c, line 5" in err and "f32[3]" in err, err
+    code, out, _ = _run(["check", str(tmp_path / "good.hlo"), str(tmp_path / "good.hlo"),
+                         "--seed", "0"], capsys)
+    assert code == 0 and "good.hlo" in out
