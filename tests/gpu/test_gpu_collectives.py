@@ -158,13 +158,11 @@ ENTRY e {
 
 
 def test_fallback_collective_rendezvous_on_two_devices():
-    """A reducer the device compiler does not take (a while loop has no scalar device
-    form): the all-reduce's CPU op runs per device (counted) and meets the other device
-    through the same rendezvous."""
+    """A reducer the device compiler does not take (partition-id, a collective, has no
+    scalar device form): the all-reduce's CPU op runs per device (counted) and meets the
+    other device through the same rendezvous."""
     text = """HloModule m, replica_count=2
-never { p = s32[] parameter(0)  ROOT f = pred[] constant(false) }
-same { p = s32[] parameter(0)  ROOT q = s32[] copy(p) }
-red { a = s32[] parameter(0)  b = s32[] parameter(1)  s = s32[] add(a, b)  w = s32[] while(s), condition=never, body=same  ROOT m = s32[] add(w, w) }
+red { a = s32[] parameter(0)  b = s32[] parameter(1)  s = s32[] add(a, b)  i = u32[] partition-id()  z = s32[] convert(i)  w = s32[] add(s, z)  ROOT m = s32[] add(w, w) }
 ENTRY e {
   x = s32[3] parameter(0)
   ROOT r = s32[3] all-reduce(x), replica_groups={}, to_apply=red
