@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from hloref.ir import Instruction
+from hloref.shape_inference.indexing import interleave_dims
 from hloref.shapes import ArrayShape
 
 from .builder import Builder
@@ -80,21 +81,6 @@ class GatherDims:
         return out
 
 
-def _interleave(positions, window, batch) -> tuple[int, ...]:
-    """Dims of rank ``len(window) + len(batch)``: the window sizes at ``positions``
-    (sorted), the batch sizes elsewhere, each in order (a scatter's updates, a gather's
-    result)."""
-    out, wi, bi = [], 0, 0
-    for i in range(len(window) + len(batch)):
-        if i in positions:
-            out.append(window[wi])
-            wi += 1
-        else:
-            out.append(batch[bi])
-            bi += 1
-    return tuple(out)
-
-
 def _draw_batching(draw, candidates, max_batching: int) -> tuple[int, ...]:
     if not max_batching:
         return ()
@@ -147,7 +133,7 @@ def draw_scatter_dims(draw, operand_dims: Sequence[int], batch_dims: Callable[[]
     u_rank = len(window_sizes) + len(batch)
     uwd = tuple(sorted(draw(st.permutations(list(range(u_rank))))[:len(window_sizes)]))
     return ScatterDims(operand_dims, uwd, inserted, to_operand, ivd, batching, index_batching,
-                       idims, _interleave(uwd, window_sizes, batch))
+                       idims, interleave_dims(uwd, window_sizes, batch))
 
 
 def draw_gather_dims(draw, operand_dims: Sequence[int], batch_dims: Callable[[], Sequence[int]],
@@ -182,7 +168,7 @@ def draw_gather_dims(draw, operand_dims: Sequence[int], batch_dims: Callable[[],
     out_rank = len(offset_operand) + len(batch)
     offset = tuple(sorted(draw(st.permutations(list(range(out_rank))))[:len(offset_operand)]))
     return GatherDims(operand_dims, offset, collapsed, start_map, ivd, batching, index_batching,
-                      sizes, idims, _interleave(offset, [sizes[d] for d in offset_operand], batch))
+                      sizes, idims, interleave_dims(offset, [sizes[d] for d in offset_operand], batch))
 
 
 def _check_dims_args(operand_dims, batch_dims, max_batching_dims):
