@@ -1,8 +1,8 @@
 """Bounded dynamic shapes on the GPU backend (``gpu/dynamic.py``): runtime sizes tracked
 on the host beside device buffers, the data work on the device, no CPU fallback.
 
-Every test of the CPU's dynamic shapes (``tests/test_dynamic_shapes.py``: by hand and
-against XLA:CPU) runs again with ``hloref.evaluate`` evaluating each module on both
+Every test of the CPU's dynamic shapes (``tests/test_dynamic_shapes.py`` and
+``tests/test_dynamic_implicit_broadcast.py``: by hand and against XLA:CPU) runs again with ``hloref.evaluate`` evaluating each module on both
 backends: the GPU backend with ``fallback=False`` (a fallback fails), its result
 bit-identical to the CPU backend's (or the same error class where the CPU refuses),
 and the GPU's value is the one the CPU test then checks by hand and against XLA.
@@ -25,6 +25,7 @@ from gpu_check import bits_equal, check, module, values
 
 pytest.importorskip("jax")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import test_dynamic_implicit_broadcast as cpu_broadcast_tests  # noqa: E402
 import test_dynamic_shapes as cpu_tests  # noqa: E402
 
 _EVALUATE = hloref.evaluate
@@ -48,28 +49,38 @@ def _both(*args, **kwargs):
     return gpu
 
 
+_CPU_MODULES = {"shapes": cpu_tests, "broadcast": cpu_broadcast_tests}
+
+
 def _cpu_test_cases():
     out = []
-    for name, fn in sorted(vars(cpu_tests).items()):
+    for key, mod in _CPU_MODULES.items():
+        out += _cases_of(key, mod)
+    return out
+
+
+def _cases_of(key, mod):
+    out = []
+    for name, fn in sorted(vars(mod).items()):
         if not name.startswith("test_") or not callable(fn):
             continue
         marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
         if not marks:
-            out.append(pytest.param(name, {}, id=name))
+            out.append(pytest.param(key, name, {}, id=name))
             continue
         (mark,) = marks
         names = [n.strip() for n in mark.args[0].split(",")] if isinstance(mark.args[0], str) \
             else list(mark.args[0])
         for k, row in enumerate(mark.args[1]):
             row = row if len(names) > 1 else (row,)
-            out.append(pytest.param(name, dict(zip(names, row)), id=f"{name}[{k}]"))
+            out.append(pytest.param(key, name, dict(zip(names, row)), id=f"{name}[{k}]"))
     return out
 
 
-@pytest.mark.parametrize("name,params", _cpu_test_cases())
-def test_cpu_dynamic_test_on_the_gpu(name, params, monkeypatch):
+@pytest.mark.parametrize("module_key,name,params", _cpu_test_cases())
+def test_cpu_dynamic_test_on_the_gpu(module_key, name, params, monkeypatch):
     monkeypatch.setattr(hloref, "evaluate", _both)
-    fn = getattr(cpu_tests, name)
+    fn = getattr(_CPU_MODULES[module_key], name)
     assert set(params) <= set(inspect.signature(fn).parameters)
     fn(**params)
 
