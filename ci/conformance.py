@@ -604,6 +604,8 @@ def with_devices(text: str, replicas: int, partitions: int) -> str:
         line = re.sub(r",\s*(replica_count|num_partitions)=\d+", "", m.group(0))
         return re.sub(r"^(\s*HloModule\s+[^\s,]+)",
                       rf"\1, replica_count={replicas}, num_partitions={partitions}", line)
+    if not _HEADER_RE.search(text):  # a module without a header (XLA names it)
+        return f"HloModule m, replica_count={replicas}, num_partitions={partitions}\n" + text
     return _HEADER_RE.sub(header, text, count=1)
 
 

@@ -280,6 +280,19 @@ def test_with_devices_rewrites_the_header_only():
     np.testing.assert_array_equal(out[3], np.full(2, 2 + 3, np.float32))  # by hand: {2,3}
 
 
+def test_with_devices_gives_a_module_without_header_one():
+    # all_gather_remove_degenerate_dims_test.cc writes only ENTRY: the count must still
+    # reach both runs (it was silently left at one device)
+    import hloref
+    text = "ENTRY e {\n  p = f32[1,64] parameter(0)\n  ROOT ag = f32[4,64] all-gather(p), dimensions={0}\n}\n"
+    assert conformance.devices_for(text) == (4, 1)
+    module = hloref.parse(conformance.with_devices(text, 4, 1))
+    assert (module.replica_count, module.num_partitions) == (4, 1)
+    xs = [np.full((1, 64), d, np.float32) for d in range(4)]
+    out = hloref.evaluate(module, xs)
+    np.testing.assert_array_equal(out[2][:, 0], [0, 1, 2, 3])  # by hand: the 4 replicas in order
+
+
 def test_judge_devices_flags_a_wrong_device_and_passes_rounding():
     import hloref
     text = conformance.with_devices(UNDER_DECLARED, 4, 1)
