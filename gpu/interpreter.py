@@ -39,6 +39,11 @@ from .registry import GPU_OPS, GpuFallback, load_all as load_gpu_ops
 __all__ = ["GpuInterpreter", "FallbackReport", "Limits"]
 
 
+#: keyword arguments that ``evaluator.dynamic.dynamic_step`` replaces for an op evaluated
+#: on a valid part, passed on to the op's CPU fallback
+_SIZED_KEYWORDS = ("shape", "slice")
+
+
 @dataclass
 class FallbackReport:
     """Which opcodes ran on the CPU during an evaluation, how often, and why."""
@@ -139,9 +144,10 @@ class GpuInterpreter(Interpreter):
             except GpuFallback as fb:
                 if not lazy:
                     lazy.append(self._cpu._prepare(instr, position))
-                # the runtime-size path may have given the op another result shape
+                # the runtime-size path may have given the op the valid part's shape
+                # (and a slice its cut attribute): the CPU op gets them too
                 return self._run_fallback(instr, lazy[0], operands, fb.reason,
-                                          shape=kw.get("shape"))
+                                          {k: kw[k] for k in _SIZED_KEYWORDS if k in kw})
 
         return PreparedStep(instr, run, kwargs, step.operand_index)
 
@@ -156,7 +162,7 @@ class GpuInterpreter(Interpreter):
 
         return PreparedStep(instr, run, {}, operand_index)
 
-    def _run_fallback(self, instr, cpu_step, operands, reason, shape=None):
+    def _run_fallback(self, instr, cpu_step, operands, reason, overrides=None):
         if not self.fallback:
             raise HloUnsupportedError(instr.opcode, "gpu", f"{reason} (CPU fallback disabled)",
                                       instruction=instr.name)
@@ -167,8 +173,8 @@ class GpuInterpreter(Interpreter):
         host = [to_host(o) for o in operands]
         self._cpu.live_bytes = self.live_bytes
         kwargs = cpu_step.kwargs
-        if shape is not None and "shape" in kwargs:
-            kwargs = {**kwargs, "shape": shape}
+        if overrides:
+            kwargs = {**kwargs, **{k: v for k, v in overrides.items() if k in kwargs}}
         value = cpu_step.fn(*host, **kwargs)
         if isinstance(value, np.generic):
             value = np.asarray(value)

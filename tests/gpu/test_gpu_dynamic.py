@@ -197,3 +197,28 @@ def test_no_runtime_size_fallback_left():
             "c = c64[<=6] convert(s)\n  ROOT r = c64[<=6] fft(c), fft_type=FFT, "
             "fft_length={6}"), np.zeros(6, np.float32), np.int32(4), backend="gpu",
             fallback=False)
+
+
+def test_fallback_of_an_op_on_a_valid_part():
+    """An op on a valid part that falls back (a comparator with partition-id, which has
+    no device form) runs on the CPU with the valid part's shape, as the CPU would."""
+    text = """HloModule m
+lt {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = u32[] partition-id()
+  f = f32[] convert(i)
+  c = f32[] add(a, f)
+  ROOT l = pred[] compare(c, b), direction=LT
+}
+ENTRY e {
+  p = f32[7] parameter(0)
+  n = s32[] parameter(1)
+  s = f32[<=7] set-dimension-size(p, n), dimensions={0}
+  ROOT r = f32[<=7] sort(s), dimensions={0}, to_apply=lt
+}
+"""
+    p = values("f32", (7,), kind="unit")
+    out = check(text, p, np.int32(4), fallbacks=1, xla=False)
+    np.testing.assert_array_equal(out, np.sort(p[:4]))
+    assert dict(hloref.gpu.last_report.counts) == {"sort": 1}
