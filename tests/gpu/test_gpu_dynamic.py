@@ -2,8 +2,8 @@
 on the host beside device buffers, the data work on the device, no CPU fallback.
 
 Every test of the CPU's dynamic shapes (``tests/test_dynamic_shapes.py`` and
-``tests/test_dynamic_implicit_broadcast.py``: by hand and against XLA:CPU) runs again with ``hloref.evaluate`` evaluating each module on both
-backends: the GPU backend with ``fallback=False`` (a fallback fails), its result
+``tests/test_dynamic_implicit_broadcast.py``: by hand and against XLA:CPU) runs again
+with ``hloref.evaluate`` evaluating each module on both backends: the GPU backend with ``fallback=False`` (a fallback fails), its result
 bit-identical to the CPU backend's (or the same error class where the CPU refuses),
 and the GPU's value is the one the CPU test then checks by hand and against XLA.
 """
@@ -102,7 +102,7 @@ def test_sized_ops_in_every_type(tname):
             f"  c = {tname}[<=10,<=7] concatenate(t, v), dimensions={{0}}",
             f"  l = {tname}[<=5,<=3] slice(t), slice={{[0:5], [1:7:2]}}",
             f"  d = {tname}[<=35] dynamic-reshape(t, p3)",
-            f"  g = s32[] get-dimension-size(d), dimensions={{0}}"]
+            "  g = s32[] get-dimension-size(d), dimensions={0}"]
     outs = ["v", "c", "l", "d", "g"]
     types = [f"{tname}[<=5,<=7]", f"{tname}[<=10,<=7]", f"{tname}[<=5,<=3]", f"{tname}[<=35]",
              "s32[]"]
