@@ -3,9 +3,10 @@ on the host beside device buffers, the data work on the device, no CPU fallback.
 
 Every test of the CPU's dynamic shapes (``tests/test_dynamic_shapes.py`` and
 ``tests/test_dynamic_implicit_broadcast.py``: by hand and against XLA:CPU) runs again
-with ``hloref.evaluate`` evaluating each module on both backends: the GPU backend with ``fallback=False`` (a fallback fails), its result
-bit-identical to the CPU backend's (or the same error class where the CPU refuses),
-and the GPU's value is the one the CPU test then checks by hand and against XLA.
+with ``hloref.evaluate`` evaluating each module on both backends: the GPU backend with
+``fallback=False`` (a fallback fails), its result bit-identical to the CPU backend's
+(or the same error class where the CPU refuses), and the GPU's value is the one the CPU
+test then checks by hand and against XLA.
 """
 
 from __future__ import annotations
