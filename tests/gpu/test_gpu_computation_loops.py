@@ -192,3 +192,40 @@ red { x = f32[] parameter(0)  y = f32[] parameter(1)
         kw = {"fallback": False} if backend == "gpu" else {}
         with pytest.raises(HloEvalError, match="does not terminate"):
             hloref.evaluate(text, x, np.float32(0), backend=backend, **kw)
+
+
+def test_nested_loops_with_complex_and_pred_state():
+    """A loop inside a loop body, the state holding c64, pred and s8 (which wraps)."""
+    extra = """
+ic { s = (s8[], c64[]) parameter(0)  i = s8[] get-tuple-element(s), index=0
+  z = s8[] constant(0)  ROOT p = pred[] compare(i, z), direction=GT }
+ib { s = (s8[], c64[]) parameter(0)  i = s8[] get-tuple-element(s), index=0
+  c = c64[] get-tuple-element(s), index=1  one = s8[] constant(1)  j = s8[] subtract(i, one)
+  d = c64[] add(c, c)  ROOT r = (s8[], c64[]) tuple(j, d) }
+oc { s = (s8[], c64[], pred[]) parameter(0)  ROOT p = pred[] get-tuple-element(s), index=2 }
+ob { s = (s8[], c64[], pred[]) parameter(0)  i = s8[] get-tuple-element(s), index=0
+  c = c64[] get-tuple-element(s), index=1  two = s8[] constant(2)
+  t = (s8[], c64[]) tuple(two, c)
+  w = (s8[], c64[]) while(t), condition=ic, body=ib
+  d = c64[] get-tuple-element(w), index=1
+  k = s8[] constant(100)  j = s8[] add(i, k)
+  z = s8[] constant(0)  more = pred[] compare(j, z), direction=GT
+  ROOT r = (s8[], c64[], pred[]) tuple(j, d, more) }
+red { x = c64[] parameter(0)  y = c64[] parameter(1)
+  i = s8[] constant(1)  t = pred[] constant(true)
+  s = (s8[], c64[], pred[]) tuple(i, y, t)
+  w = (s8[], c64[], pred[]) while(s), condition=oc, body=ob
+  d = c64[] get-tuple-element(w), index=1
+  ROOT a = c64[] add(x, d) }
+"""
+    text = module(["c64[1,5]", "c64[]"], "reduce(p0, p1), dimensions={1}, to_apply=red",
+                  "c64[1]", extra=extra)
+    x = (values("f32", (1, 5), kind="unit") + 1j * values("f32", (1, 5), kind="unit")) * 0.9
+    x = x.astype(np.complex64)
+    # the counter 1 -> 101 -> -55 (s8 wraps): two outer runs, each doubling the
+    # element twice: acc <- acc + 16 x, in order from 0 (the doublings are exact)
+    out = check(text, x, np.complex64(0), xla=False)
+    acc = 0j
+    for v in x[0]:
+        acc = complex(np.complex64(acc + 16 * complex(v)))
+    assert complex(out[0]) == acc
