@@ -38,7 +38,7 @@ from hloref.shapes import ArrayShape, TupleShape
 from hloref.values import TOKEN_VALUE
 
 from .device import DArray, empty, to_device
-from .elementwise import launch
+from .elementwise import launch, zeros
 from .registry import GpuFallback, gpu_op
 
 OP_FAMILY = True
@@ -71,15 +71,6 @@ def _copy_block(src, out, n, count, inner, src_len, src_off, out_len, out_off):
         i += step
 
 
-@cuda.jit
-def _zero(out, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < n:
-        out[i] = 0
-        i += step
-
-
 def _split(dims, dim):
     outer = int(np.prod(dims[:dim], dtype=np.int64))
     inner = int(np.prod(dims[dim + 1:], dtype=np.int64))
@@ -96,12 +87,6 @@ def _block(src: DArray, out: DArray, dim: int, src_off: int, out_off: int, count
 def _copy(x: DArray) -> DArray:
     out = empty(x.shape, x.et)
     launch(_copy_block, x.size, x.data, out.data, x.size, 1, 1, 1, 0, 1, 0)
-    return out
-
-
-def _zeros(shape, et) -> DArray:
-    out = empty(shape, et)
-    launch(_zero, out.size, out.data, out.size)
     return out
 
 
@@ -226,7 +211,7 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
     # every device reaches the rendezvous with its value; devices outside all pairs too
     everyone = list(range(dev.replica_count * dev.num_partitions))
     values = exchange(ctx, instruction_name, everyone, x, channel_id)
-    result = _copy(values[source]) if source is not None else _zeros(x.shape, x.et)
+    result = _copy(values[source]) if source is not None else zeros(x.shape, x.et)
     if opcode == "collective-permute-start":
         contexts = [to_device(np.zeros((), np.uint32))
                     for _ in range(len(shape.elements) - 2)] \
@@ -259,7 +244,7 @@ def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_group
         if at_root[i]:
             outs.append(combine(operands[i]))
         else:
-            outs.append(_zeros(x.shape, x.et))
+            outs.append(zeros(x.shape, x.et))
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 

@@ -54,6 +54,23 @@ def launch(kernel, n: int, *args) -> None:
     kernel[blocks, tpb](*args)
 
 
+@cuda.jit
+def _zero(out, n):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        out[i] = 0
+        i += step
+
+
+def zeros(shape, et) -> DArray:
+    """A device array of ``shape`` and ``et`` with every storage bit zero (+0, false, 0
+    for every element type): collectives' non-root results, padding past valid extents."""
+    out = empty(shape, et)
+    launch(_zero, out.size, out.data, out.size)
+    return out
+
+
 @functools.cache  # one compiled kernel per combination
 def _kernel(fn, in_classes: tuple, out_class: str):
     """The cached elementwise kernel ``out[i] = store(fn(load(x0[i]), ...))``."""
