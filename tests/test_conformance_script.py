@@ -149,6 +149,43 @@ def test_resume_keeps_earlier_records_and_writes_them(tmp_path):
     assert records == [earlier]  # no worker was started: the record is kept as it was
 
 
+def test_a_slow_evaluation_is_a_time_out_of_the_evaluation_not_of_the_parse(tmp_path):
+    # a loop of 10^9 steps cannot finish in 5 s; the module still parses and prints
+    import hashlib
+
+    import hloref
+    from hloref.printer import module_to_text
+    text = """HloModule slow
+cond {
+  s = s32[] parameter(0)
+  n = s32[] constant(1000000000)
+  ROOT lt = pred[] compare(s, n), direction=LT
+}
+body {
+  s = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT next = s32[] add(s, one)
+}
+ENTRY e {
+  p = s32[] parameter(0)
+  ROOT w = s32[] while(p), condition=cond, body=body
+}
+"""
+    case = conformance.Case("slow", text, ["x_test.cc:1"])
+    cache = conformance.Cache(str(tmp_path))
+    x = np.int32(0)
+    cache.put("slow.parse", ("ok", None))  # XLA's answers, as the cache holds them
+    cache.put("slow.run0", ("ok", ([x], np.int32(1000000000))))
+    printed = module_to_text(hloref.parse(text))
+    cache.put(hashlib.sha256(printed.encode()).hexdigest()[:16] + ".parse", ("ok", None))
+    (rec,) = conformance.score([case], cache, evaluate=True, seed=0, timeout=5, progress=False)
+    assert rec["hloref_parse"] == "ok" and rec["roundtrip_xla"] == "ok"
+    assert rec["hloref_eval"] == "timeout" and "reason" not in rec
+    text_summary = conformance.summary([rec], True, "test")
+    assert "| parsed by hloref | 1 | 100.00 % of the others |" in text_summary
+    assert "timed out (`--timeout`) | 1 |" in text_summary
+
+
 def test_init_not_identity_variadic():
     """hlo_parser_test.cc:693: a variadic (add, add) reduce-window with init 1."""
     text = """HloModule m
