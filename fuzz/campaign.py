@@ -150,6 +150,7 @@ class Runner:
         self._last_flush = 0.0
         self._t_mark = time.perf_counter()
         self._tested: set = set()  # digests of the programs run, to skip repeats
+        self._starts_closed = 0  # oracle starts of workers closed already
 
     def worker(self, oracle: str):
         if oracle not in self.workers:
@@ -161,6 +162,7 @@ class Runner:
         return self.workers[oracle]
 
     def close(self) -> None:
+        self._starts_closed += sum(getattr(w, "starts", 0) for w in self.workers.values())
         for w in self.workers.values():
             try:
                 w.close()
@@ -172,6 +174,8 @@ class Runner:
         now = time.perf_counter()
         if force or now - self._last_flush > 1.0:
             self._last_flush = now
+            self.stats.oracle_starts = self._starts_closed + sum(
+                getattr(w, "starts", 0) for w in self.workers.values())
             atomic_json(self.stats_path, {"stats": self.stats.to_json(), "done": self.done,
                                           "index": self.index})
 

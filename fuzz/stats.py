@@ -54,6 +54,9 @@ class Stats:
     batch_splits: int = 0
     #: programs drawn again (same module, same inputs) and skipped, not counted
     repeats: int = 0
+    #: oracle child processes started (the first of each worker, and every restart
+    #: after a crash or a timeout, reduction included)
+    oracle_starts: int = 0
     opcodes: Counter = field(default_factory=Counter)
     element_types: Counter = field(default_factory=Counter)
     outcomes: Counter = field(default_factory=Counter)
@@ -160,7 +163,8 @@ def make_summary(run: Stats, totals: Stats, new_findings, all_findings, *, worke
         "time_split": {label: getattr(run, name) for name, label in TIME_PARTS},
         "batching": {"batches": run.batches, "alone_runs": run.alone_runs,
                      "confirmations": run.confirmations, "batch_only": run.batch_only,
-                     "batch_splits": run.batch_splits, "repeats_skipped": run.repeats},
+                     "batch_splits": run.batch_splits, "repeats_skipped": run.repeats,
+                     "oracle_starts": run.oracle_starts},
         "opcodes_covered": sorted(run.opcodes), "opcode_counts": dict(run.opcodes),
         "opcodes_reachable": reachable,
         "element_types_covered": sorted(run.element_types),
@@ -206,7 +210,8 @@ def format_summary(summary: dict) -> str:
         lines.append(f"batched oracle runs: {b['batches']} batches, {b['alone_runs']} runs alone, "
                      f"{b['confirmations']} confirmations alone ({b['batch_only']} only in the "
                      f"batch), {b['batch_splits']} batches split; "
-                     f"{b.get('repeats_skipped', 0)} repeated programs skipped")
+                     f"{b.get('repeats_skipped', 0)} repeated programs skipped; "
+                     f"{b.get('oracle_starts', 0)} oracle processes started")
     lines += [
         f"opcodes covered: {len(s['opcodes_covered'])} (of {s['opcodes_reachable']} reachable); "
         f"element types: {len(s['element_types_covered'])}: {' '.join(s['element_types_covered'])}",

@@ -14,15 +14,18 @@ import os
 import pickle
 import select
 import signal
+import socket
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
 
-__all__ = ["OracleResult", "OracleWorker", "ORACLES", "Channel", "serve", "child_main"]
+__all__ = ["OracleResult", "OracleWorker", "ORACLES", "Channel", "serve", "child_main",
+           "zygote_main"]
 
 ORACLES = ("xla", "tf")
 
@@ -143,10 +146,203 @@ def child_main(oracle: str) -> None:
     serve(("ready", None), answer)  # a bug in the oracle glue: an error verdict
 
 
+def _fork_default(oracle: str) -> bool:
+    return (oracle == "xla" and sys.platform.startswith("linux") and hasattr(socket, "send_fds")
+            and os.environ.get("HLOREF_ORACLE_FORK", "1") != "0")
+
+
+class _Forked:
+    """A child forked by a :class:`_Zygote`, with what ``OracleWorker`` uses of a
+    ``subprocess.Popen``: ``stdin``/``stdout`` (the parent's ends of its pipes),
+    ``poll()``, ``wait(timeout)`` and ``kill()``. It is the zygote's child, so its exit
+    status comes from the zygote."""
+
+    def __init__(self, zygote: "_Zygote", pid: int, stdin, stdout):
+        self.zygote, self.pid, self.stdin, self.stdout = zygote, pid, stdin, stdout
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            self.returncode = self.zygote.status(self.pid, 0.0)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            self.returncode = self.zygote.status(self.pid, 3600.0 if timeout is None else timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(f"oracle child {self.pid}", timeout)
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class _Zygote:
+    """A process that has imported an oracle's libraries (jax, jaxlib, numpy: about
+    0.6 s of CPU) but started no backend and no thread, and forks oracle children on
+    request (``python -m hloref.fuzz.worker_main --zygote ORACLE FD``): starting a
+    child, e.g. after XLA aborted, costs a fork instead of a fresh interpreter. One per
+    process and oracle, started on first use; requests go over a Unix socket (the
+    child's pipe ends travel with ``SCM_RIGHTS``). Any failure of the zygote falls
+    back to starting children the ordinary way."""
+
+    _instances: dict = {}
+    _lock = threading.Lock()
+
+    def __init__(self, oracle: str):
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = dict(os.environ)
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")  # no BLAS thread pool to fork with
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "hloref.fuzz.worker_main", "--zygote", oracle,
+                 str(child.fileno())], pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                env=env)
+        finally:
+            child.close()
+        self.sock = parent
+        self.sock.settimeout(180.0)
+        self._io = threading.Lock()
+        if self._call({"op": "hello"}).get("ok") is not True:
+            raise RuntimeError("the oracle zygote did not start")
+
+    def _call(self, request: dict, fds=()) -> dict:
+        import json
+        with self._io:
+            socket.send_fds(self.sock, [json.dumps(request).encode()], list(fds))
+            reply = self.sock.recv(65536)
+        if not reply:
+            raise EOFError("the oracle zygote is gone")
+        return json.loads(reply)
+
+    @classmethod
+    def spawn(cls, oracle: str, stderr_fd: int) -> "_Forked | None":
+        """A forked oracle child whose stderr is ``stderr_fd``; ``None`` when no zygote
+        can do it (the caller starts the child the ordinary way)."""
+        with cls._lock:
+            for attempt in range(2):
+                z = cls._instances.get(oracle)
+                try:
+                    if z is None:
+                        z = cls._instances[oracle] = cls(oracle)
+                    return z._fork(stderr_fd)
+                except Exception:  # noqa: BLE001 - a dead or broken zygote: a new one once
+                    cls._instances.pop(oracle, None)
+                    if z is not None:
+                        z.close()
+            return None
+
+    def _fork(self, stderr_fd: int) -> _Forked:
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        try:
+            pid = self._call({"op": "fork"}, (in_r, out_w, stderr_fd))["pid"]
+        except BaseException:
+            for fd in (in_r, in_w, out_r, out_w):
+                os.close(fd)
+            raise
+        os.close(in_r)
+        os.close(out_w)
+        return _Forked(self, pid, os.fdopen(in_w, "wb", buffering=0),
+                       os.fdopen(out_r, "rb", buffering=0))
+
+    def status(self, pid: int, timeout: float):
+        """The child's exit code (``Popen.returncode``'s convention), or ``None`` while it
+        runs after ``timeout`` seconds."""
+        return self._call({"op": "wait", "pid": pid, "timeout": timeout})["code"]
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+            self.proc.wait(5)
+        except Exception:  # noqa: BLE001
+            try:
+                self.proc.kill()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def zygote_main(oracle: str, fd: int) -> None:
+    """The zygote (``python -m hloref.fuzz.worker_main --zygote ORACLE FD``): import the
+    oracle's libraries, then answer requests on the socket ``FD`` until it closes."""
+    import json
+    if oracle == "xla":  # what the oracle's _jax() imports, without making the backend
+        # (which starts XLA's thread pools: a process with threads must not fork)
+        import jax  # noqa: F401
+        import jaxlib._jax  # noqa: F401
+        import ml_dtypes  # noqa: F401
+        import numpy  # noqa: F401
+        from jax.extend import backend  # noqa: F401
+        from jaxlib import xla_client  # noqa: F401
+
+        import hloref.fuzz.oracles.xla  # noqa: F401
+    from hloref.fuzz.oracles import errors  # noqa: F401
+    sock = socket.socket(fileno=fd)
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 65536, 4)
+        except OSError:
+            return
+        if not msg:
+            return
+        req = json.loads(msg)
+        op = req.get("op")
+        if op == "hello":
+            sock.send(json.dumps({"ok": True}).encode())
+        elif op == "fork":
+            pid = os.fork()
+            if pid == 0:  # the oracle child
+                code = 0
+                try:
+                    sock.close()
+                    for target, src in enumerate(fds):
+                        os.dup2(src, target)
+                    for src in fds:
+                        if src > 2:
+                            os.close(src)
+                    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                    child_main(oracle)
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else 1
+                except BaseException:  # noqa: BLE001
+                    traceback.print_exc()
+                    code = 1
+                finally:
+                    try:
+                        sys.stderr.flush()
+                    finally:
+                        os._exit(code)
+            for src in fds:
+                os.close(src)
+            sock.send(json.dumps({"pid": pid}).encode())
+        elif op == "wait":
+            pid, deadline = req["pid"], time.monotonic() + float(req.get("timeout") or 0.0)
+            code = None
+            while True:
+                try:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    code = -signal.SIGKILL  # already reaped: report it as gone
+                    break
+                if done:
+                    code = os.waitstatus_to_exitcode(status)
+                    break
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.005)
+            sock.send(json.dumps({"code": code}).encode())
+        else:
+            sock.send(json.dumps({"error": f"unknown op {op!r}"}).encode())
+
+
 class OracleWorker:
     """One oracle child process, restarted after a crash or a timeout."""
 
-    def __init__(self, oracle: str = "xla", *, timeout: float = 120.0, start_timeout: float = 180.0):
+    def __init__(self, oracle: str = "xla", *, timeout: float = 120.0, start_timeout: float = 180.0,
+                 fork: bool | None = None):
         if oracle not in ORACLES:
             raise ValueError(f"unknown oracle {oracle!r}; expected one of {', '.join(ORACLES)}")
         self.oracle = oracle
@@ -155,8 +351,14 @@ class OracleWorker:
         self._proc = None
         self._conn = None
         self._stderr_path = None
+        #: children are forked from a zygote that has imported the oracle (``_Zygote``):
+        #: a restart after a crash costs milliseconds, not the oracle's import (default:
+        #: the XLA oracle on Linux unless ``HLOREF_ORACLE_FORK=0``)
+        self.fork = _fork_default(oracle) if fork is None else fork
         self.jobs = 0
         self.crashes = 0
+        #: child processes started (the first one and every restart)
+        self.starts = 0
         #: time spent on jobs (round trips), and the parts measured inside the child
         self.seconds = 0.0
         self.compile_seconds = 0.0
@@ -164,12 +366,19 @@ class OracleWorker:
 
     # -- lifecycle ----------------------------------------------------------------------
     def _start(self) -> None:
+        if self._stderr_path and os.path.exists(self._stderr_path):
+            os.unlink(self._stderr_path)  # the previous child's; one file per worker
         fd, self._stderr_path = tempfile.mkstemp(prefix=f"hloref-{self.oracle}-", suffix=".stderr")
         stderr = os.fdopen(fd, "wb")
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "hloref.fuzz.worker_main", self.oracle],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, close_fds=True)
-        stderr.close()
+        try:
+            self._proc = _Zygote.spawn(self.oracle, stderr.fileno()) if self.fork else None
+            if self._proc is None:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "hloref.fuzz.worker_main", self.oracle],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, close_fds=True)
+        finally:
+            stderr.close()
+        self.starts += 1
         self._conn = Channel(self._proc.stdout.fileno(), self._proc.stdin.fileno())
         if not self._conn.poll(self.start_timeout):
             self._kill()
