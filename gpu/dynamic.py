@@ -24,7 +24,7 @@ from numba import cuda
 from hloref.evaluator.dynamic import HostArrays
 
 from .device import DArray, empty, to_device
-from .elementwise import launch
+from .elementwise import launch, zeros
 from .registry import gpu_op
 from .shape_ops import copy, concatenate, gather, int_tuple, row_major_strides
 
@@ -55,15 +55,6 @@ def _embed(src, out, n, dims, valid, valid_strides):
             out[i] = src[off]
         else:
             out[i] = 0
-        i += step
-
-
-@cuda.jit
-def _zero(out, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < n:
-        out[i] = 0
         i += step
 
 
@@ -109,9 +100,7 @@ class DeviceArrays(HostArrays):
 
     @staticmethod
     def zeros(dims, et) -> DArray:
-        out = empty(dims, et)
-        launch(_zero, out.size, out.data, out.size)
-        return out
+        return zeros(tuple(dims), et)
 
     @staticmethod
     def reshape(x: DArray, dims) -> DArray:
