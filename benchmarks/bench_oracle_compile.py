@@ -94,6 +94,13 @@ def main(argv=None) -> int:
             name, _, js = spec.partition("=")
             sets[name] = json.loads(js)
     sizes = [int(s) for s in args.sizes.split(",")]
+    probe = "HloModule probe\nENTRY e { p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p) }"
+    for name, options in list(sets.items()):
+        try:
+            xla.compile_hlo(probe, debug_options=options or None)
+        except Exception as exc:  # noqa: BLE001 - e.g. "No such compile option"
+            print(f"skipping {name} {options}: {str(exc).splitlines()[0][:160]}", flush=True)
+            del sets[name]
 
     t0 = time.perf_counter()
     items = draw_programs(args.programs, args.seed, args.batch)

@@ -54,12 +54,18 @@ def _refused_opcode(message: str | None) -> str | None:
 
 
 class Refusals:
-    """(opcode, element type) pairs the oracle refused to compile, learned from programs
-    refused alone; a program holding one is run alone instead of in a batch, so it does
-    not make its batch fail and split."""
+    """What the oracle refused to compile, learned from programs refused alone: opcodes
+    it refuses whatever the types (``UNIMPLEMENTED: cosh``: XLA:CPU has no emitter for
+    the opcode) and (opcode, element type) pairs (``unsupported operand type S2 in op
+    dot``); a program holding one is run alone instead of in a batch, so it does not
+    make its batch fail (a failed batch compile costs about 40 % of a good one) and
+    split. ``to_json``/``merge`` share what one worker learned with the others
+    (``OUT/.refusals.json``)."""
 
     def __init__(self):
         self.pairs: set = set()
+        #: opcodes refused whatever their element types
+        self.opcodes: set = set()
         #: (opcodes, element types) of reduced crash and timeout findings
         self.crashes: list = []
 
@@ -79,6 +85,9 @@ class Refusals:
         opcode = _refused_opcode(message)
         if opcode:
             self.pairs |= self._pairs(module, opcode)
+            first = message.splitlines()[0] if message else ""
+            if re.search(r"UNIMPLEMENTED: [\w-]+$", first):  # the opcode, whatever the types
+                self.opcodes.add(opcode)
 
     def learn_crash(self, signature: dict) -> None:
         """A reduced crash (or hang): a program holding all its opcodes and element
@@ -94,7 +103,24 @@ class Refusals:
             ops, types = set(module_opcodes(module)), set(module_types(module))
             if any(o <= ops and t <= types for o, t in self.crashes):
                 return True
+        if self.opcodes and any(instr.opcode in self.opcodes
+                                for _, instr in module.instructions()):
+            return True
         return bool(self.pairs) and not self.pairs.isdisjoint(self._pairs(module))
+
+    def size(self) -> int:
+        return len(self.pairs) + len(self.opcodes) + len(self.crashes)
+
+    def to_json(self) -> dict:
+        return {"pairs": sorted(self.pairs), "opcodes": sorted(self.opcodes),
+                "crashes": [[sorted(o), sorted(t)] for o, t in self.crashes]}
+
+    def merge(self, data: dict) -> None:
+        """Add what ``data`` (another ``to_json()``) knows."""
+        self.pairs |= {tuple(p) for p in data.get("pairs", ())}
+        self.opcodes |= set(data.get("opcodes", ()))
+        for o, t in data.get("crashes", ()):
+            self.learn_crash({"opcodes": o, "element_types": t})
 
 
 def _renamed_refs(value, names: dict):

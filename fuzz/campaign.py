@@ -64,6 +64,7 @@ from .property import KNOWN_DIFFERENCES, Outcome, check_program, known_differenc
 from .stats import Stats, aggregate, atomic_json, make_summary, progress_line, write_junit
 
 __all__ = ["CampaignOptions", "CampaignSetupError", "Runner", "run_campaign", "hash_seed",
+           "XLA_OPT_PRESETS", "xla_debug_options",
            "parse_duration", "database", "Outcome", "check_program", "known_difference", "KNOWN_DIFFERENCES",
            "signature", "reduce_and_write", "replay", "load_program", "write_pending", "Stats"]
 
@@ -102,6 +103,30 @@ class CampaignOptions:
     #: Ray: programs per unit of work handed to an actor (a unit is re-run when its
     #: actor dies)
     unit_programs: int = 128
+    #: XLA:CPU compile settings (``XLA_OPT_PRESETS``): ``default`` is what XLA's users
+    #: get; ``fast`` compiles with LLVM at -O0, see ``XLA_OPT_PRESETS``
+    xla_opt: str = "default"
+
+
+#: ``--xla-opt``: the debug options every XLA:CPU compile of the campaign gets (batches,
+#: programs alone, localisation, reduction; findings record them). ``fast`` sets
+#: ``xla_backend_optimization_level=0``: XLA:CPU then builds LLVM's O0 pipeline
+#: instead of O2 (no IR optimization: no instcombine, GVN, loop or SLP vectorization,
+#: inlining) and generates machine code at ``CodeGenOptLevel::None`` (no optimizing
+#: instruction selection and register allocation): bugs there are not looked for. The
+#: HLO passes and XLA's own fusion emitters are the same (checked: the optimized HLO
+#: of the benchmark's programs is identical). About 25 % less compile time
+#: (``benchmarks/bench_oracle_compile.py``).
+XLA_OPT_PRESETS = {"default": {}, "fast": {"xla_backend_optimization_level": 0}}
+
+
+def xla_debug_options(opts: "CampaignOptions", oracle: str) -> dict:
+    """The debug options ``--xla-opt`` gives every compile of ``oracle`` (``{}``: XLA's
+    defaults)."""
+    if opts.xla_opt not in XLA_OPT_PRESETS:
+        raise CampaignSetupError(f"--xla-opt {opts.xla_opt}: expected one of "
+                                 f"{', '.join(XLA_OPT_PRESETS)}")
+    return dict(XLA_OPT_PRESETS[opts.xla_opt]) if oracle == "xla" else {}
 
 
 def database(opts: CampaignOptions):
@@ -146,6 +171,11 @@ class Runner:
         self.start_examples = start_examples
         self.workers: dict = {}
         self.refusals = {oracle: Refusals() for oracle in opts.oracles}
+        #: what the oracles refused, shared by the campaign's workers and kept across
+        #: resumed runs (a refusal learned once, not once per worker)
+        self._refusals_path = os.path.join(opts.out, ".refusals.json")
+        self._refusals_known = {oracle: -1 for oracle in opts.oracles}
+        self._refusals_read = 0.0
         self.stats_path = os.path.join(opts.out, ".stats", f"worker-{index}.json")
         self._last_flush = 0.0
         self._t_mark = time.perf_counter()
@@ -158,7 +188,9 @@ class Runner:
                 self.workers[oracle] = self.opts.worker_factory(oracle)
             else:
                 from .workers import OracleWorker
-                self.workers[oracle] = OracleWorker(oracle, timeout=self.opts.timeout)
+                self.workers[oracle] = OracleWorker(
+                    oracle, timeout=self.opts.timeout,
+                    debug_options=xla_debug_options(self.opts, oracle) or None)
         return self.workers[oracle]
 
     def close(self) -> None:
@@ -223,7 +255,32 @@ class Runner:
                                        stats=self.stats) for it in items]
             for (module, args), info, result in zip(items, infos, results):
                 worst = max(worst, self.account(module, args, result, oracle, info).score)
+        self.share_refusals()
         return worst
+
+    def share_refusals(self, force: bool = False) -> None:
+        """Write what this worker learned the oracles refuse to ``OUT/.refusals.json``
+        (merged with what is there) and read what the others learned (every 10 s)."""
+        try:
+            now = time.perf_counter()
+            learned = any(r.size() != self._refusals_known[o] for o, r in self.refusals.items())
+            if not (force or learned or now - self._refusals_read > 10.0):
+                return
+            self._refusals_read = now
+            try:
+                with open(self._refusals_path, encoding="utf-8") as f:
+                    data = json.load(f)
+            except (OSError, ValueError):
+                data = {}
+            for oracle, r in self.refusals.items():
+                r.merge(data.get(oracle) or {})
+            mine = json.loads(json.dumps({o: r.to_json() for o, r in self.refusals.items()}))
+            if any(mine[o] != data.get(o) for o in mine):
+                atomic_json(self._refusals_path, {**data, **mine})
+            for oracle, r in self.refusals.items():
+                self._refusals_known[oracle] = r.size()
+        except Exception as exc:  # noqa: BLE001 - an optimisation: never fatal
+            print(f"hloref fuzz: could not share refusals: {exc}", file=sys.stderr)
 
     def account(self, module, args, result, oracle: str, seed_info) -> Outcome:
         """Count an outcome (or the exception the check raised) and record a finding."""
@@ -321,7 +378,25 @@ class Runner:
         if not new:
             self.stats.duplicates += 1
             return None
+        self._note_debug_options(path, oracle)
         return path
+
+    def _note_debug_options(self, path: str, oracle: str) -> None:
+        """A finding of a campaign with ``--xla-opt`` other than default: its
+        ``finding.json`` gets the compile options it was found with (``replay`` uses
+        them), and ``xla_opt``."""
+        extra = xla_debug_options(self.opts, oracle)
+        if not extra:
+            return
+        meta_path = os.path.join(path, "finding.json")
+        try:
+            with open(meta_path, encoding="utf-8") as f:
+                meta = json.load(f)
+            meta["debug_options"] = {**extra, **(meta.get("debug_options") or {})}
+            meta["xla_opt"] = self.opts.xla_opt
+            atomic_json(meta_path, meta)
+        except (OSError, ValueError):
+            pass
 
     def resume_pending(self) -> None:
         pending = os.path.join(self.opts.out, "pending")
@@ -417,6 +492,7 @@ class Runner:
         opts = self.opts
         db = database(opts)
         t_start = time.perf_counter()
+        self.share_refusals(force=True)
         self.resume_pending()
         try:
             self.generate(lambda run_no: hash_seed(opts.seed, self.index, self.start_examples,
@@ -425,6 +501,9 @@ class Runner:
             self.stats.seconds = time.perf_counter() - t_start
             self.flush(force=True)
             self.close()
+            if self.opts.worker_factory is None:
+                from .workers import shutdown_zygotes
+                shutdown_zygotes()
         return self.stats
 
 
@@ -455,6 +534,7 @@ def run_campaign(opts: CampaignOptions) -> dict:
 
     from .strategies import reachable_opcodes
     database(opts)  # a bad --db fails here, not in every worker
+    xla_debug_options(opts, "xla")  # and a bad --xla-opt
     os.makedirs(opts.out, exist_ok=True)
     state_path = os.path.join(opts.out, "campaign.json")
     previous = Stats()

@@ -25,7 +25,7 @@ import traceback
 from dataclasses import dataclass, field
 
 __all__ = ["OracleResult", "OracleWorker", "ORACLES", "Channel", "serve", "child_main",
-           "zygote_main"]
+           "zygote_main", "shutdown_zygotes"]
 
 ORACLES = ("xla", "tf")
 
@@ -180,6 +180,16 @@ class _Forked:
             pass
 
 
+def shutdown_zygotes() -> None:
+    """Close this process's zygotes (each exits once its children are reaped, so their
+    CPU time reaches this process's ``RUSAGE_CHILDREN``); a later start makes a new one."""
+    with _Zygote._lock:
+        zygotes = list(_Zygote._instances.values())
+        _Zygote._instances.clear()
+    for z in zygotes:
+        z.close()
+
+
 class _Zygote:
     """A process that has imported an oracle's libraries (jax, jaxlib, numpy: about
     0.6 s of CPU) but started no backend and no thread, and forks oracle children on
@@ -200,12 +210,14 @@ class _Zygote:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "hloref.fuzz.worker_main", "--zygote", oracle,
                  str(child.fileno())], pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
-                env=env)
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         finally:
             child.close()
         self.sock = parent
         self.sock.settimeout(180.0)
         self._io = threading.Lock()
+        import atexit
+        atexit.register(self.close)
         if self._call({"op": "hello"}).get("ok") is not True:
             raise RuntimeError("the oracle zygote did not start")
 
@@ -342,7 +354,7 @@ class OracleWorker:
     """One oracle child process, restarted after a crash or a timeout."""
 
     def __init__(self, oracle: str = "xla", *, timeout: float = 120.0, start_timeout: float = 180.0,
-                 fork: bool | None = None):
+                 fork: bool | None = None, debug_options: dict | None = None):
         if oracle not in ORACLES:
             raise ValueError(f"unknown oracle {oracle!r}; expected one of {', '.join(ORACLES)}")
         self.oracle = oracle
@@ -355,6 +367,8 @@ class OracleWorker:
         #: a restart after a crash costs milliseconds, not the oracle's import (default:
         #: the XLA oracle on Linux unless ``HLOREF_ORACLE_FORK=0``)
         self.fork = _fork_default(oracle) if fork is None else fork
+        #: debug options every compile gets (a run's own ``debug_options`` win)
+        self.debug_options = dict(debug_options or {})
         self.jobs = 0
         self.crashes = 0
         #: child processes started (the first one and every restart)
@@ -492,7 +506,10 @@ class OracleWorker:
 
     def run(self, text: str, args, *, debug_options: dict | None = None,
             optimized: bool = False, timeout: float | None = None) -> OracleResult:
-        """Compile and run ``text`` on ``args`` in the child."""
+        """Compile and run ``text`` on ``args`` in the child (with the worker's
+        ``debug_options`` under the run's own)."""
+        if self.debug_options:
+            debug_options = {**self.debug_options, **(debug_options or {})}
         return self._submit(("run", (text, list(args), debug_options, optimized)), timeout)
 
     def abort_for_test(self) -> OracleResult:
