@@ -162,8 +162,14 @@ class _Forked:
         self.returncode = None
 
     def poll(self):
+        """``None`` while the child runs. Its stdout (our end of the pipe) turns
+        readable when it dies (EOF) or when it answers; no job is pending when this is
+        asked, so only then is the zygote asked (a round trip to another process,
+        which a loaded machine makes slow)."""
         if self.returncode is None:
-            self.returncode = self.zygote.status(self.pid, 0.0)
+            ready, _, _ = select.select([self.stdout], [], [], 0)
+            if ready:
+                self.returncode = self.zygote.status(self.pid, 0.5)
         return self.returncode
 
     def wait(self, timeout=None):
