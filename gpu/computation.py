@@ -13,13 +13,23 @@ shifts, mulhi, popcnt and count-leading-zeros by ``elementwise.width_fn``;
 dynamic-update-slice, concatenate: the element passes through), iota (0),
 reduce-precision, same-width bitcast-convert, dot (the product, by dot's rules),
 conditional (every branch computed, the selected one kept; branches with a loop
-become an if/elif block, so an unselected branch's loop never runs) and ``while``
-(a loop in the device function over the state's scalars, see below).
+become an if/elif block, so an unselected branch's loop never runs), ``while``
+(a loop in the device function over the state's scalars, see below), ``rng`` (a
+counter-based draw per call, ``gpu/rng.py``; the CPU's draws come from its stream in call
+order: both implementation-defined, both from the written distribution), ops on
+one-element arrays that call or move (map, reduce, reduce-window, sort, gather, scatter,
+pad, top-k with k = 1, get-dimension-size: ``_Emitter.one_element``), tokens (after-all,
+add-dependency), and on a one-device module replica-id, partition-id and the
+synchronous collectives (the one participant's value).
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
 reduce-window then follow its tree order, else its sequential fold). Computations with
-other ops (rng, custom-call, infeed, collectives...: ops with effects or state, which
-XLA does not put in a reducer either; ``FALLBACK_NOTE``) and the CPU's own errors
-(``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU.
+other ops (``FALLBACK_NOTE``: custom-call, the safety net; host transfers, whose queue
+order is the CPU's sequential call order; collectives on several devices, a rendezvous
+per call; the rest rarely met in a scalar computation) and the CPU's own errors
+(``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
+(jaxlib 0.10.2) accepts such modules in its verifier but aborts compiling a reduce or
+map whose computation holds rng, a collective, infeed, outfeed, send or a while (its
+loop-fusion emitter cannot index them), so no XLA backend gives their values.
 
 A ``while`` is bounded by the same ``Limits.max_while_iterations`` as the CPU's (the
 limit of the evaluation that compiles it, :data:`LOOP_RUN`): a thread whose loop
@@ -49,6 +59,7 @@ does not qualify (the caller then falls back to the CPU).
 from __future__ import annotations
 
 import contextvars
+import zlib
 
 import numpy as np
 from numba import cuda
@@ -59,7 +70,7 @@ from hloref.evaluator.reduce import is_vectorizable
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.types import element_type
 
-from . import complex_elementwise
+from . import complex_elementwise, config
 from .compare import DIRECTIONS, clamp_fn
 from .convert import convert_fn
 from .device import LOAD, STORE, f32_bits, f64_bits, storage_dtype, type_class, type_params
@@ -69,8 +80,13 @@ from .registry import GpuFallback
 __all__ = ["Compiled", "compile_computation", "FALLBACK_NOTE", "LOOP_RUN", "LoopRun"]
 
 #: the ``hloref ops`` note of every op that calls a computation: what still runs on the CPU
-FALLBACK_NOTE = ("computations with ops that have effects or state (rng, custom-call, "
-                 "infeed, collectives...): cpu fallback")
+FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net), infeed, "
+                 "outfeed, send, recv (read in the CPU's call order), collectives other than "
+                 "the synchronous ones of a one-device module, rng-bit-generator, "
+                 "rng-get-and-update-state, or an op without a one-element form (convolution, "
+                 "fft, cholesky, triangular-solve, batch-norm, scan, select-and-scatter, "
+                 "scaled-dot, ragged-dot, stochastic-convert, shuffle, async ops, domain, "
+                 "dynamic-reshape, set-dimension-size): cpu fallback")
 
 
 class LoopRun:
@@ -78,9 +94,16 @@ class LoopRun:
     compiled computations get, and the computations with loops it used (whose
     ``loop_status`` :meth:`check` reads once, at the end)."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, device=None):
         self.limit = int(limit)
+        #: ``(replica, partition, devices)`` of the evaluation's device (``replica-id``,
+        #: ``partition-id`` and one-device collectives in computations)
+        self.device = (0, 0, 1) if device is None else \
+            (int(device.replica), int(device.partition),
+             int(device.replica_count) * int(device.num_partitions))
         self.used: dict = {}
+        #: computations with ``rng`` used so far (their draw counts restart at each evaluation)
+        self.rng: dict = {}
 
     def check(self, raise_error: bool = True) -> None:
         """Read (and clear) the loop status of every compiled computation used; raise
@@ -113,6 +136,19 @@ class _Unsupported(Exception):
     pass
 
 
+class _Token:
+    """The type of a token value in a computation (``after-all``): passed along by
+    tuples, dropped by ``add-dependency``; nothing computes on it."""
+
+    name = "token"
+
+    def __repr__(self):
+        return "token"
+
+
+TOKEN = _Token()
+
+
 class Compiled:
     """A device function ``fn(*parameter storage values) -> result storage value(s)``;
     ``results``: the element types of its results (one per tuple element)."""
@@ -126,6 +162,8 @@ class Compiled:
     #: int64[1] device array: 0, or ``2k + 1`` (loop ``k`` reached its limit) or ``2k + 2``
     #: (loop ``k``'s state came back unchanged with the condition holding)
     loop_status = None
+    #: u64 device array of per-thread draw counts when it holds ``rng`` (``gpu/rng.py``)
+    rng_counts = None
 
     def __init__(self, fn, params, results, tuple_result: bool, source: str):
         self.fn = fn
@@ -142,19 +180,24 @@ def compile_computation(comp, module) -> Compiled | None:
     """``comp`` as a device function, or None when it does not qualify (see above)."""
     run = LOOP_RUN.get()
     limit = run.limit if run is not None else Limits().max_while_iterations
-    key = (id(comp), limit)
+    device = run.device if run is not None else (0, 0, 1)
+    key = (id(comp), limit, device)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is comp:
         compiled = hit[1]
     else:
         try:
-            compiled = _compile(comp, module, limit)
+            compiled = _compile(comp, module, limit, device)
             compiled.vectorizable = is_vectorizable(comp, module)
         except (_Unsupported, GpuFallback, HloEvalError):  # no device form: the CPU runs it
             compiled = None
         _CACHE[key] = (comp, compiled)
     if compiled is not None and compiled.loops and run is not None:
         run.used[id(compiled)] = compiled
+    if compiled is not None and compiled.rng_counts is not None and run is not None \
+            and id(compiled) not in run.rng:  # each evaluation draws the same values
+        run.rng[id(compiled)] = compiled
+        compiled.rng_counts.copy_to_device(np.zeros(compiled.rng_counts.shape[0], np.uint64))
     return compiled
 
 
@@ -225,8 +268,12 @@ class _Emitter:
     """Generates the device function's lines: each value is a local name (a storage
     value), or a list of them for a tuple; nested ``call``/``fusion`` are inlined."""
 
-    def __init__(self, module, limit: int = Limits().max_while_iterations):
+    def __init__(self, module, limit: int = Limits().max_while_iterations, name: str = "",
+                 device=(0, 0, 1)):
         self.module = module
+        self.device = device
+        self.name = name
+        self.rng_sites = 0
         self.ns: dict = {}
         self.lines: list[str] = []
         self.count = 0
@@ -293,8 +340,10 @@ class _Emitter:
         if op == "get-tuple-element":
             k = int(instr.attrs.get("index"))
             return ops[0][k], op_types[0][k]
-        if op in ("copy", "opt-barrier"):
-            return ops[0], op_types[0]
+        if op in ("copy", "opt-barrier", "add-dependency"):
+            return ops[0], op_types[0]  # add-dependency: the value, its token dropped
+        if op == "after-all":  # a token: no value, only an order the device does not need
+            return "0", TOKEN
         if op in ("call", "fusion"):
             (callee,) = instr.called_computation_names()
             return self.emit(self.module.computations[callee], ops, op_types)
@@ -302,6 +351,26 @@ class _Emitter:
             return self.conditional(instr, ops, op_types)
         if op == "while":
             return self.while_loop(instr, ops, op_types)
+        if TOKEN in op_types or (op_types and any(isinstance(t, list) and TOKEN in t
+                                                  for t in op_types)):
+            raise _Unsupported(f"{op} of a token")
+        if op == "scatter":
+            return self.scatter(instr, ops, op_types)
+        if op == "topk":
+            if int(instr.attrs.get("k")) != 1 or len(ops) != 1:
+                raise _Unsupported("topk of more than one element")
+            index = _scalar_type(instr.shape.elements[1], rank0=False)
+            return [ops[0], self.bind("C", _storage_constant(np.zeros(1), index))], \
+                [op_types[0], index]
+        if op in ("map", "reduce", "reduce-window", "sort", "gather", "pad",
+                  "get-dimension-size"):
+            return self.one_element(instr, op, ops, op_types)
+        if op in _ONE_DEVICE:
+            return self.one_device(instr, op, ops, op_types)
+        if op in ("replica-id", "partition-id"):
+            et = _scalar_type(instr.shape)
+            k = self.device[0] if op == "replica-id" else self.device[1]
+            return self.bind("C", _storage_constant(np.full(1, k), et)), et
         et = _scalar_type(instr.shape, rank0=False)
         if any(isinstance(t, list) for t in op_types):
             raise _Unsupported(f"{op} of a tuple")
@@ -327,6 +396,8 @@ class _Emitter:
         if op == "select":
             p, a, b = ops
             return self.line(f"({a} if {p} != 0 else {b})"), et
+        if op == "rng":
+            return self.rng(instr, ops, op_types, et), et
         if not op_types:  # replica-id, partition-id, rng-get-and-update-state...
             raise _Unsupported(op)
         if type_class(op_types[0]) == "complex" or type_class(et) == "complex":
@@ -408,6 +479,8 @@ class _Emitter:
             self.indent += "    "
             value, vtype = self.emit(self.module.computations[name], [a], [t])
             leaves, types = _leaves(value), _leaves(vtype)
+            if TOKEN in types:
+                raise _Unsupported("conditional with a token result")
             if result is None:
                 result = [self.fresh() for _ in leaves]
             for r, v, lt in zip(result, leaves, types):
@@ -445,9 +518,12 @@ class _Emitter:
         stype = op_types[0]
         types = _leaves(stype)
         k = len(self.loops)
+        draws = self.rng_sites
         self.loops.append((instr.name, self.limit))
         if "LOOP_STATUS" not in self.ns:
             self.ns["LOOP_STATUS"] = cuda.to_device(np.zeros(1, np.int64))
+        if TOKEN in types:
+            raise _Unsupported("while with a token in its state")
         state = [self.line(self.normal(v, t)) for v, t in zip(_leaves(ops[0]), types)]
         count = self.line("0")
         self.statement("while True:")
@@ -466,7 +542,7 @@ class _Emitter:
             raise _Unsupported("while body result type")
         new = [self.line(self.normal(v, t)) for v, t in zip(_leaves(new), types)]
         same = " and ".join(self.same_bits(a, b, t) for a, b, t in zip(new, state, types))
-        if same:
+        if same and self.rng_sites == draws:  # a loop that draws may change state later
             self.statement(f"if {same}:")
             self.statement(f"    LOOP_STATUS[0] = {2 * k + 2}")
             self.statement("    break")
@@ -475,6 +551,129 @@ class _Emitter:
         self.statement(f"{count} = {count} + 1")
         self.indent = outer
         return _unflatten(state, stype), stype
+
+    def one_element(self, instr, op, ops, op_types):
+        """Ops that call a computation or move elements, on one-element arrays (every
+        value here has one element): ``map`` applies its computation to the elements;
+        ``reduce`` combines the one element with the init value (``to_apply(init...,
+        x...)``, whatever the dimensions); ``reduce-window`` does so when the window of
+        the one output covers the element, else gives the init value; ``sort`` keeps
+        its operands (the comparator is never called); ``gather`` takes the one element
+        (any start index is clamped to 0); ``pad`` gives the element when every low
+        edge padding is 0 (the element sits at position ``low``), else the padding
+        value; ``get-dimension-size`` is 1 (static dimensions only)."""
+        if any(isinstance(t, list) for t in op_types):
+            raise _Unsupported(f"{op} of a tuple")
+        if op == "map":
+            (callee,) = instr.called_computation_names()
+            return self.emit(self.module.computations[callee], ops, op_types)
+        if op == "sort":
+            return (list(ops), list(op_types)) if len(ops) > 1 else (ops[0], op_types[0])
+        if op in ("reduce", "reduce-window"):
+            n = len(ops) // 2
+            if len(ops) != 2 * n or n == 0:
+                raise _Unsupported(f"{op} operands")
+            xs, inits = ops[:n], ops[n:]
+            if op == "reduce-window" and not _window_covers_element(instr.attrs.get("window"),
+                                                                    instr.operands[0].shape.rank):
+                return (list(inits), op_types[n:]) if n > 1 else (inits[0], op_types[n])
+            (callee,) = instr.called_computation_names()
+            return self.emit(self.module.computations[callee], inits + xs,
+                             op_types[n:] + op_types[:n])
+        et = _scalar_type(instr.shape, rank0=False)
+        if op == "gather":
+            if op_types[0] != et:
+                raise _Unsupported("gather changing the element type")
+            return ops[0], et
+        if op == "pad":
+            if op_types[0] != et or op_types[1] != et:
+                raise _Unsupported("pad changing the element type")
+            padding = instr.attrs.get("padding")
+            return (ops[0] if all(int(p.low) == 0 for p in padding) else ops[1]), et
+        shape = instr.operands[0].shape
+        if any(shape.dynamic) or not et.is_integer:  # get-dimension-size
+            raise _Unsupported("get-dimension-size of a dynamic dimension")
+        return self.bind("C", _storage_constant(np.ones(1), et)), et
+
+    def scatter(self, instr, ops, op_types):
+        """A scatter of one-element arrays: the window (one element) fits only at start
+        index 0, so the result is ``to_apply(operands..., updates...)`` where the one
+        index is 0, else the operands (an out-of-bounds window is skipped); computed in
+        an if/else block (an unused combiner's loop never runs)."""
+        n = (len(ops) - 1) // 2
+        if len(ops) != 2 * n + 1 or n == 0 or any(isinstance(t, list) for t in op_types):
+            raise _Unsupported("scatter operands")
+        if tuple(instr.attrs.get("input_batching_dims") or ()):
+            raise _Unsupported("scatter with batching dimensions")
+        xs, idx, upds = ops[:n], ops[n], ops[n + 1:]
+        itype = op_types[n]
+        if not itype.is_integer:
+            raise _Unsupported("scatter indices")
+        (callee,) = instr.called_computation_names()
+        comp = self.module.computations[callee]
+        result = [self.fresh() for _ in xs]
+        self.statement(f"if {self.load(idx, itype)} == 0:")
+        outer = self.indent
+        self.indent += "    "
+        value, vtype = self.emit(comp, xs + upds, op_types[:n] + op_types[n + 1:])
+        if _leaves(vtype) != list(op_types[:n]):
+            raise _Unsupported("scatter combiner type")
+        for r, v, t in zip(result, _leaves(value), op_types[:n]):
+            self.statement(f"{r} = {self.normal(v, t)}")
+        self.indent = outer
+        self.statement("else:")
+        self.indent += "    "
+        for r, v, t in zip(result, xs, op_types[:n]):
+            self.statement(f"{r} = {self.normal(v, t)}")
+        self.indent = outer
+        return (result, list(op_types[:n])) if n > 1 else (result[0], op_types[0])
+
+    def one_device(self, instr, op, ops, op_types):
+        """Collectives of a module on one device (``replica_count x num_partitions ==
+        1``): the one participant's value, as the CPU's collectives give it (all-reduce,
+        all-gather, reduce-scatter, all-to-all, collective-broadcast: the operands;
+        collective-permute: the operand when the pairs hold ``{0,0}``, else zeros). On
+        several devices each call would be a rendezvous: the CPU's, in its order."""
+        if self.device[2] != 1:
+            raise _Unsupported(f"{op} on several devices")
+        if any(isinstance(t, list) for t in op_types):
+            raise _Unsupported(f"{op} of a tuple")
+        if op == "collective-permute":
+            if len(ops) != 1 or instr.attrs.get("slice_sizes") is not None:
+                raise _Unsupported("collective-permute with several operands")
+            pairs = [tuple(int(v) for v in pr) for pr in instr.attrs.get("source_target_pairs")]
+            if any(pr != (0, 0) for pr in pairs):
+                raise _Unsupported("collective-permute naming another device")
+            if (0, 0) in pairs:
+                return ops[0], op_types[0]
+            return self.bind("C", _storage_constant(np.zeros(1), op_types[0])), op_types[0]
+        return (list(ops), list(op_types)) if len(ops) > 1 else (ops[0], op_types[0])
+
+    def rng(self, instr, ops, op_types, et):
+        """A draw of ``rng`` (``gpu/rng.py``: a Philox counter per draw, from the thread,
+        its draw count and the instruction's site number), by the CPU's rules for the
+        distribution; types the CPU rejects (pred, complex, integer normals) stay its."""
+        from .rng import site_normal, site_uniform_float, site_uniform_int
+        dist = str(instr.attrs.get("distribution"))
+        cls = type_class(et)
+        if len(ops) != 2 or any(t != et for t in op_types):
+            raise _Unsupported("rng operands")
+        if cls not in ("sint", "uint", "f32", "f64", "narrow"):
+            raise _Unsupported(f"rng of {et.name}")
+        if dist == "rng_uniform":
+            make = site_uniform_int if et.is_integer else site_uniform_float
+        elif dist == "rng_normal" and et.is_float:
+            make = site_normal
+        else:
+            raise _Unsupported(f"rng {dist} of {et.name}")
+        if "RNG_COUNTS" not in self.ns:
+            slots = max(1, int(config.MAX_BLOCKS) * int(config.THREADS_PER_BLOCK))
+            self.ns["RNG_COUNTS"] = cuda.to_device(np.zeros(slots, np.uint64))
+        site = zlib.crc32(f"{self.name}/{self.rng_sites}".encode()) & 0x7FFFFFFF
+        self.rng_sites += 1
+        fn = self.bind("F", make(cls))
+        a, b = (self.load(x, et) for x in ops)
+        return self.line(f"{fn}({a}, {b}, RNG_COUNTS, {site}, {self.bind('P', type_params(et))})")
 
     def choose(self, cond, a, b):
         """``a`` where ``cond`` holds, else ``b`` (tuples element by element)."""
@@ -605,9 +804,29 @@ class _Emitter:
         return self.store_complex(f"({re}, 0.0)", et)
 
 
+#: collectives that one device alone computes in a computation (``_Emitter.one_device``)
+_ONE_DEVICE = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+               "collective-broadcast")
+
 #: shape ops that, on one-element arrays, pass an operand's element through (which one)
 _MOVES = {"reshape": 0, "bitcast": 0, "broadcast": 0, "transpose": 0, "slice": 0,
           "reverse": 0, "dynamic-slice": 0, "dynamic-update-slice": 1, "concatenate": 0}
+
+
+def _window_covers_element(window, rank: int) -> bool:
+    """Whether the window of output 0 of a reduce-window on a one-element operand holds
+    the element: in every dimension some window position ``k * dilation - low`` (in
+    base-dilated coordinates) is 0 (the element's position)."""
+    if window is None:
+        return True
+    dims = list(window.dims) if hasattr(window, "dims") else list(window)
+    for d in dims:
+        size = int(getattr(d, "size", 1))
+        dil = int(getattr(d, "window_dilation", 1) or 1)
+        low = int(getattr(d, "padding_low", 0))
+        if not any(k * dil - low == 0 for k in range(size)):
+            return False
+    return True
 
 
 def _leaves(value):
@@ -623,8 +842,9 @@ def _unflatten(leaves, like):
     return list(leaves) if isinstance(like, list) else leaves[0]
 
 
-def _compile(comp, module, limit: int = Limits().max_while_iterations) -> Compiled:
-    emitter = _Emitter(module, limit)
+def _compile(comp, module, limit: int = Limits().max_while_iterations,
+             device=(0, 0, 1)) -> Compiled:
+    emitter = _Emitter(module, limit, comp.name, device)
     params = sorted(comp.parameters, key=lambda p: p.parameter_number)
     ptypes = [_value_type(p.shape) for p in params]
     if any(isinstance(t, list) for t in ptypes):
@@ -647,6 +867,8 @@ def _compile(comp, module, limit: int = Limits().max_while_iterations) -> Compil
     if emitter.loops:
         compiled.loops = list(emitter.loops)
         compiled.loop_status = ns["LOOP_STATUS"]
+    if "RNG_COUNTS" in ns:
+        compiled.rng_counts = ns["RNG_COUNTS"]
     return compiled
 
 

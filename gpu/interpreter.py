@@ -98,7 +98,7 @@ class GpuInterpreter(Interpreter):
         """The CPU's ``run``; ``while`` loops inside compiled computations (reducers,
         comparators...) get this evaluation's iteration limit, and their status is read
         once at the end (``gpu/computation.py``: ``LoopRun``)."""
-        loops = LoopRun(self.limits.max_while_iterations)
+        loops = LoopRun(self.limits.max_while_iterations, getattr(self, "device", None))
         token = LOOP_RUN.set(loops)
         try:
             value = super().run(args, sizes)

@@ -447,3 +447,117 @@ def _fill(a, n, value):
     while i < n:
         a[i] = value
         i += step
+
+
+# ---------------------------------------------------------------------------
+# ``rng`` inside a computation that an op calls per element (gpu/computation.py)
+# ---------------------------------------------------------------------------
+#
+# The computation runs once per element (or per combine) in every thread, so it cannot
+# take counters from the interpreter's stream in call order as the CPU does. Each draw
+# is a counter of its own for the same Philox-4x32 (key ``RNG_KEY``): the 128-bit
+# counter ``(lo, hi)`` is ``lo`` = the thread's draw count (one more at every draw, kept
+# in a device array slot per thread; the atomic add makes it unique even where two
+# threads share a slot) and ``hi = 2**63 | site << 32 | thread``, ``site`` naming the
+# ``rng`` instruction (31 bits). The interpreter's own stream uses counters below 2**64
+# (``hi == 0``), so the two never meet. A draw gives two 64-bit values (words 0-1 and
+# 2-3, low word first), turned into values by the CPU's rules (``evaluator/rng.py``):
+# uniform floats ``a + (b - a) * u`` rounded once with the same redraws, uniform
+# integers ``a + bits mod (b - a)`` with the same rejection, normals by the same
+# Box-Muller.
+
+_HI = np.uint64(1 << 63)
+
+
+@cuda.jit(device=True)
+def thread_index():
+    """This thread's linear index in the whole launch (grids of any rank)."""
+    block = (cuda.blockIdx.z * cuda.gridDim.y + cuda.blockIdx.y) * cuda.gridDim.x + cuda.blockIdx.x
+    threads = cuda.blockDim.x * cuda.blockDim.y * cuda.blockDim.z
+    inner = (cuda.threadIdx.z * cuda.blockDim.y + cuda.threadIdx.y) * cuda.blockDim.x + \
+        cuda.threadIdx.x
+    return np.uint64(block) * np.uint64(threads) + np.uint64(inner)
+
+
+@cuda.jit(device=True)
+def site_draw(counts, site):
+    """Two fresh u64 values for the ``rng`` instruction ``site`` in this thread."""
+    t = thread_index()
+    c = cuda.atomic.add(counts, t % np.uint64(counts.shape[0]), np.uint64(1))
+    hi = _HI | (np.uint64(site) << np.uint64(32)) | (t & np.uint64(_M32))
+    w0, w1, w2, w3 = philox4x32(np.uint64(c), hi, np.uint64(RNG_KEY & _M32),
+                                np.uint64((RNG_KEY >> 32) & _M32))
+    return w0 | (w1 << np.uint64(32)), w2 | (w3 << np.uint64(32))
+
+
+@functools.cache
+def site_uniform_float(cls):
+    """``(a, b, counts, site, p) -> storage value`` of float class ``cls`` in [a, b): the
+    CPU's rule (``a >= b`` or NaN bounds: ``a``; a value rounding up to ``b`` is redrawn,
+    64 times at most, then ``a``). ``a``, ``b``: the bounds' f64 values."""
+    store, load = STORE[cls], LOAD[cls]
+
+    @cuda.jit(device=True)
+    def f(a, b, counts, site, p):
+        lo = np.float64(a)
+        hi = np.float64(b)
+        if not lo < hi:
+            return store(lo, p)
+        for _ in range(65):
+            bits, _unused = site_draw(counts, site)
+            u = np.float64(bits >> np.uint64(11)) * 2.0 ** -53
+            v = store(lo + (hi - lo) * u, p)
+            if np.float64(load(v, p)) < hi:
+                return v
+        return store(lo, p)
+
+    return f
+
+
+@functools.cache
+def site_uniform_int(cls):
+    """``(a, b, counts, site, p) -> storage value`` of integer class ``cls`` in [a, b):
+    ``a + bits mod (b - a)`` (mod 2**64), bits redrawn while ``bits >= 2**64 - 2**64 mod
+    (b - a)`` (64 redraws at most, as the CPU); ``b <= a`` gives ``a``. ``a``, ``b``:
+    loaded values (int64 for signed, uint64 for unsigned types)."""
+    store = STORE[cls]
+    signed = cls == "sint"
+
+    @cuda.jit(device=True)
+    def f(a, b, counts, site, p):
+        if not a < b:
+            return store(a, p)
+        ua = np.uint64(a)
+        span = np.uint64(b) - ua  # b - a in [1, 2**64 - 1]: exact mod 2**64
+        rest = (np.uint64(0) - span) % span  # 2**64 mod span
+        bits, _unused = site_draw(counts, site)
+        for _ in range(64):
+            if rest == 0 or bits < np.uint64(0) - rest:
+                break
+            bits, _unused = site_draw(counts, site)
+        wide = ua + bits % span  # wraps mod 2**64: exact in range
+        if signed:
+            v = np.int64(wide & np.uint64(_M63))
+            if wide >> np.uint64(63):
+                v += np.int64(-9223372036854775807 - 1)
+            return store(v, p)
+        return store(wide, p)
+
+    return f
+
+
+@functools.cache
+def site_normal(cls):
+    """``(mu, sigma, counts, site, p) -> storage value``: the CPU's Box-Muller
+    ``mu + sigma * sqrt(-2 ln u1) cos(2 pi u2)`` in f64, rounded once."""
+    store = STORE[cls]
+
+    @cuda.jit(device=True)
+    def f(mu, sigma, counts, site, p):
+        b1, b2 = site_draw(counts, site)
+        u1 = (np.float64(b1 >> np.uint64(11)) + 1.0) * 2.0 ** -53
+        u2 = np.float64(b2 >> np.uint64(11)) * 2.0 ** -53
+        z = _sqrt(-2.0 * _log(u1)) * _cos(2.0 * np.pi * u2)
+        return store(np.float64(mu) + np.float64(sigma) * z, p)
+
+    return f

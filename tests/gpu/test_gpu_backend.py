@@ -268,12 +268,13 @@ def test_while_device_state():
 
 
 def test_fallback_counted_and_warned():
-    # a reducer with replica-id (no scalar device form: collectives stay on the CPU):
-    # the op runs on the CPU, reported
+    # a reducer with copy-start (no one-element device form): the op runs on the CPU,
+    # reported
     a = (RNG.standard_normal(6) + 1j * RNG.standard_normal(6)).astype(np.complex64)
     add = ("mx {\n  x = c64[] parameter(0)\n  y = c64[] parameter(1)\n"
            "  i = u32[] replica-id()\n  f = c64[] convert(i)\n  c = c64[] add(x, f)\n"
-           "  d = c64[] multiply(c, y)\n  ROOT s = c64[] add(d, y)\n}\n")
+           "  cs = (c64[], c64[], u32[]) copy-start(c)\n  e = c64[] copy-done(cs)\n"
+           "  d = c64[] multiply(e, y)\n  ROOT s = c64[] add(d, y)\n}\n")
     text = module(["c64[6]", "c64[]"], "reduce(p0, p1), dimensions={0}, to_apply=mx", "c64[]",
                   extra=add)
     zero = np.complex64(0)
@@ -286,8 +287,8 @@ def test_fallback_counted_and_warned():
 
 
 def test_fallback_reducer_runs_on_cpu():
-    # a reducer with an op without a scalar device form (partition-id): the reduce falls
-    # back, its reducer runs on the CPU
+    # a reducer with an op without a one-element device form (copy-start): the reduce
+    # falls back, its reducer runs on the CPU
     red = """
 red {
   x = s32[] parameter(0)
@@ -296,7 +297,9 @@ red {
   i = u32[] partition-id()
   w = s32[] convert(i)
   v = s32[] add(s, w)
-  ROOT m = s32[] add(v, v)
+  cs = (s32[], s32[], u32[]) copy-start(v)
+  c = s32[] copy-done(cs)
+  ROOT m = s32[] add(c, c)
 }
 """
     text = module(["s32[3,4]", "s32[]"], "reduce(p0, p1), dimensions={1}, to_apply=red", "s32[3]",
