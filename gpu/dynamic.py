@@ -4,7 +4,8 @@ The size rules are the CPU's (``evaluator.dynamic.dynamic_step``): the runtime s
 are host-side ints beside the device buffers (a few per value, as XLA keeps them), and
 the data work runs on the device through :data:`DEVICE_ARRAYS`, whose methods are
 those of ``evaluator.dynamic.HostArrays``: cutting a value's valid part (one gather
-kernel), embedding a result at the origin of its bound with zero padding (one kernel),
+kernel), embedding a result at the origin of its bound with zero padding (pad's kernel,
+``shape_ops.place``),
 concatenating valid parts, repeating a size-1 dimension (a gather with stride 0). The
 ops themselves are the GPU ops, given the valid parts. The only host reads are the
 small values the sizes come from: a ``set-dimension-size`` size, ``dynamic-reshape``'s
@@ -19,43 +20,17 @@ the interpreter's ``dynamic_step`` path.
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
 
 from hloref.evaluator.dynamic import HostArrays
 
-from .device import DArray, empty, to_device
-from .elementwise import launch, zeros
+from .device import DArray, to_device
+from .elementwise import zeros
 from .registry import gpu_op
-from .shape_ops import copy, concatenate, gather, int_tuple, row_major_strides
+from .shape_ops import copy, concatenate, gather, place, row_major_strides
 
 __all__ = ["DeviceArrays", "DEVICE_ARRAYS"]
 
 OP_FAMILY = True
-
-
-@cuda.jit
-def _embed(src, out, n, dims, valid, valid_strides):
-    """``out[i]`` = the valid element at the same coordinates, or 0 (all storage bits
-    zero: +0, false, 0 for every element type) past the valid extents."""
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < n:
-        rem = i
-        off = 0
-        inside = True
-        for d in range(len(dims) - 1, -1, -1):
-            q = rem // dims[d]
-            k = rem - q * dims[d]
-            rem = q
-            if k >= valid[d]:
-                inside = False
-            else:
-                off += k * valid_strides[d]
-        if inside:
-            out[i] = src[off]
-        else:
-            out[i] = 0
-        i += step
 
 
 class _Dims:
@@ -81,10 +56,9 @@ class DeviceArrays(HostArrays):
         dims = tuple(int(d) for d in dims)
         if valid.shape == dims:
             return valid
-        out = empty(dims, valid.et)
-        launch(_embed, out.size, valid.data, out.data, out.size, int_tuple(dims),
-               int_tuple(valid.shape), int_tuple(row_major_strides(valid.shape)))
-        return out
+        # at the same coordinates, 0 (all storage bits zero) past the valid extents
+        return place(valid, zeros((1,), valid.et).data, tuple(dims), (0,) * len(dims),
+                     (1,) * len(dims))
 
     @staticmethod
     def concatenate(parts, axis) -> DArray:

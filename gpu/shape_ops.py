@@ -203,15 +203,22 @@ def _pad(src, pv, out, n, dims, lo, step_, in_dims, in_strides):
         i += gstep
 
 
+def place(x: DArray, pv, dims, lo, step) -> DArray:
+    """A new ``dims`` array holding ``x``'s element ``k`` at ``lo + k * step`` in each
+    dimension (negative ``lo`` crops) and ``pv[0]`` (a one-element device array)
+    everywhere else: pad's kernel, and the dynamic path's embedding of valid parts."""
+    out = empty(dims, x.et)
+    launch(_pad, out.size, x.data, pv, out.data, out.size, _t(dims), _t(lo), _t(step),
+           _t(x.shape), _t(row_major_strides(x.shape)))
+    return out
+
+
 @gpu_op("pad")
 def pad(x, value, *, shape, padding):
-    out = empty(shape.dims, x.et)
     if x.ndim == 0:
         return gather(x, (), ())
-    launch(_pad, out.size, x.data, value.data, out.data, out.size, _t(shape.dims),
-           _t(p.low for p in padding), _t(p.interior + 1 for p in padding), _t(x.shape),
-           _t(row_major_strides(x.shape)))
-    return out
+    return place(x, value.data, shape.dims, [p.low for p in padding],
+                 [p.interior + 1 for p in padding])
 
 
 @functools.cache  # one compiled kernel per type class

@@ -201,8 +201,9 @@ def test_no_runtime_size_fallback_left():
 
 
 def test_fallback_of_an_op_on_a_valid_part():
-    """An op on a valid part that falls back (a comparator with partition-id, which has
-    no device form) runs on the CPU with the valid part's shape, as the CPU would."""
+    """An op on a valid part that falls back (a comparator with copy-start, which has
+    no one-element device form) runs on the CPU with the valid part's shape, as the CPU
+    would."""
     text = """HloModule m
 lt {
   a = f32[] parameter(0)
@@ -210,7 +211,9 @@ lt {
   i = u32[] partition-id()
   f = f32[] convert(i)
   c = f32[] add(a, f)
-  ROOT l = pred[] compare(c, b), direction=LT
+  cs = (f32[], f32[], u32[]) copy-start(c)
+  d = f32[] copy-done(cs)
+  ROOT l = pred[] compare(d, b), direction=LT
 }
 ENTRY e {
   p = f32[7] parameter(0)
