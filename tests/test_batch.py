@@ -4,6 +4,8 @@ XLA refuses is split until the refused program runs alone."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -135,6 +137,11 @@ def test_a_refused_program_is_split_out_and_run_alone(xla):
     assert "UNIMPLEMENTED: cosh" in outcomes[2].message
     assert stats.batch_splits >= 1 and stats.alone_runs >= 1
     assert refusals.pairs == {("cosh", "f32")}
+    assert refusals.opcodes == {"cosh"}  # "UNIMPLEMENTED: cosh": whatever the element type
+    assert refusals.refused(hloref.parse(REFUSED.replace("f32", "f64")))
+    copy = Refusals()
+    copy.merge(json.loads(json.dumps(refusals.to_json())))
+    assert copy.pairs == refusals.pairs and copy.opcodes == refusals.opcodes
     # learned: the next cosh program runs alone at once, its batch is not split
     again = Stats()
     outcomes = check_batch(items[1:4], xla, stats=again, refusals=refusals)

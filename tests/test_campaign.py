@@ -212,3 +212,61 @@ def test_a_program_drawn_again_is_not_run_again(tmp_path):
     assert not runner.first_time(hloref.parse(PLANT), [a.copy() for a in args])
     assert runner.first_time(module, [args[0], np.full(4, 3, np.float32)])  # other inputs
     assert runner.stats.repeats == 1
+
+
+def test_forked_oracle_restarts_after_a_crash_and_a_hang():
+    """The XLA oracle's children are forked from a zygote: a crash is still a crash
+    verdict with the signal and stderr, a hang a timeout, and the next job runs in a
+    new child (counted in ``starts``)."""
+    w = OracleWorker("xla", timeout=60, fork=True)
+    try:
+        text = "HloModule m\nENTRY e { p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p) }"
+        assert w.run(text, [np.ones(2, np.float32)]).value.tolist() == [-1, -1]
+        if sys.platform.startswith("linux"):
+            assert type(w._proc).__name__ == "_Forked"
+        crash = w.abort_for_test()
+        assert crash.kind == "crash" and crash.signal == "SIGABRT"
+        assert "worker told to abort" in crash.stderr_tail
+        assert w.hang_for_test(30, timeout=0.5).kind == "timeout"
+        assert w.run(text, [np.ones(2, np.float32)]).value.tolist() == [-1, -1]
+        assert w.starts == 3
+    finally:
+        w.close()
+
+
+def test_xla_opt_fast_reaches_every_compile_and_findings_record_it(tmp_path, monkeypatch):
+    opts = C.CampaignOptions(out=str(tmp_path), xla_opt="fast")
+    runner = C.Runner(opts, 0, 0, None, None)
+    worker = runner.worker("xla")
+    try:
+        assert worker.debug_options == {"xla_backend_optimization_level": 0}
+        jobs = []
+        monkeypatch.setattr(worker, "_submit", lambda job, timeout: jobs.append(job))
+        worker.run("HloModule m", [], debug_options={"xla_disable_hlo_passes": "x"})
+        assert jobs[0][1][2] == {"xla_backend_optimization_level": 0,
+                                 "xla_disable_hlo_passes": "x"}
+    finally:
+        runner.close()
+    finding = tmp_path / "mismatch-x"
+    finding.mkdir()
+    (finding / "finding.json").write_text(json.dumps({"verdict": "mismatch", "debug_options": {}}))
+    runner._note_debug_options(str(finding), "xla")
+    meta = json.loads((finding / "finding.json").read_text())
+    assert meta["debug_options"] == {"xla_backend_optimization_level": 0}
+    assert meta["xla_opt"] == "fast"
+    assert C.xla_debug_options(C.CampaignOptions(), "xla") == {}
+    with pytest.raises(C.CampaignSetupError):
+        C.xla_debug_options(C.CampaignOptions(xla_opt="O9"), "xla")
+
+
+def test_refusals_are_shared_by_the_workers_of_a_campaign(tmp_path):
+    opts = C.CampaignOptions(out=str(tmp_path))
+    a, b = C.Runner(opts, 0, 0, None, None), C.Runner(opts, 1, 0, None, None)
+    a.refusals["xla"].opcodes.add("cosh")
+    a.refusals["xla"].pairs.add(("dot", "s2"))
+    a.share_refusals()
+    b.share_refusals(force=True)
+    assert b.refusals["xla"].opcodes == {"cosh"} and b.refusals["xla"].pairs == {("dot", "s2")}
+    cosh = hloref.parse("HloModule c\nENTRY e { a = f64[2] parameter(0)\n"
+                        " ROOT c = f64[2] cosh(a) }")
+    assert b.refusals["xla"].refused(cosh)
