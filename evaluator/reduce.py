@@ -41,6 +41,8 @@ VECTORIZABLE = frozenset({
     "log-plus-one", "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "sinh", "cosh",
     "asin", "acos", "atan", "asinh", "acosh", "atanh", "logistic", "erf", "copy",
     "opt-barrier",
+    # same width on scalars (every instruction here is rank 0): a bit-for-bit view
+    "bitcast-convert",
 })
 
 

@@ -27,7 +27,9 @@ Implementation: a comparator of the form ``compare(p[2k], p[2k+1]), direction=LT
 (any ``type``; operands swapped flips the direction) is turned into keys for
 ``np.argsort(kind="stable")`` (TOTALORDER: ``compare.total_order_keys``). Any
 other comparator that is elementwise (``reduce.is_vectorizable``) runs as a
-bottom-up merge sort whose merges are computed by vectorised binary searches: each
+bottom-up merge sort whose merges are computed by vectorised binary searches (unless
+a guessed order verifies first: an operand ascending or descending, ties in operand
+order, checked by two comparator calls over all neighbours, ``_guessed_order``): each
 comparator call evaluates one probe for every element of every row at once, so a
 row of n elements takes about (log2 n)**2 / 2 calls. If the comparator turns out not
 to be a strict weak ordering (the merged positions are not a permutation), or is not
@@ -390,6 +392,58 @@ def _merge_sort_vectorized(flat, compare) -> np.ndarray | None:
     return perm
 
 
+def _candidate_orders(flat):
+    """Stable row orders a comparator often is (JAX's and XLA's own comparators: one
+    operand in TOTALORDER, ascending or descending, ties by position or by an iota
+    operand): each operand's keys ascending and descending (ties in operand order)."""
+    for f in flat[:2]:
+        try:
+            et = element_type_of(f)
+        except Exception:  # noqa: BLE001 - not an HLO element type
+            continue
+        if et.is_float:
+            keys = [total_order_keys(f), compute_array(f).astype(np.float64)]
+        elif et.is_integer or et.is_pred:
+            keys = [f.astype(int_compute_dtype(et)) if not et.is_pred else f.astype(np.uint8)]
+        else:
+            continue
+        n = f.shape[1]
+        for k in keys:
+            yield np.argsort(k, axis=1, kind="stable")
+            yield (n - 1 - np.argsort(k[:, ::-1], axis=1, kind="stable"))[:, ::-1]
+
+
+def _verified_order(flat, compare, perm) -> bool:
+    """Whether ``perm`` is the stable sort of every row by ``compare``: no element is
+    less than the one before it, and of two equivalent neighbours (neither less) the
+    earlier comes first. For a strict weak ordering that order is unique, so it is
+    the merge sort's."""
+    a, b = perm[:, :-1], perm[:, 1:]
+    lhs = [np.take_along_axis(f, a, axis=1).reshape(-1) for f in flat]
+    rhs = [np.take_along_axis(f, b, axis=1).reshape(-1) for f in flat]
+    shape = (a.size,)
+
+    def less(x, y):
+        args = []
+        for u, v in zip(x, y):
+            args += [u, v]
+        return np.broadcast_to(np.asarray(compare(*args)), shape).astype(bool)
+
+    if less(rhs, lhs).any():
+        return False
+    equivalent = ~less(lhs, rhs)
+    return not np.any(equivalent & (a.reshape(-1) > b.reshape(-1)))
+
+
+def _guessed_order(flat, compare) -> np.ndarray | None:
+    """The stable order of ``_candidate_orders`` that ``compare`` verifies (two
+    comparator calls per candidate, instead of the merge sort's (log2 n)**2 / 2)."""
+    for perm in _candidate_orders(flat):
+        if _verified_order(flat, compare, perm.astype(np.int64, copy=False)):
+            return perm.astype(np.int64, copy=False)
+    return None
+
+
 def _python_sort(flat, compare) -> np.ndarray:
     rows, n = flat[0].shape
     perm = np.empty((rows, n), dtype=np.int64)
@@ -426,6 +480,9 @@ def _sort_permutation(flat, to_apply, is_stable, ctx) -> np.ndarray:
                              np.empty(introsort_stack_size(n), dtype=np.int64))
             return perm
     if is_vectorizable(to_apply.computation, ctx.module):
+        perm = _guessed_order(flat, to_apply)
+        if perm is not None:
+            return perm
         perm = _merge_sort_vectorized(flat, to_apply)
         if perm is not None:
             return perm
