@@ -30,7 +30,10 @@ For each module:
    within the per-type ULP floor (``fuzz/compare.py``), else inside the numerical
    envelope (``fuzz/envelope.py``: 8 perturbed evaluations, fewer, at least 2, for a
    module whose evaluation takes over 5 s; reported separately), else a documented
-   semantic gap (``fuzz/known_gaps.py``), else a mismatch.
+   semantic gap (``fuzz/known_gaps.py``), else a mismatch. A module on several devices
+   runs on that many host devices; where its collectives are written for another
+   layout than its header declares (the test sets the count in C++), both runs get the
+   layout its collectives are consistent on (``devices_for``) in the header.
 
 XLA's answers (parse verdicts, inputs and outputs) are cached under ``--cache`` keyed by
 the text's hash: jaxlib is pinned, so they only need computing once. The summary table
@@ -739,10 +742,10 @@ REASON_RULES = [
         "name device" in r.get("hloref_message", "") or "shape (" in r.get("compare_message", "")
         or "participant(s)" in r.get("hloref_message", "")
         or "source_target_pairs name" in r.get("hloref_message", "")
-        or "reshape failed" in r.get("hloref_message", "")),
-     "collectives written for a device layout the header does not declare (the test sets "
-     "it in C++, e.g. replicas where the header has partitions): the declared shapes or "
-     "ids contradict the collective, and XLA:CPU's value is not defined"),
+        or "reshape failed" in r.get("hloref_message", "")) and devices_for(t) is None,
+     "collectives no device layout fits (of at most 16 devices, devices_for): the "
+     "declared shapes or ids contradict each other on every layout (or need more "
+     "devices), and XLA:CPU's value is not defined"),
     ("mismatched", lambda r, t: "mismatched collectives" in r.get("hloref_message", ""),
      "devices take different branches around collectives without a channel_id: which "
      "executions meet is not defined by the semantics (XLA:CPU pairs them in execution "
@@ -1025,7 +1028,8 @@ def summary(records: list[dict], evaluate: bool, source_desc: str) -> str:
     if evaluate:
         differ = [r for r in accepted if r.get("xla_run") == "ok" and r.get("hloref_parse") == "ok"
                   and (r.get("hloref_eval") not in ("ok", "timeout")
-                       or r.get("verdict") in ("mismatch", "known-gap"))]
+                       or r.get("verdict") in ("mismatch", "known-gap"))] + \
+            [r for r in bugs if r.get("xla_run") == "ok"]
         if differ:
             lines += ["## Every module XLA:CPU runs where hloref does not give its answer", "",
                       "(`expected` is hloref's value, `got` XLA:CPU's; the reasons are explained in "
@@ -1038,6 +1042,7 @@ def summary(records: list[dict], evaluate: bool, source_desc: str) -> str:
             lines += ["", "| module | what happens | reason |", "|---|---|---|"]
             for r in differ:
                 what = (r.get("compare_message") if r.get("hloref_eval") == "ok"
+                        else f"parse: {r.get('hloref_message', '')}" if r in bugs
                         else f"{r.get('hloref_eval')}: {r.get('hloref_message', '')}")
                 lines.append(f"| `{r['where']}` | {str(what)[:140].replace('|', '/')} | "
                              f"{(r.get('reason') or '**not understood yet**')[:60]} |")
