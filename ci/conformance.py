@@ -500,7 +500,8 @@ def devices_for(text: str) -> tuple[int, int] | None:
     C++: ``config.set_replica_count(4)``, ``num_partitions``): the layout, of at most
     MAX_DEVICES devices, on which every collective of the module is consistent
     (``layout_consistent``). Preferred: one keeping the header's counts above 1, then
-    the fewest devices, then replicas over partitions. None when the header's layout
+    the fewest devices, then replicas over partitions (partitions over replicas in a
+    module that reads partition-id and not replica-id). None when the header's layout
     is consistent, the module does not parse, or no layout is."""
     module = _module(text)
     if module is None or not _COLLECTIVES.search(text):
@@ -514,8 +515,12 @@ def devices_for(text: str) -> tuple[int, int] | None:
         return None
     candidates = [(r, p) for r in range(1, MAX_DEVICES + 1) for p in range(1, MAX_DEVICES + 1)
                   if r * p <= MAX_DEVICES and (r, p) != (R0, P0)]
+    # replicas before partitions, unless the module reads partition-id and not
+    # replica-id (an SPMD test's layout: collective_pipelining_analyzer_test.cc)
+    ops = {i.opcode for _, i in module.instructions()}
+    spmd = "partition-id" in ops and "replica-id" not in ops
     candidates.sort(key=lambda rp: (not ((R0 == 1 or rp[0] == R0) and (P0 == 1 or rp[1] == P0)),
-                                    rp[0] * rp[1], rp[1]))
+                                    rp[0] * rp[1], rp[0] if spmd else rp[1]))
     for r, p in candidates:
         if layout_consistent(collectives, r, p):
             return (r, p)

@@ -290,6 +290,18 @@ def test_devices_for_reads_the_layout_from_the_collectives_shapes(body, devices)
     assert conformance.devices_for(text) == devices
 
 
+def test_devices_for_prefers_partitions_in_a_module_reading_partition_id():
+    # flattened ids fit 8 replicas or 8 partitions; the module slices by partition-id,
+    # as collective_pipelining_analyzer_test.cc (set_num_partitions(8)) runs it
+    text = (f"HloModule m\n{SUM_REDUCER}ENTRY e {{\n  p = f32[8] parameter(0)\n"
+            "  ar = f32[8] all-reduce(p), replica_groups={{0,1,2,3},{4,5,6,7}}, "
+            "use_global_device_ids=true, channel_id=1, to_apply=sum\n"
+            "  pid = u32[] partition-id()\n"
+            "  ROOT ds = f32[1] dynamic-slice(ar, pid), dynamic_slice_sizes={1}\n}\n")
+    assert conformance.devices_for(text) == (1, 8)
+    assert conformance.devices_for(text.replace("partition-id", "replica-id")) == (8, 1)
+
+
 def test_devices_for_keeps_the_headers_partitions_and_all_collectives_agree():
     # header: 2 partitions; an all-gather across replicas (no channel_id) of 4 -> the
     # test's layout keeps the 2 partitions: 4 replicas x 2 partitions
