@@ -372,3 +372,166 @@ def test_judge_devices_narrow_all_reduce_does_not_deadlock():
     bad = [np.array(o, copy=True) for o in ours]
     bad[1] = (bad[1] + np.float16(0.5)).astype(np.float16)
     assert conformance.judge(module, [xs], bad, ours, 0.01, None)["verdict"] == "mismatch"
+
+
+# ---------------------------------------------------------------------------------------
+# XLA:CPU answers that are valid under the written semantics (issue #11)
+# ---------------------------------------------------------------------------------------
+
+SORT_PAIRS = """HloModule m
+lt {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  ROOT l = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  k = s32[SHAPE] parameter(0)
+  v = s32[SHAPE] parameter(1)
+  s = (s32[SHAPE], s32[SHAPE]) sort(k, v), dimensions={DIM}, to_apply=lt
+  ROOT r = ROOT_OF_S
+}
+"""
+
+
+def _sort_module(shape="4", dim=0, root="(s32[4], s32[4]) tuple(k2, v2)"):
+    text = SORT_PAIRS.replace("SHAPE", shape).replace("DIM", str(dim))
+    if root.startswith("("):
+        text = text.replace("ROOT r = ROOT_OF_S", f"k2 = s32[{shape}] get-tuple-element(s), "
+                            f"index=0\n  v2 = s32[{shape}] get-tuple-element(s), index=1\n"
+                            f"  ROOT r = {root}")
+    else:
+        text = text.replace("ROOT_OF_S", root)
+    return text
+
+
+def test_unstable_sort_accepts_another_tie_order_and_rejects_wrong_ones():
+    # keys 3 1 3 1 with values 10 20 30 40: the comparator (keys, LT) ties 1-1 and 3-3
+    text = _sort_module()
+    k, v = np.array([3, 1, 3, 1], np.int32), np.array([10, 20, 30, 40], np.int32)
+    i32 = lambda *xs: np.array(xs, np.int32)  # noqa: E731
+    # hloref sorts stably: (1,20) (1,40) (3,10) (3,30)
+    assert _judge(text, [k, v], (i32(1, 1, 3, 3), i32(20, 40, 10, 30)))["verdict"] == "match"
+    # XLA-like: both ties the other way round
+    got = _judge(text, [k, v], (i32(1, 1, 3, 3), i32(40, 20, 30, 10)))
+    assert got["verdict"] == "match" and got["accepted"] == conformance.ACCEPTED_SORT, got
+    # wrong order: descending (comparator(next, prev) holds for the middle pair)
+    assert _judge(text, [k, v], (i32(3, 3, 1, 1), i32(10, 30, 20, 40)))["verdict"] == "mismatch"
+    # wrong rows: (1,10) and (3,40) are no rows of the input, though each operand is a
+    # permutation of its own input
+    assert _judge(text, [k, v], (i32(1, 1, 3, 3), i32(10, 20, 30, 40)))["verdict"] == "mismatch"
+    # a duplicated row, a lost one
+    assert _judge(text, [k, v], (i32(1, 1, 3, 3), i32(40, 40, 30, 10)))["verdict"] == "mismatch"
+
+
+def test_unstable_sort_only_the_values_returned():
+    # the keys the root does not return are hloref's (1 1 3 3): XLA's values 40 20 30 10
+    # make the rows (1,40) (1,20) (3,30) (3,10), all input rows, in order
+    text = _sort_module(root="s32[4] get-tuple-element(s), index=1")
+    k, v = np.array([3, 1, 3, 1], np.int32), np.array([10, 20, 30, 40], np.int32)
+    got = _judge(text, [k, v], np.array([40, 20, 30, 10], np.int32))
+    assert got["verdict"] == "match" and got.get("accepted") == conformance.ACCEPTED_SORT
+    # 10 first would be the row (1,10): not an input row
+    assert _judge(text, [k, v], np.array([10, 20, 30, 40], np.int32))["verdict"] == "mismatch"
+
+
+def test_unstable_sort_rows_stay_in_their_slice():
+    # s32[2,2] sorted along dimension 1: slices [(1,5),(1,6)] and [(2,7),(2,8)]
+    text = _sort_module(shape="2,2", dim=1, root="(s32[2,2], s32[2,2]) tuple(k2, v2)")
+    k = np.array([[1, 1], [2, 2]], np.int32)
+    v = np.array([[5, 6], [7, 8]], np.int32)
+    ok = _judge(text, [k, v], (k, np.array([[6, 5], [8, 7]], np.int32)))
+    assert ok["verdict"] == "match" and ok["accepted"] == conformance.ACCEPTED_SORT
+    # 7 and 6 change slices: each slice's rows are no longer its own
+    assert _judge(text, [k, v], (k, np.array([[7, 5], [6, 8]], np.int32)))["verdict"] == "mismatch"
+
+
+def test_stable_sort_is_not_given_the_tie_freedom():
+    text = _sort_module().replace("to_apply=lt", "is_stable=true, to_apply=lt")
+    k, v = np.array([3, 1, 3, 1], np.int32), np.array([10, 20, 30, 40], np.int32)
+    got = _judge(text, [k, v], (np.array([1, 1, 3, 3], np.int32), np.array([40, 20, 30, 10], np.int32)))
+    assert got["verdict"] == "mismatch"
+
+
+def test_sort_result_valid_evaluates_the_written_comparator():
+    # a comparator that is not a strict weak order (x + 1 < y, sort_utils_test.cc:233):
+    # only compare(next, prev) must be false for every neighbour pair
+    import hloref
+    text = """HloModule m
+c {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  one = f32[] constant(1)
+  a1 = f32[] add(a, one)
+  ROOT l = pred[] compare(a1, b), direction=LT
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  ROOT s = f32[3] sort(x), dimensions={0}, to_apply=c
+}
+"""
+    module = hloref.parse(text)
+    compare = conformance.comparator_fn(module, module.computations["c"])
+    x = np.array([0.5, 0.0, 3.0], np.float32)
+    # 0.5 before 0: 0 + 1 < 0.5 is false, so in order; 3 then 0.5 would not be
+    assert conformance.sort_result_valid([x], [np.array([0.5, 0.0, 3.0], np.float32)], 0, compare)[0]
+    assert not conformance.sort_result_valid([x], [np.array([3.0, 0.5, 0.0], np.float32)], 0,
+                                             compare)[0]
+    # bit for bit: -0 is not the input's 0
+    assert not conformance.sort_result_valid([x], [np.array([0.5, -0.0, 3.0], np.float32)], 0,
+                                             compare)[0]
+
+
+SDS = """HloModule m
+ENTRY e {
+  p = s32[SHAPE] parameter(0)
+  n = s32[] parameter(1)
+  ROOT s = s32[BOUNDED] set-dimension-size(p, n), dimensions={DIM}
+}
+"""
+
+
+def test_padded_dynamic_result_accepted_only_where_its_valid_region_agrees():
+    text = SDS.replace("SHAPE", "4").replace("BOUNDED", "<=4").replace("DIM", "0")
+    p, n = np.array([10, 20, 30, 40], np.int32), np.asarray(np.int32(2))
+    # hloref: [10, 20]; XLA:CPU the bound, anything past the runtime size
+    got = _judge(text, [p, n], np.array([10, 20, -7, 99], np.int32))
+    assert got["verdict"] == "match" and got["accepted"] == conformance.ACCEPTED_PADDED, got
+    assert _judge(text, [p, n], np.array([10, 21, 30, 40], np.int32))["verdict"] == "mismatch"
+    # not the bound: no padding to drop
+    assert _judge(text, [p, n], np.array([10, 20, 30], np.int32))["verdict"] == "mismatch"
+
+
+def test_padded_dynamic_result_two_dimensions_dense_first():
+    # s32[2,<=3] of runtime size 2 x 2 from [[1,2,3],[4,5,6]]: hloref [[1,2],[4,5]];
+    # XLA:CPU writes the 2 x 2 array densely at the start of the 2 x 3 buffer
+    text = SDS.replace("SHAPE", "2,3").replace("BOUNDED", "2,<=3").replace("DIM", "1")
+    p, n = np.array([[1, 2, 3], [4, 5, 6]], np.int32), np.asarray(np.int32(2))
+    got = _judge(text, [p, n], np.array([[1, 2, 4], [5, 0, -1]], np.int32))
+    assert got["verdict"] == "match" and got["accepted"] == conformance.ACCEPTED_PADDED, got
+    assert _judge(text, [p, n], np.array([[1, 2, 4], [6, 0, -1]], np.int32))["verdict"] == "mismatch"
+    # the region [0:2, 0:2] per dimension is not how the buffer comes back
+    assert _judge(text, [p, n], np.array([[1, 2, 0], [4, 5, 0]], np.int32))["verdict"] == "mismatch"
+
+
+def test_size_parameters_seeded_within_their_bounds():
+    text = """HloModule m
+ENTRY e {
+  a = s32[] parameter(0)
+  b = s32[4] parameter(1)
+  c = s64[] parameter(2)
+  cc = s32[] convert(c)
+  x = s32[<=4] set-dimension-size(b, a), dimensions={0}
+  y = s32[2] slice(b), slice={[0:2]}
+  z = s32[<=2] set-dimension-size(y, cc), dimensions={0}
+  w = s32[<=4] set-dimension-size(b, cc), dimensions={0}
+  ROOT t = (s32[<=4], s32[<=2], s32[<=4]) tuple(x, z, w)
+}
+"""
+    # parameter 2 feeds two sizes: the smaller bound; the data parameter none
+    assert conformance.bounded_sizes(text) == {0: 4, 2: 2}
+    drawn = np.array(-7, np.int32)
+    assert conformance._within(drawn, 2) == 2 and conformance._within(drawn, 2).dtype == np.int32
+    for v in range(0, 3):  # draws already inside keep their value
+        assert conformance._within(np.array(v, np.int64), 2) == v
