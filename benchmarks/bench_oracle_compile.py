@@ -35,6 +35,7 @@ OPTION_SETS = {
     "opt-level 0": {"xla_backend_optimization_level": 0},
     "no expensive LLVM passes": {"xla_llvm_disable_expensive_passes": True},
     "codegen split 1": {"xla_cpu_parallel_codegen_split_count": 1},
+    "emitter verification 0": {"xla_cpu_emitter_verification_level": 0},
 }
 
 

@@ -7,13 +7,16 @@ writes, reduction, replay) in ``fuzz/findings.py``, statistics and summaries in
 is the runner.
 
 **Runner.** ``hloref fuzz [--time 10m | --examples N] [--oracle xla|tf|both] [--seed S]
-[--workers K | --ray ADDRESS] [--batch B] [--ops ...] [--out DIR] [--db DIR|redis://...]
+[--workers K | --ray ADDRESS] [--batch B] [--xla-opt default|fast] [--ops ...] [--out DIR]
+[--db DIR|redis://...]
 [--json-summary FILE] [--junit FILE]``. Each of the K worker processes owns its own
 ``OracleWorker`` and runs Hypothesis; one Hypothesis example draws ``B`` programs
 (``--batch``, default 16), which the oracle compiles and runs as one module
 (``fuzz/batch.py``: a part that is not a match is confirmed alone; ``--batch 1`` runs
 every program alone, as before batching; the TensorFlow oracle always runs programs
-alone). ``target()`` gets the largest error of the example's programs. The parent
+alone). ``target()`` gets the largest error of the example's programs. What the oracle
+refused is learned (``Refusals``) and shared by the workers (``OUT/.refusals.json``);
+``--xla-opt fast`` compiles with LLVM at -O0 (``XLA_OPT_PRESETS``: less of XLA tested). The parent
 aggregates per-worker statistics files and prints progress (a status line on a TTY,
 plain periodic lines otherwise) and a summary at the end. Exit status 1 when the run wrote new findings, 0 otherwise.
 

@@ -5,7 +5,9 @@ runs jobs sent over a pipe. A job that kills the child (``abort()``, a segfault)
 comes back as ``OracleResult(kind="crash")`` with the signal and the last lines
 the child wrote to stderr; one that runs past its time limit is killed and comes
 back as ``kind="timeout"``. The worker restarts its child on the next job, so a
-campaign goes on. Workers are reused across modules: XLA's start-up is paid once.
+campaign goes on. The XLA oracle's children are forked from a zygote that has
+imported jax (``_Zygote``), so a restart costs a fork, not jax's import. Workers are
+reused across modules: XLA's start-up is paid once.
 """
 
 from __future__ import annotations
@@ -169,15 +171,22 @@ class _Forked:
         if self.returncode is None:
             ready, _, _ = select.select([self.stdout], [], [], 0)
             if ready:
-                self.returncode = self.zygote.status(self.pid, 0.5)
+                self.returncode = self._status(0.5)
         return self.returncode
 
     def wait(self, timeout=None):
         if self.returncode is None:
-            self.returncode = self.zygote.status(self.pid, 3600.0 if timeout is None else timeout)
+            self.returncode = self._status(3600.0 if timeout is None else timeout)
         if self.returncode is None:
             raise subprocess.TimeoutExpired(f"oracle child {self.pid}", timeout)
         return self.returncode
+
+    def _status(self, timeout: float):
+        try:
+            return self.zygote.status(self.pid, timeout)
+        except Exception:  # noqa: BLE001 - the zygote is gone: the child cannot be asked
+            self.kill()  # about; make sure it is dead (init reaps it) and say so
+            return -signal.SIGKILL
 
     def kill(self) -> None:
         try:
