@@ -27,8 +27,10 @@ KNOWN_GAPS: dict[str, str] = {
         "position in the schedule implementation-defined."),
     "conv-dilation-holes-nonfinite": (
         "convolution with base dilation (lhs_dilate > 1) and inf/NaN kernel values: the spec "
-        "defines the holes as zeros (0 * inf = NaN, hloref); XLA:CPU skips those taps. Edge "
-        "padding: see conv-padding-nonfinite."),
+        "defines the holes as zeros (0 * inf = NaN, hloref); XLA:CPU at its default LLVM "
+        "optimization level skips those taps (at xla_backend_optimization_level=0 it gives "
+        "the spec's NaN, so the skip comes from LLVM's optimizations). Edge padding: see "
+        "conv-padding-nonfinite."),
     "conv-padding-nonfinite": (
         "convolution with edge padding (pad=lo_hi > 0) and inf/NaN kernel values: the spec "
         "pads the input with zeros and multiplies them by the kernel (0 * inf = NaN, "
