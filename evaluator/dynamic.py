@@ -668,9 +668,9 @@ def _gather(instr, fn, kwargs, operands, sizes, unsupported, arrays):
                                       f"dimension {d} of runtime size 0 (XLA reads padding)")
                 continue
             if host_idx is None:
-                from .indexing import _index_matrix
+                from .indexing import index_matrix
                 cut = np.asarray(arrays.to_host(indices))[tuple(slice(0, m) for m in iss)]
-                host_idx = _index_matrix(cut, ivd)[0]
+                host_idx = index_matrix(cut, ivd)[0]
             starts = np.clip(host_idx[:, start_map.index(d)], 0, b - 1)
             if starts.size and int(starts.max()) >= n:
                 raise unsupported(f"gather reads position {int(starts.max())} of dynamic "

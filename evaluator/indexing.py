@@ -87,7 +87,7 @@ def _strides(dims) -> np.ndarray:
     return out
 
 
-def _index_matrix(indices: np.ndarray, index_vector_dim: int):
+def index_matrix(indices: np.ndarray, index_vector_dim: int):
     """``(indices as (n_batch, K) int64, batch shape)``: the index vectors, one per row,
     with the batch dims (all dims but ``index_vector_dim``) in row-major order."""
     if index_vector_dim == indices.ndim:
@@ -129,7 +129,7 @@ def gather(operand, start_indices, *, shape, offset_dims, collapsed_slice_dims, 
     rank = operand.ndim
     sizes = tuple(slice_sizes)
     collapsed, obd = set(collapsed_slice_dims), tuple(operand_batching_dims)
-    idx, batch_shape = _index_matrix(start_indices, index_vector_dim)
+    idx, batch_shape = index_matrix(start_indices, index_vector_dim)
     offset_operand_dims = [d for d in range(rank) if d not in collapsed and d not in obd]
     offset_sizes = tuple(sizes[d] for d in offset_operand_dims)
     out_dims = tuple(shape.dims)
@@ -294,7 +294,7 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims, scatter_dims
     rank = len(dims)
     uwd = tuple(update_window_dims)
     inserted, ibd = set(inserted_window_dims), tuple(input_batching_dims)
-    idx, batch_shape = _index_matrix(indices, index_vector_dim)
+    idx, batch_shape = index_matrix(indices, index_vector_dim)
     n_scatter = idx.shape[0]
     window_operand_dims = [d for d in range(rank) if d not in inserted and d not in ibd]
     if len(window_operand_dims) != len(uwd):
