@@ -608,23 +608,9 @@ def judge_devices(module, args, expected, ours, eval_seconds: float, limits) -> 
 
 
 def _worker_main(kind: str) -> None:
-    from hloref.fuzz.workers import _Channel
-    rfd, wfd = os.dup(0), os.dup(1)
-    os.dup2(2, 1)
-    conn = _Channel(rfd, wfd)
+    from hloref.fuzz.workers import serve
     fn = _xla_job if kind == "xla" else _hloref_job
-    conn.send("ready")
-    while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
-        if job is None:
-            return
-        try:
-            conn.send(("done", fn(job)))
-        except Exception as e:  # glue bug: report it, keep serving
-            conn.send(("glue", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}"))
+    serve("ready", lambda job: ("done", fn(job)), glue=lambda message: ("glue", message))
 
 
 class Worker:
@@ -636,7 +622,7 @@ class Worker:
         self.stderr = open(os.devnull, "wb")
 
     def _start(self):
-        from hloref.fuzz.workers import _Channel
+        from hloref.fuzz.workers import Channel
         env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
         if self.kind == "xla":  # multi-device modules run on that many host devices
             env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_"
@@ -644,7 +630,7 @@ class Worker:
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", self.kind],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, env=env)
-        self.conn = _Channel(self.proc.stdout.fileno(), self.proc.stdin.fileno())
+        self.conn = Channel(self.proc.stdout.fileno(), self.proc.stdin.fileno())
         if not self.conn.poll(300):
             raise RuntimeError(f"{self.kind} worker did not start")
         self.conn.recv()

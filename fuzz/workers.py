@@ -83,9 +83,6 @@ class Channel:
         return bool(ready)
 
 
-_Channel = Channel  # the name ci/conformance.py imports (until it uses serve())
-
-
 def serve(ready, answer, glue=lambda message: ("error", message)) -> None:
     """The child side of a worker process: stdin and stdout become a :class:`Channel`
     (stdout moved aside to stderr first, so that stray prints from XLA/TF never enter
