@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 
 from .property import known_difference, leaves
 
@@ -158,20 +157,17 @@ def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: st
 
 def write_pending(out_dir: str, key: str, module, args, meta: dict) -> str:
     from hloref.cli_common import flatten_value, write_npz
-    pending = os.path.join(out_dir, "pending")
-    os.makedirs(pending, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".pending-", dir=pending)
-    with open(os.path.join(tmp, "module.hlo"), "w", encoding="utf-8") as f:
-        f.write(module.to_text())
-    write_npz(os.path.join(tmp, "inputs.npz"), flatten_value(tuple(args)))
-    with open(os.path.join(tmp, "meta.json"), "w", encoding="utf-8") as f:
-        json.dump(meta, f, default=str)
-    final = os.path.join(pending, key)
-    if os.path.exists(final):
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
-        return final
-    os.replace(tmp, final)
+
+    from .report import publish_directory
+
+    def fill(tmp):
+        with open(os.path.join(tmp, "module.hlo"), "w", encoding="utf-8") as f:
+            f.write(module.to_text())
+        write_npz(os.path.join(tmp, "inputs.npz"), flatten_value(tuple(args)))
+        with open(os.path.join(tmp, "meta.json"), "w", encoding="utf-8") as f:
+            json.dump(meta, f, default=str)
+    final = os.path.join(out_dir, "pending", key)
+    publish_directory(final, fill, prefix=".pending-", replace=False)
     return final
 
 

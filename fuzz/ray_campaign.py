@@ -41,6 +41,7 @@ import time
 from .campaign import CampaignOptions, CampaignSetupError, Runner, database, finish, hash_seed
 from .findings import finding_dirs, pre_key, write_pending
 from .property import known_difference
+from .report import publish_directory
 from .stats import Stats, atomic_json, progress_line
 
 __all__ = ["run_ray_campaign", "UnitWorker"]
@@ -128,19 +129,11 @@ def _load_state(path: str) -> dict:
 
 def _write_finding(out: str, item: dict) -> bool:
     """Write a finding the driver received, atomically; False when it exists."""
-    final = os.path.join(out, item["name"])
-    if os.path.exists(final):
-        return False
-    tmp = tempfile.mkdtemp(prefix=".finding-", dir=out)
-    try:
+    def fill(tmp):
         for name, data in item["files"].items():
             with open(os.path.join(tmp, os.path.basename(name)), "wb") as f:
                 f.write(data)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return True
+    return publish_directory(os.path.join(out, item["name"]), fill, replace=False)
 
 
 def _check_reachable(address: str, timeout: float = 10.0) -> None:

@@ -90,13 +90,36 @@ def _save_npz(path: str, value) -> None:
         np.savez(f, *arrays)
 
 
+def publish_directory(final: str, fill, *, prefix: str = ".finding-",
+                      replace: bool = True) -> bool:
+    """Build a directory with ``fill(tmp)`` beside ``final`` and rename it to ``final``
+    in one step, so a reader sees all its files or none; a failure removes the partial
+    directory. Where ``final`` exists it is replaced, or with ``replace=False`` kept
+    and False returned (the campaign's writers: a finding, a finding the Ray driver
+    received, a pending program)."""
+    parent = os.path.dirname(os.path.abspath(final)) or "."
+    os.makedirs(parent, exist_ok=True)
+    if not replace and os.path.exists(final):
+        return False
+    tmp = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    try:
+        fill(tmp)
+        if os.path.exists(final):
+            if not replace:
+                shutil.rmtree(tmp, ignore_errors=True)
+                return False
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return True
+
+
 def write_finding(directory: str, *, module_text: str, inputs: list, expected, actual,
                   report_md: str, meta: dict) -> str:
     """Write a finding into ``directory`` atomically (all files appear at once)."""
-    parent = os.path.dirname(os.path.abspath(directory)) or "."
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".finding-", dir=parent)
-    try:
+    def fill(tmp):
         with open(os.path.join(tmp, "module.hlo"), "w", encoding="utf-8") as f:
             f.write(module_text)
         _save_npz(os.path.join(tmp, "inputs.npz"), tuple(inputs))
@@ -107,10 +130,5 @@ def write_finding(directory: str, *, module_text: str, inputs: list, expected, a
             f.write(report_md)
         with open(os.path.join(tmp, "finding.json"), "w", encoding="utf-8") as f:
             json.dump({**meta, "versions": versions()}, f, indent=2, default=str)
-        if os.path.exists(directory):
-            shutil.rmtree(directory)
-        os.replace(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    publish_directory(directory, fill)
     return directory
