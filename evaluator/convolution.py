@@ -21,7 +21,7 @@ from hloref.errors import HloEvalError
 from hloref.geometry import (dilate_pad_slices, window_positions, window_span,
                              window_tap_slice)
 
-from .dot import dot_operand
+from .dot import dot_operand, integer_result_in_f32
 from .numeric import contiguous, element_type_of, finish
 from .registry import op
 
@@ -76,6 +76,7 @@ def check_groups(n: int, c: int, ci: int, o: int, g: int, bg: int) -> None:
 
 
 @op("convolution")
+@integer_result_in_f32()
 def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_count=1,
                 batch_group_count=1, operand_precision=None, algorithm=None):
     if extra:

@@ -10,17 +10,43 @@ element type (``preferred_element_type`` in JAX) decides the arithmetic:
 * integer results: operands are converted (wrapped) to the result type, products
   summed in int64/uint64 with wrap-around, the sum wrapped to the result width;
 * pred results: logical OR of ANDs.
+
+Floating-point operands with an integer result (dot, convolution, ragged-dot,
+scaled-dot) are the op computed in f32 and converted to the integer type, as XLA's
+``ConvolutionTypeCanonicalizer`` rewrites them (``integer_result_in_f32``).
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+
+from hloref.types import F32
 
 from .convert import convert_array
 from .numeric import contiguous, element_type_of, finish, int_compute_dtype, scratch, to_float64
 from .registry import op
 
 OP_FAMILY = True
+
+
+def integer_result_in_f32(element_type=element_type_of, convert=convert_array):
+    """Decorator of a dot-like op ``fn(lhs, rhs, *rest, shape=..., **attrs)``: with
+    floating-point operands and an integer result (not pred) the op is computed with an
+    f32 result and converted to the integer type (XLA's ConvolutionTypeCanonicalizer,
+    convolution_type_canonicalizer.cc: the instruction cloned with an F32 shape, then a
+    convert; XLA:CPU and XLA:GPU run it). ``element_type`` and ``convert`` read and
+    convert the backend's arrays (numpy here; the GPU passes its device versions)."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(lhs, rhs, *rest, shape, **attrs):
+            et = shape.element_type
+            if et.is_integer and element_type(lhs).is_float and element_type(rhs).is_float:
+                return convert(fn(lhs, rhs, *rest, shape=shape.with_element_type(F32), **attrs), et)
+            return fn(lhs, rhs, *rest, shape=shape, **attrs)
+        return wrapper
+    return decorate
 
 
 def _arrange(x: np.ndarray, batch, contracting, contract_last: bool):
@@ -106,6 +132,7 @@ def _matmul(a, b):
 
 
 @op("dot")
+@integer_result_in_f32()
 def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contracting_dims=(),
         rhs_contracting_dims=(), operand_precision=None, algorithm=None, accumulate="f64"):
     """``algorithm=`` is emulated: operands are split into the algorithm's bf16/TF32/f16

@@ -30,7 +30,7 @@ import numpy as np
 
 from hloref.errors import HloEvalError, HloUnsupportedError
 
-from .dot import dot_operand, dot
+from .dot import dot_operand, dot, integer_result_in_f32
 from .numeric import contiguous, finish, to_float64
 from .registry import op
 
@@ -38,6 +38,7 @@ OP_FAMILY = True
 
 
 @op("ragged-dot")
+@integer_result_in_f32()
 def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dims=(),
                lhs_contracting_dims=(), rhs_contracting_dims=(), lhs_ragged_dims=(),
                rhs_group_dims=(), operand_precision=None, algorithm=None):
@@ -134,6 +135,7 @@ def _apply_scale(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
 
 
 @op("scaled-dot")
+@integer_result_in_f32()
 def scaled_dot(lhs, rhs, lhs_scale, rhs_scale, *, shape, lhs_batch_dims=(), rhs_batch_dims=(),
                lhs_contracting_dims=(), rhs_contracting_dims=(), operand_precision=None,
                algorithm=None):

@@ -23,7 +23,7 @@ from hloref.errors import HloEvalError
 from hloref.evaluator.convolution import check_groups, window_dims_of
 
 from .device import empty, type_class, type_params
-from .dot import (accumulation, complex_operand, fma_complex, reader, storage, writer,
+from .dot import (accumulation, on_device_integer_result_in_f32, complex_operand, fma_complex, reader, storage, writer,
                   zero_complex)
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
@@ -92,6 +92,7 @@ def _t(values, pad):
 
 
 @gpu_op("convolution")
+@on_device_integer_result_in_f32
 def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_count=1,
                 batch_group_count=1, **_):
     if extra:

@@ -27,6 +27,8 @@ import functools
 import numpy as np
 from numba import cuda
 
+from hloref.evaluator.dot import integer_result_in_f32
+
 from .device import LOAD, STORE, empty, type_class, type_params
 from .convert import convert_array
 from .elementwise import element_kind, launch
@@ -180,6 +182,10 @@ def complex_operand(x, et):
     raise GpuFallback(f"dot of {x.et.name} to {et.name} has no GPU kernel")
 
 
+#: XLA's float-operand, integer-result rewrite (evaluator/dot.py), on device arrays.
+on_device_integer_result_in_f32 = integer_result_in_f32(lambda x: x.et, convert_array)
+
+
 def accumulation(opcode: str, lhs, rhs, et, *, pred: bool = True):
     """``(lhs, rhs, multiply-add, zero)`` of a dot-like ``opcode`` with result type ``et``:
     the operands as the CPU takes them (integer or pred operands of another type than an
@@ -202,6 +208,7 @@ def accumulation(opcode: str, lhs, rhs, et, *, pred: bool = True):
 
 
 @gpu_op("dot")
+@on_device_integer_result_in_f32
 def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contracting_dims=(),
         rhs_contracting_dims=(), **_):
     et = shape.element_type

@@ -34,7 +34,7 @@ from hloref.evaluator.dot_variants import ragged_group_prefix
 from hloref.types import F64
 
 from .device import LOAD, DArray, empty, type_class, type_params
-from .dot import (add_complex, complex_operand, dot, fma_complex, reader, storage, writer,
+from .dot import (add_complex, on_device_integer_result_in_f32, complex_operand, dot, fma_complex, reader, storage, writer,
                   zero_complex)
 from .elementwise import add
 from .elementwise import launch
@@ -95,6 +95,7 @@ def dequantize(x: DArray, scale: DArray, opcode: str) -> DArray:
 
 
 @gpu_op("scaled-dot")
+@on_device_integer_result_in_f32
 def scaled_dot(lhs, rhs, lhs_scale, rhs_scale, *, shape, lhs_batch_dims=(), rhs_batch_dims=(),
                lhs_contracting_dims=(), rhs_contracting_dims=()):
     a = dequantize(lhs, lhs_scale, "scaled-dot")
@@ -170,6 +171,7 @@ def _ragged_kernel(fma, zero, plus, ca, cb, co, cg):
 
 
 @gpu_op("ragged-dot")
+@on_device_integer_result_in_f32
 def ragged_dot(lhs, rhs, group_sizes, *, shape, lhs_batch_dims=(), rhs_batch_dims=(),
                lhs_contracting_dims=(), rhs_contracting_dims=(), lhs_ragged_dims=(),
                rhs_group_dims=()):

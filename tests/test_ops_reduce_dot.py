@@ -253,3 +253,49 @@ def test_dot_results_do_not_alias_scratch_buffers():
     np.testing.assert_array_equal(first, kept)
     np.testing.assert_allclose(first, a @ b, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(second, b @ a, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------- float operands, integer result
+
+_FLOAT_TO_INT = [
+    # (operand type, result type, op text)
+    ("bf16", "s32", "dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("f32", "s32", "dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("f32", "s8", "dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    ("f16", "u16", "dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+]
+
+
+@pytest.mark.parametrize("t,ot,op", _FLOAT_TO_INT)
+def test_float_operands_integer_result_is_the_f32_op_converted(t, ot, op):
+    """XLA's ConvolutionTypeCanonicalizer: a dot/convolution with floating-point operands
+    and an integer result is the op in f32, then a convert (truncation toward zero).
+    By hand: [[1.5, 2.25, -0.75], [3, 0.5, 1]] . [[1, 2], [0.5, -1.5], [2, 1.25]] =
+    [[1.125, -1.3125], [5.25, 6.5]] -> [[1, -1], [5, 6]] (the operands converted to the
+    integer type first would give [[1, 0], [5, 7]]); an unsigned result clamps -1.3125
+    to 0, as XLA's f32 -> u16 convert saturates."""
+    text = module(f"  a = {t}[2,3] parameter(0)\n  b = {t}[3,2] parameter(1)\n"
+                  f"  ROOT d = {ot}[2,2] {op}")
+    a = np.array([[1.5, 2.25, -0.75], [3.0, 0.5, 1.0]]).astype(dtype(t))
+    b = np.array([[1.0, 2.0], [0.5, -1.5], [2.0, 1.25]]).astype(dtype(t))
+    ours, theirs = run_both(text, a, b)
+    expected = [[1, 0], [5, 6]] if ot.startswith("u") else [[1, -1], [5, 6]]
+    np.testing.assert_array_equal(ours, np.array(expected, dtype(ot)))
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def test_float_convolution_to_integer_matches_xla():
+    """The same rule for convolution, on seeded values with fractional sums (f32
+    operands: XLA:CPU computes in f32 and truncates)."""
+    text = module("  a = f32[2,7,3] parameter(0)\n  b = f32[3,3,4] parameter(1)\n"
+                  "  ROOT c = s32[2,5,4] convolution(a, b), window={size=3}, "
+                  "dim_labels=b0f_0io->b0f")
+    rng = np.random.default_rng(5)
+    a = (rng.integers(-40, 40, (2, 7, 3)) / 8).astype(np.float32)
+    b = (rng.integers(-40, 40, (3, 3, 4)) / 8).astype(np.float32)
+    ours, theirs = run_both(text, a, b)
+    exact = np.zeros((2, 5, 4))
+    for i in range(5):
+        exact[:, i, :] = np.einsum("bkf,kfo->bo", a[:, i:i + 3, :].astype(np.float64), b)
+    np.testing.assert_array_equal(ours, np.trunc(exact).astype(np.int32))  # by hand: exact in f32
+    np.testing.assert_array_equal(ours, theirs)

@@ -19,6 +19,32 @@ MIXED = [("s8", "s8", "s32"), ("u8", "s8", "s32"), ("s8", "s8", "s16"), ("s32", 
          ("bf16", "f32", "f32"), ("f8e4m3fn", "bf16", "bf16"), ("s4", "s4", "s32")]
 
 
+@pytest.mark.parametrize("t,tr", [("f32", "s32"), ("bf16", "s32"), ("f16", "u8")])
+def test_float_operands_integer_result_by_hand(t, tr):
+    """XLA's ConvolutionTypeCanonicalizer: the dot in f32, then a convert (toward zero,
+    saturating): [[1.125, -1.3125], [5.25, 6.5]] -> [[1, -1], [5, 6]] ([[1, 0], [5, 6]]
+    unsigned); the CPU backend's tests/test_ops_reduce_dot.py checks the same against
+    XLA:CPU."""
+    a = np.array([[1.5, 2.25, -0.75], [3.0, 0.5, 1.0]])
+    b = np.array([[1.0, 2.0], [0.5, -1.5], [2.0, 1.25]])
+    text = module([f"{t}[2,3]", f"{t}[3,2]"], "dot(p0, p1), lhs_contracting_dims={1}, "
+                  "rhs_contracting_dims={0}", f"{tr}[2,2]")
+    dt = element_type(t).dtype
+    out = hloref.evaluate(text, a.astype(dt), b.astype(dt), backend="gpu", fallback=False)
+    assert out.tolist() == ([[1, 0], [5, 6]] if tr[0] == "u" else [[1, -1], [5, 6]])
+
+
+def test_float_convolution_integer_result_by_hand():
+    """The same rule for convolution: [0.75, -2.5, 1.5] (*) [1.5, 1] (window 2) =
+    [-1.375, -2.25] -> [-1, -2]."""
+    text = module(["f32[1,1,3]", "f32[1,1,2]"], "convolution(p0, p1), window={size=2}, "
+                  "dim_labels=bf0_oi0->bf0", "s32[1,1,2]")
+    x = np.array([[[0.75, -2.5, 1.5]]], np.float32)
+    w = np.array([[[1.5, 1.0]]], np.float32)
+    out = hloref.evaluate(text, x, w, backend="gpu", fallback=False)
+    assert out.tolist() == [[[-1, -2]]]
+
+
 @pytest.mark.parametrize("ta,tb,tr", MIXED)
 def test_dot_mixed_types(ta, tb, tr):
     a, b = values(ta, (3, 4, 5)), values(tb, (3, 5, 2))
