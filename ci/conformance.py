@@ -1054,7 +1054,8 @@ REASON_RULES = [
     ("fusion-parameter-output", lambda r, t: r.get("verdict") == "mismatch" and
      _fusion_returns_parameter(t),
      "XLA:CPU bug: a multi-output fusion returning one of its parameters in its root tuple "
-     "returns garbage for its other outputs"),
+     "returns garbage for its other outputs "
+     "(findings/xla-cpu-jaxlib-0.10.2/fusion-parameter-output-garbage)"),
 ]
 _NON_ASSOCIATIVE = ("reducer that is not associative (`a + 2|b|`): the order of "
                     "application is arbitrary, so the result is implementation-defined")

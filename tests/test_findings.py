@@ -53,7 +53,7 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 15
+    assert len(results) == 16
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
@@ -207,3 +207,11 @@ def test_fusion_extra_operand_reference_ignores_the_extra_operand():
     module, args = _load("fusion-extra-operand-aborts")
     assert len(args) == 2 and len(module.entry.root.operands) == 2
     np.testing.assert_array_equal(hloref.evaluate(module, *args), -args[0])  # negate(x)
+
+
+def test_fusion_parameter_output_reference_is_the_fused_computation():
+    module, args = _load("fusion-parameter-output-garbage")
+    x, y = args
+    first, second = hloref.evaluate(module, *args)
+    np.testing.assert_array_equal(first, y)  # by hand: tuple(p1, add(p0, p1))
+    np.testing.assert_array_equal(second, x + y)
