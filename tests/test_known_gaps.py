@@ -52,3 +52,17 @@ def test_localized_ftz_by_subnormal_operands_or_flushed_results():
     r = _localized("multiply", [z, z], np.array([1e-40, 1.0], np.float32),
                    np.array([0.0, 1.0], np.float32))
     assert known_difference(r) == "ftz"
+
+
+def test_accumulation_overflow_only_where_the_sums_could_overflow():
+    # by hand: 3 terms of at most 2 x 3 = 6 each: |sum| <= 18 in any order (f32 max 3.4e38)
+    a = np.array([[1.0, 2.0, -2.0]], np.float32)
+    b = np.array([[3.0], [1.0], [2.0]], np.float32)
+    r = _localized("dot", [a, b], np.array([[1.0]], np.float32),
+                   np.array([[np.nan]], np.float32))
+    assert known_difference(r) is None
+    # f16 (max 65504): 3 terms of up to 200 x 200 = 40000 can overflow in some order
+    a16, b16 = (a * 100).astype(np.float16), (b * 100).astype(np.float16)
+    r = _localized("dot", [a16, b16], np.array([[10000.0]], np.float16),
+                   np.array([[np.inf]], np.float16))
+    assert known_difference(r) == "accumulation-overflow"
