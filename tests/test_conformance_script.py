@@ -1,4 +1,5 @@
-"""ci/conformance.py: module extraction from C++ test sources and the comparison rule."""
+"""ci/conformance.py and the modules beside it (conformance_*.py): module extraction from
+C++ test sources and the comparison rule."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "ci"))
 import conformance  # noqa: E402
+import conformance_extract  # noqa: E402
+import conformance_judge  # noqa: E402
+import conformance_layout  # noqa: E402
+import conformance_reasons  # noqa: E402
+import conformance_report  # noqa: E402
+import conformance_workers  # noqa: E402
 
 CPP = r'''
 constexpr char kHlo[] = R"(
@@ -24,24 +31,24 @@ ENTRY f { ROOT q = s32[] parameter(0) }
 
 
 def test_raw_string_literals_with_entry_are_extracted(tmp_path):
-    found = list(conformance.literals_of(CPP))
+    found = list(conformance_extract.literals_of(CPP))
     assert [line for line, _ in found] == [2, 7]
     assert "HloModule a" in found[0][1] and "ENTRY f" in found[1][1]
     src = tmp_path / "xla" / "service"
     src.mkdir(parents=True)
     (src / "x_test.cc").write_text(CPP + CPP)  # duplicates are scored once
     (src / "x.cc").write_text(CPP)             # not a test file
-    cases = conformance.extract(str(tmp_path))
+    cases = conformance_extract.extract(str(tmp_path))
     assert len(cases) == 2
     assert sorted(len(c.locations) for c in cases) == [2, 2]
     assert cases[0].locations[0].startswith("xla/service/x_test.cc:")
 
 
 def test_multi_device_header():
-    assert conformance._multi_device("HloModule m, replica_count=1, num_partitions=4\n")
-    assert not conformance._multi_device("HloModule m, replica_count=1\nENTRY e {}")
+    assert conformance_layout.multi_device("HloModule m, replica_count=1, num_partitions=4\n")
+    assert not conformance_layout.multi_device("HloModule m, replica_count=1\nENTRY e {}")
     # host_offloader_test.cc:3523: the header goes on over several lines
-    assert conformance._multi_device("HloModule m,\nentry_computation_layout={(s32[2])->s32[2]},\n"
+    assert conformance_layout.multi_device("HloModule m,\nentry_computation_layout={(s32[2])->s32[2]},\n"
                                      "num_partitions=2\n\nENTRY e {\n  ROOT p = s32[2] "
                                      "parameter(0)\n}\n")
 
@@ -64,7 +71,7 @@ def _judge(text, args, expected):
     import hloref
     module = hloref.parse(text)
     ours = hloref.evaluate(module, *args)
-    return conformance.judge(module, args, expected, ours, 0.01, None)
+    return conformance_judge.judge(module, args, expected, ours, 0.01, None)
 
 
 def test_judge_uses_the_envelope_of_hloref_diff():
@@ -91,9 +98,9 @@ def test_judge_integers_exactly():
 
 
 def test_envelope_samples_shrink_for_slow_modules():
-    assert conformance.envelope_samples(0.1) == 8
-    assert conformance.envelope_samples(10.0) == 4
-    assert conformance.envelope_samples(100.0) == conformance.MIN_SAMPLES
+    assert conformance_judge.envelope_samples(0.1) == 8
+    assert conformance_judge.envelope_samples(10.0) == 4
+    assert conformance_judge.envelope_samples(100.0) == conformance_judge.MIN_SAMPLES
 
 
 REDUCE_INIT = """HloModule m
@@ -117,7 +124,7 @@ ENTRY e {
     ("i = f32[] constant(-0)", False),
 ])
 def test_init_not_identity_rule(init, not_identity):
-    assert conformance._init_not_identity(REDUCE_INIT.replace("INIT", init)) is not_identity
+    assert conformance_reasons._init_not_identity(REDUCE_INIT.replace("INIT", init)) is not_identity
 
 
 def test_fusion_returning_a_parameter_rule():
@@ -134,17 +141,17 @@ ENTRY main {
   ROOT f = (f32[10], f32[10]) fusion(p0, p1), kind=kLoop, calls=fusion_comp
 }
 """
-    assert conformance._fusion_returns_parameter(text.replace("RESULT", "p1"))
-    assert not conformance._fusion_returns_parameter(text.replace("RESULT", "add"))
+    assert conformance_reasons._fusion_returns_parameter(text.replace("RESULT", "p1"))
+    assert not conformance_reasons._fusion_returns_parameter(text.replace("RESULT", "add"))
 
 
 def test_resume_keeps_earlier_records_and_writes_them(tmp_path):
-    cases = [conformance.Case("k1", "HloModule a\nENTRY e { ROOT p = f32[] parameter(0) }\n",
+    cases = [conformance_extract.Case("k1", "HloModule a\nENTRY e { ROOT p = f32[] parameter(0) }\n",
                               ["x_test.cc:1"])]
     earlier = {"key": "k1", "where": "x_test.cc:1", "copies": 1, "xla_parse": "ok",
                "hloref_parse": "ok"}
     path = str(tmp_path / "r.json")
-    records = conformance.score(cases, conformance.Cache(None), evaluate=False, seed=0,
+    records = conformance.score(cases, conformance_workers.Cache(None), evaluate=False, seed=0,
                                 timeout=10, progress=False, done={"k1": earlier}, json_path=path)
     assert records == [earlier]  # no worker was started: the record is kept as it was
 
@@ -171,8 +178,8 @@ ENTRY e {
   ROOT w = s32[] while(p), condition=cond, body=body
 }
 """
-    case = conformance.Case("slow", text, ["x_test.cc:1"])
-    cache = conformance.Cache(str(tmp_path))
+    case = conformance_extract.Case("slow", text, ["x_test.cc:1"])
+    cache = conformance_workers.Cache(str(tmp_path))
     x = np.int32(0)
     cache.put("slow.parse", ("ok", None))  # XLA's answers, as the cache holds them
     cache.put("slow.run0", ("ok", ([x], np.int32(1000000000))))
@@ -181,7 +188,7 @@ ENTRY e {
     (rec,) = conformance.score([case], cache, evaluate=True, seed=0, timeout=5, progress=False)
     assert rec["hloref_parse"] == "ok" and rec["roundtrip_xla"] == "ok"
     assert rec["hloref_eval"] == "timeout" and "reason" not in rec
-    text_summary = conformance.summary([rec], True, "test")
+    text_summary = conformance_report.summary([rec], True, "test")
     assert "| parsed by hloref | 1 | 100.00 % of the others |" in text_summary
     assert "timed out (`--timeout`) | 1 |" in text_summary
 
@@ -204,23 +211,23 @@ ENTRY e {
   ROOT w = (f32[], f32[]) reduce-window(x, x, i, i), to_apply=r
 }
 """
-    assert conformance._init_not_identity(text.replace("INIT", "1"))
-    assert not conformance._init_not_identity(text.replace("INIT", "0"))
+    assert conformance_reasons._init_not_identity(text.replace("INIT", "1"))
+    assert not conformance_reasons._init_not_identity(text.replace("INIT", "0"))
 
 
 def test_reason_for_promised_indices_and_locations():
     rec = {"where": "x_test.cc:1", "verdict": "mismatch"}
     scatter = "ENTRY e {\n  ROOT s = f32[4] scatter(a, i, u), unique_indices=true, to_apply=add\n}"
-    assert "unique_indices=true" in conformance.reason_for(rec, scatter)
-    assert conformance.reason_for(rec, scatter.replace("unique_indices=true", "x=1")) is None
+    assert "unique_indices=true" in conformance_reasons.reason_for(rec, scatter)
+    assert conformance_reasons.reason_for(rec, scatter.replace("unique_indices=true", "x=1")) is None
     loop = {"where": "xla/service/while_loop_simplifier_test.cc:297", "hloref_eval": "HloLimitError"}
-    assert "2^31 + 43 iterations" in conformance.reason_for(loop, "")
+    assert "2^31 + 43 iterations" in conformance_reasons.reason_for(loop, "")
 
 
 def test_merge_later_records_win_and_reasons_are_derived_again(tmp_path):
     import json
     text = "HloModule m\nENTRY e {\n  ROOT s = f32[4] scatter(a, i, u), unique_indices=true\n}\n"
-    case = conformance.Case("k", text, ["x_test.cc:1"])
+    case = conformance_extract.Case("k", text, ["x_test.cc:1"])
     old = {"key": "k", "where": "x_test.cc:1", "xla_parse": "ok", "xla_run": "ok",
            "hloref_parse": "timeout"}
     new = {"key": "k", "where": "x_test.cc:1", "xla_parse": "ok", "xla_run": "ok",
@@ -228,7 +235,7 @@ def test_merge_later_records_win_and_reasons_are_derived_again(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps([old]))
     b.write_text(json.dumps([new]))
-    (rec,) = conformance.merge_records([str(a), str(b)], [case])
+    (rec,) = conformance_report.merge_records([str(a), str(b)], [case])
     assert rec["hloref_parse"] == "ok" and "unique_indices=true" in rec["reason"]
 
 
@@ -257,7 +264,7 @@ ENTRY e {
     (UNDER_DECLARED.replace("{{0,1},{2,3}}", "{{0}}"), None),      # one device suffices
 ])
 def test_devices_for_under_declared_collectives(text, devices):
-    assert conformance.devices_for(text) == devices
+    assert conformance_layout.devices_for(text) == devices
 
 
 SUM_REDUCER = "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n"
@@ -287,7 +294,7 @@ SUM_REDUCER = "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT
 ])
 def test_devices_for_reads_the_layout_from_the_collectives_shapes(body, devices):
     text = f"HloModule m\n{SUM_REDUCER}ENTRY e {{\n  p = f32[2,4] parameter(0)\n  {body}\n}}\n"
-    assert conformance.devices_for(text) == devices
+    assert conformance_layout.devices_for(text) == devices
 
 
 def test_devices_for_prefers_partitions_in_a_module_reading_partition_id():
@@ -298,8 +305,8 @@ def test_devices_for_prefers_partitions_in_a_module_reading_partition_id():
             "use_global_device_ids=true, channel_id=1, to_apply=sum\n"
             "  pid = u32[] partition-id()\n"
             "  ROOT ds = f32[1] dynamic-slice(ar, pid), dynamic_slice_sizes={1}\n}\n")
-    assert conformance.devices_for(text) == (1, 8)
-    assert conformance.devices_for(text.replace("partition-id", "replica-id")) == (8, 1)
+    assert conformance_layout.devices_for(text) == (1, 8)
+    assert conformance_layout.devices_for(text.replace("partition-id", "replica-id")) == (8, 1)
 
 
 def test_devices_for_keeps_the_headers_partitions_and_all_collectives_agree():
@@ -309,19 +316,19 @@ def test_devices_for_keeps_the_headers_partitions_and_all_collectives_agree():
             "  ag = f32[8,3] all-gather(p), dimensions={0}\n"
             "  ROOT cp = f32[8,3] collective-permute(ag), channel_id=1, "
             "source_target_pairs={{0,1},{1,0}}\n}\n")
-    assert conformance.devices_for(text) == (4, 2)
+    assert conformance_layout.devices_for(text) == (4, 2)
     # a second all-gather needing 2, not 4: no layout fits both
     text = text.replace("ROOT cp = f32[8,3] collective-permute(ag), channel_id=1, "
                         "source_target_pairs={{0,1},{1,0}}",
                         "ROOT ag2 = f32[16,3] all-gather(ag), dimensions={0}")
-    assert conformance.devices_for(text) is None
+    assert conformance_layout.devices_for(text) is None
 
 
 def test_with_devices_rewrites_the_header_only():
     import hloref
     text = UNDER_DECLARED.replace(
         "HloModule m", "HloModule m, replica_count=1, entry_computation_layout={(f32[2]{0})->f32[2]{0}}")
-    module = hloref.parse(conformance.with_devices(text, 4, 1))
+    module = hloref.parse(conformance_layout.with_devices(text, 4, 1))
     assert (module.replica_count, module.num_partitions) == (4, 1)
     assert module.entry.root.opcode == "all-reduce"
     xs = [np.full(2, d, np.float32) for d in range(4)]
@@ -334,8 +341,8 @@ def test_with_devices_gives_a_module_without_header_one():
     # reach both runs (it was silently left at one device)
     import hloref
     text = "ENTRY e {\n  p = f32[1,64] parameter(0)\n  ROOT ag = f32[4,64] all-gather(p), dimensions={0}\n}\n"
-    assert conformance.devices_for(text) == (4, 1)
-    module = hloref.parse(conformance.with_devices(text, 4, 1))
+    assert conformance_layout.devices_for(text) == (4, 1)
+    module = hloref.parse(conformance_layout.with_devices(text, 4, 1))
     assert (module.replica_count, module.num_partitions) == (4, 1)
     xs = [np.full((1, 64), d, np.float32) for d in range(4)]
     out = hloref.evaluate(module, xs)
@@ -344,7 +351,7 @@ def test_with_devices_gives_a_module_without_header_one():
 
 def test_judge_devices_flags_a_wrong_device_and_passes_rounding():
     import hloref
-    text = conformance.with_devices(UNDER_DECLARED, 4, 1)
+    text = conformance_layout.with_devices(UNDER_DECLARED, 4, 1)
     module = hloref.parse(text)
     xs = [np.array([0.1, 1e8], np.float32) * (d + 1) for d in range(4)]
     ours = hloref.evaluate(module, xs)
@@ -353,17 +360,17 @@ def test_judge_devices_flags_a_wrong_device_and_passes_rounding():
     np.testing.assert_array_equal(ours[0], np.array(exact, np.float32))
     # XLA's value by hand: groups {0,1} and {2,3} summed in f32
     good = [xs[0] + xs[1]] * 2 + [xs[2] + xs[3]] * 2
-    assert conformance.judge(module, [xs], good, ours, 0.01, None)["verdict"] == "match"
+    assert conformance_judge.judge(module, [xs], good, ours, 0.01, None)["verdict"] == "match"
     bad = [np.array(o, copy=True) for o in ours]
     bad[2] = bad[2] * np.float32(1.001)
-    assert conformance.judge(module, [xs], bad, ours, 0.01, None)["verdict"] == "mismatch"
+    assert conformance_judge.judge(module, [xs], bad, ours, 0.01, None)["verdict"] == "mismatch"
 
 
 def test_judge_devices_narrow_all_reduce_does_not_deadlock():
     # f16: the envelope's excess-precision freedom must not evaluate the all-reduce a
     # second time on some devices only (a rendezvous the others never join)
     import hloref
-    text = conformance.with_devices(UNDER_DECLARED.replace("f32", "f16").replace(
+    text = conformance_layout.with_devices(UNDER_DECLARED.replace("f32", "f16").replace(
         "ROOT ar = f16[2] all-reduce", "ar = f16[2] all-reduce") .replace(
         "to_apply=add\n}", "to_apply=add\n  ROOT m = f16[2] multiply(ar, x)\n}"), 4, 1)
     module = hloref.parse(text)
@@ -371,7 +378,7 @@ def test_judge_devices_narrow_all_reduce_does_not_deadlock():
     ours = hloref.evaluate(module, xs)
     bad = [np.array(o, copy=True) for o in ours]
     bad[1] = (bad[1] + np.float16(0.5)).astype(np.float16)
-    assert conformance.judge(module, [xs], bad, ours, 0.01, None)["verdict"] == "mismatch"
+    assert conformance_judge.judge(module, [xs], bad, ours, 0.01, None)["verdict"] == "mismatch"
 
 
 # ---------------------------------------------------------------------------------------
@@ -415,7 +422,7 @@ def test_unstable_sort_accepts_another_tie_order_and_rejects_wrong_ones():
     assert _judge(text, [k, v], (i32(1, 1, 3, 3), i32(20, 40, 10, 30)))["verdict"] == "match"
     # XLA-like: both ties the other way round
     got = _judge(text, [k, v], (i32(1, 1, 3, 3), i32(40, 20, 30, 10)))
-    assert got["verdict"] == "match" and got["accepted"] == conformance.ACCEPTED_SORT, got
+    assert got["verdict"] == "match" and got["accepted"] == conformance_judge.ACCEPTED_SORT, got
     # wrong order: descending (comparator(next, prev) holds for the middle pair)
     assert _judge(text, [k, v], (i32(3, 3, 1, 1), i32(10, 30, 20, 40)))["verdict"] == "mismatch"
     # wrong rows: (1,10) and (3,40) are no rows of the input, though each operand is a
@@ -431,7 +438,7 @@ def test_unstable_sort_only_the_values_returned():
     text = _sort_module(root="s32[4] get-tuple-element(s), index=1")
     k, v = np.array([3, 1, 3, 1], np.int32), np.array([10, 20, 30, 40], np.int32)
     got = _judge(text, [k, v], np.array([40, 20, 30, 10], np.int32))
-    assert got["verdict"] == "match" and got.get("accepted") == conformance.ACCEPTED_SORT
+    assert got["verdict"] == "match" and got.get("accepted") == conformance_judge.ACCEPTED_SORT
     # 10 first would be the row (1,10): not an input row
     assert _judge(text, [k, v], np.array([10, 20, 30, 40], np.int32))["verdict"] == "mismatch"
 
@@ -442,7 +449,7 @@ def test_unstable_sort_rows_stay_in_their_slice():
     k = np.array([[1, 1], [2, 2]], np.int32)
     v = np.array([[5, 6], [7, 8]], np.int32)
     ok = _judge(text, [k, v], (k, np.array([[6, 5], [8, 7]], np.int32)))
-    assert ok["verdict"] == "match" and ok["accepted"] == conformance.ACCEPTED_SORT
+    assert ok["verdict"] == "match" and ok["accepted"] == conformance_judge.ACCEPTED_SORT
     # 7 and 6 change slices: each slice's rows are no longer its own
     assert _judge(text, [k, v], (k, np.array([[7, 5], [6, 8]], np.int32)))["verdict"] == "mismatch"
 
@@ -472,14 +479,14 @@ ENTRY e {
 }
 """
     module = hloref.parse(text)
-    compare = conformance.comparator_fn(module, module.computations["c"])
+    compare = conformance_judge.comparator_fn(module, module.computations["c"])
     x = np.array([0.5, 0.0, 3.0], np.float32)
     # 0.5 before 0: 0 + 1 < 0.5 is false, so in order; 3 then 0.5 would not be
-    assert conformance.sort_result_valid([x], [np.array([0.5, 0.0, 3.0], np.float32)], 0, compare)[0]
-    assert not conformance.sort_result_valid([x], [np.array([3.0, 0.5, 0.0], np.float32)], 0,
+    assert conformance_judge.sort_result_valid([x], [np.array([0.5, 0.0, 3.0], np.float32)], 0, compare)[0]
+    assert not conformance_judge.sort_result_valid([x], [np.array([3.0, 0.5, 0.0], np.float32)], 0,
                                              compare)[0]
     # bit for bit: -0 is not the input's 0
-    assert not conformance.sort_result_valid([x], [np.array([0.5, -0.0, 3.0], np.float32)], 0,
+    assert not conformance_judge.sort_result_valid([x], [np.array([0.5, -0.0, 3.0], np.float32)], 0,
                                              compare)[0]
 
 
@@ -497,7 +504,7 @@ def test_padded_dynamic_result_accepted_only_where_its_valid_region_agrees():
     p, n = np.array([10, 20, 30, 40], np.int32), np.asarray(np.int32(2))
     # hloref: [10, 20]; XLA:CPU the bound, anything past the runtime size
     got = _judge(text, [p, n], np.array([10, 20, -7, 99], np.int32))
-    assert got["verdict"] == "match" and got["accepted"] == conformance.ACCEPTED_PADDED, got
+    assert got["verdict"] == "match" and got["accepted"] == conformance_judge.ACCEPTED_PADDED, got
     assert _judge(text, [p, n], np.array([10, 21, 30, 40], np.int32))["verdict"] == "mismatch"
     # not the bound: no padding to drop
     assert _judge(text, [p, n], np.array([10, 20, 30], np.int32))["verdict"] == "mismatch"
@@ -509,7 +516,7 @@ def test_padded_dynamic_result_two_dimensions_dense_first():
     text = SDS.replace("SHAPE", "2,3").replace("BOUNDED", "2,<=3").replace("DIM", "1")
     p, n = np.array([[1, 2, 3], [4, 5, 6]], np.int32), np.asarray(np.int32(2))
     got = _judge(text, [p, n], np.array([[1, 2, 4], [5, 0, -1]], np.int32))
-    assert got["verdict"] == "match" and got["accepted"] == conformance.ACCEPTED_PADDED, got
+    assert got["verdict"] == "match" and got["accepted"] == conformance_judge.ACCEPTED_PADDED, got
     assert _judge(text, [p, n], np.array([[1, 2, 4], [6, 0, -1]], np.int32))["verdict"] == "mismatch"
     # the region [0:2, 0:2] per dimension is not how the buffer comes back
     assert _judge(text, [p, n], np.array([[1, 2, 0], [4, 5, 0]], np.int32))["verdict"] == "mismatch"
@@ -530,8 +537,8 @@ ENTRY e {
 }
 """
     # parameter 2 feeds two sizes: the smaller bound; the data parameter none
-    assert conformance.bounded_sizes(text) == {0: 4, 2: 2}
+    assert conformance_workers.bounded_sizes(text) == {0: 4, 2: 2}
     drawn = np.array(-7, np.int32)
-    assert conformance._within(drawn, 2) == 2 and conformance._within(drawn, 2).dtype == np.int32
+    assert conformance_workers._within(drawn, 2) == 2 and conformance_workers._within(drawn, 2).dtype == np.int32
     for v in range(0, 3):  # draws already inside keep their value
-        assert conformance._within(np.array(v, np.int64), 2) == v
+        assert conformance_workers._within(np.array(v, np.int64), 2) == v
