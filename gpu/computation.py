@@ -19,13 +19,24 @@ counter-based draw per call, ``gpu/rng.py``; the CPU's draws come from its strea
 order: both implementation-defined, both from the written distribution), ops on
 one-element arrays that call or move (map, reduce, reduce-window, sort, gather, scatter,
 pad, top-k with k = 1, get-dimension-size: ``_Emitter.one_element``), tokens (after-all,
-add-dependency), and on a one-device module replica-id, partition-id and the
-synchronous collectives (the one participant's value).
+add-dependency), domain (the operand), on a one-device module replica-id, partition-id and the
+synchronous collectives (the one participant's value), the asynchronous wrappers
+(async-start/update/done of a wrapped op or computation, copy-start/done, and the
+dedicated all-reduce, all-gather and collective-permute pairs on one device:
+``_Emitter.async_op``), and the ops whose one-element value is a scalar formula
+(``_SCALAR_FORMS``, each the CPU's arithmetic: convolution, a product or, where the one
+tap falls in the padding, the padding zero times rhs; cholesky, a square root;
+triangular-solve, ``(1 / a) x b``; fft of length 1; batch-norm-inference and -training;
+scaled-dot with scales of the operands' rank; stochastic-convert; shuffle; scan of
+length 1, one call; select-and-scatter, one scatter call or the init). The CPU's dots sum
+from +0, so a one-term float product of -0 gives +0, here too.
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
 reduce-window then follow its tree order, else its sequential fold). Computations with
 other ops (``FALLBACK_NOTE``: custom-call, the safety net; host transfers, whose queue
 order is the CPU's sequential call order; collectives on several devices, a rendezvous
-per call; the rest rarely met in a scalar computation) and the CPU's own errors
+per call; rng-get-and-update-state, the CPU's global state; rng-bit-generator, whose
+state has several elements; ragged-dot; dynamic-reshape and set-dimension-size, whose
+runtime sizes the CPU's interpreter tracks) and the CPU's own errors
 (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
 (jaxlib 0.10.2) accepts such modules in its verifier but aborts compiling a reduce or
 map whose computation holds rng, a collective, infeed, outfeed, send or a while (its
@@ -81,12 +92,12 @@ __all__ = ["Compiled", "compile_computation", "FALLBACK_NOTE", "LOOP_RUN", "Loop
 
 #: the ``hloref ops`` note of every op that calls a computation: what still runs on the CPU
 FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net), infeed, "
-                 "outfeed, send, recv (read in the CPU's call order), collectives other than "
-                 "the synchronous ones of a one-device module, rng-bit-generator, "
-                 "rng-get-and-update-state, or an op without a one-element form (convolution, "
-                 "fft, cholesky, triangular-solve, batch-norm, scan, select-and-scatter, "
-                 "scaled-dot, ragged-dot, stochastic-convert, shuffle, async ops, domain, "
-                 "dynamic-reshape, set-dimension-size): cpu fallback")
+                 "outfeed, send, recv (their queues are read in the CPU's call order), "
+                 "collectives other than the synchronous ones of a one-device module (a "
+                 "rendezvous per call), rng-get-and-update-state (the CPU's global state), "
+                 "or an op without a one-element device form (rng-bit-generator: its state "
+                 "is several elements; ragged-dot, its group rule; dynamic-reshape and set-dimension-size: "
+                 "runtime dimension sizes): cpu fallback")
 
 
 class LoopRun:
@@ -340,7 +351,7 @@ class _Emitter:
         if op == "get-tuple-element":
             k = int(instr.attrs.get("index"))
             return ops[0][k], op_types[0][k]
-        if op in ("copy", "opt-barrier", "add-dependency"):
+        if op in ("copy", "opt-barrier", "add-dependency", "domain"):
             return ops[0], op_types[0]  # add-dependency: the value, its token dropped
         if op == "after-all":  # a token: no value, only an order the device does not need
             return "0", TOKEN
@@ -367,6 +378,10 @@ class _Emitter:
             return self.one_element(instr, op, ops, op_types)
         if op in _ONE_DEVICE:
             return self.one_device(instr, op, ops, op_types)
+        if op in _ASYNC:
+            return self.async_op(instr, op, ops, op_types)
+        if op in _SCALAR_FORMS:
+            return getattr(self, _SCALAR_FORMS[op])(instr, ops, op_types)
         if op in ("replica-id", "partition-id"):
             et = _scalar_type(instr.shape)
             k = self.device[0] if op == "replica-id" else self.device[1]
@@ -649,6 +664,292 @@ class _Emitter:
             return self.bind("C", _storage_constant(np.zeros(1), op_types[0])), op_types[0]
         return (list(ops), list(op_types)) if len(ops) > 1 else (ops[0], op_types[0])
 
+    def async_op(self, instr, op, ops, op_types):
+        """The CPU's asynchronous pairs: ``async-start`` computes the wrapped op (a
+        sugared ``X-start``) or its called computation at once and gives ``((operands...),
+        result, context zeros...)``; ``async-update`` passes it on, ``async-done`` takes
+        the result; ``copy-start`` gives ``(copy, source[, context])``, ``copy-done`` the
+        copy. The dedicated collective pairs of a one-device module: ``all-reduce-start``
+        gives the value and ``all-reduce-done`` passes it; ``all-gather-start`` gives
+        ``(operand, value)``, ``collective-permute-start`` ``(operand, value, u32 context
+        zeros...)``, and their ``-done`` takes the value."""
+        if op in ("async-update", "all-reduce-done"):
+            return ops[0], op_types[0]
+        if op in ("async-done", "all-gather-done", "collective-permute-done"):
+            return ops[0][1], op_types[0][1]
+        if op == "all-reduce-start":
+            return self.one_device(instr, "all-reduce", ops, op_types)
+        if op == "copy-done":
+            return ops[0][0], op_types[0][0]
+        shape = instr.shape
+        if not isinstance(shape, TupleShape) or len(shape.elements) < 2:
+            raise _Unsupported(f"{op} shape")
+        contexts, ctypes = [], []
+        for s in shape.elements[2:]:
+            et = _scalar_type(s, rank0=False)
+            contexts.append(self.bind("C", _storage_constant(np.zeros(1), et)))
+            ctypes.append(et)
+        if op in ("all-gather-start", "collective-permute-start"):
+            if len(ops) != 1 or (op == "all-gather-start" and ctypes) or \
+                    any(t.name != "u32" for t in ctypes):
+                raise _Unsupported(f"{op} operands")
+            value, vtype = self.one_device(instr, op[:-len("-start")], ops, op_types)
+            return [ops[0], value] + contexts, [op_types[0], vtype] + ctypes
+        if op == "copy-start":
+            if isinstance(op_types[0], list):
+                raise _Unsupported("copy-start of a tuple")
+            return [ops[0], ops[0]] + contexts[:1], [op_types[0], op_types[0]] + ctypes[:1]
+        if instr.async_wrapped_opcode:
+            import dataclasses
+            inner = dataclasses.replace(instr, opcode=instr.async_wrapped_opcode,
+                                        shape=shape.elements[1], async_wrapped_opcode=None)
+            value, vtype = self.instruction(inner, ops, op_types)
+        else:
+            calls = instr.attrs.get("calls")
+            if calls is None:
+                raise _Unsupported("async-start without a computation")
+            value, vtype = self.emit(self.module.computations[str(calls)], ops, op_types)
+        return [list(ops), value] + contexts, [list(op_types), vtype] + ctypes
+
+    def product(self, ops, op_types, et):
+        """The one-term sum of products of two one-element operands by the dot rules
+        (``scalar_dot``); the CPU's sums start at +0, so a float product of -0 gives +0."""
+        cls = type_class(et)
+        if cls in ("sint", "uint") and all(t.is_float for t in op_types):
+            from hloref.types import F32  # integer_result_in_f32: in f32, converted
+            return self.convert_value(self.product(ops, op_types, F32), F32, et)
+        if cls == "complex":
+            fn = self.bind("F", complex_elementwise.BINARY["multiply"])
+            f64 = self.bind("N", np.float64)
+            args = []
+            for x, t in zip(ops, op_types):
+                if type_class(t) in ("f32", "f64", "narrow"):  # exact, imaginary part 0
+                    args += [f"{f64}({self.load(x, t)})", "0.0"]
+                    continue
+                if type_class(t) != "complex":  # integers and pred: converted to et first
+                    x = self.convert_value(x, t, et)
+                args += [f"{f64}({x}.real)", f"{f64}({x}.imag)"]
+            p = self.line(f"{fn}({', '.join(args)})")
+            return self.store_complex(f"({p}[0] + 0.0, {p}[1] + 0.0)", et)
+        if cls in ("f32", "f64", "narrow"):
+            f64 = self.bind("N", np.float64)
+            terms = []
+            for x, t in zip(ops, op_types):
+                if type_class(t) in ("f32", "f64", "narrow"):
+                    terms.append(f"{f64}({self.load(x, t)})")
+                elif type_class(t) == "complex":
+                    raise _Unsupported("complex operands of a real product")
+                else:
+                    terms.append(f"{f64}({self.load(self.convert_value(x, t, et), et)})")
+            return self.line(self.store(f"{terms[0]} * {terms[1]} + 0.0", et))
+        if cls in ("sint", "uint", "pred"):
+            if any(type_class(t) == "complex" for t in op_types):
+                raise _Unsupported("complex operands of a real product")
+            conv = [self.convert_value(x, t, et) for x, t in zip(ops, op_types)]
+            fn = self.bind("F", element_fn("multiply", et))
+            return self.line(self.store(f"{fn}({self.load(conv[0], et)}, "
+                                        f"{self.load(conv[1], et)})", et))
+        raise _Unsupported(f"product to {et.name}")
+
+    def convolution(self, instr, ops, op_types):
+        """A convolution of one-element operands (one window tap, one output): the
+        product ``lhs x rhs`` by the dot rules when the tap lands on the element (every
+        spatial dimension's low padding 0: the element sits at base-dilated position
+        ``low``), else the padding zero times rhs (the CPU multiplies the padded input:
+        0 x inf is NaN, 0 x -1 is -0)."""
+        et = _scalar_type(instr.shape, rank0=False)
+        if len(ops) != 2 or any(isinstance(t, list) for t in op_types):
+            raise _Unsupported("convolution operands")
+        window = instr.attrs.get("window")
+        dims = list(window.dims) if window is not None and hasattr(window, "dims") else []
+        lhs = ops[0]
+        if any(int(getattr(d, "padding_low", 0)) != 0 for d in dims):
+            lhs = self.bind("C", _storage_constant(np.zeros(1), op_types[0]))
+        return self.product([lhs, ops[1]], op_types, et), et
+
+    def real_operand(self, x, t):
+        """Storage value ``x`` of a real float type as an f64 expression (exact)."""
+        if type_class(t) not in ("f32", "f64", "narrow"):
+            raise _Unsupported(f"{t.name} operand")
+        return f"{self.bind('N', np.float64)}({self.load(x, t)})"
+
+    def f64_fn(self, name):
+        from hloref.types import F64
+        return self.bind("F", element_fn(name, F64))
+
+    def cholesky(self, instr, ops, op_types):
+        """1x1: ``sqrt(a)`` (lower and upper alike; NaN for a negative a), computed in
+        f64 and rounded once; complex: the root of the real part, imaginary part 0."""
+        et = _scalar_type(instr.shape, rank0=False)
+        (a,), (t,) = ops, op_types
+        if t != et:
+            raise _Unsupported("cholesky changing the type")
+        sqrt = self.f64_fn("sqrt")
+        if type_class(et) == "complex":
+            root = self.line(f"{sqrt}({self.bind('N', np.float64)}({a}.real))")
+            return self.store_complex(f"({root}, 0.0)", et), et
+        return self.line(self.store(f"{sqrt}({self.real_operand(a, t)})", et)), et
+
+    def triangular_solve(self, instr, ops, op_types):
+        """1x1: the CPU's ``0 + (1 / a) x b`` in f64 (it multiplies b by the triangle's
+        inverse, a sum from +0), ``0 + 1 x b`` with ``unit_diagonal``; left_side and transpose_a do not
+        change a 1x1 triangle. Real types only."""
+        et = _scalar_type(instr.shape, rank0=False)
+        (a, b), (ta, tb) = ops, op_types
+        if ta != et or tb != et or type_class(et) not in ("f32", "f64", "narrow"):
+            raise _Unsupported("triangular-solve types")
+        unit = str(instr.attrs.get("unit_diagonal", "false")).lower() in ("true", "1")
+        div, mul = self.f64_fn("divide"), self.f64_fn("multiply")
+        f64 = self.bind("N", np.float64)
+        diag = f"{f64}(1.0)" if unit else self.real_operand(a, ta)
+        inv = self.line(f"{div}({f64}(1.0), {diag})")
+        x = self.line(f"{mul}({inv}, {self.real_operand(b, tb)}) + 0.0")  # a sum from +0
+        return self.line(self.store(x, et)), et
+
+    def fft(self, instr, ops, op_types):
+        """Length 1 in every transformed dimension: FFT and IFFT give the element; RFFT
+        the real element with imaginary part 0; IRFFT the real part."""
+        et = _scalar_type(instr.shape, rank0=False)
+        (x,), (t,) = ops, op_types
+        if any(int(v) != 1 for v in instr.attrs.get("fft_length")):
+            raise _Unsupported("fft length")
+        kind = str(instr.attrs.get("fft_type")).upper()
+        if kind in ("FFT", "IFFT") and t == et and type_class(t) == "complex":
+            return x, et
+        if kind == "RFFT" and type_class(et) == "complex":
+            return self.store_complex(f"({self.real_operand(x, t)}, 0.0)", et), et
+        if kind == "IRFFT" and type_class(t) == "complex" and type_class(et) != "complex":
+            return self.line(self.store(f"{self.bind('N', np.float64)}({x}.real)", et)), et
+        raise _Unsupported(f"fft {kind}")
+
+    def epsilon(self, instr, et):
+        from hloref.evaluator.linalg import xla_epsilon
+        return repr(float(xla_epsilon(instr.attrs.get("epsilon"), et)))
+
+    def batch_norm_inference(self, instr, ops, op_types):
+        """One element: ``(x - mean) x (1 / sqrt(variance + epsilon) x scale) + offset``
+        in f64, rounded once (the CPU's order of operations)."""
+        et = _scalar_type(instr.shape, rank0=False)
+        if len(ops) != 5 or any(t != et for t in op_types):
+            raise _Unsupported("batch-norm-inference types")
+        x, scale, offset, mean, var = (self.real_operand(o, t) for o, t in zip(ops, op_types))
+        div, sqrt = self.f64_fn("divide"), self.f64_fn("sqrt")
+        inv = self.line(f"{div}(1.0, {sqrt}({var} + {self.epsilon(instr, et)}))")
+        y = self.line(f"({x} - {mean}) * ({inv} * {scale}) + {offset}")
+        return self.line(self.store(y, et)), et
+
+    def batch_norm_training(self, instr, ops, op_types):
+        """One element: mean ``0 + x`` (a sum from +0), centred ``x - mean``, variance ``centred^2``, output
+        ``centred x (1 / sqrt(var + epsilon) x scale) + offset`` in f64, each rounded once:
+        ``(output, mean, variance)``."""
+        shape = instr.shape
+        if not isinstance(shape, TupleShape) or len(shape.elements) != 3:
+            raise _Unsupported("batch-norm-training shape")
+        et = _scalar_type(shape.elements[0], rank0=False)
+        if len(ops) != 3 or any(t != et for t in op_types):
+            raise _Unsupported("batch-norm-training types")
+        x, scale, offset = (self.real_operand(o, t) for o, t in zip(ops, op_types))
+        div, sqrt = self.f64_fn("divide"), self.f64_fn("sqrt")
+        mean = self.line(f"{x} + 0.0")  # a mean is a sum from +0: -0 gives +0
+        centred = self.line(f"{x} - {mean}")
+        var = self.line(f"{centred} * {centred}")
+        inv = self.line(f"{div}(1.0, {sqrt}({var} + {self.epsilon(instr, et)}))")
+        y = self.line(f"{centred} * ({inv} * {scale}) + {offset}")
+        out = [self.line(self.store(v, et)) for v in (y, mean, var)]
+        return out, [et, et, et]
+
+    def shuffle(self, instr, ops, op_types):
+        """One element: rotate and permute (whose coordinates clamp) give the element."""
+        et = _scalar_type(instr.shape, rank0=False)
+        if len(ops) != 1 or op_types[0] != et or str(instr.attrs.get("mode")) not in (
+                "rotate", "permute"):
+            raise _Unsupported("shuffle")
+        return ops[0], et
+
+    def scan(self, instr, ops, op_types):
+        """Along a dimension of length 1: one call ``to_apply(inputs..., carries...)``,
+        whose results are the outputs (stacked: one element) and the final carries."""
+        nc = int(instr.attrs.get("num_carries") or 0)
+        if len(ops) - nc < 1 or nc < 0 or any(isinstance(t, list) for t in op_types):
+            raise _Unsupported("scan operands")
+        (callee,) = instr.called_computation_names()
+        value, vtype = self.emit(self.module.computations[str(callee)], ops, op_types)
+        want = _value_type(instr.shape, rank0=False)
+        if isinstance(want, list) != isinstance(vtype, list) or (
+                _leaves(want) != _leaves(vtype)):
+            raise _Unsupported("scan result types")
+        return value, vtype
+
+    def select_and_scatter(self, instr, ops, op_types):
+        """One operand element and one window: the window holds the element when some
+        position ``k - low`` is 0 (no dilations), and then the result is
+        ``scatter(init, source)`` (a single candidate: ``select``'s answers are never
+        used; a ``select`` holding a loop or a draw stays the CPU's), else ``init``."""
+        et = _scalar_type(instr.shape, rank0=False)
+        if len(ops) != 3 or any(isinstance(t, list) for t in op_types) or op_types[0] != et:
+            raise _Unsupported("select-and-scatter operands")
+        window = instr.attrs.get("window")
+        dims = list(window.dims) if window is not None and hasattr(window, "dims") else []
+        if any(int(getattr(d, "base_dilation", 1) or 1) != 1 or
+               int(getattr(d, "window_dilation", 1) or 1) != 1 for d in dims):
+            raise _Unsupported("select-and-scatter with dilations")
+        select = self.module.computations[str(instr.attrs.get("select"))]
+        probe = _Emitter(self.module, self.limit, self.name + "/select", self.device)
+        probe.emit(select, ["a", "b"], [et, et])
+        if probe.loops or probe.rng_sites:
+            raise _Unsupported("select-and-scatter select with a loop or a draw")
+        _, source, init = ops
+        if not _window_covers_element(window, instr.operands[0].shape.rank):
+            if op_types[2] != et:
+                raise _Unsupported("select-and-scatter init type")
+            return init, et
+        scatter = self.module.computations[str(instr.attrs.get("scatter"))]
+        value, vtype = self.emit(scatter, [init, source], [op_types[2], op_types[1]])
+        if vtype != et:
+            raise _Unsupported("select-and-scatter scatter type")
+        return value, vtype
+
+    def scaled_dot(self, instr, ops, op_types):
+        """One-element float operands and scales: ``(lhs x lhs_scale) x (rhs x rhs_scale)``
+        in f64 (each scaled operand rounded to f64), a sum from +0, rounded once (an integer
+        result: to f32, then converted); scales of the operands' rank only."""
+        from hloref.types import F32
+        et = _scalar_type(instr.shape, rank0=False)
+        if len(ops) != 4 or any(isinstance(t, list) or type_class(t) not in
+                                ("f32", "f64", "narrow") for t in op_types):
+            raise _Unsupported("scaled-dot operands")
+        if type_class(et) not in ("f32", "f64", "narrow", "sint", "uint"):
+            raise _Unsupported(f"scaled-dot to {et.name}")
+        lhs, rhs, ls, rs = (self.real_operand(o, t) for o, t in zip(ops, op_types))
+        if any(instr.operands[k].shape.rank != instr.operands[k - 2].shape.rank
+               for k in (2, 3)):
+            raise _Unsupported("scaled-dot with a scalar scale")
+        a = self.line(f"{lhs} * {ls}")
+        b = self.line(f"{rhs} * {rs}")
+        wide = self.line(f"{a} * {b} + 0.0")
+        if type_class(et) in ("sint", "uint"):
+            return self.convert_value(self.line(self.store(wide, F32)), F32, et), et
+        return self.line(self.store(wide, et)), et
+
+    def stochastic_convert(self, instr, ops, op_types):
+        """The CPU's rule (``forms.stochastic_round``) on the operand's exact value and its
+        random bits, wrapped to the signed result type."""
+        from hloref.evaluator.bitwise_convert import check_stochastic_convert, stochastic_limits
+        from .computation_forms import stochastic_round
+        et = _scalar_type(instr.shape, rank0=False)
+        if len(ops) != 2 or any(isinstance(t, list) for t in op_types):
+            raise _Unsupported("stochastic-convert operands")
+        src, rt = op_types
+        if type_class(src) not in ("f32", "f64", "narrow"):
+            raise _Unsupported(f"stochastic-convert of {src.name}")
+        check_stochastic_convert(src, rt, et)  # HloEvalError: the CPU's error
+        lo, hi, f_lo, f_hi = stochastic_limits(src, et)
+        fn = self.bind("F", stochastic_round)
+        consts = [self.bind("C", c) for c in (np.float64(2.0 ** src.bits), np.float64(f_lo),
+                                               np.float64(f_hi), np.int64(lo), np.int64(hi))]
+        args = ", ".join([self.real_operand(ops[0], src), self.load(ops[1], rt)] + consts)
+        return self.line(self.store(f"{fn}({args})", et)), et
+
     def rng(self, instr, ops, op_types, et):
         """A draw of ``rng`` (``gpu/rng.py``: a Philox counter per draw, from the thread,
         its draw count and the instruction's site number), by the CPU's rules for the
@@ -695,44 +996,14 @@ class _Emitter:
         """A dot of one-element operands: their product under the CPU's dot rules
         (``dot_operand``): float results multiply float operands exactly in f64 (other
         operands converted to the result type first) and round once; integer results
-        convert the operands and wrap; pred results AND the operands' truth; complex
+        convert the operands and wrap (float operands: the product in f32, converted,
+        ``integer_result_in_f32``); pred results AND the operands' truth; complex
         results multiply in c128 parts."""
         if instr.attrs.get("algorithm") is not None:
             raise _Unsupported("dot with an algorithm")
         if len(ops) != 2:
             raise _Unsupported("dot with sparsity metadata")
-        cls = type_class(et)
-        if cls == "complex":
-            fn = self.bind("F", complex_elementwise.BINARY["multiply"])
-            f64 = self.bind("N", np.float64)
-            args = []
-            for x, t in zip(ops, op_types):
-                if type_class(t) in ("f32", "f64", "narrow"):  # exact, imaginary part 0
-                    args += [f"{f64}({self.load(x, t)})", "0.0"]
-                    continue
-                if type_class(t) != "complex":  # integers and pred: converted to et first
-                    x = self.convert_value(x, t, et)
-                args += [f"{f64}({x}.real)", f"{f64}({x}.imag)"]
-            return self.store_complex(f"{fn}({', '.join(args)})", et)
-        if cls in ("f32", "f64", "narrow"):
-            f64 = self.bind("N", np.float64)
-            terms = []
-            for x, t in zip(ops, op_types):
-                if type_class(t) in ("f32", "f64", "narrow"):
-                    terms.append(f"{f64}({self.load(x, t)})")
-                elif type_class(t) == "complex":
-                    raise _Unsupported("complex operands of a real dot")
-                else:
-                    terms.append(f"{f64}({self.load(self.convert_value(x, t, et), et)})")
-            return self.line(self.store(f"{terms[0]} * {terms[1]}", et))
-        if cls in ("sint", "uint", "pred"):
-            if any(type_class(t) == "complex" for t in op_types):
-                raise _Unsupported("complex operands of a real dot")
-            conv = [self.convert_value(x, t, et) for x, t in zip(ops, op_types)]
-            fn = self.bind("F", element_fn("multiply", et))
-            return self.line(self.store(f"{fn}({self.load(conv[0], et)}, "
-                                        f"{self.load(conv[1], et)})", et))
-        raise _Unsupported(f"dot to {et.name}")
+        return self.product(ops, op_types, et)
 
     def bitcast_convert(self, x, src, et):
         """The bit pattern of ``x`` as ``et`` (one element: same width only)."""
@@ -807,6 +1078,19 @@ class _Emitter:
 #: collectives that one device alone computes in a computation (``_Emitter.one_device``)
 _ONE_DEVICE = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                "collective-broadcast")
+
+#: asynchronous wrappers (``_Emitter.async_op``)
+_ASYNC = ("async-start", "async-update", "async-done", "copy-start", "copy-done",
+          "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
+          "collective-permute-start", "collective-permute-done")
+
+#: ops whose one-element value is a scalar formula (``_Emitter`` method names)
+_SCALAR_FORMS = {"convolution": "convolution", "cholesky": "cholesky",
+                 "triangular-solve": "triangular_solve", "fft": "fft",
+                 "batch-norm-inference": "batch_norm_inference",
+                 "batch-norm-training": "batch_norm_training", "shuffle": "shuffle",
+                 "scan": "scan", "select-and-scatter": "select_and_scatter",
+                 "scaled-dot": "scaled_dot", "stochastic-convert": "stochastic_convert"}
 
 #: shape ops that, on one-element arrays, pass an operand's element through (which one)
 _MOVES = {"reshape": 0, "bitcast": 0, "broadcast": 0, "transpose": 0, "slice": 0,

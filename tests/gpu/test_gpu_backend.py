@@ -268,12 +268,12 @@ def test_while_device_state():
 
 
 def test_fallback_counted_and_warned():
-    # a reducer with copy-start (no one-element device form): the op runs on the CPU,
-    # reported
+    # a reducer with a custom-call (the safety net: no device form): the op runs on the
+    # CPU, reported
     a = (RNG.standard_normal(6) + 1j * RNG.standard_normal(6)).astype(np.complex64)
     add = ("mx {\n  x = c64[] parameter(0)\n  y = c64[] parameter(1)\n"
            "  i = u32[] replica-id()\n  f = c64[] convert(i)\n  c = c64[] add(x, f)\n"
-           "  cs = (c64[], c64[], u32[]) copy-start(c)\n  e = c64[] copy-done(cs)\n"
+           "  e = c64[] custom-call(c), custom_call_target=\"Sharding\"\n"
            "  d = c64[] multiply(e, y)\n  ROOT s = c64[] add(d, y)\n}\n")
     text = module(["c64[6]", "c64[]"], "reduce(p0, p1), dimensions={0}, to_apply=mx", "c64[]",
                   extra=add)
@@ -287,7 +287,7 @@ def test_fallback_counted_and_warned():
 
 
 def test_fallback_reducer_runs_on_cpu():
-    # a reducer with an op without a one-element device form (copy-start): the reduce
+    # a reducer with an op without a device form (a custom-call, the safety net): the reduce
     # falls back, its reducer runs on the CPU
     red = """
 red {
@@ -297,8 +297,7 @@ red {
   i = u32[] partition-id()
   w = s32[] convert(i)
   v = s32[] add(s, w)
-  cs = (s32[], s32[], u32[]) copy-start(v)
-  c = s32[] copy-done(cs)
+  c = s32[] custom-call(v), custom_call_target="Sharding"
   ROOT m = s32[] add(c, c)
 }
 """

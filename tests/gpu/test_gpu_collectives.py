@@ -158,11 +158,11 @@ ENTRY e {
 
 
 def test_fallback_collective_rendezvous_on_two_devices():
-    """A reducer the device compiler does not take (copy-start has no one-element
-    device form): the all-reduce's CPU op runs per device (counted) and meets the
+    """A reducer the device compiler does not take (a custom-call, the safety
+    net, has no device form): the all-reduce's CPU op runs per device (counted) and meets the
     other device through the same rendezvous."""
     text = """HloModule m, replica_count=2
-red { a = s32[] parameter(0)  b = s32[] parameter(1)  s = s32[] add(a, b)  i = u32[] partition-id()  z = s32[] convert(i)  w = s32[] add(s, z)  cs = (s32[], s32[], u32[]) copy-start(w)  c = s32[] copy-done(cs)  ROOT m = s32[] add(c, c) }
+red { a = s32[] parameter(0)  b = s32[] parameter(1)  s = s32[] add(a, b)  i = u32[] partition-id()  z = s32[] convert(i)  w = s32[] add(s, z)  t = (s32[], s32[]) custom-call(w, w), custom_call_target="Sharding"  c = s32[] get-tuple-element(t), index=0  ROOT m = s32[] add(c, c) }
 ENTRY e {
   x = s32[3] parameter(0)
   ROOT r = s32[3] all-reduce(x), replica_groups={}, to_apply=red
