@@ -27,7 +27,7 @@ dedicated all-reduce, all-gather and collective-permute pairs on one device:
 (``_SCALAR_FORMS``, each the CPU's arithmetic: convolution, a product or, where the one
 tap falls in the padding, the padding zero times rhs; cholesky, a square root;
 triangular-solve, ``(1 / a) x b``; fft of length 1; batch-norm-inference and -training;
-scaled-dot with scales of the operands' rank; stochastic-convert; shuffle; scan of
+scaled-dot with scales of the operands' rank; ragged-dot; stochastic-convert; shuffle; scan of
 length 1, one call; select-and-scatter, one scatter call or the init). The CPU's dots sum
 from +0, so a one-term float product of -0 gives +0, here too.
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
@@ -35,7 +35,7 @@ reduce-window then follow its tree order, else its sequential fold). Computation
 other ops (``FALLBACK_NOTE``: custom-call, the safety net; host transfers, whose queue
 order is the CPU's sequential call order; collectives on several devices, a rendezvous
 per call; rng-get-and-update-state, the CPU's global state; rng-bit-generator, whose
-state has several elements; ragged-dot; dynamic-reshape and set-dimension-size, whose
+state has several elements; dynamic-reshape and set-dimension-size, whose
 runtime sizes the CPU's interpreter tracks) and the CPU's own errors
 (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
 (jaxlib 0.10.2) accepts such modules in its verifier but aborts compiling a reduce or
@@ -96,7 +96,7 @@ FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net),
                  "collectives other than the synchronous ones of a one-device module (a "
                  "rendezvous per call), rng-get-and-update-state (the CPU's global state), "
                  "or an op without a one-element device form (rng-bit-generator: its state "
-                 "is several elements; ragged-dot, its group rule; dynamic-reshape and set-dimension-size: "
+                 "is several elements; dynamic-reshape and set-dimension-size: "
                  "runtime dimension sizes): cpu fallback")
 
 
@@ -931,6 +931,27 @@ class _Emitter:
             return self.convert_value(self.line(self.store(wide, F32)), F32, et), et
         return self.line(self.store(wide, et)), et
 
+    def ragged_dot(self, instr, ops, op_types):
+        """One group, one element: the lhs element is in group 0 when the group size is
+        at least 1 (its rows start at 0); the product by the dot rules of the lhs (or,
+        outside the group, a zero of its type) and rhs; a ragged batch dimension only
+        partitions the batch, so the product whatever the size."""
+        et = _scalar_type(instr.shape, rank0=False)
+        if len(ops) != 3 or any(isinstance(t, list) for t in op_types):
+            raise _Unsupported("ragged-dot operands")
+        if instr.attrs.get("algorithm") is not None:
+            raise _Unsupported("ragged-dot with an algorithm")
+        lhs, rhs, sizes = ops
+        st = op_types[2]
+        if not st.is_integer:
+            raise _Unsupported("ragged-dot group sizes")
+        (ragged,) = tuple(int(d) for d in instr.attrs.get("lhs_ragged_dims"))
+        batch = [int(d) for d in (instr.attrs.get("lhs_batch_dims") or ())]
+        if ragged not in batch:
+            zero = self.bind("C", _storage_constant(np.zeros(1), op_types[0]))
+            lhs = self.line(f"({lhs} if {self.load(sizes, st)} >= 1 else {zero})")
+        return self.product([lhs, rhs], op_types[:2], et), et
+
     def stochastic_convert(self, instr, ops, op_types):
         """The CPU's rule (``forms.stochastic_round``) on the operand's exact value and its
         random bits, wrapped to the signed result type."""
@@ -1090,7 +1111,8 @@ _SCALAR_FORMS = {"convolution": "convolution", "cholesky": "cholesky",
                  "batch-norm-inference": "batch_norm_inference",
                  "batch-norm-training": "batch_norm_training", "shuffle": "shuffle",
                  "scan": "scan", "select-and-scatter": "select_and_scatter",
-                 "scaled-dot": "scaled_dot", "stochastic-convert": "stochastic_convert"}
+                 "scaled-dot": "scaled_dot", "stochastic-convert": "stochastic_convert",
+                 "ragged-dot": "ragged_dot"}
 
 #: shape ops that, on one-element arrays, pass an operand's element through (which one)
 _MOVES = {"reshape": 0, "bitcast": 0, "broadcast": 0, "transpose": 0, "slice": 0,

@@ -329,3 +329,41 @@ def test_scaled_dot_of_one_element(out):
     assert bits_equal(got, want)
     scalar = body.replace("ls = f32[1,1] constant({{3}})", "ls = f32[] constant(3)")
     check(map_module("f32", scalar, out, n=8), x, xla=False, fallbacks=1)
+
+
+@pytest.mark.parametrize("mode", ["rows", "contracting", "batch"])
+def test_ragged_dot_of_one_element(mode):
+    """One group of rows starting at 0: the element is in it when the group size is at
+    least 1, giving ``x x (-2) + 0``, else the zero times -2 (+0 after the sum); a ragged
+    batch dimension only partitions the batch: the product whatever the size."""
+    attrs, ls, rs, o = {
+        "rows": ("lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, "
+                 "rhs_group_dims={0}", "1,1", "1,1,1", "1,1"),
+        "contracting": ("lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+                        "lhs_ragged_dims={1}", "1,1", "1,1", "1,1,1"),
+        "batch": ("lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                  "rhs_contracting_dims={1}, lhs_ragged_dims={0}", "1,1,1", "1,1,1", "1,1,1"),
+    }[mode]
+    x = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.5, np.inf, np.nan, 3.0, 1.5], np.float32)
+    g = np.array([1, 0, 2, -1, 1, 1, 0, 1, 5, 0], np.int32)
+    text = f"""HloModule m
+body {{
+  x = f32[] parameter(0)
+  g = s32[] parameter(1)
+  a = f32[{ls}] reshape(x)
+  k = f32[] constant(-2)
+  b = f32[{rs}] broadcast(k), dimensions={{}}
+  gs = s32[1] reshape(g)
+  d = f32[{o}] ragged-dot(a, b, gs), {attrs}
+  ROOT y = f32[] reshape(d)
+}}
+ENTRY e {{
+  p = f32[10] parameter(0)
+  q = s32[10] parameter(1)
+  ROOT m = f32[10] map(p, q), dimensions={{0}}, to_apply=body
+}}
+"""
+    got = check(text, x, g, xla=False)
+    inside = (g >= 1) | (mode == "batch")
+    want = (np.where(inside, f64(x), 0.0) * -2.0 + 0.0).astype(np.float32)
+    assert bits_equal(got, want)
