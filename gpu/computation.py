@@ -26,7 +26,8 @@ dedicated all-reduce, all-gather and collective-permute pairs on one device:
 ``_Emitter.async_op``), and the ops whose one-element value is a scalar formula
 (``_SCALAR_FORMS``, each the CPU's arithmetic: convolution, a product or, where the one
 tap falls in the padding, the padding zero times rhs; cholesky, a square root;
-triangular-solve, ``(1 / a) x b``; fft of length 1; batch-norm-inference and -training;
+triangular-solve, ``(1 / a) x b``; fft of length 1; batch-norm-inference, -training and
+-grad;
 scaled-dot with scales of the operands' rank; ragged-dot; stochastic-convert; shuffle; scan of
 length 1, one call; select-and-scatter, one scatter call or the init). The CPU's dots sum
 from +0, so a one-term float product of -0 gives +0, here too.
@@ -931,6 +932,30 @@ class _Emitter:
             return self.convert_value(self.line(self.store(wide, F32)), F32, et), et
         return self.line(self.store(wide, et)), et
 
+    def batch_norm_grad(self, instr, ops, op_types):
+        """One element (n = 1), the CPU's f64 arithmetic: ``ve = variance + epsilon``,
+        ``inv = 1 / sqrt(ve)``, ``c = x - mean``, sums from +0 ``sdy = dy + 0``, ``sdc =
+        dy x c + 0``; results ``(scale x inv) x (dy - sdy - c x (sdc / ve))``, ``sdc x
+        inv``, ``sdy``, each rounded once."""
+        shape = instr.shape
+        if not isinstance(shape, TupleShape) or len(shape.elements) != 3:
+            raise _Unsupported("batch-norm-grad shape")
+        et = _scalar_type(shape.elements[0], rank0=False)
+        if len(ops) != 5 or any(t != et for t in op_types):
+            raise _Unsupported("batch-norm-grad types")
+        x, scale, mean, var, dy = (self.real_operand(o, t) for o, t in zip(ops, op_types))
+        div, sqrt = self.f64_fn("divide"), self.f64_fn("sqrt")
+        ve = self.line(f"{var} + {self.epsilon(instr, et)}")
+        inv = self.line(f"{div}(1.0, {sqrt}({ve}))")
+        c = self.line(f"{x} - {mean}")
+        dyv = self.line(dy)
+        sdy = self.line(f"{dyv} + 0.0")
+        sdc = self.line(f"{dyv} * {c} + 0.0")
+        k = self.line(f"{div}({scale} * {inv}, 1.0)")
+        g = self.line(f"{k} * ({dyv} - {sdy} - {c} * {div}({sdc}, {ve}))")
+        out = [self.line(self.store(v, et)) for v in (g, f"{sdc} * {inv}", sdy)]
+        return out, [et, et, et]
+
     def ragged_dot(self, instr, ops, op_types):
         """One group, one element: the lhs element is in group 0 when the group size is
         at least 1 (its rows start at 0); the product by the dot rules of the lhs (or,
@@ -1112,7 +1137,7 @@ _SCALAR_FORMS = {"convolution": "convolution", "cholesky": "cholesky",
                  "batch-norm-training": "batch_norm_training", "shuffle": "shuffle",
                  "scan": "scan", "select-and-scatter": "select_and_scatter",
                  "scaled-dot": "scaled_dot", "stochastic-convert": "stochastic_convert",
-                 "ragged-dot": "ragged_dot"}
+                 "ragged-dot": "ragged_dot", "batch-norm-grad": "batch_norm_grad"}
 
 #: shape ops that, on one-element arrays, pass an operand's element through (which one)
 _MOVES = {"reshape": 0, "bitcast": 0, "broadcast": 0, "transpose": 0, "slice": 0,

@@ -367,3 +367,41 @@ ENTRY e {{
     inside = (g >= 1) | (mode == "batch")
     want = (np.where(inside, f64(x), 0.0) * -2.0 + 0.0).astype(np.float32)
     assert bits_equal(got, want)
+
+
+def test_batch_norm_grad_of_one_element():
+    """n = 1, variance x, mean 0.1f, scale 1.5, epsilon 0.5, grad_output ``dy``: with
+    ``ve = x + 0.5``, ``c = x - 0.1f``, ``sdy = dy + 0`` and ``sdc = dy x c + 0`` (sums
+    from +0), the results are ``(1.5 / sqrt(ve)) x (dy - sdy - c x sdc / ve)``,
+    ``sdc / sqrt(ve)``, ``sdy``; dy = -0 gives a grad_offset of +0."""
+    x = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.5, np.inf, np.nan, 3.0, 1.5, 7.0, 1e-30],
+                 np.float32)
+    for dy in ["r", "d"]:
+        xv = f64(x)
+        dyv = xv if dy == "r" else np.full(len(x), -0.0)
+        with np.errstate(all="ignore"):
+            ve = xv + 0.5
+            inv = 1.0 / np.sqrt(ve)
+            c = xv - f64(np.float32(0.1))
+            sdy, sdc = dyv + 0.0, dyv * c + 0.0
+            wants = [(1.5 * inv) * (dyv - sdy - c * (sdc / ve)), sdc * inv, sdy]
+        for k, want in enumerate(wants):
+            text = f"""HloModule m
+body {{
+  x = f32[] parameter(0)
+  r = f32[1,1] reshape(x)
+  s = f32[1] constant({{1.5}})
+  m = f32[1] constant({{0.1}})
+  v = f32[1] reshape(x)
+  d = f32[1,1] constant({{{{-0.0}}}})
+  b = (f32[1,1], f32[1], f32[1]) batch-norm-grad(r, s, m, v, {dy}), epsilon=0.5, feature_index=1
+  g = f32[{'1,1' if k == 0 else '1'}] get-tuple-element(b), index={k}
+  ROOT y = f32[] reshape(g)
+}}
+ENTRY e {{
+  p = f32[12] parameter(0)
+  ROOT q = f32[12] map(p), dimensions={{0}}, to_apply=body
+}}
+"""
+            got = check(text, x, xla=False)
+            assert bits_equal(got, want.astype(np.float32)), (dy, k)
