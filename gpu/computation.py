@@ -27,9 +27,8 @@ dedicated all-reduce, all-gather and collective-permute pairs on one device:
 (``_SCALAR_FORMS``, each the CPU's arithmetic: convolution, a product or, where the one
 tap falls in the padding, the padding zero times rhs; cholesky, a square root;
 triangular-solve, ``(1 / a) x b``; fft of length 1; batch-norm-inference, -training and
--grad;
-scaled-dot with scales of the operands' rank; ragged-dot; stochastic-convert; shuffle; scan of
-length 1, one call; select-and-scatter, one scatter call or the init). The CPU's dots sum
+-grad; scaled-dot with scales of the operands' rank; ragged-dot; stochastic-convert;
+shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the init). The CPU's dots sum
 from +0, so a one-term float product of -0 gives +0, here too.
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
 reduce-window then follow its tree order, else its sequential fold). Computations with
@@ -37,8 +36,10 @@ other ops (``FALLBACK_NOTE``: custom-call, the safety net; host transfers, whose
 order is the CPU's sequential call order; collectives on several devices, a rendezvous
 per call; rng-get-and-update-state, the CPU's global state; rng-bit-generator, whose
 state has several elements; dynamic-reshape and set-dimension-size, whose
-runtime sizes the CPU's interpreter tracks) and the CPU's own errors
-(``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
+runtime sizes the CPU's interpreter tracks; complex triangular-solve, whose c128
+division the device's complex divide does not match bit for bit; scaled-dot with a
+scalar scale; a select-and-scatter whose select holds a loop or a draw) and the CPU's
+own errors (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
 (jaxlib 0.10.2) accepts such modules in its verifier but aborts compiling a reduce or
 map whose computation holds rng, a collective, infeed, outfeed, send or a while (its
 loop-fusion emitter cannot index them), so no XLA backend gives their values.
@@ -98,7 +99,9 @@ FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net),
                  "rendezvous per call), rng-get-and-update-state (the CPU's global state), "
                  "or an op without a one-element device form (rng-bit-generator: its state "
                  "is several elements; dynamic-reshape and set-dimension-size: "
-                 "runtime dimension sizes): cpu fallback")
+                 "runtime dimension sizes; complex triangular-solve; scaled-dot with a "
+                 "scalar scale; a select-and-scatter whose select loops or draws): "
+                 "cpu fallback")
 
 
 class LoopRun:
