@@ -28,8 +28,8 @@ dedicated all-reduce, all-gather and collective-permute pairs on one device:
 tap falls in the padding, the padding zero times rhs; cholesky, a square root;
 triangular-solve, ``(1 / a) x b``; fft of length 1; batch-norm-inference, -training and
 -grad; scaled-dot with scales of the operands' rank; ragged-dot; stochastic-convert;
-shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the init). The CPU's dots sum
-from +0, so a one-term float product of -0 gives +0, here too.
+shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the init).
+The CPU's dots sum from +0, so a one-term float product of -0 gives +0, here too.
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
 reduce-window then follow its tree order, else its sequential fold). Computations with
 other ops (``FALLBACK_NOTE``: custom-call, the safety net; host transfers, whose queue
@@ -796,8 +796,8 @@ class _Emitter:
 
     def triangular_solve(self, instr, ops, op_types):
         """1x1: the CPU's ``0 + (1 / a) x b`` in f64 (it multiplies b by the triangle's
-        inverse, a sum from +0), ``0 + 1 x b`` with ``unit_diagonal``; left_side and transpose_a do not
-        change a 1x1 triangle. Real types only."""
+        inverse, a sum from +0), ``0 + 1 x b`` with ``unit_diagonal``; left_side and
+        transpose_a do not change a 1x1 triangle. Real types only."""
         et = _scalar_type(instr.shape, rank0=False)
         (a, b), (ta, tb) = ops, op_types
         if ta != et or tb != et or type_class(et) not in ("f32", "f64", "narrow"):
@@ -843,9 +843,9 @@ class _Emitter:
         return self.line(self.store(y, et)), et
 
     def batch_norm_training(self, instr, ops, op_types):
-        """One element: mean ``0 + x`` (a sum from +0), centred ``x - mean``, variance ``centred^2``, output
-        ``centred x (1 / sqrt(var + epsilon) x scale) + offset`` in f64, each rounded once:
-        ``(output, mean, variance)``."""
+        """One element: mean ``0 + x`` (a sum from +0), centred ``x - mean``, variance
+        ``centred^2``, output ``centred x (1 / sqrt(var + epsilon) x scale) + offset`` in
+        f64, each rounded once: ``(output, mean, variance)``."""
         shape = instr.shape
         if not isinstance(shape, TupleShape) or len(shape.elements) != 3:
             raise _Unsupported("batch-norm-training shape")

@@ -262,17 +262,17 @@ def test_stochastic_convert_of_one_element():
     r = np.array([0, 2**30 - 1, 2**30, 0, 2**30, 0, 0, 0, 5, 2**31 - 1, 2**31 + 7, 9],
                  np.uint32)
     want = np.array([3, 3, 2, -3, -2, 127, -128, 0, 0, -1, 126, 3], np.int8)
-    text = f"""HloModule m
-body {{
+    text = """HloModule m
+body {
   x = f32[] parameter(0)
   r = u32[] parameter(1)
   ROOT y = s8[] stochastic-convert(x, r)
-}}
-ENTRY e {{
+}
+ENTRY e {
   p = f32[12] parameter(0)
   q = u32[12] parameter(1)
-  ROOT m = s8[12] map(p, q), dimensions={{0}}, to_apply=body
-}}
+  ROOT m = s8[12] map(p, q), dimensions={0}, to_apply=body
+}
 """
     got = check(text, x, r, xla=False)
     assert (np.asarray(got) == want).all()
