@@ -67,6 +67,10 @@ The function's Python source is generated from the instructions (one line each, 
 dependency order) and compiled with ``cuda.jit(device=True)``; compiled functions are
 cached per computation. :func:`compile_computation` returns None when the computation
 does not qualify (the caller then falls back to the CPU).
+
+(Over 600 lines on purpose: one concept, the compiler of a scalar computation into
+device code; its emitter has a short case per op form, and the forms share its naming,
+type and status-array machinery, so splitting them by op would scatter one code generator.)
 """
 
 from __future__ import annotations
