@@ -275,13 +275,18 @@ def _has_subnormal(value) -> bool:
             continue
         if not (et.is_float or et.is_complex) or leaf.size == 0:
             continue
-        parts = [leaf] if et.is_float else [np.real(leaf), np.imag(leaf)]
         tiny = smallest_normal(et)
-        for p in parts:
-            a = np.abs(p.astype(np.float64))
+        for p in _parts(leaf, et):
+            a = np.abs(p)
             if np.any((a > 0) & (a < tiny)):
                 return True
     return False
+
+
+def _parts(leaf, et) -> list[np.ndarray]:
+    """A float leaf's values in f64, or a complex leaf's real and imaginary parts."""
+    parts = [leaf] if et.is_float else [np.real(leaf), np.imag(leaf)]
+    return [p.astype(np.float64) for p in parts]
 
 
 def _flushed_only(expected, actual) -> bool:
@@ -305,9 +310,7 @@ def _flushed_only(expected, actual) -> bool:
                 return False
             continue
         tiny = smallest_normal(et)
-        parts = [(e, a)] if et.is_float else [(np.real(e), np.real(a)), (np.imag(e), np.imag(a))]
-        for pe, pa in parts:
-            x, y = pe.astype(np.float64), pa.astype(np.float64)
+        for x, y in zip(_parts(e, et), _parts(a, et)):
             differ = ~((x == y) | (np.isnan(x) & np.isnan(y)))
             flushed = (np.abs(x) > 0) & (np.abs(x) < tiny) & (y == 0)
             if np.any(differ & ~flushed):
