@@ -469,3 +469,38 @@ def test_example_tf_dense():
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(2, 8), (8, 4), (4,)])
     r = _example("tf_dense.hlo").run(x, w, b)
     np.testing.assert_allclose(r, _relu(x @ w + b), rtol=1e-5, atol=1e-5)
+
+
+POTRF = """HloModule potrf
+
+ENTRY main {
+  a = f32[3,3]{0,1} parameter(0)
+  ROOT c = (f32[3,3]{0,1}, s32[]) custom-call(a), custom_call_target="lapack_spotrf_ffi", operand_layout_constraints={f32[3,3]{0,1}}, output_to_operand_aliasing={{0}: (0, {})}, api_version=API_VERSION_TYPED_FFI, backend_config={uplo = 76 : ui8}
+}
+"""
+
+
+def test_lapack_custom_call_in_a_fresh_process():
+    """A LAPACK custom call (as jnp.linalg.cholesky lowers) compiled from text in a process
+    that never lowered linear algebra with jax: jaxlib's LAPACK table must be filled by
+    the oracle itself (before the fix the process died with SIGSEGV). Expected: numpy's
+    Cholesky factor in the lower triangle (uplo 'L' = 76), the upper triangle of the input
+    kept, info 0."""
+    import json
+    import subprocess
+    import sys
+    a = np.array([[4.0, 2.0, 0.4], [2.0, 5.0, 1.0], [0.4, 1.0, 3.0]], np.float32)
+    code = ("import json, sys, numpy as np\n"
+            "from hloref.fuzz.oracles import xla\n"
+            "text, a = sys.stdin.read().split('\\x00')\n"
+            "f, info = xla.run_hlo(text, np.array(json.loads(a), np.float32))\n"
+            "print(json.dumps([np.asarray(f).tolist(), int(info)]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], input=POTRF + "\x00" + json.dumps(a.tolist()),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    factor, info = json.loads(proc.stdout.strip().splitlines()[-1])
+    factor = np.array(factor, np.float64)
+    expected = np.linalg.cholesky(a.astype(np.float64))
+    assert info == 0
+    np.testing.assert_allclose(np.tril(factor), expected, rtol=1e-6)
+    np.testing.assert_array_equal(np.triu(factor, 1), np.triu(a, 1))

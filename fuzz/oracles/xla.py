@@ -112,9 +112,23 @@ def _jax():
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise OracleUnsupported(f"the XLA oracle needs jax/jaxlib: {e}") from e
         be = jb.get_backend("cpu")
+        _initialize_lapack()
         _jax_state.update(jax=jax, xc=xc, _jax=_jaxmod, backend=be, device=be.local_devices()[0])
     s = _jax_state
     return s["jax"], s["xc"], s["_jax"], s["backend"], s["device"]
+
+
+def _initialize_lapack() -> None:
+    """Fill jaxlib's table of LAPACK routines (taken from SciPy's) that its
+    ``lapack_*_ffi`` custom-call handlers call. jax does it when it first lowers a linear
+    algebra op (``jax._src.lax.linalg.initialize_lapack``); a module compiled from text
+    never lowers one, and its Cholesky, LU or triangular solve then calls a null
+    pointer: the oracle process dies with SIGSEGV (seen on ``jnp.linalg.cholesky``)."""
+    try:
+        from jaxlib import lapack
+        lapack._lapack.initialize()
+    except Exception:  # noqa: BLE001 - an older or newer jaxlib: its own business
+        pass
 
 
 def available() -> bool:
