@@ -11,7 +11,9 @@ Accumulation (see ``docs/semantics.md``):
   elements, pairing neighbours in row-major order (``r(r(x0, x1), r(x2, x3))``...),
   then once with the init value: ``r(init, tree)``. The reducer runs vectorised
   over all output positions at once when it is made only of elementwise ops on
-  scalars, and per output element otherwise.
+  scalars, and per output element otherwise (a left fold from the init).
+  ``reducer_order="left"`` (not an HLO attribute: the envelope's recomputation, see
+  ``fold_reduce``) folds a vectorisable reducer from the left instead.
 """
 
 from __future__ import annotations
@@ -221,8 +223,28 @@ def sequential_reduce(apply, xs: list[np.ndarray], inits: list[np.ndarray], mask
     return outs
 
 
+def fold_reduce(apply, xs: list[np.ndarray], inits: list[np.ndarray], mask=None):
+    """The left fold over the last axis, vectorised over the kept positions: ``acc =
+    init``, then ``acc = apply(*acc, *values_k)`` for k in order, skipping the positions
+    where ``mask`` is False. Another order the semantics allow (XLA's loop emitters fold
+    a reducer they cannot reassociate this way): the envelope evaluates it beside the
+    tree (``reducer_order="left"``, ``fuzz/perturb.py``)."""
+    n = len(xs)
+    kept_shape = xs[0].shape[:-1]
+    acc = [np.broadcast_to(np.asarray(i), kept_shape).copy() for i in inits]
+    with np.errstate(all="ignore"):
+        for k in range(xs[0].shape[-1]):
+            out = reducer_outputs(apply(*acc, *[x[..., k] for x in xs]), n)
+            out = [np.broadcast_to(o, kept_shape).astype(a.dtype, copy=False)
+                   for o, a in zip(out, acc)]
+            if mask is not None:
+                out = [np.where(mask[..., k], o, a) for o, a in zip(out, acc)]
+            acc = [contiguous(o) for o in out]
+    return acc
+
+
 @op("reduce")
-def reduce(*operands, shape, dimensions, to_apply, ctx):
+def reduce(*operands, shape, dimensions, to_apply, ctx, reducer_order="tree"):
     n = len(operands) // 2
     if len(operands) != 2 * n or n == 0:
         raise HloEvalError(f"reduce takes N inputs and N init values, got {len(operands)} operands")
@@ -237,7 +259,10 @@ def reduce(*operands, shape, dimensions, to_apply, ctx):
                 return contiguous(out.reshape(result_shapes[0].dims))
     moved = [_move_reduced_last(x, dims) for x in inputs]
     vectorized = is_vectorizable(to_apply.computation, ctx.module)
-    outs = (tree_reduce if vectorized else sequential_reduce)(to_apply, moved, inits)
+    if not vectorized:
+        outs = sequential_reduce(to_apply, moved, inits)
+    else:
+        outs = (fold_reduce if reducer_order == "left" else tree_reduce)(to_apply, moved, inits)
     outs = [contiguous(o.reshape(s.dims)).astype(s.element_type.dtype, copy=False)
             for o, s in zip(outs, result_shapes)]
     return outs[0] if n == 1 else tuple(outs)

@@ -36,8 +36,8 @@ from hloref.geometry import dilate_pad_slices, window_positions, window_span
 from hloref.shapes import TupleShape
 
 from .numeric import compute_array, contiguous, element_type_of
-from .reduce import (reducer_outputs, fast_reduce, is_vectorizable, sequential_reduce,
-                     simple_reducer, tree_reduce)
+from .reduce import (fast_reduce, fold_reduce, is_vectorizable, reducer_outputs,
+                     sequential_reduce, simple_reducer, tree_reduce)
 from .registry import op
 
 OP_FAMILY = True
@@ -177,7 +177,7 @@ def _masked_tree(apply, xs, inits, mask):
 
 
 @op("reduce-window")
-def reduce_window(*operands, shape, to_apply, ctx, window=None):
+def reduce_window(*operands, shape, to_apply, ctx, window=None, reducer_order="tree"):
     n = len(operands) // 2
     if len(operands) != 2 * n or n == 0:
         raise HloEvalError(f"reduce-window takes N inputs and N init values, "
@@ -205,7 +205,9 @@ def reduce_window(*operands, shape, to_apply, ctx, window=None):
     mask = _valid_mask(in_shape, wdims)
     if mask is None:
         mask = np.ones(xs[0].shape, bool)
-    if is_vectorizable(to_apply.computation, ctx.module):
+    if is_vectorizable(to_apply.computation, ctx.module) and reducer_order == "left":
+        outs = fold_reduce(to_apply, xs, inits, None if mask.all() else mask)
+    elif is_vectorizable(to_apply.computation, ctx.module):
         outs = _masked_tree(to_apply, xs, inits, mask) if not mask.all() \
             else tree_reduce(to_apply, xs, inits)
     else:

@@ -55,6 +55,7 @@ from hloref.types import ElementType, from_dtype
 from .compare import NARROW_OPCODE_ULPS, OPCODE_ULPS, smallest_normal, ulp_of
 from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
 from .freedoms import EnvelopePolicy, Freedoms
+from .reducers import reorder_free
 
 __all__ = ["Perturber", "Sampled", "sample", "sample_program", "RunHooks",
            "program_computations", "combiner_kinds",
@@ -204,6 +205,12 @@ def combiner_kinds(module: Module, instr: Instruction) -> tuple[str | None, ...]
             all(isinstance(o.shape, ArrayShape) and o.shape.rank == 0 for o in out.operands)
         kinds.append(out.opcode if ok else None)
     return tuple(kinds)
+
+
+#: Reduced elements per result up to which the envelope folds a written reducer from
+#: the left beside hloref's tree (one vectorised application per element: see
+#: ``Perturber._order_budget``); longer reductions get no order budget.
+_MAX_FOLD_TERMS = 4096
 
 
 #: Combiners whose order of application is free and rounds: a sum's terms, a
@@ -610,6 +617,8 @@ class Perturber:
             return None
         if op in EXPANDED_OPS:
             return _expansion_budget(instr, operands, value)
+        if op in ("reduce", "reduce-window") and combiner_kinds(self.module, instr) is None:
+            return self._order_budget(instr, operands, value, recompute)
         if op in ("reduce", "reduce-window", "scatter", "all-reduce", "all-reduce-start",
                   "reduce-scatter", "collective-reduce") and \
                 not _reordered_combiner(self.module, instr):
@@ -650,6 +659,40 @@ class Perturber:
         except Exception:  # noqa: BLE001 - a budget is best effort
             return None
         return self._sum_budget(instr, operands, value, mag, self.module)
+
+    def _order_budget(self, instr, operands, value, recompute):
+        """A written reducer (not one op of its parameters) that is associative and
+        commutative up to rounding (``reducers.reorder_free``: ``logaddexp``, ``hypot``)
+        may be applied in any order, as the semantics allow: the same op folded from the
+        left (``reducer_order="left"``, XLA's loop order) gives the other end; the budget
+        is twice their difference plus sqrt(n)·4 ULPs of the value where they differ
+        anywhere (the roundings of the n applications). ``None`` when both orders agree
+        bit for bit (an exact reducer, e.g. an argmax) or the reducer is not free."""
+        from hloref.evaluator.reduce import is_vectorizable
+        ref = instr.attrs.get("to_apply")
+        comp = self.module.computations.get(str(ref)) if ref is not None else None
+        et = float_type(value)
+        if comp is None or et is None or isinstance(value, tuple) or \
+                not reorder_free(self.module, comp) or \
+                not is_vectorizable(comp, self.module) or \
+                _terms(instr, operands, value, self.module) > _MAX_FOLD_TERMS:
+            return None
+        try:
+            other = np.asarray(recompute(*operands, reducer_order="left"))
+        except Exception:  # noqa: BLE001 - a budget is best effort
+            return None
+        if other.shape != value.shape:
+            return None
+        nominal, alt = _to_f64(value), _to_f64(other)
+        with np.errstate(all="ignore"):
+            gap = np.abs(nominal - alt)
+        gap = np.where(np.isnan(nominal) & np.isnan(alt), 0.0, gap)
+        if not np.any(gap):
+            return None
+        n = _terms(instr, operands, value, self.module)
+        with np.errstate(all="ignore"):
+            budget = 2.0 * gap + 4.0 * math.sqrt(n) * ulp_at(value, et)
+        return np.nan_to_num(budget, nan=np.inf, posinf=np.inf)
 
     @staticmethod
     def _sum_budget(instr, operands, value, mag, module=None):

@@ -519,3 +519,87 @@ ENTRY e { x = bf16[4096] parameter(0)
     bad[5][i] = ml_dtypes.bfloat16(float(bad[5][i]) * 1.1)
     verdict = env.check(tuple(bad))
     assert not verdict.ok and verdict.count == 1
+
+
+LOGADDEXP = """
+{name} {{
+  x = {t}[] parameter(0)
+  y = {t}[] parameter(1)
+  sub = {t}[] subtract(x, y)
+  ne = pred[] compare(sub, sub), direction=NE
+  add = {t}[] add(x, y)
+  mx = {t}[] maximum(x, y)
+  ab = {t}[] abs(sub)
+  ng = {t}[] negate(ab)
+  ex = {t}[] exponential(ng)
+  l1 = {t}[] log-plus-one(ex)
+  a3 = {t}[] add(mx, l1)
+  ROOT s = {t}[] select(ne, add, a3)
+}}
+"""
+
+#: lax.cumlogsumexp as jax lowers it (a reduce-window with a logaddexp reducer, the
+#: window the whole row, padded 63 below) and a logsumexp reduce with the same reducer
+CUMLOGSUMEXP = "HloModule m\n" + LOGADDEXP.format(name="lae", t="f32") + """
+ENTRY e {
+  x = f32[16,64] parameter(0)
+  ninf = f32[] constant(-inf)
+  c = f32[16,64] reduce-window(x, ninf), window={size=1x64 pad=0_0x63_0}, to_apply=lae
+  r = f32[16] reduce(x, ninf), dimensions={1}, to_apply=lae
+  ROOT t = (f32[16,64], f32[16]) tuple(c, r)
+}
+"""
+
+X_PLUS_2_ABS_Y = """HloModule m
+r {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  a = f32[] abs(y)
+  two = f32[] constant(2)
+  m = f32[] multiply(two, a)
+  ROOT s = f32[] add(x, m)
+}
+ENTRY e {
+  x = f32[16,64] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[16] reduce(x, z), dimensions={1}, to_apply=r
+}
+"""
+
+
+def test_a_logaddexp_reducer_folds_in_any_order_and_a_wrong_element_is_flagged(worker):
+    """XLA:CPU applies a written reducer in its own order (hloref: a tree); logaddexp is
+    associative up to rounding (fuzz/reducers.py), so the envelope allows the other
+    order: XLA:CPU's cumlogsumexp and logsumexp are inside; one element 1e-4 off (far
+    more than a few roundings of logaddexp, 4096 ULPs at this size) is flagged, in each
+    output. Without the order budget this input is a mismatch (and jax's own
+    cumlogsumexp program was called a known gap, non-associative-reducer)."""
+    x = np.random.default_rng(1).standard_normal((16, 64)).astype(np.float32)
+    good = diff(CUMLOGSUMEXP, [x], worker=worker)
+    assert good.verdict == "match", good.summary()
+    # the value by hand (in f64) is within the tolerance too: the oracle is not wrong
+    exact = np.logaddexp.accumulate(x.astype(np.float64), axis=1)
+    np.testing.assert_allclose(good.expected[0], exact, rtol=1e-5, atol=1e-5)
+    for out, index in ((0, (3, 40)), (1, (9,))):
+        bad = [np.array(v, copy=True) for v in good.expected]
+        bad[out][index] = np.float32(bad[out][index] * (1 + 1e-4) + 1e-4)
+        report = diff(CUMLOGSUMEXP, [x], worker=worker, oracle_value=tuple(bad))
+        assert report.verdict == "mismatch", report.summary()
+
+
+def test_a_reducer_that_is_not_associative_gets_no_order_budget():
+    """``r(x, y) = x + 2|y|`` folded in another order gives another value (by hand, a
+    row [1, -1, 2] with init 0: from the left r(r(r(0, 1), -1), 2) = r(r(2, -1), 2) =
+    r(4, 2) = 8; as hloref's tree, r(0, r(r(1, -1), 2)) = r(0, r(3, 2)) = r(0, 7) = 14):
+    no order is the answer, so the envelope does not widen for it (the verdict names the
+    known gap instead: every sampled run equals the nominal one), and the reducer check
+    says so."""
+    from hloref.fuzz.reducers import reorder_free
+    module = hloref.parse(X_PLUS_2_ABS_Y)
+    assert not reorder_free(module, module.computations["r"])
+    x = np.random.default_rng(1).standard_normal((16, 64)).astype(np.float32)
+    env, s = _envelope(X_PLUS_2_ABS_Y, x)
+    left = np.asarray(hloref.evaluate(module, x))  # the tree (nominal)
+    assert np.array_equal(np.asarray(s.nominal), left)
+    for run in s.samples:
+        assert np.array_equal(np.asarray(run), left)

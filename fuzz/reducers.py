@@ -1,0 +1,124 @@
+"""Whether a reducer may be applied in any order: associativity and commutativity up to
+rounding, tested on sampled values.
+
+``reduce`` and ``reduce-window`` leave the order of application to the implementation
+(operation_semantics §Reduce). For the one-op reducers (``add``, ``maximum``...) the
+envelope knows what reordering does (``fuzz/perturb.py``). A written reducer such as
+``logaddexp`` (``max(x, y) + log1p(exp(-|x - y|))``, what ``lax.cumlogsumexp`` and
+``logsumexp`` reductions lower to) is associative and commutative too, up to a few
+roundings, while ``x + 2|y|`` is not: no order is *the* answer. Reading the opcodes
+cannot tell them apart (both subtract or take an absolute value), so this module
+evaluates the reducer: on seeded triples ``(a, b, c)`` spanning six decades, signs,
+zeros and ties, ``r(r(a, b), c)`` must equal ``r(a, r(b, c))`` and ``r(a, b)`` equal
+``r(b, a)`` within ``TOLERANCE_EPS`` machine epsilons of the magnitudes involved
+(integers: exactly). NaN results must agree in being NaN.
+
+Used by the envelope (an order budget for reducers that pass, ``perturb.py``) and by
+``known_gaps.py`` (the "non-associative-reducer" gap only for reducers that fail).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import ml_dtypes
+import numpy as np
+
+from hloref.ir import Computation, Module
+from hloref.shapes import ArrayShape
+
+__all__ = ["reorder_free", "TOLERANCE_EPS"]
+
+#: Allowed difference between two orders of three elements, in epsilons of the element
+#: type times (|a| + |b| + |c| + |each result|): a few roundings per application, each
+#: within a few ulps (a transcendental inside a reducer: XLA's budgets are 1-4 ulps).
+TOLERANCE_EPS = 16.0
+
+_SAMPLES = 512
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _samples(dtype: np.dtype, is_float: bool, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if not is_float and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = max(int(info.min), -1000), min(int(info.max), 1000)
+        return rng.integers(lo, hi + 1, _SAMPLES).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, _SAMPLES).astype(bool)
+    x = rng.standard_normal(_SAMPLES) * 10.0 ** rng.uniform(-3, 3, _SAMPLES)
+    x[::17] = 0.0
+    x[5::23] = x[4::23][:len(x[5::23])]  # ties
+    return x.astype(dtype)
+
+
+def _agree(left: np.ndarray, right: np.ndarray, scale: np.ndarray, dtype: np.dtype,
+           is_float: bool) -> bool:
+    if not is_float:
+        return bool(np.array_equal(left, right))
+    lf, rf = left.astype(np.float64), right.astype(np.float64)
+    nan = np.isnan(lf) | np.isnan(rf)
+    if not np.array_equal(np.isnan(lf), np.isnan(rf)):
+        return False
+    same_inf = lf == rf
+    eps = float(ml_dtypes.finfo(dtype).eps)
+    with np.errstate(all="ignore"):
+        close = np.abs(lf - rf) <= TOLERANCE_EPS * eps * scale
+    return bool(np.all(nan | same_inf | close))
+
+
+def reorder_free(module: Module, computation: Computation) -> bool:
+    """True when ``computation`` is a reducer of two scalars of one real element type
+    (floating point or integer) that is associative and commutative on sampled values
+    (see the module docstring). Variadic reducers, complex and narrow-storage types
+    numpy cannot hold, and reducers that fail to evaluate on arrays give False."""
+    cached = _CACHE.get(computation)
+    if cached is not None:
+        return cached
+    _CACHE[computation] = result = _reorder_free(module, computation)
+    return result
+
+
+def _reorder_free(module: Module, computation: Computation) -> bool:
+    params, root = computation.parameters, computation.root
+    if len(params) != 2 or root is None:
+        return False
+    shapes = [p.shape for p in params] + [root.shape]
+    if not all(isinstance(s, ArrayShape) and s.rank == 0 for s in shapes) or \
+            len({s.element_type for s in shapes}) != 1:
+        return False
+    et = shapes[0].element_type
+    if et.is_complex:
+        return False
+    try:
+        dtype = np.dtype(et.dtype)
+    except TypeError:
+        return False
+    from hloref.evaluator.interpreter import Interpreter
+    interp = Interpreter(module)
+    is_float = et.is_float
+    a, b, c = (_samples(dtype, is_float, seed) for seed in (1, 2, 3))
+
+    def r(x, y):
+        return np.asarray(interp.call(computation, [x, y])).astype(dtype, copy=False)
+
+    try:
+        with np.errstate(all="ignore"):
+            ab, bc = r(a, b), r(b, c)
+            left, right = r(ab, c), r(a, bc)
+            ba = r(b, a)
+    except Exception:  # noqa: BLE001 - a reducer that cannot run on arrays: not known free
+        return False
+    if any(v.shape != a.shape for v in (ab, bc, left, right, ba)):
+        return False
+    if is_float:
+        wide = [np.abs(v.astype(np.float64)) for v in (a, b, c)]
+        with np.errstate(all="ignore"):
+            scale = wide[0] + wide[1] + wide[2] + np.abs(left.astype(np.float64)) + \
+                np.abs(right.astype(np.float64))
+        scale = np.nan_to_num(scale, nan=0.0, posinf=np.inf)
+        commute_scale = wide[0] + wide[1] + np.abs(ab.astype(np.float64))
+    else:
+        scale = commute_scale = np.zeros(a.shape)
+    return _agree(left, right, scale, dtype, is_float) and \
+        _agree(ab, ba, commute_scale, dtype, is_float)
