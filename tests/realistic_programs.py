@@ -47,89 +47,22 @@ __all__ = ["Program", "PROGRAMS", "FAST", "materialize", "Materialized", "count_
            "lower", "entry_parameter_shapes"]
 
 
-@dataclasses.dataclass
-class Program:
-    name: str
-    fn: Callable
-    args: tuple
-    arg_names: tuple = ()
-    description: str = ""
-
-    def jitted(self):
-        return jax.jit(self.fn, keep_unused=True)
-
-    def lower(self):
-        return self.jitted().lower(*self.args)
-
-    def materialize(self, out_dir: str, *, dump: bool = True) -> "Materialized":
-        return materialize(self, out_dir, dump=dump)
+from realistic_common import Program  # noqa: E402
+from realistic_common import adam_init as _adam_init  # noqa: E402
+from realistic_common import adam_update as _adam_update  # noqa: E402
+from realistic_common import cross_entropy as _cross_entropy  # noqa: E402
+from realistic_common import flat_program as _flat_program  # noqa: E402
+from realistic_common import glorot as _glorot  # noqa: E402
+from realistic_common import he as _he  # noqa: E402
+from realistic_common import keys as _keys  # noqa: E402
+from realistic_common import layer_norm as _layer_norm  # noqa: E402
+from realistic_common import normal as _normal  # noqa: E402
+from realistic_common import to_numpy as _np  # noqa: E402
+from realistic_programs_more import MORE  # noqa: E402
 
 
 def lower(program: Program):
     return program.lower()
-
-
-# ------------------------------------------------------------------ helpers
-
-
-def _np(tree):
-    return jax.tree_util.tree_map(lambda a: np.asarray(a), tree)
-
-
-def _flat_program(name: str, step: Callable, tree_args: tuple, description: str) -> Program:
-    """A program over pytree arguments ``step(*tree_args)``, as a function of their flat
-    leaves (``jax.tree_util`` order)."""
-    with_paths, treedef = jax.tree_util.tree_flatten_with_path(tree_args)
-    names = tuple(jax.tree_util.keystr(p) for p, _ in with_paths)
-    leaves = tuple(np.asarray(v) for _, v in with_paths)
-
-    def fn(*flat):
-        return step(*jax.tree_util.tree_unflatten(treedef, list(flat)))
-
-    fn.__name__ = fn.__qualname__ = name  # the HLO module is jit_<name>
-    return Program(name, fn, leaves, names, description)
-
-
-def _keys(seed: int, n: int):
-    return list(jax.random.split(jax.random.PRNGKey(seed), n))
-
-
-_glorot = jax.nn.initializers.glorot_normal()
-_he = jax.nn.initializers.he_normal()
-
-
-def _normal(key, shape, dtype=jnp.float32):
-    return jax.random.normal(key, shape, dtype)
-
-
-def _layer_norm(x, scale, bias, eps=1e-5):
-    mean = jnp.mean(x, axis=-1, keepdims=True)
-    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
-    return (x - mean) * lax.rsqrt(var + eps) * scale + bias
-
-
-def _cross_entropy(logits, labels, n_classes):
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    return -jnp.mean(jnp.sum(jax.nn.one_hot(labels, n_classes, dtype=logits.dtype) * logp,
-                             axis=-1))
-
-
-def _adam_update(params, grads, opt, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
-    count = opt["count"] + 1
-    m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, opt["m"], grads)
-    v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * jnp.square(g), opt["v"], grads)
-    t = count.astype(jnp.float32)
-    c1 = 1 - b1 ** t
-    c2 = 1 - b2 ** t
-    new = jax.tree_util.tree_map(
-        lambda p, m, v: p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps), params, m, v)
-    return new, {"count": count, "m": m, "v": v}
-
-
-def _adam_init(params):
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-    return {"count": jnp.zeros((), jnp.int32), "m": zeros,
-            "v": jax.tree_util.tree_map(jnp.zeros_like, params)}
 
 
 def _trained(step, params, opt, batch, next_batch):
@@ -667,6 +600,7 @@ PROGRAMS: dict[str, Callable[[], Program]] = {
     "log_softmax": log_softmax,
     "batch_norm_inference": batch_norm_inference,
     "batch_norm_training": batch_norm_training,
+    **MORE,
     # the cost benchmark: 8 layers, 8 heads, d_model 64, seq 32, batch 4, layers applied with
     # lax.scan; unoptimized HLO of about 1,600 instructions
     "transformer_train_large": partial(_transformer, "transformer_train_large", trained=False,
