@@ -12,6 +12,8 @@ twice the unit roundoff: one budget per side).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from hloref.ir import Instruction
@@ -22,7 +24,8 @@ from hloref.types import ElementType
 from .compare import part_format
 
 __all__ = ["batch_norm_atol", "cholesky_atol", "triangular_solve_atol", "expander_atol",
-           "complex_formula_atol", "COMPLEX_FORMULA_OPS", "EXPANDED_OPS"]
+           "complex_formula_atol", "lapack_atol", "is_single_precision_lapack",
+           "COMPLEX_FORMULA_OPS", "EXPANDED_OPS"]
 
 #: Ops XLA:CPU expands into element-type arithmetic (bounds below): the catalogue's group.
 EXPANDED_OPS = EXPANDED
@@ -242,3 +245,77 @@ def expander_atol(instr: Instruction, operands: list, expected):
     if isinstance(instr.shape, TupleShape):
         return {(i,): np.asarray(b, np.float64) for i, b in enumerate(bounds)}
     return {(): np.asarray(bounds[0], np.float64)} if bounds else None
+
+
+# ---------------------------------------------------------------- LAPACK custom calls
+
+_LAPACK = re.compile(r"^lapack_([sc])([a-z0-9]+)_ffi$")
+
+
+def is_single_precision_lapack(instr: Instruction) -> bool:
+    """A ``lapack_s*_ffi`` / ``lapack_c*_ffi`` custom call (jaxlib's f32/c64 kernels)."""
+    return instr.opcode == "custom-call" and \
+        _LAPACK.match(str(instr.attrs.get("custom_call_target", ""))) is not None
+
+
+def _lapack_char(instr: Instruction, name: str, default: str) -> str:
+    m = re.search(name + r"\s*=\s*(\d+)", str(instr.attrs.get("backend_config", "")))
+    return chr(int(m.group(1))) if m else default
+
+
+def lapack_atol(instr: Instruction, operands: list, value):
+    """Per-output error bounds of a single-precision LAPACK custom call (f32/c64), or
+    None. hloref computes each matrix in f64 and rounds once; XLA:CPU runs the f32/c64
+    routine, whose rounding errors are the backward-stable ones (Higham; LAPACK Users'
+    Guide §4): ``potrf`` and ``trsm`` get the cholesky and triangular-solve bounds
+    above; every other floating-point result (singular values and eigenvalues, whose
+    error is at most p(n)·u·‖A‖₂, Higham Thm 19.4 / Weyl; vectors and factors) gets
+    the normwise ``2n·u·max|result|`` of its matrix (n its largest dimension, the max
+    over each batch element's last two dimensions, or the last for a vector result).
+    Integer results (``info``, pivots) and the input LAPACK destroys (output 0 of
+    ``gesdd``/``gesvd``/``syevd``: undefined) get none. Eigenvector and singular vector
+    errors also grow with 1/gap between their values: not covered (close values may
+    still show as a mismatch)."""
+    m = _LAPACK.match(str(instr.attrs.get("custom_call_target", "")))
+    if m is None or not operands:
+        return None
+    routine = m.group(2)
+    leaves = list(value) if isinstance(value, tuple) else [value]
+    shapes = flatten_shape(instr.shape)
+    if len(shapes) != len(leaves):
+        return None
+    a = np.asarray(operands[0])
+    n = max(a.shape[-2:]) if a.ndim >= 2 else max(1, a.size)
+    out: list = []
+    try:
+        for i, (leaf, sh) in enumerate(zip(leaves, shapes)):
+            et = getattr(sh, "element_type", None)
+            leaf = np.asarray(leaf)
+            if et is None or not (et.is_float or et.is_complex) or \
+                    (i == 0 and routine in ("gesdd", "gesvd", "syevd", "heevd")):
+                out.append(None)
+                continue
+            if routine == "potrf" and i == 0:
+                out.append(cholesky_atol(a, leaf, lower=_lapack_char(instr, "uplo", "L") == "L",
+                                         et=et))
+                continue
+            if routine == "trsm" and i == 0:
+                trans = {"N": "NO_TRANSPOSE", "T": "TRANSPOSE", "C": "ADJOINT"}[
+                    _lapack_char(instr, "trans_x", "N")]
+                out.append(triangular_solve_atol(
+                    a, leaf, left_side=_lapack_char(instr, "side", "L") == "L",
+                    lower=_lapack_char(instr, "uplo", "L") == "L",
+                    unit_diagonal=_lapack_char(instr, "diag", "N") == "U", transpose_a=trans,
+                    et=et))
+                continue
+            mag = np.abs(leaf.astype(np.complex128 if et.is_complex else np.float64))
+            axes = (-2, -1) if leaf.ndim >= 2 else (-1,) if leaf.ndim == 1 else ()
+            with np.errstate(all="ignore"):
+                top = np.max(mag, axis=axes, keepdims=True) if axes and leaf.size else mag
+                bound = np.broadcast_to(2 * n * _eps(et) * top, leaf.shape)
+            out.append(np.nan_to_num(np.array(bound), nan=np.inf))
+    except Exception:  # noqa: BLE001 - a bound is best effort
+        return None
+    if all(b is None for b in out):
+        return None
+    return tuple(out) if isinstance(value, tuple) else out[0]

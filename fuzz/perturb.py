@@ -53,7 +53,8 @@ from hloref.shapes import ArrayShape
 from hloref.types import ElementType, from_dtype
 
 from .compare import NARROW_OPCODE_ULPS, OPCODE_ULPS, smallest_normal, ulp_of
-from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
+from .error_bounds import (COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol,
+                           is_single_precision_lapack, lapack_atol)
 from .freedoms import EnvelopePolicy, Freedoms
 from .reducers import reorder_free
 
@@ -355,7 +356,7 @@ class Perturber:
         if instr.opcode in _EXACT:
             return value
         op = instr.opcode
-        if op in _ACCUMULATING or op in EXPANDED_OPS:
+        if op in _ACCUMULATING or op in EXPANDED_OPS or is_single_precision_lapack(instr):
             key = (comp.name, instr.name, self._seen[(comp.name, instr.name)])
             self._seen[(comp.name, instr.name)] += 1
             budget = self.budgets.get(key)
@@ -617,6 +618,8 @@ class Perturber:
             return None
         if op in EXPANDED_OPS:
             return _expansion_budget(instr, operands, value)
+        if op == "custom-call":
+            return lapack_atol(instr, operands, value)
         if op in ("reduce", "reduce-window") and combiner_kinds(self.module, instr) is None:
             return self._order_budget(instr, operands, value, recompute)
         if op in ("reduce", "reduce-window", "scatter", "all-reduce", "all-reduce-start",
