@@ -15,7 +15,7 @@ from .compare import smallest_normal
 from .reducers import reorder_free
 
 __all__ = ["KNOWN_GAPS", "known_gap", "tf_nan_to_nanless", "KNOWN_DIFFERENCES",
-           "known_difference"]
+           "known_difference", "known_crash"]
 
 #: Places where XLA:CPU's result is implementation-defined and differs from hloref's
 #: on purpose (docs/semantics.md, "Known differences"). A mismatch explained by one of
@@ -258,6 +258,12 @@ KNOWN_DIFFERENCES = {
     "int-power": "XLA:CPU's integer power looks at the low 6 bits of the exponent only",
     "complex-special": "XLA:CPU's complex functions do not follow C99 Annex G for inf/NaN "
                        "components and overflow for huge magnitudes",
+    "int-divide-by-constant-zero": "XLA:CPU (jaxlib 0.10.2) dies with SIGFPE when an integer "
+                                   "divide or remainder whose operands constant folding "
+                                   "evaluates has a zero divisor, in every "
+                                   "integer type (findings/xla-cpu-jaxlib-0.10.2/"
+                                   "divide-u2-constant-zero-sigfpe); XLA's semantics give "
+                                   "x / 0 = -1 (all bits set), x % 0 = x",
     "accumulation-overflow": "an accumulating op (dot, convolution, reduce) whose terms "
                              "overflow the element type: hloref accumulates in f64 and rounds "
                              "once (inf), XLA accumulates in the type (inf - inf = NaN); the "
@@ -345,6 +351,62 @@ def _could_overflow(opcode: str, operands, expected) -> bool:
     bound = float(lhs.size) * float(np.max(np.abs(lhs.astype(np.float64)), initial=0.0)) \
         * float(np.max(np.abs(rhs.astype(np.float64)), initial=0.0))
     return bound >= top
+
+
+def known_crash(report, module, args) -> str | None:
+    """The ``KNOWN_DIFFERENCES`` key of a known XLA:CPU crash ``report`` shows, or ``None``:
+    a SIGFPE from a module with an integer ``divide``/``remainder`` whose operands depend
+    on no parameter (what constant folding evaluates on the host) and whose divisor holds
+    a zero in hloref's evaluation on ``args`` (INT_MIN / -1 folds fine: checked)."""
+    if getattr(report, "verdict", None) != "crash" or "SIGFPE" not in (report.message or ""):
+        return None
+    try:
+        import hloref
+        if isinstance(module, str):
+            module = hloref.parse(module)
+        suspects = _folded_integer_divisions(module)
+        if not suspects:
+            return None
+        seen: dict = {}
+
+        def observe(comp, instr, value):
+            if (comp.name, instr.name) in suspects:
+                seen[(comp.name, instr.name)] = value
+
+        from hloref.evaluator.interpreter import Interpreter
+        Interpreter(module, observer=observe).run(list(args))
+    except Exception:  # noqa: BLE001 - no evaluation, no explanation
+        return None
+    for (cname, _lhs, rname) in suspects.values():
+        rhs = seen.get((cname, rname))
+        if rhs is None:
+            continue
+        if np.any(np.asarray(rhs) == 0):
+            return "int-divide-by-constant-zero"
+    return None
+
+
+def _folded_integer_divisions(module) -> dict:
+    """``{(computation, operand name): (computation, lhs name, rhs name)}`` of integer
+    divide/remainder instructions whose two operands depend on no parameter (keyed by
+    both operands' names, so an observer sees both)."""
+    out = {}
+    for comp in module.computations.values():
+        free: dict = {}
+        for instr in comp.instructions:  # operands come first in text order
+            free[instr.name] = instr.opcode != "parameter" and all(
+                free.get(o.name, False) for o in instr.operands)
+        for instr in comp.instructions:
+            et = getattr(instr.shape, "element_type", None)
+            if instr.opcode not in ("divide", "remainder") or et is None or \
+                    not et.is_integer or len(instr.operands) != 2:
+                continue
+            lhs, rhs = instr.operands
+            if free.get(lhs.name) and free.get(rhs.name):
+                entry = (comp.name, lhs.name, rhs.name)
+                out[(comp.name, lhs.name)] = entry
+                out[(comp.name, rhs.name)] = entry
+    return out
 
 
 def known_difference(report) -> str | None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .known_gaps import KNOWN_DIFFERENCES, known_difference  # the catalogue of record
+from .known_gaps import KNOWN_DIFFERENCES, known_crash, known_difference  # the catalogue of record
 
 __all__ = ["Outcome", "check_program", "known_difference", "KNOWN_DIFFERENCES", "leaves"]
 
@@ -76,6 +76,10 @@ def check_program(module, args, worker, *, oracle: str = "xla", timeout: float =
         return Outcome("rejected", v, report, message=report.message)
     if v == "mismatch":
         known = known_difference(report)
+        if known:
+            return Outcome("known", v, report, known=known, score=score)
+    if v == "crash":
+        known = known_crash(report, module, args)
         if known:
             return Outcome("known", v, report, known=known, score=score)
     return Outcome("finding", v, report, message=report.message, score=score)

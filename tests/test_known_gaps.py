@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from hloref.fuzz.known_gaps import known_difference
+from hloref.fuzz.known_gaps import known_crash, known_difference
 
 SUB = np.float32(1e-40)  # subnormal in f32 (smallest normal 1.18e-38)
 
@@ -66,3 +66,52 @@ def test_accumulation_overflow_only_where_the_sums_could_overflow():
     r = _localized("dot", [a16, b16], np.array([[10000.0]], np.float16),
                    np.array([[np.inf]], np.float16))
     assert known_difference(r) == "accumulation-overflow"
+
+
+def _division(op, t, lhs, rhs, lhs_param=False):
+    lhs_line = f"  a = {t}[] parameter(0)" if lhs_param else f"  a = {t}[] constant({lhs})"
+    return f"""HloModule m
+ENTRY e {{
+{lhs_line}
+  b = {t}[] constant({rhs})
+  ROOT r = {t}[] {op}(a, b)
+}}
+"""
+
+
+@pytest.mark.parametrize("op,t,lhs,rhs,want", [
+    ("remainder", "s32", 0, 0, "int-divide-by-constant-zero"),   # XLA:CPU: SIGFPE (below)
+    ("divide", "u2", 0, 0, "int-divide-by-constant-zero"),       # the stored finding's case
+    ("divide", "s8", -128, -1, None),  # INT_MIN / -1: XLA:CPU folds it to -128 (checked)
+    ("divide", "s32", 7, 2, None),                               # no zero: another crash
+])
+def test_known_crash_of_a_folded_integer_division(op, t, lhs, rhs, want):
+    """A SIGFPE report on a module whose integer divide/remainder has constant operands
+    and a zero divisor is the known crash; any other crash is not."""
+    report = SimpleNamespace(verdict="crash", message="the xla oracle process died with SIGFPE")
+    assert known_crash(report, _division(op, t, lhs, rhs), []) == want
+    other = SimpleNamespace(verdict="crash", message="the xla oracle process died with SIGSEGV")
+    assert known_crash(other, _division(op, t, lhs, rhs), []) is None
+
+
+def test_a_divisor_from_a_parameter_is_not_the_folded_crash():
+    """Constant folding needs both operands constant: a parameter lhs leaves the division
+    to run time, where XLA:CPU guards it (x / 0 = -1)."""
+    report = SimpleNamespace(verdict="crash", message="the xla oracle process died with SIGFPE")
+    text = _division("divide", "s32", 0, 0, lhs_param=True)
+    assert known_crash(report, text, [np.int32(5)]) is None
+
+
+def test_xla_cpu_really_dies_on_remainder_by_constant_zero():
+    """The class above is XLA:CPU's behaviour (jaxlib 0.10.2), not a guess: the oracle
+    dies with SIGFPE on s32 remainder(0, 0) of constants, and the campaign's check calls
+    it known instead of a new finding. XLA's semantics (by hand): 0 % 0 = 0."""
+    pytest.importorskip("jax")
+    from hloref.fuzz.property import check_program
+    from hloref.fuzz.workers import OracleWorker
+    text = _division("remainder", "s32", 0, 0)
+    with OracleWorker("xla") as worker:
+        outcome = check_program(text, [], worker)
+    assert outcome.verdict == "crash" and "SIGFPE" in outcome.report.message
+    assert outcome.kind == "known" and outcome.known == "int-divide-by-constant-zero"
+    assert int(outcome.report.expected) == 0
