@@ -264,6 +264,10 @@ KNOWN_DIFFERENCES = {
                                    "integer type (findings/xla-cpu-jaxlib-0.10.2/"
                                    "divide-u2-constant-zero-sigfpe); XLA's semantics give "
                                    "x / 0 = -1 (all bits set), x % 0 = x",
+    "concatenate-2bit-aborts": "XLA:CPU (jaxlib 0.10.2) aborts (SIGABRT in "
+                               "IrArray::EmitArrayElementAddress) compiling a concatenate of "
+                               "s2 or u2 arrays (findings/xla-cpu-jaxlib-0.10.2/"
+                               "concatenate-s2-aborts; u2 checked too; s4, u4, s8 run)",
     "accumulation-overflow": "an accumulating op (dot, convolution, reduce) whose terms "
                              "overflow the element type: hloref accumulates in f64 and rounds "
                              "once (inf), XLA accumulates in the type (inf - inf = NaN); the "
@@ -355,15 +359,26 @@ def _could_overflow(opcode: str, operands, expected) -> bool:
 
 def known_crash(report, module, args) -> str | None:
     """The ``KNOWN_DIFFERENCES`` key of a known XLA:CPU crash ``report`` shows, or ``None``:
-    a SIGFPE from a module with an integer ``divide``/``remainder`` whose operands depend
+    a SIGABRT from a module with a concatenate of s2/u2 arrays; a SIGFPE from a module with an integer ``divide``/``remainder`` whose operands depend
     on no parameter (what constant folding evaluates on the host) and whose divisor holds
     a zero in hloref's evaluation on ``args`` (INT_MIN / -1 folds fine: checked)."""
-    if getattr(report, "verdict", None) != "crash" or "SIGFPE" not in (report.message or ""):
+    message = report.message or ""
+    if getattr(report, "verdict", None) != "crash":
         return None
     try:
         import hloref
         if isinstance(module, str):
             module = hloref.parse(module)
+    except Exception:  # noqa: BLE001
+        return None
+    if "SIGABRT" in message and any(
+            i.opcode == "concatenate" and
+            getattr(getattr(i.shape, "element_type", None), "name", "") in ("s2", "u2")
+            for c in module.computations.values() for i in c.instructions):
+        return "concatenate-2bit-aborts"
+    if "SIGFPE" not in message:
+        return None
+    try:
         suspects = _folded_integer_divisions(module)
         if not suspects:
             return None

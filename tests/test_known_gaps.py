@@ -115,3 +115,21 @@ def test_xla_cpu_really_dies_on_remainder_by_constant_zero():
     assert outcome.verdict == "crash" and "SIGFPE" in outcome.report.message
     assert outcome.kind == "known" and outcome.known == "int-divide-by-constant-zero"
     assert int(outcome.report.expected) == 0
+
+
+@pytest.mark.parametrize("t,signal,want", [
+    ("s2", "SIGABRT", "concatenate-2bit-aborts"),   # the stored finding
+    ("u2", "SIGABRT", "concatenate-2bit-aborts"),   # XLA:CPU aborts on u2 too (checked)
+    ("s4", "SIGABRT", None),                        # s4 concatenates fine: another crash
+    ("u2", "SIGSEGV", None),
+])
+def test_known_crash_of_a_2bit_concatenate(t, signal, want):
+    text = f"""HloModule m
+ENTRY e {{
+  a = {t}[3,5,1] parameter(0)
+  b = {t}[3,1,1] parameter(1)
+  ROOT c = {t}[3,6,1] concatenate(a, b), dimensions={{1}}
+}}
+"""
+    report = SimpleNamespace(verdict="crash", message=f"the xla oracle process died with {signal}")
+    assert known_crash(report, text, []) == want
