@@ -21,6 +21,9 @@ REASON_RULES = [
      "elided constant `{...}`: XLA fills it with garbage, the text holds no value"),
     ("rng", lambda r, t: re.search(r"\brng\(", t) is not None,
      "`rng` draws are implementation-defined"),
+    ("seed", lambda r, t: 'custom_call_target="GetRngSeed"' in t,
+     "`GetRngSeed` returns an implementation-defined seed (XLA:CPU another u64 per call, "
+     "hloref its rng state; tests/test_custom_call_targets.py)"),
     ("devices", lambda r, t: COLLECTIVES.search(t) is not None and (
         "name device" in r.get("hloref_message", "") or "shape (" in r.get("compare_message", "")
         or "participant(s)" in r.get("hloref_message", "")

@@ -8,6 +8,9 @@ attrs) -> value``; ``@custom_call("Name")`` adds one. An unknown target raises
   ``SPMDFullToShardShape``/``SPMDShardToFullShape`` with one partition,
   ``MoveToHost``, ``MoveToDevice``, ``annotate_device_placement``,
   ``LayoutConstraint``, ``OptimizationBarrier``...);
+* ``GetRngSeed`` (a seed, implementation-defined: hloref's rng state, another per call) and
+  ``AllocateBuffer`` (undefined contents: zeros); any target whose result has no
+  elements (its only possible value);
 * ``TopK`` (as JAX's ``lax.top_k`` lowers on some backends): largest ``k`` along
   the last dimension, ties by lower index, ``(values, s32 indices)``;
 * ``__op$block_scaled_dot``: (lhs, rhs, lhs_scale, rhs_scale[, global_scale]),
@@ -91,6 +94,28 @@ def _identity(operands, shape, attrs):
     return tuple(operands)
 
 
+@custom_call("GetRngSeed")
+def _get_rng_seed(operands, shape, attrs):
+    """A seed for random numbers (``RngExpander`` builds its Philox keys from it):
+    implementation-defined. XLA:CPU (jaxlib 0.10.2) gives each call of a run another
+    value; hloref gives the low word of its ``rng-get-and-update-state`` state, advanced
+    by one at each call (so each call differs too)."""
+    if operands or not isinstance(shape, ArrayShape) or shape.rank != 0 or \
+            shape.element_type.name != "u64":
+        raise HloEvalError("GetRngSeed takes no operands and returns u64[] (XLA's verifier)")
+    from .rng import next_rng_state
+    return np.asarray(next_rng_state(attrs["ctx"], 1)[0], np.uint64)
+
+
+@custom_call("AllocateBuffer")
+def _allocate_buffer(operands, shape, attrs):
+    """A fresh buffer (host offloading's ``AllocateBuffer``): its contents are undefined
+    until written; hloref gives zeros."""
+    if isinstance(shape, TupleShape):
+        raise HloEvalError("AllocateBuffer returns one array")
+    return zeros_like_shape(shape)
+
+
 @custom_call("TopK")
 def _topk(operands, shape, attrs):
     from .compare import total_order_keys
@@ -138,18 +163,33 @@ def split_result(shape):
     return shape, ()
 
 
+def _no_elements(shape) -> bool:
+    if isinstance(shape, TupleShape):
+        return all(_no_elements(e) for e in shape.elements)
+    return isinstance(shape, ArrayShape) and any(d == 0 for d in shape.dims)
+
+
+def _empty(shape):
+    if isinstance(shape, TupleShape):
+        return tuple(_empty(e) for e in shape.elements)
+    return zeros_like_shape(shape)
+
+
 @op("custom-call")
-def custom_call_(*operands, shape, custom_call_target, instruction_name,
+def custom_call_(*operands, shape, custom_call_target, instruction_name, ctx,
                  backend_config=None, dim_labels=None, window=None, feature_group_count=1,
                  batch_group_count=1):
     target = str(custom_call_target)
     fn = CUSTOM_CALLS.get(target)
+    if fn is None and _no_elements(shape):
+        # whatever the target does, a result without elements has one value
+        return _empty(shape)
     if fn is None:
         raise HloUnsupportedError("custom-call", "cpu",
                                   f"custom_call_target \"{target}\" has no registered semantics "
                                   f"(known: {', '.join(sorted(CUSTOM_CALLS))})",
                                   instruction=instruction_name)
-    attrs = {"custom_call_target": target, "backend_config": backend_config,
+    attrs = {"custom_call_target": target, "backend_config": backend_config, "ctx": ctx,
              "dim_labels": dim_labels, "window": window,
              "feature_group_count": feature_group_count, "batch_group_count": batch_group_count}
     return fn(list(operands), shape, attrs)
