@@ -41,6 +41,9 @@ gives ``info=-4``), ``gees`` (mode, sort=N only; real ``(t, vs, wr, wi, sdim,
 info)``, complex ``(t, vs, w, sdim, info)``), ``gehrd`` (low, high: 1-based
 ``ilo``/``ihi``), ``sytrd``/``hetrd`` (uplo), ``gtsv`` (``dl`` of length n with
 ``dl[0]`` unused and ``du[n-1]`` unused, as jaxlib passes ``dl + 1``), and
+``Qr`` and ``ProductOfElementaryHouseholderReflectors`` (XLA's own QR custom calls,
+``xla/hlo/builder/lib/qr.cc``, which XLA's QrExpander expands with LAPACK's Householder
+conventions: ``geqrf``'s ``(a, taus)`` and ``orgqr``'s ``Q``; any float type), and
 ``tridiagonal_solve_perturbed_ffi`` (jaxlib's LAPACK-``xLAGTF``/``xLAGTS``-style
 solve that perturbs tiny pivots, ported; its perturbation constants are the element
 type's ``eps``/``tiny``).
@@ -199,7 +202,7 @@ def _trsm(operands, shape, attrs):
 # --- QR ------------------------------------------------------------------------------
 
 
-@custom_call(*_names("geqrf"))
+@custom_call(*_names("geqrf"), "Qr")
 def _geqrf(operands, shape, attrs):
     (a,) = operands
     out, tau = _results(shape)
@@ -237,7 +240,7 @@ def _geqp3(operands, shape, attrs):
     return out, jpvt, tau
 
 
-@custom_call(*_names("orgqr", "ungqr"))
+@custom_call(*_names("orgqr", "ungqr"), "ProductOfElementaryHouseholderReflectors")
 def _orgqr(operands, shape, attrs):
     a, tau = operands
     (out,) = _results(shape)

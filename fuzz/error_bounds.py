@@ -252,10 +252,21 @@ def expander_atol(instr: Instruction, operands: list, expected):
 _LAPACK = re.compile(r"^lapack_([sc])([a-z0-9]+)_ffi$")
 
 
+#: XLA's own QR custom calls (``xla/hlo/builder/lib/qr.cc``): XLA expands them into
+#: element-type arithmetic (QrExpander), hloref computes them with LAPACK in f64
+_XLA_QR = {"Qr": "geqrf", "ProductOfElementaryHouseholderReflectors": "orgqr"}
+
+
+def _routine(instr: Instruction) -> str | None:
+    target = str(instr.attrs.get("custom_call_target", ""))
+    m = _LAPACK.match(target)
+    return m.group(2) if m else _XLA_QR.get(target)
+
+
 def is_single_precision_lapack(instr: Instruction) -> bool:
-    """A ``lapack_s*_ffi`` / ``lapack_c*_ffi`` custom call (jaxlib's f32/c64 kernels)."""
-    return instr.opcode == "custom-call" and \
-        _LAPACK.match(str(instr.attrs.get("custom_call_target", ""))) is not None
+    """A ``lapack_s*_ffi`` / ``lapack_c*_ffi`` custom call (jaxlib's f32/c64 kernels), or
+    one of XLA's QR custom calls (expanded by XLA in the element type)."""
+    return instr.opcode == "custom-call" and _routine(instr) is not None
 
 
 def _lapack_char(instr: Instruction, name: str, default: str) -> str:
@@ -264,8 +275,9 @@ def _lapack_char(instr: Instruction, name: str, default: str) -> str:
 
 
 def lapack_atol(instr: Instruction, operands: list, value):
-    """Per-output error bounds of a single-precision LAPACK custom call (f32/c64), or
-    None. hloref computes each matrix in f64 and rounds once; XLA:CPU runs the f32/c64
+    """Per-output error bounds of a single-precision LAPACK custom call (f32/c64), or of
+    XLA's ``Qr``/``ProductOfElementaryHouseholderReflectors`` (any float type: XLA's
+    expansion is another algorithm than LAPACK's), or None. hloref computes each matrix in f64 and rounds once; XLA:CPU runs the f32/c64
     routine, whose rounding errors are the backward-stable ones (Higham; LAPACK Users'
     Guide §4): ``potrf`` and ``trsm`` get the cholesky and triangular-solve bounds
     above; every other floating-point result (singular values and eigenvalues, whose
@@ -276,10 +288,9 @@ def lapack_atol(instr: Instruction, operands: list, value):
     ``gesdd``/``gesvd``/``syevd``: undefined) get none. Eigenvector and singular vector
     errors also grow with 1/gap between their values: not covered (close values may
     still show as a mismatch)."""
-    m = _LAPACK.match(str(instr.attrs.get("custom_call_target", "")))
-    if m is None or not operands:
+    routine = _routine(instr)
+    if routine is None or not operands:
         return None
-    routine = m.group(2)
     leaves = list(value) if isinstance(value, tuple) else [value]
     shapes = flatten_shape(instr.shape)
     if len(shapes) != len(leaves):

@@ -79,3 +79,39 @@ def test_an_unknown_target_with_elements_is_still_refused():
     text = EMPTY.replace("u8[0]", "u8[2]")
     with pytest.raises(hloref.HloUnsupportedError, match="has no registered semantics"):
         hloref.evaluate(text)
+
+
+QR = """HloModule qr
+ENTRY e {
+  a = f32[2,5,3] parameter(0)
+  qr = (f32[2,5,3], f32[2,3]) custom-call(a), custom_call_target="Qr"
+  packed = f32[2,5,3] get-tuple-element(qr), index=0
+  taus = f32[2,3] get-tuple-element(qr), index=1
+  q = f32[2,5,3] custom-call(packed, taus), custom_call_target="ProductOfElementaryHouseholderReflectors"
+  ROOT t = (f32[2,5,3], f32[2,5,3], f32[2,3]) tuple(q, packed, taus)
+}
+"""
+
+
+def test_xla_qr_custom_calls_against_numpy_and_xla_cpu():
+    """``Qr`` returns LAPACK geqrf's packed (R above the diagonal, Householder vectors
+    below) and taus; ``ProductOfElementaryHouseholderReflectors`` the Q they make
+    (xla/hlo/builder/lib/qr.cc; XLA's QrExpander uses LAPACK's sign conventions). By
+    hand: Q has orthonormal columns, Q R = A, and R is numpy's (the same LAPACK). XLA:CPU
+    (its f32 expansion) agrees within the envelope; Q 0.2 % off in one element is
+    flagged."""
+    from hloref.fuzz.differential import diff
+    from hloref.fuzz.workers import OracleWorker
+    a = np.random.default_rng(3).standard_normal((2, 5, 3)).astype(np.float32)
+    q, packed, taus = (np.asarray(v, np.float64) for v in hloref.evaluate(QR, a))
+    r = np.triu(packed[:, :3, :])
+    for b in range(2):
+        np.testing.assert_allclose(q[b].T @ q[b], np.eye(3), atol=1e-6)
+        np.testing.assert_allclose(q[b] @ r[b], a[b], atol=1e-5)
+        np.testing.assert_allclose(r[b], np.linalg.qr(a[b].astype(np.float64))[1], atol=1e-5)
+    with OracleWorker("xla") as worker:
+        good = diff(QR, [a], worker=worker)
+        assert good.verdict == "match", good.summary()
+        bad = [np.array(v, copy=True) for v in good.expected]
+        bad[0][1, 2, 1] = np.float32(bad[0][1, 2, 1] * 1.002)
+        assert diff(QR, [a], worker=worker, oracle_value=tuple(bad)).verdict == "mismatch"
