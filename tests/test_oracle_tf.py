@@ -593,3 +593,18 @@ def test_worker():
         assert r.kind == "error" and "argument" in r.message
         r = w.run(ADD_F32, [x, x], debug_options={"xla_backend_optimization_level": 0})
         assert r.kind == "unsupported"
+
+
+def test_jaxlib_lapack_custom_calls_are_refused_not_an_error(tfmods):
+    """jnp.linalg lowers to jaxlib's LAPACK FFI custom calls; TensorFlow's XLA has no handler
+    for them (it fails with "No FFI handler registered for lapack_spotrf_ffi"): the TF
+    oracle refuses such a module up front, so `hloref diff --oracle tf` says unsupported
+    instead of reporting an error."""
+    text = """HloModule potrf
+ENTRY main {
+  a = f32[3,3]{0,1} parameter(0)
+  ROOT c = (f32[3,3]{0,1}, s32[]) custom-call(a), custom_call_target="lapack_spotrf_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={uplo = 76 : ui8}
+}
+"""
+    with pytest.raises(OracleUnsupported, match="lapack_spotrf_ffi"):
+        tfo.compile_hlo(text)

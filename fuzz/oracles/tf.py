@@ -309,6 +309,11 @@ def _from_carrier(arr: np.ndarray, shape) -> np.ndarray:
     return arr.astype(want)
 
 
+#: jaxlib's CPU custom-call targets (LAPACK kernels as jnp.linalg lowers): TF's XLA has
+#: no handler for them ("No FFI handler registered for lapack_spotrf_ffi")
+_JAXLIB_FFI_RE = re.compile(r'custom_call_target="((?:lapack_\w+_ffi)|tridiagonal_solve_perturbed_ffi)"')
+
+
 class TfExecutable(OracleExecutable):
     """An HLO module compiled by TensorFlow's XLA (through XlaCallModule)."""
 
@@ -318,6 +323,11 @@ class TfExecutable(OracleExecutable):
             raise OracleUnsupported("TF oracle cannot set XLA debug options per module (TF reads "
                                     "them once from XLA_FLAGS); got "
                                     + ", ".join(sorted(self.debug_options)))
+        m = _JAXLIB_FFI_RE.search(text)
+        if m:
+            raise OracleUnsupported(
+                f"TF oracle cannot run jaxlib's own custom call {m.group(1)}: TensorFlow "
+                f"registers no FFI handler for it (use the XLA oracle)")
         xc, _jaxmod = _jaxlib()
         proto, self.parameter_shapes, self.result_shape = load_program(
             text, xc, "TF oracle", UNSUPPORTED_TYPES)
