@@ -39,6 +39,10 @@ except ImportError:  # pragma: no cover - older numba-cuda
     from numba import config as _cuda_config
     SIMULATOR = bool(getattr(_cuda_config, "ENABLE_CUDASIM", False))
 
+if SIMULATOR:
+    from .simulator import poll_politely
+    poll_politely()
+
 __all__ = ["DArray", "SIMULATOR", "device_fn", "storage_dtype", "type_class", "type_params",
            "to_device", "to_host", "empty", "available"]
 

@@ -217,6 +217,7 @@ NOT_ATTRIBUTES = {
     "literal": "a constant's value", "instruction_name": "for error messages",
     "operand_shapes": "bitcast's operand layouts", "opcode": "shared functions",
     "accumulate": "dot's native-accumulation switch for the envelope's runs",
+    "reducer_order": "reduce's and reduce-window's left fold for the envelope's order budget",
 }
 
 

@@ -27,38 +27,6 @@ except ImportError:  # pragma: no cover
     SIMULATOR = False
 
 USABLE = SIMULATOR or cuda.is_available()
-
-
-def _poll_without_starving_threads():
-    """The simulator runs a block's threads as Python threads while the launching thread
-    polls them in a busy loop (``BlockManager.run``: ``is_alive`` of every live thread,
-    again and again). Every device-function call in a thread takes a per-module lock
-    (``swapped_cuda_module``); when a thread waits for that lock or for the GIL, the
-    poller keeps the GIL for a whole switch interval (5 ms), so a kernel that calls many
-    device functions per element (a computation with ``rng`` in a map: Philox, stores)
-    can fall into a convoy of one switch interval per call: a 2048-element map took
-    40-85 s instead of 0.4 s, at random. Yielding the GIL at each poll (``sleep(0)``
-    releases it) ends the convoy; ``is_alive`` still answers the same, so the
-    simulator's scheduling and barriers are unchanged."""
-    import time
-
-    from numba.cuda.simulator import kernel as simulated
-
-    thread_class = getattr(simulated, "BlockThread", None)
-    if thread_class is None or getattr(thread_class, "_hloref_polite_poll", False):
-        return
-    alive = thread_class.is_alive
-
-    def is_alive(self):
-        time.sleep(0)
-        return alive(self)
-
-    thread_class.is_alive = is_alive
-    thread_class._hloref_polite_poll = True
-
-
-if SIMULATOR:
-    _poll_without_starving_threads()
 SKIP_REASON = ("no CUDA GPU, and numba's CUDA simulator is not enabled in this process "
                "(numba.cuda was imported before NUMBA_ENABLE_CUDASIM=1 could be set, or it is "
                "0): run `bash ci/run_gpu_sim_tests.sh`")
