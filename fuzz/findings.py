@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 
+from .known_gaps import FILED
 from .property import known_difference, leaves
 
 __all__ = ["signature", "signature_key", "pre_key", "claim", "write_pending", "load_program",
@@ -216,7 +217,9 @@ def replay(paths, *, worker_factory=None, timeout: float = 60.0) -> list[dict]:
                 verdict = r.verdict
                 known = known_difference(r) if verdict == "mismatch" else \
                     (r.known_gap if verdict == "known-gap" else None)
-                reproduces = verdict == meta.get("verdict") and not known
+                # a known difference that is itself a filed finding (known_gaps.FILED)
+                # does not stop the stored finding from reproducing
+                reproduces = verdict == meta.get("verdict") and (not known or known in FILED)
                 message = r.summary().splitlines()[0]
                 if oracle == "xla" and has_narrow_float(module):
                     # XLA's contract without excess precision: every narrow rounding kept
@@ -246,10 +249,11 @@ def has_narrow_float(module) -> bool:
 
 def classify(verdict: str, known, strict) -> str:
     """What a replayed finding is now, under the envelope."""
-    if known:
+    if known and known not in FILED:
         return f"known difference ({known})"
     if verdict in ("mismatch", "crash", "timeout"):
-        return "bug under XLA's default options" + (
+        filed = f" (the filed class {known})" if known else ""
+        return "bug under XLA's default options" + filed + (
             "" if strict is None else f" (without excess precision: {strict})")
     if strict in ("mismatch", "crash", "timeout"):
         return ("inside the envelope with excess precision; a bug only with "

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import ml_dtypes
 import numpy as np
 import pytest
 
-from hloref.fuzz.known_gaps import known_crash, known_difference
+from hloref.fuzz.known_gaps import FILED, KNOWN_DIFFERENCES, known_crash, known_difference
 
 SUB = np.float32(1e-40)  # subnormal in f32 (smallest normal 1.18e-38)
 
@@ -133,3 +134,22 @@ ENTRY e {{
 """
     report = SimpleNamespace(verdict="crash", message=f"the xla oracle process died with {signal}")
     assert known_crash(report, text, []) == want
+
+
+@pytest.mark.parametrize("dtype,want", [
+    (ml_dtypes.int2, "sort-2bit"), (ml_dtypes.uint2, "sort-2bit"), (np.int8, None),
+])
+def test_a_sort_of_2bit_keys_is_the_filed_sort_bug(dtype, want):
+    """XLA:CPU's wrong sort of s2 keys (the stored finding) came back from a campaign as
+    a u2 variant ([[2, 2, 1, 0]] sorted by GT came back [[2, 2, 0, 1]]): a sort culprit
+    with 2-bit operands is the known difference; other types are not."""
+    keys = np.array([[2, 0, 1, 2]]).astype(dtype)
+    report = _localized("sort", [keys], np.array([[2, 2, 1, 0]]).astype(dtype),
+                        np.array([[2, 2, 0, 1]]).astype(dtype))
+    assert known_difference(report) == want
+
+
+def test_filed_known_differences_still_reproduce_on_replay():
+    """The classes that are themselves stored findings do not hide them from replay."""
+    assert {"sort-2bit", "int-divide-by-constant-zero", "concatenate-2bit-aborts"} <= FILED
+    assert FILED <= set(KNOWN_DIFFERENCES)
