@@ -15,7 +15,7 @@ from .compare import smallest_normal
 from .reducers import reorder_free
 
 __all__ = ["KNOWN_GAPS", "known_gap", "tf_nan_to_nanless", "KNOWN_DIFFERENCES",
-           "known_difference", "known_crash", "FILED"]
+           "known_difference", "known_crash", "known_folding", "FILED"]
 
 #: Places where XLA:CPU's result is implementation-defined and differs from hloref's
 #: on purpose (docs/semantics.md, "Known differences"). A mismatch explained by one of
@@ -256,6 +256,11 @@ KNOWN_DIFFERENCES = {
            "element is a subnormal of hloref's that XLA holds as zero)",
     "popcnt-s4": "XLA:CPU counts the 8 bits of the sign-extended storage byte of s4",
     "int-power": "XLA:CPU's integer power looks at the low 6 bits of the exponent only",
+    "int-power-negative-folding": "XLA's constant folder (HloEvaluator) gives 0 for an "
+                                  "integer power of -1 with a negative exponent; XLA:CPU's "
+                                  "run-time code gives -1 or 1 by the exponent's parity, as "
+                                  "hloref does (XLA's docs leave negative integer exponents "
+                                  "undefined)",
     "complex-special": "XLA:CPU's complex functions do not follow C99 Annex G for inf/NaN "
                        "components and overflow for huge magnitudes",
     "int-divide-by-constant-zero": "XLA:CPU (jaxlib 0.10.2) dies with SIGFPE when an integer "
@@ -368,17 +373,15 @@ FILED = frozenset({"int-divide-by-constant-zero", "concatenate-2bit-aborts", "so
 
 def known_crash(report, module, args) -> str | None:
     """The ``KNOWN_DIFFERENCES`` key of a known XLA:CPU crash ``report`` shows, or ``None``:
-    a SIGABRT from a module with a concatenate of s2/u2 arrays; a SIGFPE from a module with an integer ``divide``/``remainder`` whose operands depend
-    on no parameter (what constant folding evaluates on the host) and whose divisor holds
-    a zero in hloref's evaluation on ``args`` (INT_MIN / -1 folds fine: checked)."""
-    message = report.message or ""
+    a SIGABRT from a module with a concatenate of s2/u2 arrays; a SIGFPE from a module
+    with an integer ``divide``/``remainder`` whose operands depend on no parameter (what
+    constant folding evaluates on the host) and whose divisor holds a zero in hloref's
+    evaluation on ``args`` (INT_MIN / -1 folds fine: checked)."""
     if getattr(report, "verdict", None) != "crash":
         return None
-    try:
-        import hloref
-        if isinstance(module, str):
-            module = hloref.parse(module)
-    except Exception:  # noqa: BLE001
+    message = report.message or ""
+    module = _parsed(module)
+    if module is None:
         return None
     if "SIGABRT" in message and any(
             i.opcode == "concatenate" and
@@ -387,34 +390,45 @@ def known_crash(report, module, args) -> str | None:
         return "concatenate-2bit-aborts"
     if "SIGFPE" not in message:
         return None
-    try:
-        suspects = _folded_integer_divisions(module)
-        if not suspects:
-            return None
-        seen: dict = {}
-
-        def observe(comp, instr, value):
-            if (comp.name, instr.name) in suspects:
-                seen[(comp.name, instr.name)] = value
-
-        from hloref.evaluator.interpreter import Interpreter
-        Interpreter(module, observer=observe).run(list(args))
-    except Exception:  # noqa: BLE001 - no evaluation, no explanation
-        return None
-    for (cname, _lhs, rname) in suspects.values():
-        rhs = seen.get((cname, rname))
-        if rhs is None:
-            continue
+    for _instr, _lhs, rhs in _folded_integer_ops(module, args, ("divide", "remainder")):
         if np.any(np.asarray(rhs) == 0):
             return "int-divide-by-constant-zero"
     return None
 
 
-def _folded_integer_divisions(module) -> dict:
-    """``{(computation, operand name): (computation, lhs name, rhs name)}`` of integer
-    divide/remainder instructions whose two operands depend on no parameter (keyed by
-    both operands' names, so an observer sees both)."""
-    out = {}
+def known_folding(report, module, args) -> str | None:
+    """The ``KNOWN_DIFFERENCES`` key of a mismatch that XLA's constant folding explains,
+    or ``None``: an integer ``power`` whose operands depend on no parameter, with a
+    negative exponent and a base of -1 (XLA's folder, the HloEvaluator, gives 0; its
+    run-time code and hloref give -1 or 1 by the exponent's parity: measured on s2, s8
+    and s32)."""
+    if getattr(report, "verdict", None) != "mismatch":
+        return None
+    module = _parsed(module)
+    if module is None:
+        return None
+    for instr, lhs, rhs in _folded_integer_ops(module, args, ("power",)):
+        if not instr.shape.element_type.is_signed_integer:
+            continue
+        lhs, rhs = np.broadcast_arrays(np.asarray(lhs), np.asarray(rhs))
+        if np.any((rhs.astype(np.int64) < 0) & (lhs.astype(np.int64) == -1)):
+            return "int-power-negative-folding"
+    return None
+
+
+def _parsed(module):
+    try:
+        import hloref
+        return hloref.parse(module) if isinstance(module, str) else module
+    except Exception:  # noqa: BLE001 - no module, no explanation
+        return None
+
+
+def _folded_integer_ops(module, args, opcodes) -> list:
+    """``(instruction, lhs value, rhs value)`` of the integer binary ``opcodes`` whose two
+    operands depend on no parameter (what constant folding evaluates), in hloref's
+    evaluation of ``module`` on ``args``; empty when there are none or it fails."""
+    suspects = {}
     for comp in module.computations.values():
         free: dict = {}
         for instr in comp.instructions:  # operands come first in text order
@@ -422,14 +436,28 @@ def _folded_integer_divisions(module) -> dict:
                 free.get(o.name, False) for o in instr.operands)
         for instr in comp.instructions:
             et = getattr(instr.shape, "element_type", None)
-            if instr.opcode not in ("divide", "remainder") or et is None or \
-                    not et.is_integer or len(instr.operands) != 2:
-                continue
-            lhs, rhs = instr.operands
-            if free.get(lhs.name) and free.get(rhs.name):
-                entry = (comp.name, lhs.name, rhs.name)
-                out[(comp.name, lhs.name)] = entry
-                out[(comp.name, rhs.name)] = entry
+            if instr.opcode in opcodes and et is not None and et.is_integer and \
+                    len(instr.operands) == 2 and all(free.get(o.name) for o in instr.operands):
+                suspects[(comp.name, instr.name)] = instr
+    if not suspects:
+        return []
+    wanted = {(c, o.name) for (c, _), i in suspects.items() for o in i.operands}
+    seen: dict = {}
+
+    def observe(comp, instr, value):
+        if (comp.name, instr.name) in wanted:
+            seen[(comp.name, instr.name)] = value
+
+    try:
+        from hloref.evaluator.interpreter import Interpreter
+        Interpreter(module, observer=observe).run(list(args))
+    except Exception:  # noqa: BLE001 - no evaluation, no explanation
+        return []
+    out = []
+    for (cname, _), instr in suspects.items():
+        lhs, rhs = (seen.get((cname, o.name)) for o in instr.operands)
+        if lhs is not None and rhs is not None:
+            out.append((instr, lhs, rhs))
     return out
 
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .known_gaps import KNOWN_DIFFERENCES, known_crash, known_difference  # the catalogue of record
+from .known_gaps import (KNOWN_DIFFERENCES, known_crash, known_difference,  # the catalogue
+                         known_folding)
 
 __all__ = ["Outcome", "check_program", "known_difference", "KNOWN_DIFFERENCES", "leaves"]
 
@@ -75,7 +76,7 @@ def check_program(module, args, worker, *, oracle: str = "xla", timeout: float =
     if v in ("error", "unsupported"):
         return Outcome("rejected", v, report, message=report.message)
     if v == "mismatch":
-        known = known_difference(report)
+        known = known_difference(report) or known_folding(report, module, args)
         if known:
             return Outcome("known", v, report, known=known, score=score)
     if v == "crash":

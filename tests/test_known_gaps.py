@@ -11,7 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hloref.fuzz.known_gaps import FILED, KNOWN_DIFFERENCES, known_crash, known_difference
+from hloref.fuzz.known_gaps import (FILED, KNOWN_DIFFERENCES, known_crash, known_difference,
+                                     known_folding)
 
 SUB = np.float32(1e-40)  # subnormal in f32 (smallest normal 1.18e-38)
 
@@ -153,3 +154,37 @@ def test_filed_known_differences_still_reproduce_on_replay():
     """The classes that are themselves stored findings do not hide them from replay."""
     assert {"sort-2bit", "int-divide-by-constant-zero", "concatenate-2bit-aborts"} <= FILED
     assert FILED <= set(KNOWN_DIFFERENCES)
+
+
+@pytest.mark.parametrize("t,base,exp,want", [
+    ("s2", -1, -1, "int-power-negative-folding"),   # the CI smoke campaign's finding
+    ("s32", -1, -2, "int-power-negative-folding"),
+    ("s32", 2, -1, None),   # both paths give 0: not this difference
+    ("s32", -1, 3, None),   # a positive exponent: no difference
+])
+def test_known_folding_of_a_negative_integer_power(t, base, exp, want):
+    """XLA's HloEvaluator folds pow(x, n < 0) to (x == 1 ? 1 : 0); XLA:CPU's run-time code
+    and hloref give (-1)^n = ±1 (measured on s2, s8, s32: constants {-1, 1, -1} ^ {-1, -1,
+    -2} fold to {0, 1, 0}, as parameters give {-1, 1, 1}). A mismatch of folded operands
+    with base -1 and a negative exponent is that known difference."""
+    text = f"""HloModule m
+ENTRY e {{
+  a = {t}[] constant({base})
+  b = {t}[] constant({exp})
+  ROOT r = {t}[] power(a, b)
+}}
+"""
+    report = SimpleNamespace(verdict="mismatch", culprit=None)
+    assert known_folding(report, text, []) == want
+
+
+def test_a_power_of_parameters_is_not_folded():
+    text = """HloModule m
+ENTRY e {
+  a = s32[] parameter(0)
+  b = s32[] constant(-1)
+  ROOT r = s32[] power(a, b)
+}
+"""
+    report = SimpleNamespace(verdict="mismatch", culprit=None)
+    assert known_folding(report, text, [np.int32(-1)]) is None
