@@ -273,6 +273,14 @@ KNOWN_DIFFERENCES = {
                                "IrArray::EmitArrayElementAddress) compiling a concatenate of "
                                "s2 or u2 arrays (findings/xla-cpu-jaxlib-0.10.2/"
                                "concatenate-s2-aborts; u2 checked too; s4, u4, s8 run)",
+    "convert-f4e2m1fn-to-int-saturates": "XLA:CPU (jaxlib 0.10.2) converts f4e2m1fn ±6 to "
+                                         "an integer type's extreme values (s32/s64 stored "
+                                         "as findings/xla-cpu-jaxlib-0.10.2/convert-f4e2m1fn-"
+                                         "to-s64-saturates; u32 seen too)",
+    "s4-arithmetic-does-not-wrap": "XLA:CPU (jaxlib 0.10.2) returns unwrapped s4 sums and "
+                                   "products when the result is converted to a wider type "
+                                   "(float-normalization-s4; findings/xla-cpu-jaxlib-0.10.2/"
+                                   "s4-add-does-not-wrap; multiply seen too)",
     "sort-2bit": "XLA:CPU (jaxlib 0.10.2) sorts s2/u2 keys wrongly: rows that are not a "
                  "permutation of the input or not in the comparator's order "
                  "(findings/xla-cpu-jaxlib-0.10.2/sort-s2-not-a-permutation; u2 seen too)",
@@ -368,7 +376,8 @@ def _could_overflow(opcode: str, operands, expected) -> bool:
 #: ``KNOWN_DIFFERENCES`` entries that are filed findings (a bug of XLA's, stored under
 #: ``findings/``): campaigns count them as known, while ``hloref replay`` of the stored
 #: finding still says whether it reproduces.
-FILED = frozenset({"int-divide-by-constant-zero", "concatenate-2bit-aborts", "sort-2bit"})
+FILED = frozenset({"int-divide-by-constant-zero", "concatenate-2bit-aborts", "sort-2bit",
+                   "convert-f4e2m1fn-to-int-saturates", "s4-arithmetic-does-not-wrap"})
 
 
 def known_crash(report, module, args) -> str | None:
@@ -397,8 +406,10 @@ def known_crash(report, module, args) -> str | None:
 
 
 def known_folding(report, module, args) -> str | None:
-    """The ``KNOWN_DIFFERENCES`` key of a mismatch that XLA's constant folding explains,
-    or ``None``: an integer ``power`` whose operands depend on no parameter, with a
+    """The ``KNOWN_DIFFERENCES`` key of a mismatch the module's structure explains, or
+    ``None``: s4 arithmetic that wraps before a widening convert
+    (``s4-arithmetic-does-not-wrap``); an integer ``power`` whose operands depend on no
+    parameter (constant folding evaluates it), with a
     negative exponent and a base of -1 (XLA's folder, the HloEvaluator, gives 0; its
     run-time code and hloref give -1 or 1 by the exponent's parity: measured on s2, s8
     and s32)."""
@@ -407,6 +418,8 @@ def known_folding(report, module, args) -> str | None:
     module = _parsed(module)
     if module is None:
         return None
+    if _s4_wrapped(module, args):
+        return "s4-arithmetic-does-not-wrap"
     for instr, lhs, rhs in _folded_integer_ops(module, args, ("power",)):
         if not instr.shape.element_type.is_signed_integer:
             continue
@@ -414,6 +427,39 @@ def known_folding(report, module, args) -> str | None:
         if np.any((rhs.astype(np.int64) < 0) & (lhs.astype(np.int64) == -1)):
             return "int-power-negative-folding"
     return None
+
+
+def _s4_wrapped(module, args) -> bool:
+    """An s4 ``add``/``subtract``/``multiply`` converted to a wider type whose exact result
+    left s4's range in hloref's evaluation (XLA's float-normalization-s4 keeps it
+    unwrapped)."""
+    ops = {(c.name, i.name): i for c in module.computations.values() for i in c.instructions
+           if i.opcode in ("add", "subtract", "multiply") and
+           getattr(getattr(i.shape, "element_type", None), "name", "") == "s4" and
+           any(u.opcode == "convert" for u in c.instructions if i in u.operands)}
+    if not ops:
+        return False
+    wanted = {(c, o.name) for (c, _), i in ops.items() for o in i.operands}
+    seen: dict = {}
+
+    def observe(comp, instr, value):
+        if (comp.name, instr.name) in wanted:
+            seen[(comp.name, instr.name)] = value
+
+    try:
+        from hloref.evaluator.interpreter import Interpreter
+        Interpreter(module, observer=observe).run(list(args))
+    except Exception:  # noqa: BLE001
+        return False
+    exact = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
+    for (cname, _), instr in ops.items():
+        values = [seen.get((cname, o.name)) for o in instr.operands]
+        if any(v is None for v in values):
+            continue
+        wide = exact[instr.opcode](*(np.asarray(v).astype(np.int64) for v in values))
+        if np.any((wide < -8) | (wide > 7)):
+            return True
+    return False
 
 
 def _parsed(module):
@@ -472,6 +518,10 @@ def known_difference(report) -> str | None:
     arrays = [x for o in ops for x in _leaves(o)]
     if culprit.opcode == "sort" and any(x.dtype.name in ("int2", "uint2") for x in arrays):
         return "sort-2bit"
+    if culprit.opcode == "convert" and arrays and arrays[0].dtype.name == "float4_e2m1fn" and \
+            any(x.dtype.kind in "iu" for x in _leaves(culprit.expected)) and \
+            np.any(np.abs(arrays[0].astype(np.float64)) == 6.0):
+        return "convert-f4e2m1fn-to-int-saturates"
     if culprit.opcode == "popcnt" and arrays and arrays[0].dtype.name == "int4":
         return "popcnt-s4"
     if culprit.opcode == "power" and len(arrays) == 2 and arrays[1].dtype.kind in "iu":

@@ -188,3 +188,36 @@ ENTRY e {
 """
     report = SimpleNamespace(verdict="mismatch", culprit=None)
     assert known_folding(report, text, [np.int32(-1)]) is None
+
+
+@pytest.mark.parametrize("dtype,value,want", [
+    (np.uint32, 6.0, "convert-f4e2m1fn-to-int-saturates"),  # a campaign's u32 variant
+    (np.int64, -6.0, "convert-f4e2m1fn-to-int-saturates"),  # the stored s64 finding
+    (np.uint32, 4.0, None),                                 # 4 converts right
+])
+def test_a_saturating_f4e2m1fn_convert_is_the_filed_bug(dtype, value, want):
+    """XLA:CPU converts f4e2m1fn ±6 to an integer type's extremes (u32: 6 -> 4294967295,
+    seen in a 60 s campaign); ±6 is representable and converts to ±6 by hand."""
+    x = np.array([value]).astype(ml_dtypes.float4_e2m1fn)
+    report = _localized("convert", [x], np.array([value]).astype(dtype),
+                        np.array([np.iinfo(dtype).max]).astype(dtype))
+    assert known_difference(report) == want
+
+
+@pytest.mark.parametrize("op,values,want", [
+    ("multiply", [6, 2, 7], "s4-arithmetic-does-not-wrap"),  # 36, 4, 49 leave s4's range
+    ("add", [3, -4, 2], None),                               # 6, -8, 4 stay inside
+])
+def test_s4_arithmetic_that_wraps_before_a_widening_convert(op, values, want):
+    """XLA:CPU's float-normalization-s4 keeps s4 sums and products unwrapped when they are
+    converted to s8 (the stored add finding; a campaign found multiply): a mismatch of a
+    module whose s4 arithmetic leaves [-8, 7] (by hand) is that difference."""
+    text = f"""HloModule m
+ENTRY e {{
+  p = s4[3] parameter(0)
+  r = s4[3] {op}(p, p)
+  ROOT c = s8[3] convert(r)
+}}
+"""
+    report = SimpleNamespace(verdict="mismatch", culprit=None)
+    assert known_folding(report, text, [np.array(values).astype(ml_dtypes.int4)]) == want
