@@ -284,7 +284,8 @@ KNOWN_DIFFERENCES = {
     "sort-2bit": "XLA:CPU (jaxlib 0.10.2) sorts s2/u2 keys wrongly: rows that are not a "
                  "permutation of the input or not in the comparator's order "
                  "(findings/xla-cpu-jaxlib-0.10.2/sort-s2-not-a-permutation; u2 seen too)",
-    "accumulation-overflow": "an accumulating op (dot, convolution, reduce) whose terms "
+    "accumulation-overflow": "an accumulating op (dot, convolution, reduce; batch norm, "
+                             "whose XLA expansion sums x²) whose terms "
                              "overflow the element type: hloref accumulates in f64 and rounds "
                              "once (inf), XLA accumulates in the type (inf - inf = NaN); the "
                              "accumulation precision is implementation-defined",
@@ -349,6 +350,18 @@ def _flushed_only(expected, actual) -> bool:
     return any_flushed
 
 
+def _squares_overflow(x: np.ndarray) -> bool:
+    """Whether some x² (XLA's batch-norm expansion: E[x²] - E[x]²) overflows x's type."""
+    import ml_dtypes
+    try:
+        top = float(ml_dtypes.finfo(x.dtype).max)
+    except (ValueError, TypeError):
+        return False
+    wide = x.astype(np.float64)
+    finite = wide[np.isfinite(wide)]
+    return bool(finite.size) and float(np.max(np.abs(finite))) ** 2 >= top
+
+
 def _could_overflow(opcode: str, operands, expected) -> bool:
     """Whether some order of a dot's or convolution's sums could leave the result type's
     finite range: every partial sum is at most (terms) x max|lhs| x max|rhs|, and the
@@ -356,6 +369,8 @@ def _could_overflow(opcode: str, operands, expected) -> bool:
     finite value no order overflows, so a non-finite answer is no rounding effect (it
     was once the excuse for uninitialised memory). Other accumulating ops: assumed."""
     import ml_dtypes
+    if opcode.startswith("batch-norm") and operands:
+        return _squares_overflow(operands[0])
     if opcode not in ("dot", "convolution") or len(operands) < 2:
         return True
     lhs, rhs = operands[0], operands[1]
@@ -516,6 +531,8 @@ def known_difference(report) -> str | None:
         return "ftz" if _flushed_only(report.expected, report.actual) else None
     ops = culprit.operands
     arrays = [x for o in ops for x in _leaves(o)]
+    if culprit.opcode.startswith("batch-norm") and arrays and _squares_overflow(arrays[0]):
+        return "accumulation-overflow"  # XLA's expansion sums x² in the type (inf - inf)
     if culprit.opcode == "sort" and any(x.dtype.name in ("int2", "uint2") for x in arrays):
         return "sort-2bit"
     if culprit.opcode == "convert" and arrays and arrays[0].dtype.name == "float4_e2m1fn" and \

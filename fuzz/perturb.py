@@ -127,6 +127,8 @@ _ACCUMULATING = ACCUMULATING - {"select-and-scatter"}
 #: applied by reduce, scatter, sort, map... are combiners, not steps.
 _CONTROL_ATTRS = {"call": ("to_apply",), "fusion": ("calls",), "while": ("condition", "body"),
                   "scan": ("to_apply",),  # XLA:CPU runs it as a while loop: per-step arithmetic
+                  # XLA's MapInliner inlines a map's computation into elementwise ops
+                  "map": ("to_apply",),
                   "conditional": ("branch_computations", "true_computation",
                                   "false_computation"), "async-start": ("calls",)}
 

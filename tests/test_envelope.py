@@ -640,3 +640,35 @@ def test_single_precision_lapack_results_carry_their_backward_error(worker, seed
         bad[out][k] = np.float32(bad[out][k] * 1.002)
         report = diff(text, [x], worker=worker, oracle_value=tuple(bad))
         assert report.verdict == "mismatch", (out, report.summary())
+
+
+MAP_CANCEL = """HloModule m
+mapper {
+  p = f32[] parameter(0)
+  sq = f32[] multiply(p, p)
+  d = f32[] subtract(sq, p)
+  ROOT r = f32[] multiply(d, d)
+}
+ENTRY e {
+  x = f32[12] parameter(0)
+  ROOT m = f32[12] map(x), dimensions={0}, to_apply=mapper
+}
+"""
+
+
+def test_a_map_body_rounds_like_the_program_it_is_inlined_into(worker):
+    """XLA's MapInliner turns a map into elementwise ops of its caller, so its arithmetic
+    gets the program's freedoms (here FMA contraction of x*x - x: cancellation near
+    x = 1 makes it visible). A campaign (seed 7) filed XLA's answer on these inputs as a
+    mismatch, 1.25 envelope widths outside, when the map body was not perturbed; a 1e-4
+    error in one element is still flagged."""
+    x = np.array([0.9847006, -2.6637502, 0.37592784, 1.3533571, -2.252971, 1.8977332,
+                  -2.794907, 2.5834064, -3.2892787, -2.8026817, -4.2847834, 2.965452],
+                 np.float32)
+    good = diff(MAP_CANCEL, [x], worker=worker)
+    assert good.verdict == "match", good.summary()
+    by_hand = (x.astype(np.float64) ** 2 - x) ** 2
+    np.testing.assert_allclose(good.expected, by_hand, rtol=1e-5)
+    bad = np.array(good.expected, copy=True)
+    bad[0] = np.float32(bad[0] * (1 + 1e-4))
+    assert diff(MAP_CANCEL, [x], worker=worker, oracle_value=bad).verdict == "mismatch"

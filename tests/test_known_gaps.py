@@ -221,3 +221,16 @@ ENTRY e {{
 """
     report = SimpleNamespace(verdict="mismatch", culprit=None)
     assert known_folding(report, text, [np.array(values).astype(ml_dtypes.int4)]) == want
+
+
+@pytest.mark.parametrize("big,want", [(2.5e34, "accumulation-overflow"), (1e15, None)])
+def test_batch_norm_whose_squares_overflow_is_the_accumulation_difference(big, want):
+    """XLA expands batch-norm-training into E[x²] - E[x]² in f32: an x of 2.5e34 squares to
+    inf and the output is NaN (a campaign, seed 7), where hloref's f64 statistics give
+    finite values; 1e15 squares to 1e30, inside f32, so a mismatch there is no such
+    difference (by hand: f32 max 3.4e38)."""
+    x = np.array([[big, 1.0], [3.0, -2.0]], np.float32)
+    s = np.ones(2, np.float32)
+    report = _localized("batch-norm-training", [x, s, s], np.zeros((2, 2), np.float32),
+                        np.full((2, 2), np.nan, np.float32))
+    assert known_difference(report) == want
