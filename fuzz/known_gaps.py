@@ -69,6 +69,12 @@ KNOWN_GAPS: dict[str, str] = {
         "x * (scale * rsqrt(...)) + (offset - mean * scale * rsqrt(...)), which turns "
         "inf - inf into NaN where the documented formula gives ±inf (mean = scale = offset "
         "= -inf), and overflows when x and mean are both near 1e27 though x - mean is 0."),
+    "nan-sign-payload": (
+        "a NaN read by its bits (bitcast-convert from a float type) or by its sign (compare "
+        "with type=TOTALORDER): IEEE 754 leaves the sign and payload of a NaN produced by "
+        "an invalid operation unspecified, and XLA:CPU's differ from hloref's (e.g. "
+        "log-plus-one of -5e31: 0xFFFFFFFF against the default 0xFFC00000; acos of bf16 "
+        "-1.4e21: +NaN against -NaN)."),
 }
 
 def _batch_norm_rearranged(comp, instr, values: dict) -> bool:
@@ -155,6 +161,8 @@ def known_gap(module, values: dict, oracle: str = "xla") -> str | None:
         return "tf-transcendental-accuracy"
     if oracle == "tf" and tf_nan_to_nanless(module, values):
         return "tf-nan-to-nanless-type"
+    if _nan_read_by_bits(module, values):
+        return "nan-sign-payload"
     for comp in module.computations.values():
         for instr in comp.instructions:
             if instr.opcode.startswith("batch-norm-") and _batch_norm_rearranged(
@@ -223,6 +231,31 @@ def tf_nan_to_nanless(module, values: dict) -> bool:
                 values.get((comp.name, operand.name))
             if value is None or np.any(test(np.asarray(value).astype(np.float64))):
                 return True
+    return False
+
+
+def _nan_read_by_bits(module, values: dict) -> bool:
+    """A bitcast-convert of a float operand, or a TOTALORDER compare, whose operand holds
+    a NaN in hloref's evaluation (its sign and payload are then seen)."""
+    for comp in module.computations.values():
+        for instr in comp.instructions:
+            if instr.opcode == "bitcast-convert":
+                reads = instr.operands[:1]
+            elif instr.opcode == "compare" and str(instr.attrs.get("type", "")).upper() == \
+                    "TOTALORDER":
+                reads = instr.operands
+            else:
+                continue
+            for o in reads:
+                v = values.get((comp.name, o.name))
+                if not isinstance(v, np.ndarray) or v.size == 0:
+                    continue
+                et = getattr(getattr(o, "shape", None), "element_type", None)
+                if et is None or not (et.is_float or et.is_complex):
+                    continue
+                with np.errstate(all="ignore"):
+                    if np.isnan(v.astype(np.complex128)).any():
+                        return True
     return False
 
 
