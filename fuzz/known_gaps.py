@@ -526,8 +526,13 @@ def _folded_integer_ops(module, args, opcodes) -> list:
     for comp in module.computations.values():
         free: dict = {}
         for instr in comp.instructions:  # operands come first in text order
-            free[instr.name] = instr.opcode != "parameter" and all(
-                free.get(o.name, False) for o in instr.operands)
+            # xor(x, x) and integer subtract(x, x) are 0 whatever x: XLA's algebraic
+            # simplifier makes them constants before folding
+            self_cancel = instr.opcode in ("xor", "subtract") and len(instr.operands) == 2 \
+                and instr.operands[0] is instr.operands[1] and \
+                getattr(getattr(instr.shape, "element_type", None), "is_integer", False)
+            free[instr.name] = self_cancel or (instr.opcode != "parameter" and all(
+                free.get(o.name, False) for o in instr.operands))
         for instr in comp.instructions:
             et = getattr(instr.shape, "element_type", None)
             if instr.opcode in opcodes and et is not None and et.is_integer and \

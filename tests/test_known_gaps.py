@@ -280,3 +280,18 @@ def test_the_bits_and_sign_of_a_nan_are_implementation_defined():
         q = np.array([-0.163, -0.163]).astype(md.bfloat16)
         s = diff(NAN_SIGN, [a, q], worker=worker)
         assert s.verdict in ("known-gap", "match"), s.summary()
+
+
+def test_a_divisor_xla_simplifies_to_a_constant_zero_is_the_folded_crash():
+    """divide(xor(p, p), xor(p, p)): XLA's simplifier makes xor(p, p) the constant 0, then
+    constant folding divides by it (SIGFPE, a campaign, seed 7); whatever p, by hand the
+    divisor is 0."""
+    text = """HloModule m
+ENTRY e {
+  p = s32[1] parameter(0)
+  x = s32[1] xor(p, p)
+  ROOT d = s32[1] divide(x, x)
+}
+"""
+    report = SimpleNamespace(verdict="crash", message="the xla oracle process died with SIGFPE")
+    assert known_crash(report, text, [np.array([5], np.int32)]) == "int-divide-by-constant-zero"
