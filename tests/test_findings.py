@@ -49,11 +49,19 @@ def test_concatenate_and_divide_references():
     assert int(hloref.evaluate(module, *args)) == 3  # u2: 0 / 0 = all ones
 
 
+def test_atan2_of_iota_reference():
+    """atan2(+0, +0) = +0 (C99 F.9.1.4) and atan2(1, 1) = pi/4, by hand."""
+    module, args = _load("atan2-iota-zero-zero-nan")
+    out = np.asarray(hloref.evaluate(module, *args))
+    np.testing.assert_array_equal(out, [[0.0, 0.0], [np.pi / 4, np.pi / 4]])
+    assert not np.signbit(out[0]).any()
+
+
 def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 16
+    assert len(results) == 17
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
