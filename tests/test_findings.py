@@ -57,11 +57,34 @@ def test_atan2_of_iota_reference():
     assert not np.signbit(out[0]).any()
 
 
+def test_convolution_s16_reference_wraps():
+    """12 x 32767 = 393,204 wraps to -12 in s16; -5 x 32767 = -163,835 to -32,763; the
+    padded positions and the dilation hole are 0 (by hand)."""
+    module, args = _load("convolution-s16-constant-folding-saturates")
+    out = np.asarray(hloref.evaluate(module, *args)).astype(np.int64)
+    row0, row1 = [0, -12, 0, -12, 0], [0, -32763, 0, -32763, 0]
+    assert (393204 + 2 ** 15) % 2 ** 16 - 2 ** 15 == -12
+    assert (-163835 + 2 ** 15) % 2 ** 16 - 2 ** 15 == -32763
+    assert out.tolist() == [[row0, row0], [row1, row1]]
+
+
+def test_dynamic_update_slice_reference_reads_the_update_before_writing():
+    """Row 1 of reshape(p) takes p's flat elements 2..4 (start (5, 4, 0) clamped to
+    (1, 0, 0)): [6, -3, -5] then the kept -7, by hand with numpy."""
+    module, args = _load("dynamic-update-slice-overlapping-update")
+    p = args[0].astype(np.int64)
+    want = p.reshape(2, 1, 4).copy()
+    want[1, 0, 0:3] = p.reshape(8)[2:5]
+    out = np.asarray(hloref.evaluate(module, *args)).astype(np.int64)
+    np.testing.assert_array_equal(out, want)
+    assert out[1, 0].tolist() == [6, -3, -5, -7]
+
+
 def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 17
+    assert len(results) == 19
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
