@@ -485,25 +485,10 @@ def _s4_wrapped(module, args) -> bool:
            if i.opcode in ("add", "subtract", "multiply") and
            getattr(getattr(i.shape, "element_type", None), "name", "") == "s4" and
            any(u.opcode == "convert" for u in c.instructions if i in u.operands)}
-    if not ops:
-        return False
-    wanted = {(c, o.name) for (c, _), i in ops.items() for o in i.operands}
-    seen: dict = {}
-
-    def observe(comp, instr, value):
-        if (comp.name, instr.name) in wanted:
-            seen[(comp.name, instr.name)] = value
-
-    try:
-        from hloref.evaluator.interpreter import Interpreter
-        Interpreter(module, observer=observe).run(list(args))
-    except Exception:  # noqa: BLE001
-        return False
+    operands = _operand_values(module, args, ops)
     exact = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
-    for (cname, _), instr in ops.items():
-        values = [seen.get((cname, o.name)) for o in instr.operands]
-        if any(v is None for v in values):
-            continue
+    for key, values in operands.items():
+        instr = ops[key]
         wide = exact[instr.opcode](*(np.asarray(v).astype(np.int64) for v in values))
         if np.any((wide < -8) | (wide > 7)):
             return True
@@ -538,9 +523,17 @@ def _folded_integer_ops(module, args, opcodes) -> list:
             if instr.opcode in opcodes and et is not None and et.is_integer and \
                     len(instr.operands) == 2 and all(free.get(o.name) for o in instr.operands):
                 suspects[(comp.name, instr.name)] = instr
-    if not suspects:
-        return []
-    wanted = {(c, o.name) for (c, _), i in suspects.items() for o in i.operands}
+    return [(suspects[key], *values)
+            for key, values in _operand_values(module, args, suspects).items()]
+
+
+def _operand_values(module, args, instrs: dict) -> dict:
+    """``{key: [operand values]}`` of ``instrs`` (``{(computation, name): instruction}``)
+    in hloref's evaluation of ``module`` on ``args``, for those whose operands were all
+    seen; empty when there are none or the evaluation fails."""
+    if not instrs:
+        return {}
+    wanted = {(c, o.name) for (c, _), i in instrs.items() for o in i.operands}
     seen: dict = {}
 
     def observe(comp, instr, value):
@@ -551,12 +544,12 @@ def _folded_integer_ops(module, args, opcodes) -> list:
         from hloref.evaluator.interpreter import Interpreter
         Interpreter(module, observer=observe).run(list(args))
     except Exception:  # noqa: BLE001 - no evaluation, no explanation
-        return []
-    out = []
-    for (cname, _), instr in suspects.items():
-        lhs, rhs = (seen.get((cname, o.name)) for o in instr.operands)
-        if lhs is not None and rhs is not None:
-            out.append((instr, lhs, rhs))
+        return {}
+    out = {}
+    for (cname, name), instr in instrs.items():
+        values = [seen.get((cname, o.name)) for o in instr.operands]
+        if all(v is not None for v in values):
+            out[(cname, name)] = values
     return out
 
 
