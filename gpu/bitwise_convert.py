@@ -232,28 +232,39 @@ def reduce_precision(x, *, exponent_bits, mantissa_bits, shape=None):
 
 # ----------------------------------------------------------------- stochastic-convert
 
+@cuda.jit(device=True)
+def stochastic_round(v, r, scale, f_lo, f_hi, lo, hi):
+    """stochastic-convert of f64 ``v`` (the operand's exact value) with random bits ``r``
+    (uint64), the CPU's rule: NaN 0; ``v >= f_hi`` (the result type's largest value as
+    the operand type rounds it) the largest, ``v <= f_lo`` the smallest; else the
+    magnitude's whole part, plus 1 when ``r`` is below its fraction as a fixed-point
+    number of the operand's width (``floor(frac x 2^bits)``, ``scale = 2^bits``), with
+    the operand's sign (int64, wrapped by the store). Also the one-element form inside
+    computations (``gpu/computation.py``)."""
+    if v != v:
+        return np.int64(0)
+    if v >= f_hi:
+        return np.int64(hi)
+    if v <= f_lo:
+        return np.int64(lo)
+    mag = abs(v)
+    whole = floor64(mag)
+    fixed = np.uint64(floor64((mag - whole) * scale))
+    t = np.int64(whole)
+    if np.uint64(r) < fixed:
+        t += 1
+    return -t if signbit(v) else t
+
+
 @functools.cache  # one element function per (operand type, result type)
 def _stochastic_fn(src, dst):
     lo, hi, f_lo, f_hi = stochastic_limits(src, dst)
-    lo, hi = int(lo), int(hi)
-    scale = float(2.0 ** src.bits)
+    lo, hi, f_lo, f_hi = np.int64(lo), np.int64(hi), np.float64(f_lo), np.float64(f_hi)
+    scale = np.float64(2.0 ** src.bits)
 
     @cuda.jit(device=True)
     def f(v, r):
-        v = np.float64(v)
-        if v != v:
-            return np.int64(0)
-        if v >= f_hi:
-            return np.int64(hi)
-        if v <= f_lo:
-            return np.int64(lo)
-        mag = abs(v)
-        whole = floor64(mag)
-        fixed = np.uint64(floor64((mag - whole) * scale))
-        t = np.int64(whole)
-        if r < fixed:
-            t += 1
-        return -t if signbit(v) else t
+        return stochastic_round(np.float64(v), r, scale, f_lo, f_hi, lo, hi)
     return f
 
 

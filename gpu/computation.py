@@ -985,10 +985,10 @@ class _Emitter:
         return self.product([lhs, rhs], op_types[:2], et), et
 
     def stochastic_convert(self, instr, ops, op_types):
-        """The CPU's rule (``forms.stochastic_round``) on the operand's exact value and its
-        random bits, wrapped to the signed result type."""
+        """The CPU's rule (``bitwise_convert.stochastic_round``) on the operand's exact value
+        and its random bits, wrapped to the signed result type."""
         from hloref.evaluator.bitwise_convert import check_stochastic_convert, stochastic_limits
-        from .computation_forms import stochastic_round
+        from .bitwise_convert import stochastic_round
         et = _scalar_type(instr.shape, rank0=False)
         if len(ops) != 2 or any(isinstance(t, list) for t in op_types):
             raise _Unsupported("stochastic-convert operands")
