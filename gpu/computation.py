@@ -834,14 +834,26 @@ class _Emitter:
         from hloref.evaluator.linalg import xla_epsilon
         return repr(float(xla_epsilon(instr.attrs.get("epsilon"), et)))
 
+    def batch_norm_operands(self, instr, ops, op_types, arity):
+        """``(element type, real operands, f64 divide, f64 sqrt)`` of a one-element
+        batch-norm-*: every operand and result of one type (training and grad return a
+        3-tuple, inference an array)."""
+        shape = instr.shape
+        if instr.opcode != "batch-norm-inference":
+            if not isinstance(shape, TupleShape) or len(shape.elements) != 3:
+                raise _Unsupported(f"{instr.opcode} shape")
+            shape = shape.elements[0]
+        et = _scalar_type(shape, rank0=False)
+        if len(ops) != arity or any(t != et for t in op_types):
+            raise _Unsupported(f"{instr.opcode} types")
+        operands = [self.real_operand(o, t) for o, t in zip(ops, op_types)]
+        return et, operands, self.f64_fn("divide"), self.f64_fn("sqrt")
+
     def batch_norm_inference(self, instr, ops, op_types):
         """One element: ``(x - mean) x (1 / sqrt(variance + epsilon) x scale) + offset``
         in f64, rounded once (the CPU's order of operations)."""
-        et = _scalar_type(instr.shape, rank0=False)
-        if len(ops) != 5 or any(t != et for t in op_types):
-            raise _Unsupported("batch-norm-inference types")
-        x, scale, offset, mean, var = (self.real_operand(o, t) for o, t in zip(ops, op_types))
-        div, sqrt = self.f64_fn("divide"), self.f64_fn("sqrt")
+        et, (x, scale, offset, mean, var), div, sqrt = self.batch_norm_operands(instr, ops,
+                                                                                op_types, 5)
         inv = self.line(f"{div}(1.0, {sqrt}({var} + {self.epsilon(instr, et)}))")
         y = self.line(f"({x} - {mean}) * ({inv} * {scale}) + {offset}")
         return self.line(self.store(y, et)), et
@@ -850,14 +862,7 @@ class _Emitter:
         """One element: mean ``0 + x`` (a sum from +0), centred ``x - mean``, variance
         ``centred^2``, output ``centred x (1 / sqrt(var + epsilon) x scale) + offset`` in
         f64, each rounded once: ``(output, mean, variance)``."""
-        shape = instr.shape
-        if not isinstance(shape, TupleShape) or len(shape.elements) != 3:
-            raise _Unsupported("batch-norm-training shape")
-        et = _scalar_type(shape.elements[0], rank0=False)
-        if len(ops) != 3 or any(t != et for t in op_types):
-            raise _Unsupported("batch-norm-training types")
-        x, scale, offset = (self.real_operand(o, t) for o, t in zip(ops, op_types))
-        div, sqrt = self.f64_fn("divide"), self.f64_fn("sqrt")
+        et, (x, scale, offset), div, sqrt = self.batch_norm_operands(instr, ops, op_types, 3)
         mean = self.line(f"{x} + 0.0")  # a mean is a sum from +0: -0 gives +0
         centred = self.line(f"{x} - {mean}")
         var = self.line(f"{centred} * {centred}")
@@ -944,14 +949,8 @@ class _Emitter:
         ``inv = 1 / sqrt(ve)``, ``c = x - mean``, sums from +0 ``sdy = dy + 0``, ``sdc =
         dy x c + 0``; results ``(scale x inv) x (dy - sdy - c x (sdc / ve))``, ``sdc x
         inv``, ``sdy``, each rounded once."""
-        shape = instr.shape
-        if not isinstance(shape, TupleShape) or len(shape.elements) != 3:
-            raise _Unsupported("batch-norm-grad shape")
-        et = _scalar_type(shape.elements[0], rank0=False)
-        if len(ops) != 5 or any(t != et for t in op_types):
-            raise _Unsupported("batch-norm-grad types")
-        x, scale, mean, var, dy = (self.real_operand(o, t) for o, t in zip(ops, op_types))
-        div, sqrt = self.f64_fn("divide"), self.f64_fn("sqrt")
+        et, (x, scale, mean, var, dy), div, sqrt = self.batch_norm_operands(instr, ops,
+                                                                             op_types, 5)
         ve = self.line(f"{var} + {self.epsilon(instr, et)}")
         inv = self.line(f"{div}(1.0, {sqrt}({ve}))")
         c = self.line(f"{x} - {mean}")
