@@ -109,6 +109,9 @@ class DiffReport:
     #: already known (a bug reported, a documented limitation): still a mismatch
     known_difference: str | None = None
     oracle_result: OracleResult | None = None
+    #: hloref's value of every entry instruction (computed for the comparison anyway;
+    #: the known-difference classifiers read operands from it instead of evaluating again)
+    entry_values: dict = field(default_factory=dict, repr=False)
     debug_options: dict = field(default_factory=dict)
     policy: EnvelopePolicy | None = None
     hloref_seconds: float = 0.0
@@ -400,7 +403,7 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
         report = DiffReport("match", oracle, expected=ours, actual=result.value,
                             oracle_result=result, hloref_seconds=hloref_seconds,
                             oracle_seconds=result.seconds, debug_options=debug_options,
-                            policy=policy)
+                            policy=policy, entry_values=values)
         if not result.ok:
             report.verdict = result.kind
             report.message = result.message

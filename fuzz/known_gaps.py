@@ -447,7 +447,9 @@ def known_crash(report, module, args) -> str | None:
         return "concatenate-2bit-aborts"
     if "SIGFPE" not in message:
         return None
-    for _instr, _lhs, rhs in _folded_integer_ops(module, args, ("divide", "remainder")):
+    known = getattr(report, "entry_values", None)
+    for _instr, _lhs, rhs in _folded_integer_ops(module, args, ("divide", "remainder"),
+                                                 known):
         if np.any(np.asarray(rhs) == 0):
             return "int-divide-by-constant-zero"
     return None
@@ -466,33 +468,33 @@ def known_folding(report, module, args) -> str | None:
     module = _parsed(module)
     if module is None:
         return None
-    if _s4_wrapped(module, args):
-        return "s4-arithmetic-does-not-wrap"
-    for instr, lhs, rhs in _folded_integer_ops(module, args, ("power",)):
-        if not instr.shape.element_type.is_signed_integer:
+    s4 = _s4_to_wider(module)
+    powers = _folded_integer(module, ("power",))
+    values = _operand_values(module, args, {**s4, **powers},
+                             getattr(report, "entry_values", None))
+    exact = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
+    for key, instr in s4.items():
+        if key in values:
+            wide = exact[instr.opcode](*(np.asarray(v).astype(np.int64) for v in values[key]))
+            if np.any((wide < -8) | (wide > 7)):
+                return "s4-arithmetic-does-not-wrap"
+    for key, instr in powers.items():
+        if key not in values or not instr.shape.element_type.is_signed_integer:
             continue
+        lhs, rhs = values[key]
         lhs, rhs = np.broadcast_arrays(np.asarray(lhs), np.asarray(rhs))
         if np.any((rhs.astype(np.int64) < 0) & (lhs.astype(np.int64) == -1)):
             return "int-power-negative-folding"
     return None
 
 
-def _s4_wrapped(module, args) -> bool:
-    """An s4 ``add``/``subtract``/``multiply`` converted to a wider type whose exact result
-    left s4's range in hloref's evaluation (XLA's float-normalization-s4 keeps it
-    unwrapped)."""
-    ops = {(c.name, i.name): i for c in module.computations.values() for i in c.instructions
-           if i.opcode in ("add", "subtract", "multiply") and
-           getattr(getattr(i.shape, "element_type", None), "name", "") == "s4" and
-           any(u.opcode == "convert" for u in c.instructions if i in u.operands)}
-    operands = _operand_values(module, args, ops)
-    exact = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
-    for key, values in operands.items():
-        instr = ops[key]
-        wide = exact[instr.opcode](*(np.asarray(v).astype(np.int64) for v in values))
-        if np.any((wide < -8) | (wide > 7)):
-            return True
-    return False
+def _s4_to_wider(module) -> dict:
+    """``{(computation, name): instruction}`` of the s4 ``add``/``subtract``/``multiply``
+    that a ``convert`` reads (XLA's float-normalization-s4 keeps those unwrapped)."""
+    return {(c.name, i.name): i for c in module.computations.values() for i in c.instructions
+            if i.opcode in ("add", "subtract", "multiply") and
+            getattr(getattr(i.shape, "element_type", None), "name", "") == "s4" and
+            any(u.opcode == "convert" for u in c.instructions if i in u.operands)}
 
 
 def _parsed(module):
@@ -503,10 +505,18 @@ def _parsed(module):
         return None
 
 
-def _folded_integer_ops(module, args, opcodes) -> list:
+def _folded_integer_ops(module, args, opcodes, known=None) -> list:
     """``(instruction, lhs value, rhs value)`` of the integer binary ``opcodes`` whose two
     operands depend on no parameter (what constant folding evaluates), in hloref's
     evaluation of ``module`` on ``args``; empty when there are none or it fails."""
+    suspects = _folded_integer(module, opcodes)
+    return [(suspects[key], *values)
+            for key, values in _operand_values(module, args, suspects, known).items()]
+
+
+def _folded_integer(module, opcodes) -> dict:
+    """``{(computation, name): instruction}`` of the integer binary ``opcodes`` whose two
+    operands depend on no parameter."""
     suspects = {}
     for comp in module.computations.values():
         free: dict = {}
@@ -523,17 +533,21 @@ def _folded_integer_ops(module, args, opcodes) -> list:
             if instr.opcode in opcodes and et is not None and et.is_integer and \
                     len(instr.operands) == 2 and all(free.get(o.name) for o in instr.operands):
                 suspects[(comp.name, instr.name)] = instr
-    return [(suspects[key], *values)
-            for key, values in _operand_values(module, args, suspects).items()]
+    return suspects
 
 
-def _operand_values(module, args, instrs: dict) -> dict:
+def _operand_values(module, args, instrs: dict, known: dict | None = None) -> dict:
     """``{key: [operand values]}`` of ``instrs`` (``{(computation, name): instruction}``)
     in hloref's evaluation of ``module`` on ``args``, for those whose operands were all
-    seen; empty when there are none or the evaluation fails."""
+    seen; empty when there are none or the evaluation fails. ``known``: values already
+    computed (``DiffReport.entry_values``): the module is evaluated again only when an
+    operand is not among them."""
     if not instrs:
         return {}
     wanted = {(c, o.name) for (c, _), i in instrs.items() for o in i.operands}
+    if known and wanted <= known.keys():
+        return {key: [known[(key[0], o.name)] for o in instr.operands]
+                for key, instr in instrs.items()}
     seen: dict = {}
 
     def observe(comp, instr, value):

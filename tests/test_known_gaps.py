@@ -295,3 +295,22 @@ ENTRY e {
 """
     report = SimpleNamespace(verdict="crash", message="the xla oracle process died with SIGFPE")
     assert known_crash(report, text, [np.array([5], np.int32)]) == "int-divide-by-constant-zero"
+
+
+def test_the_classifiers_read_the_reports_values_instead_of_evaluating_again():
+    """DiffReport.entry_values (computed for the comparison) give the operands: with
+    them, no second evaluation is needed (args=None here would make one fail)."""
+    text = """HloModule m
+ENTRY e {
+  a = s32[] constant(-1)
+  b = s32[] constant(-1)
+  ROOT r = s32[] power(a, b)
+}
+"""
+    values = {("e", "a"): np.int32(-1), ("e", "b"): np.int32(-1)}
+    report = SimpleNamespace(verdict="mismatch", culprit=None, entry_values=values)
+    assert known_folding(report, text, None) == "int-power-negative-folding"
+    crash = SimpleNamespace(verdict="crash", message="died with SIGFPE",
+                            entry_values={("e", "a"): np.int32(0), ("e", "b"): np.int32(0)})
+    assert known_crash(crash, text.replace("power", "divide"), None) == \
+        "int-divide-by-constant-zero"
