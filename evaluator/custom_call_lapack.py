@@ -91,6 +91,13 @@ def _config(attrs) -> dict:
     return out
 
 
+def backend_char(backend_config, name: str, default: str) -> str:
+    """Attribute ``name`` of a LAPACK call's ``backend_config`` (``{uplo = 76 : ui8,
+    ...}``) as its character (``"L"``), or ``default``; for readers of the instruction
+    outside this module (the envelope's error bounds)."""
+    return _char(_config({"backend_config": backend_config}), name, default)
+
+
 def _char(cfg, name, default):
     v = cfg.get(name, default)
     return chr(v) if isinstance(v, int) and not isinstance(v, bool) else str(v)

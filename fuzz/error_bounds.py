@@ -270,8 +270,8 @@ def is_single_precision_lapack(instr: Instruction) -> bool:
 
 
 def _lapack_char(instr: Instruction, name: str, default: str) -> str:
-    m = re.search(name + r"\s*=\s*(\d+)", str(instr.attrs.get("backend_config", "")))
-    return chr(int(m.group(1))) if m else default
+    from hloref.evaluator.custom_call_lapack import backend_char
+    return backend_char(instr.attrs.get("backend_config"), name, default)
 
 
 def lapack_atol(instr: Instruction, operands: list, value):

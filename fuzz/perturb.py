@@ -677,10 +677,11 @@ class Perturber:
         ref = instr.attrs.get("to_apply")
         comp = self.module.computations.get(str(ref)) if ref is not None else None
         et = float_type(value)
-        if comp is None or et is None or isinstance(value, tuple) or \
-                not reorder_free(self.module, comp) or \
-                not is_vectorizable(comp, self.module) or \
-                _terms(instr, operands, value, self.module) > _MAX_FOLD_TERMS:
+        if comp is None or et is None or isinstance(value, tuple):
+            return None
+        n = _terms(instr, operands, value, self.module)
+        if n > _MAX_FOLD_TERMS or not reorder_free(self.module, comp) or \
+                not is_vectorizable(comp, self.module):
             return None
         try:
             other = np.asarray(recompute(*operands, reducer_order="left"))
@@ -694,7 +695,6 @@ class Perturber:
         gap = np.where(np.isnan(nominal) & np.isnan(alt), 0.0, gap)
         if not np.any(gap):
             return None
-        n = _terms(instr, operands, value, self.module)
         with np.errstate(all="ignore"):
             budget = 2.0 * gap + 4.0 * math.sqrt(n) * ulp_at(value, et)
         return np.nan_to_num(budget, nan=np.inf, posinf=np.inf)
