@@ -27,7 +27,7 @@ dedicated all-reduce, all-gather and collective-permute pairs on one device:
 (``_SCALAR_FORMS``, each the CPU's arithmetic: convolution, a product or, where the one
 tap falls in the padding, the padding zero times rhs; cholesky, a square root;
 triangular-solve, ``(1 / a) x b``; fft of length 1; batch-norm-inference, -training and
--grad; scaled-dot with scales of the operands' rank; ragged-dot; stochastic-convert;
+-grad; scaled-dot (a rank-0 scale is 1, as the CPU has it); ragged-dot; stochastic-convert;
 shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the init).
 The CPU's dots sum from +0, so a one-term float product of -0 gives +0, here too.
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
@@ -37,8 +37,8 @@ order is the CPU's sequential call order; collectives on several devices, a rend
 per call; rng-get-and-update-state, the CPU's global state; rng-bit-generator, whose
 state has several elements; dynamic-reshape and set-dimension-size, whose
 runtime sizes the CPU's interpreter tracks; complex triangular-solve, whose c128
-division the device's complex divide does not match bit for bit; scaled-dot with a
-scalar scale; a select-and-scatter whose select holds a loop or a draw) and the CPU's
+division the device's complex divide does not match bit for bit; a select-and-scatter
+whose select holds a loop or a draw) and the CPU's
 own errors (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
 (jaxlib 0.10.2) accepts such modules in its verifier but aborts compiling a reduce or
 map whose computation holds rng, a collective, infeed, outfeed, send or a while (its
@@ -103,8 +103,8 @@ FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net),
                  "rendezvous per call), rng-get-and-update-state (the CPU's global state), "
                  "or an op without a one-element device form (rng-bit-generator: its state "
                  "is several elements; dynamic-reshape and set-dimension-size: "
-                 "runtime dimension sizes; complex triangular-solve; scaled-dot with a "
-                 "scalar scale; a select-and-scatter whose select loops or draws): "
+                 "runtime dimension sizes; complex triangular-solve; a select-and-scatter "
+                 "whose select loops or draws): "
                  "cpu fallback")
 
 
@@ -923,26 +923,38 @@ class _Emitter:
         return value, vtype
 
     def scaled_dot(self, instr, ops, op_types):
-        """One-element float operands and scales: ``(lhs x lhs_scale) x (rhs x rhs_scale)``
-        in f64 (each scaled operand rounded to f64), a sum from +0, rounded once (an integer
-        result: to f32, then converted); scales of the operands' rank only."""
-        from hloref.types import F32
+        """One-element real operands and scales (integers and pred by value): each operand
+        exactly in f64 times its scale in f64 (a rank-0 scale is 1: the CPU ignores its
+        value), then the product of the two by the dot rules of f64 operands (``product``:
+        a sum from +0, rounded once; integer and pred results convert the f64 values),
+        float operands with an integer result through f32 (``integer_result_in_f32``)."""
+        from hloref.types import F32, F64
         et = _scalar_type(instr.shape, rank0=False)
         if len(ops) != 4 or any(isinstance(t, list) or type_class(t) not in
-                                ("f32", "f64", "narrow") for t in op_types):
+                                ("f32", "f64", "narrow", "sint", "uint", "pred")
+                                for t in op_types):
             raise _Unsupported("scaled-dot operands")
-        if type_class(et) not in ("f32", "f64", "narrow", "sint", "uint"):
-            raise _Unsupported(f"scaled-dot to {et.name}")
-        lhs, rhs, ls, rs = (self.real_operand(o, t) for o, t in zip(ops, op_types))
-        if any(instr.operands[k].shape.rank != instr.operands[k - 2].shape.rank
-               for k in (2, 3)):
-            raise _Unsupported("scaled-dot with a scalar scale")
-        a = self.line(f"{lhs} * {ls}")
-        b = self.line(f"{rhs} * {rs}")
-        wide = self.line(f"{a} * {b} + 0.0")
-        if type_class(et) in ("sint", "uint"):
-            return self.convert_value(self.line(self.store(wide, F32)), F32, et), et
-        return self.line(self.store(wide, et)), et
+        scaled = []
+        for k in (0, 1):
+            x, s = (self.convert_value(ops[j], op_types[j], F64) for j in (k, k + 2))
+            rank, srank = instr.operands[k].shape.rank, instr.operands[k + 2].shape.rank
+            if srank == 0:  # the CPU's rule: a rank-0 scale is 1
+                scaled.append(x)
+            elif srank != rank:  # the CPU's error (it runs the computation)
+                raise HloEvalError(f"scaled-dot: scale of rank {srank} for an operand of "
+                                   f"rank {rank}")
+            else:
+                scaled.append(self.line(f"{x} * {s}"))
+        cls = type_class(et)
+        if cls in ("sint", "uint") and all(t.is_float for t in op_types[:2]):
+            wide = self.product(scaled, [F64, F64], F32)
+            return self.convert_value(wide, F32, et), et
+        if cls in ("sint", "uint"):  # the f64 values converted to the result type, multiplied
+            conv = [self.convert_value(x, F64, et) for x in scaled]
+            fn = self.bind("F", element_fn("multiply", et))
+            return self.line(self.store(f"{fn}({self.load(conv[0], et)}, "
+                                        f"{self.load(conv[1], et)})", et)), et
+        return self.product(scaled, [F64, F64], et), et
 
     def batch_norm_grad(self, instr, ops, op_types):
         """One element (n = 1), the CPU's f64 arithmetic: ``ve = variance + epsilon``,

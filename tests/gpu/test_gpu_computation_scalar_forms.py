@@ -312,7 +312,7 @@ def test_select_and_scatter_of_one_element(window, covers):
 @pytest.mark.parametrize("out", ["f32", "bf16", "s32"])
 def test_scaled_dot_of_one_element(out):
     """``(x x 3) x (-1.25 x 0.1f) + 0`` in f64, rounded once (s32: to f32, converted);
-    a scalar scale stays on the CPU (a counted fallback)."""
+    a rank-0 lhs scale is 1 (the CPU ignores its value): ``x x (-1.25 x 0.1f) + 0``."""
     x = np.array([1.5, -0.0, 2.0, -7.25, 0.1, 100.0, 3.0, -0.5], np.float32)
     body = f"""  r = f32[1,1] reshape(x)
   k = f32[1,1] constant({{{{-1.25}}}})
@@ -328,7 +328,13 @@ def test_scaled_dot_of_one_element(out):
         want = wide.astype(element_type(out).dtype)
     assert bits_equal(got, want)
     scalar = body.replace("ls = f32[1,1] constant({{3}})", "ls = f32[] constant(3)")
-    check(map_module("f32", scalar, out, n=8), x, xla=False, fallbacks=1)
+    got = check(map_module("f32", scalar, out, n=8), x, xla=False)
+    wide = f64(x) * (-1.25 * f64(np.float32(0.1))) + 0.0
+    if out == "s32":
+        want = np.trunc(wide.astype(np.float32)).astype(np.int32)
+    else:
+        want = wide.astype(element_type(out).dtype)
+    assert bits_equal(got, want)
 
 
 @pytest.mark.parametrize("mode", ["rows", "contracting", "batch"])
