@@ -26,7 +26,8 @@ dedicated all-reduce, all-gather and collective-permute pairs on one device:
 ``_Emitter.async_op``), and the ops whose one-element value is a scalar formula
 (``_SCALAR_FORMS``, each the CPU's arithmetic: convolution, a product or, where the one
 tap falls in the padding, the padding zero times rhs; cholesky, a square root;
-triangular-solve, ``(1 / a) x b``; fft of length 1; batch-norm-inference, -training and
+triangular-solve, ``(1 / a) x b`` (complex: numpy's Smith division and einsum's
+product in c128, as the CPU); fft of length 1; batch-norm-inference, -training and
 -grad; scaled-dot (a rank-0 scale is 1, as the CPU has it); ragged-dot; stochastic-convert;
 shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the init).
 The CPU's dots sum from +0, so a one-term float product of -0 gives +0, here too.
@@ -36,9 +37,8 @@ other ops (``FALLBACK_NOTE``: custom-call, the safety net; host transfers, whose
 order is the CPU's sequential call order; collectives on several devices, a rendezvous
 per call; rng-get-and-update-state, the CPU's global state; rng-bit-generator, whose
 state has several elements; dynamic-reshape and set-dimension-size, whose
-runtime sizes the CPU's interpreter tracks; complex triangular-solve, whose c128
-division the device's complex divide does not match bit for bit; a select-and-scatter
-whose select holds a loop or a draw) and the CPU's
+runtime sizes the CPU's interpreter tracks; a select-and-scatter whose select holds a
+loop or a draw) and the CPU's
 own errors (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
 (jaxlib 0.10.2) accepts such modules in its verifier but aborts compiling a reduce or
 map whose computation holds rng, a collective, infeed, outfeed, send or a while (its
@@ -103,8 +103,8 @@ FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net),
                  "rendezvous per call), rng-get-and-update-state (the CPU's global state), "
                  "or an op without a one-element device form (rng-bit-generator: its state "
                  "is several elements; dynamic-reshape and set-dimension-size: "
-                 "runtime dimension sizes; complex triangular-solve; a select-and-scatter "
-                 "whose select loops or draws): "
+                 "runtime dimension sizes; a select-and-scatter whose select loops or "
+                 "draws): "
                  "cpu fallback")
 
 
@@ -801,18 +801,45 @@ class _Emitter:
     def triangular_solve(self, instr, ops, op_types):
         """1x1: the CPU's ``0 + (1 / a) x b`` in f64 (it multiplies b by the triangle's
         inverse, a sum from +0), ``0 + 1 x b`` with ``unit_diagonal``; left_side and
-        transpose_a do not change a 1x1 triangle. Real types only."""
+        transpose_a do not change a 1x1 real triangle. Complex (``complex_triangular_solve``):
+        the CPU's c128 steps."""
         et = _scalar_type(instr.shape, rank0=False)
         (a, b), (ta, tb) = ops, op_types
+        unit = str(instr.attrs.get("unit_diagonal", "false")).lower() in ("true", "1")
+        if ta == et and tb == et and type_class(et) == "complex":
+            return self.complex_triangular_solve(instr, a, b, et, unit), et
         if ta != et or tb != et or type_class(et) not in ("f32", "f64", "narrow"):
             raise _Unsupported("triangular-solve types")
-        unit = str(instr.attrs.get("unit_diagonal", "false")).lower() in ("true", "1")
         div, mul = self.f64_fn("divide"), self.f64_fn("multiply")
         f64 = self.bind("N", np.float64)
         diag = f"{f64}(1.0)" if unit else self.real_operand(a, ta)
         inv = self.line(f"{div}({f64}(1.0), {diag})")
         x = self.line(f"{mul}({inv}, {self.real_operand(b, tb)}) + 0.0")  # a sum from +0
         return self.line(self.store(x, et)), et
+
+    def complex_triangular_solve(self, instr, a, b, et, unit):
+        """1x1 complex, the CPU's c128 arithmetic (``evaluator/linalg.py``): the triangle
+        ``t`` is ``a`` (``1 + 0i`` with ``unit_diagonal``), conjugated for ADJOINT; its
+        inverse is numpy's Smith division ``(1 + 0i) / t`` (``complex_elementwise.smith``,
+        no Annex G recovery: numpy's ``/``); then einsum's one-term sum of products from
+        +0: ``inv x b`` (left_side) or ``b x inv``, each part ``re1 x re2 - im1 x im2``
+        and ``re1 x im2 + im1 x re2`` plus 0; rounded once to c64."""
+        from hloref.evaluator.linalg import transpose_mode
+        trans = transpose_mode(instr.attrs.get("transpose_a") or "NO_TRANSPOSE")
+        left = str(instr.attrs.get("left_side", "false")).lower() in ("true", "1")
+        f64 = self.bind("N", np.float64)
+        tr, ti = ("1.0", "0.0") if unit else (f"{f64}({a}.real)", f"{f64}({a}.imag)")
+        tr, ti = self.line(f"{f64}({tr})"), self.line(f"{f64}({ti})")
+        if trans == "ADJOINT":
+            ti = self.line(f"-{ti}")
+        inv = self.line(f"{self.bind('F', complex_elementwise.smith)}({f64}(1.0), "
+                        f"{f64}(0.0), {tr}, {ti})")
+        ir, ii = f"{inv}[0]", f"{inv}[1]"
+        br, bi = self.line(f"{f64}({b}.real)"), self.line(f"{f64}({b}.imag)")
+        (xr, xi), (yr, yi) = ((ir, ii), (br, bi)) if left else ((br, bi), (ir, ii))
+        re = self.line(f"{xr} * {yr} - {xi} * {yi}")
+        im = self.line(f"{xr} * {yi} + {xi} * {yr}")
+        return self.store_complex(f"({re} + 0.0, {im} + 0.0)", et)
 
     def fft(self, instr, ops, op_types):
         """Length 1 in every transformed dimension: FFT and IFFT give the element; RFFT
