@@ -29,7 +29,8 @@ tap falls in the padding, the padding zero times rhs; cholesky, a square root;
 triangular-solve, ``(1 / a) x b`` (complex: numpy's Smith division and einsum's
 product in c128, as the CPU); fft of length 1; batch-norm-inference, -training and
 -grad; scaled-dot (a rank-0 scale is 1, as the CPU has it); ragged-dot; stochastic-convert;
-shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the init).
+shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the init,
+a select holding a loop or a draw called where the CPU calls it: ``select_calls``).
 The CPU's dots sum from +0, so a one-term float product of -0 gives +0, here too.
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
 reduce-window then follow its tree order, else its sequential fold). Computations with
@@ -37,8 +38,7 @@ other ops (``FALLBACK_NOTE``: custom-call, the safety net; host transfers, whose
 order is the CPU's sequential call order; collectives on several devices, a rendezvous
 per call; rng-get-and-update-state, the CPU's global state; rng-bit-generator, whose
 state has several elements; dynamic-reshape and set-dimension-size, whose
-runtime sizes the CPU's interpreter tracks; a select-and-scatter whose select holds a
-loop or a draw) and the CPU's
+runtime sizes the CPU's interpreter tracks) and the CPU's
 own errors (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
 (jaxlib 0.10.2) accepts such modules in its verifier but aborts compiling a reduce or
 map whose computation holds rng, a collective, infeed, outfeed, send or a while (its
@@ -103,8 +103,7 @@ FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net),
                  "rendezvous per call), rng-get-and-update-state (the CPU's global state), "
                  "or an op without a one-element device form (rng-bit-generator: its state "
                  "is several elements; dynamic-reshape and set-dimension-size: "
-                 "runtime dimension sizes; a select-and-scatter whose select loops or "
-                 "draws): "
+                 "runtime dimension sizes): "
                  "cpu fallback")
 
 
@@ -924,7 +923,9 @@ class _Emitter:
         """One operand element and one window: the window holds the element when some
         position ``k - low`` is 0 (no dilations), and then the result is
         ``scatter(init, source)`` (a single candidate: ``select``'s answers are never
-        used; a ``select`` holding a loop or a draw stays the CPU's), else ``init``."""
+        used), else ``init``. A ``select`` holding a loop or a draw is called as the CPU
+        calls it (``select_calls``), its answers dropped: its loops run (and stop at the
+        iteration limit, as the CPU's), its draws are made."""
         et = _scalar_type(instr.shape, rank0=False)
         if len(ops) != 3 or any(isinstance(t, list) for t in op_types) or op_types[0] != et:
             raise _Unsupported("select-and-scatter operands")
@@ -936,10 +937,18 @@ class _Emitter:
         select = self.module.computations[str(instr.attrs.get("select"))]
         probe = _Emitter(self.module, self.limit, self.name + "/select", self.device)
         probe.emit(select, ["a", "b"], [et, et])
-        if probe.loops or probe.rng_sites:
-            raise _Unsupported("select-and-scatter select with a loop or a draw")
+        covers = _window_covers_element(window, instr.operands[0].shape.rank)
+        calls = select_calls(dims) if covers else 0
+        if (probe.loops or probe.rng_sites) and calls:
+            zero = self.bind("C", _storage_constant(np.zeros(1), et))
+            self.statement(f"for {self.fresh()} in range({calls}):")
+            outer = self.indent
+            self.indent += "    "
+            self.emit(select, [ops[0], zero], [et, et])
+            self.statement("pass")
+            self.indent = outer
         _, source, init = ops
-        if not _window_covers_element(window, instr.operands[0].shape.rank):
+        if not covers:
             if op_types[2] != et:
                 raise _Unsupported("select-and-scatter init type")
             return init, et
@@ -1203,6 +1212,21 @@ def _window_covers_element(window, rank: int) -> bool:
         if not any(k * dil - low == 0 for k in range(size)):
             return False
     return True
+
+
+def select_calls(dims) -> int:
+    """How many times the CPU's select-and-scatter calls a ``select`` that holds a loop or
+    a draw (one it applies element by element) for a one-element operand whose window
+    holds the element: the window's positions are visited in row-major order, the
+    element (at position ``low`` in each dimension) becomes the choice, and each later
+    position (padding: the candidate is a zero of the type) is put to
+    ``select(element, 0)``; positions before the element are not (no choice yet)."""
+    total, flat = 1, 0
+    for d in dims:
+        size, low = int(getattr(d, "size", 1)), int(getattr(d, "padding_low", 0))
+        total *= size
+        flat = flat * size + low
+    return total - 1 - flat
 
 
 def _leaves(value):
