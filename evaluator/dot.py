@@ -149,7 +149,8 @@ def dot(lhs, rhs, *, shape, lhs_batch_dims=(), rhs_batch_dims=(), lhs_contractin
         a, lhs_free = _arrange(lhs, lhs_batch_dims, lhs_contracting_dims, True)
         b, rhs_free = _arrange(rhs, rhs_batch_dims, rhs_contracting_dims, False)
         product = _matmul(a, b)
-        return np.ascontiguousarray(product.reshape(
+        # ``contiguous``, not ``np.ascontiguousarray``: a vector-vector dot is rank 0
+        return contiguous(product.reshape(
             [lhs.shape[d] for d in lhs_batch_dims] + lhs_free + rhs_free))
     if algorithm is None and et.dtype in _F32_F64 and lhs.dtype in _F32_F64 and \
             rhs.dtype in _F32_F64:

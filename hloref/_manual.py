@@ -101,7 +101,7 @@ def _split(value: np.ndarray, spec: list[list[str]], axes, devices) -> list:
             i, n = _block(coord, sizes, dim_axes)
             step = value.shape[dim] // n
             idx.append(slice(i * step, (i + 1) * step))
-        out.append(np.ascontiguousarray(value[tuple(idx)]))
+        out.append(np.array(value[tuple(idx)], order="C"))  # keeps a 0-d block 0-d
     return out
 
 

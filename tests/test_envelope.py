@@ -672,3 +672,26 @@ def test_a_map_body_rounds_like_the_program_it_is_inlined_into(worker):
     bad = np.array(good.expected, copy=True)
     bad[0] = np.float32(bad[0] * (1 + 1e-4))
     assert diff(MAP_CANCEL, [x], worker=worker, oracle_value=bad).verdict == "mismatch"
+
+
+def test_a_vector_dot_product_stays_a_scalar_in_the_envelopes_runs(worker):
+    # conjugate gradients' step size: alpha = rr / (p . Ap), a rank-0 dot broadcast back
+    # over the vector. The perturbed runs sum f32 dots natively; that path returned the
+    # scalar as shape (1,) and the broadcast refused it (the envelope said "error").
+    text = """HloModule m
+ENTRY e {
+  a = f32[48] parameter(0)
+  b = f32[48] parameter(1)
+  d = f32[] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  s = f32[48] broadcast(d), dimensions={}
+  ROOT r = f32[48] multiply(s, a)
+}
+"""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 48)).astype(np.float32)
+    report = diff(text, [a, b], worker=worker, isolate_all=True)  # samples the envelope
+    assert report.verdict == "match", report.summary()
+    np.testing.assert_allclose(report.actual, np.dot(a.astype(np.float64), b) * a, rtol=1e-5)
+    native = hloref.evaluator.interpreter.Interpreter(
+        hloref.parse(text), op_overrides={"dot": {"accumulate": "native"}}).run([a, b])
+    assert native.shape == (48,)
