@@ -80,11 +80,21 @@ def test_dynamic_update_slice_reference_reads_the_update_before_writing():
     assert out[1, 0].tolist() == [6, -3, -5, -7]
 
 
+def test_int_to_f8_to_unsigned_reference_is_zero_for_nan():
+    """3e9 and 500 exceed f8e4m3fn's largest finite 448 (no infinity): NaN; NaN converts
+    to integer 0; 5 is exact (by hand, and ml_dtypes for the f8 step)."""
+    module, args = _load("convert-int-f8-unsigned-fused-nan-saturates")
+    assert args[0].tolist() == [3000000000, 500, 5]
+    f8 = args[0].astype(np.float64).astype(ml_dtypes.float8_e4m3fn)
+    assert np.isnan(f8[:2].astype(np.float32)).all() and float(f8[2]) == 5.0
+    assert hloref.evaluate(module, *args).tolist() == [0, 0, 5]
+
+
 def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 19
+    assert len(results) == 20
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
