@@ -30,15 +30,18 @@ triangular-solve, ``(1 / a) x b`` (complex: numpy's Smith division and einsum's
 product in c128, as the CPU); fft of length 1; batch-norm-inference, -training and
 -grad; scaled-dot (a rank-0 scale is 1, as the CPU has it); ragged-dot; stochastic-convert;
 shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the init,
-a select holding a loop or a draw called where the CPU calls it: ``select_calls``).
+a select holding a loop or a draw called where the CPU calls it: ``select_calls``), and
+rng-bit-generator of one element of bits (the CPU's generator of one counter, bit for
+bit; its ``u64[2]``/``u64[3]`` state a small array value, ``_VecType``: a tuple of
+storage values that constant, broadcast, concatenate, reshape and slice make or read).
 The CPU's dots sum from +0, so a one-term float product of -0 gives +0, here too.
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
 reduce-window then follow its tree order, else its sequential fold). Computations with
 other ops (``FALLBACK_NOTE``: custom-call, the safety net; host transfers, whose queue
 order is the CPU's sequential call order; collectives on several devices, a rendezvous
-per call; rng-get-and-update-state, the CPU's global state; rng-bit-generator, whose
-state has several elements; dynamic-reshape and set-dimension-size, whose
-runtime sizes the CPU's interpreter tracks) and the CPU's
+per call; rng-get-and-update-state, the CPU's global state; dynamic-reshape and
+set-dimension-size, whose runtime sizes the CPU's interpreter tracks; a small array
+value passed through a call, loop or conditional, or to other ops) and the CPU's
 own errors (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
 (jaxlib 0.10.2) accepts such modules in its verifier but aborts compiling a reduce or
 map whose computation holds rng, a collective, infeed, outfeed, send or a while (its
@@ -101,9 +104,9 @@ FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net),
                  "outfeed, send, recv (their queues are read in the CPU's call order), "
                  "collectives other than the synchronous ones of a one-device module (a "
                  "rendezvous per call), rng-get-and-update-state (the CPU's global state), "
-                 "or an op without a one-element device form (rng-bit-generator: its state "
-                 "is several elements; dynamic-reshape and set-dimension-size: "
-                 "runtime dimension sizes): "
+                 "or an op without a one-element device form (dynamic-reshape and "
+                 "set-dimension-size: runtime dimension sizes; an rng-bit-generator state "
+                 "passed through a call, loop or conditional): "
                  "cpu fallback")
 
 
@@ -165,6 +168,48 @@ class _Token:
 
 
 TOKEN = _Token()
+
+#: the most elements of a small array value (``_VecType``): rng-bit-generator's state
+_VEC_MAX = 4
+
+
+class _VecType:
+    """The type of a small array value of 2 to ``_VEC_MAX`` elements (an rng-bit-generator
+    state, ``u64[2]`` or ``u64[3]``): its value is a Python tuple of storage values in
+    row-major order (an HLO tuple is a list). Only the ops in ``_VEC_OPS`` take one."""
+
+    def __init__(self, et, n: int):
+        self.et, self.n = et, int(n)
+        self.name = f"{et.name}[{n}]"
+
+    def __eq__(self, other):
+        return isinstance(other, _VecType) and (self.et, self.n) == (other.et, other.n)
+
+    def __hash__(self):
+        return hash((self.et.name, self.n))
+
+    def __repr__(self):
+        return self.name
+
+
+def _vec_shape(shape):
+    """``_VecType`` of an array shape of 2 to ``_VEC_MAX`` elements, else None."""
+    if not isinstance(shape, ArrayShape) or not 2 <= shape.size <= _VEC_MAX:
+        return None
+    if type_class(shape.element_type) not in _CLASSES or any(shape.dynamic):
+        return None
+    return _VecType(shape.element_type, shape.size)
+
+
+def _holds_vec(t) -> bool:
+    if isinstance(t, list):
+        return any(_holds_vec(x) for x in t)
+    return isinstance(t, _VecType)
+
+
+#: ops that take or make small array values (``_Emitter.vec_op``, ``rng_bit_generator``)
+_VEC_OPS = ("tuple", "get-tuple-element", "copy", "opt-barrier", "constant", "broadcast",
+            "concatenate", "reshape", "slice", "rng-bit-generator")
 
 
 class Compiled:
@@ -360,6 +405,14 @@ class _Emitter:
             return ops[0][k], op_types[0][k]
         if op in ("copy", "opt-barrier", "add-dependency", "domain"):
             return ops[0], op_types[0]  # add-dependency: the value, its token dropped
+        if op not in _VEC_OPS and any(_holds_vec(t) for t in op_types):
+            raise _Unsupported(f"{op} of a small array")
+        if op == "rng-bit-generator":
+            return self.rng_bit_generator(instr, ops, op_types)
+        vec = _vec_shape(instr.shape)
+        if op in ("constant", "broadcast", "concatenate", "reshape", "slice") and (
+                vec is not None or any(_holds_vec(t) for t in op_types)):
+            return self.vec_op(instr, op, ops, op_types, vec)
         if op == "after-all":  # a token: no value, only an order the device does not need
             return "0", TOKEN
         if op in ("call", "fusion"):
@@ -1075,6 +1128,84 @@ class _Emitter:
         fn = self.bind("F", make(cls))
         a, b = (self.load(x, et) for x in ops)
         return self.line(f"{fn}({a}, {b}, RNG_COUNTS, {site}, {self.bind('P', type_params(et))})")
+
+    def vec_op(self, instr, op, ops, op_types, vec):
+        """Small array values (``_VecType``: a tuple of storage values, row-major): a
+        constant; a broadcast of one element; a concatenate of one-element and small
+        arrays along a rank-1 dimension; reshape (row-major order kept); a slice of a
+        rank-1 one (one element: that storage value)."""
+        if op == "constant":
+            flat = np.asarray(instr.literal).reshape(-1)
+            return tuple(self.bind("C", _storage_constant(flat[i:i + 1], vec.et))
+                         for i in range(vec.n)), vec
+        t = op_types[0]
+        if op == "broadcast":
+            if isinstance(t, (list, _VecType)) or t != vec.et:
+                raise _Unsupported("broadcast to a small array")
+            return tuple(ops[0] for _ in range(vec.n)), vec
+        if op == "reshape":
+            if t != vec:
+                raise _Unsupported(f"{op} of a small array")
+            return ops[0], vec
+        if op == "concatenate":
+            if vec is None or instr.shape.rank != 1 or any(isinstance(x, list) for x in op_types):
+                raise _Unsupported("concatenate to a small array")
+            out = []
+            for x, xt in zip(ops, op_types):
+                if (xt.et if isinstance(xt, _VecType) else xt) != vec.et:
+                    raise _Unsupported("concatenate changing the element type")
+                out += list(x) if isinstance(x, tuple) else [x]
+            if len(out) != vec.n:
+                raise _Unsupported("concatenate sizes")
+            return tuple(out), vec
+        # slice
+        if not isinstance(t, _VecType) or instr.operands[0].shape.rank != 1:
+            raise _Unsupported("slice of a small array")
+        (d,) = instr.attrs.get("slice")
+        picked = list(ops[0])[int(d.start):int(d.limit):int(d.stride)]
+        if len(picked) == 1:
+            return picked[0], _scalar_type(instr.shape, rank0=False)
+        if vec is None or len(picked) != vec.n:
+            raise _Unsupported("slice of a small array")
+        return tuple(picked), vec
+
+    def rng_bit_generator(self, instr, ops, op_types):
+        """One element of bits from a ``u64[2]``/``u64[3]`` state (a small array value):
+        the CPU's generators of one counter (``gpu/rng.py``, compiled from
+        ``evaluator/rng.py``), counter 0 of the state (ThreeFry: ``state[1]``; Philox: the
+        128-bit ``(state[1], state[2])``, or ``(state[1], state[0])`` for two words),
+        word 0 (64-bit results: words 0 and 1), the low bits as the result type; the new
+        state advances the counter by the one counter used (128-bit carry for Philox)."""
+        from hloref.evaluator.rng import bit_generator_algorithm, bit_generator_shapes
+        from .bitwise_convert import from_bits
+        from .rng import philox4x32, threefry2x32
+        state_shape, out_shape = bit_generator_shapes(instr.shape)  # the CPU's type errors
+        et = _scalar_type(out_shape, rank0=False)
+        (st,), (stype,) = ops, op_types
+        if not isinstance(stype, _VecType) or stype.et.name != "u64" or (
+                state_shape is not None and state_shape.element_type.name != "u64"):
+            raise _Unsupported("rng-bit-generator state")
+        alg = bit_generator_algorithm(instr.attrs.get("algorithm") or "rng_default", stype.n)
+        u64 = self.bind("N", np.uint64)
+        m, s32, one = (self.bind("C", np.uint64(v)) for v in (0xFFFFFFFF, 32, 1))
+        key = st[0]
+        k0, k1 = f"{key} & {m}", f"{key} >> {s32}"
+        if alg == "rng_three_fry":
+            words = self.line(f"{self.bind('F', threefry2x32)}({st[1]}, {k0}, {k1})")
+            new = [key, self.line(f"{u64}({st[1]} + {one})")]
+        else:
+            lo, hi = st[1], (st[2] if stype.n == 3 else st[0])
+            words = self.line(f"{self.bind('F', philox4x32)}({lo}, {hi}, {k0}, {k1})")
+            new_lo = self.line(f"{u64}({lo} + {one})")
+            new = [key, new_lo]
+            if stype.n == 3:
+                new.append(self.line(f"({u64}({hi} + {one}) if {new_lo} < {lo} else {hi})"))
+        bits = f"({words}[0] | ({words}[1] << {s32}))" if et.bits == 64 else f"{words}[0]"
+        put = self.bind("F", from_bits(et))
+        value = self.line(f"{put}({bits}, {self.bind('P', type_params(et))})")
+        if state_shape is None:
+            return value, et
+        return [tuple(new), value], [stype, et]
 
     def choose(self, cond, a, b):
         """``a`` where ``cond`` holds, else ``b`` (tuples element by element)."""
