@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 
-from .known_gaps import FILED
+from .known_bugs import FILED
 from .property import known_difference, leaves
 
 __all__ = ["signature", "signature_key", "pre_key", "claim", "write_pending", "load_program",
@@ -217,7 +217,7 @@ def replay(paths, *, worker_factory=None, timeout: float = 60.0) -> list[dict]:
                 verdict = r.verdict
                 known = known_difference(r) if verdict == "mismatch" else \
                     (r.known_gap if verdict == "known-gap" else None)
-                # a known difference that is itself a filed finding (known_gaps.FILED)
+                # a known difference that is itself a filed finding (known_bugs.FILED)
                 # does not stop the stored finding from reproducing
                 reproduces = verdict == meta.get("verdict") and (not known or known in FILED)
                 message = r.summary().splitlines()[0]

@@ -15,7 +15,7 @@ from .compare import smallest_normal
 from .reducers import reorder_free
 
 __all__ = ["KNOWN_GAPS", "known_gap", "tf_nan_to_nanless", "KNOWN_DIFFERENCES",
-           "known_difference", "known_crash", "known_folding", "FILED"]
+           "known_difference"]
 
 #: Places where XLA:CPU's result is implementation-defined and differs from hloref's
 #: on purpose (docs/semantics.md, "Known differences"). A mismatch explained by one of
@@ -317,6 +317,33 @@ KNOWN_DIFFERENCES = {
     "sort-2bit": "XLA:CPU (jaxlib 0.10.2) sorts s2/u2 keys wrongly: rows that are not a "
                  "permutation of the input or not in the comparator's order "
                  "(findings/xla-cpu-jaxlib-0.10.2/sort-s2-not-a-permutation; u2 seen too)",
+    "f8e8m0fnu-constant-folding": "XLA's constant folder (jaxlib 0.10.2) converts zero and "
+                                  "negative values to f8e8m0fnu as 2^-127 and |x| (iota, "
+                                  "convert, cosine seen), where f8e8m0fnu has neither and "
+                                  "XLA:CPU's run-time code and ml_dtypes give NaN "
+                                  "(findings/xla-cpu-jaxlib-0.10.2/convert-f8e8m0fnu-negative-"
+                                  "constant-folding)",
+    "clz-negative-constant-folding": "XLA's constant folder (jaxlib 0.10.2) gives a negative "
+                                     "count-leading-zeros for negative values (s8 -3 -> -56, "
+                                     "s32 -2 -> -32); the run-time code gives 0 "
+                                     "(findings/xla-cpu-jaxlib-0.10.2/clz-s8-constant-folding)",
+    "round-nearest-afz-f8e3m4-folding": "XLA's constant folder (jaxlib 0.10.2) rounds every "
+                                        "f8e3m4 value to NaN in round-nearest-afz "
+                                        "(findings/xla-cpu-jaxlib-0.10.2/round-nearest-afz-"
+                                        "f8e3m4-constant-folding)",
+    "f4e2m1fn-infinity-folding": "XLA's constant folder (jaxlib 0.10.2) turns an infinity "
+                                 "into f4e2m1fn 0 (a convert of inf, atanh of ±1), where "
+                                 "the run-time code and ml_dtypes saturate to ±6 "
+                                 "(findings/xla-cpu-jaxlib-0.10.2/atanh-f4e2m1fn-constant-"
+                                 "folding)",
+    "reduce-2bit": "XLA:CPU (jaxlib 0.10.2) reduces s2 values wrongly (a maximum of a "
+                   "broadcast scalar, a variadic minimum/maximum seen; "
+                   "findings/xla-cpu-jaxlib-0.10.2/reduce-s2-maximum-of-broadcast)",
+    "convert-int-f8-unsigned-nan": "XLA:CPU (jaxlib 0.10.2) turns the NaN of an integer "
+                                   "converted to an f8 type into the unsigned maximum when "
+                                   "it fuses that convert with one to u32/u64 (each alone: "
+                                   "NaN, then 0; findings/xla-cpu-jaxlib-0.10.2/convert-int-"
+                                   "f8-unsigned-fused-nan-saturates)",
     "accumulation-overflow": "an accumulating op (dot, convolution, reduce; batch norm, "
                              "whose XLA expansion sums x²) whose terms "
                              "overflow the element type: hloref accumulates in f64 and rounds "
@@ -419,152 +446,6 @@ def _could_overflow(opcode: str, operands, expected) -> bool:
     bound = float(lhs.size) * float(np.max(np.abs(lhs.astype(np.float64)), initial=0.0)) \
         * float(np.max(np.abs(rhs.astype(np.float64)), initial=0.0))
     return bound >= top
-
-
-#: ``KNOWN_DIFFERENCES`` entries that are filed findings (a bug of XLA's, stored under
-#: ``findings/``): campaigns count them as known, while ``hloref replay`` of the stored
-#: finding still says whether it reproduces.
-FILED = frozenset({"int-divide-by-constant-zero", "concatenate-2bit-aborts", "sort-2bit",
-                   "convert-f4e2m1fn-to-int-saturates", "s4-arithmetic-does-not-wrap"})
-
-
-def known_crash(report, module, args) -> str | None:
-    """The ``KNOWN_DIFFERENCES`` key of a known XLA:CPU crash ``report`` shows, or ``None``:
-    a SIGABRT from a module with a concatenate of s2/u2 arrays; a SIGFPE from a module
-    with an integer ``divide``/``remainder`` whose operands depend on no parameter (what
-    constant folding evaluates on the host) and whose divisor holds a zero in hloref's
-    evaluation on ``args`` (INT_MIN / -1 folds fine: checked)."""
-    if getattr(report, "verdict", None) != "crash":
-        return None
-    message = report.message or ""
-    module = _parsed(module)
-    if module is None:
-        return None
-    if "SIGABRT" in message and any(
-            i.opcode == "concatenate" and
-            getattr(getattr(i.shape, "element_type", None), "name", "") in ("s2", "u2")
-            for c in module.computations.values() for i in c.instructions):
-        return "concatenate-2bit-aborts"
-    if "SIGFPE" not in message:
-        return None
-    known = getattr(report, "entry_values", None)
-    for _instr, _lhs, rhs in _folded_integer_ops(module, args, ("divide", "remainder"),
-                                                 known):
-        if np.any(np.asarray(rhs) == 0):
-            return "int-divide-by-constant-zero"
-    return None
-
-
-def known_folding(report, module, args) -> str | None:
-    """The ``KNOWN_DIFFERENCES`` key of a mismatch the module's structure explains, or
-    ``None``: s4 arithmetic that wraps before a widening convert
-    (``s4-arithmetic-does-not-wrap``); an integer ``power`` whose operands depend on no
-    parameter (constant folding evaluates it), with a
-    negative exponent and a base of -1 (XLA's folder, the HloEvaluator, gives 0; its
-    run-time code and hloref give -1 or 1 by the exponent's parity: measured on s2, s8
-    and s32)."""
-    if getattr(report, "verdict", None) != "mismatch":
-        return None
-    module = _parsed(module)
-    if module is None:
-        return None
-    s4 = _s4_to_wider(module)
-    powers = _folded_integer(module, ("power",))
-    values = _operand_values(module, args, {**s4, **powers},
-                             getattr(report, "entry_values", None))
-    exact = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
-    for key, instr in s4.items():
-        if key in values:
-            wide = exact[instr.opcode](*(np.asarray(v).astype(np.int64) for v in values[key]))
-            if np.any((wide < -8) | (wide > 7)):
-                return "s4-arithmetic-does-not-wrap"
-    for key, instr in powers.items():
-        if key not in values or not instr.shape.element_type.is_signed_integer:
-            continue
-        lhs, rhs = values[key]
-        lhs, rhs = np.broadcast_arrays(np.asarray(lhs), np.asarray(rhs))
-        if np.any((rhs.astype(np.int64) < 0) & (lhs.astype(np.int64) == -1)):
-            return "int-power-negative-folding"
-    return None
-
-
-def _s4_to_wider(module) -> dict:
-    """``{(computation, name): instruction}`` of the s4 ``add``/``subtract``/``multiply``
-    that a ``convert`` reads (XLA's float-normalization-s4 keeps those unwrapped)."""
-    return {(c.name, i.name): i for c in module.computations.values() for i in c.instructions
-            if i.opcode in ("add", "subtract", "multiply") and
-            getattr(getattr(i.shape, "element_type", None), "name", "") == "s4" and
-            any(u.opcode == "convert" for u in c.instructions if i in u.operands)}
-
-
-def _parsed(module):
-    try:
-        import hloref
-        return hloref.parse(module) if isinstance(module, str) else module
-    except Exception:  # noqa: BLE001 - no module, no explanation
-        return None
-
-
-def _folded_integer_ops(module, args, opcodes, known=None) -> list:
-    """``(instruction, lhs value, rhs value)`` of the integer binary ``opcodes`` whose two
-    operands depend on no parameter (what constant folding evaluates), in hloref's
-    evaluation of ``module`` on ``args``; empty when there are none or it fails."""
-    suspects = _folded_integer(module, opcodes)
-    return [(suspects[key], *values)
-            for key, values in _operand_values(module, args, suspects, known).items()]
-
-
-def _folded_integer(module, opcodes) -> dict:
-    """``{(computation, name): instruction}`` of the integer binary ``opcodes`` whose two
-    operands depend on no parameter."""
-    suspects = {}
-    for comp in module.computations.values():
-        free: dict = {}
-        for instr in comp.instructions:  # operands come first in text order
-            # xor(x, x) and integer subtract(x, x) are 0 whatever x: XLA's algebraic
-            # simplifier makes them constants before folding
-            self_cancel = instr.opcode in ("xor", "subtract") and len(instr.operands) == 2 \
-                and instr.operands[0] is instr.operands[1] and \
-                getattr(getattr(instr.shape, "element_type", None), "is_integer", False)
-            free[instr.name] = self_cancel or (instr.opcode != "parameter" and all(
-                free.get(o.name, False) for o in instr.operands))
-        for instr in comp.instructions:
-            et = getattr(instr.shape, "element_type", None)
-            if instr.opcode in opcodes and et is not None and et.is_integer and \
-                    len(instr.operands) == 2 and all(free.get(o.name) for o in instr.operands):
-                suspects[(comp.name, instr.name)] = instr
-    return suspects
-
-
-def _operand_values(module, args, instrs: dict, known: dict | None = None) -> dict:
-    """``{key: [operand values]}`` of ``instrs`` (``{(computation, name): instruction}``)
-    in hloref's evaluation of ``module`` on ``args``, for those whose operands were all
-    seen; empty when there are none or the evaluation fails. ``known``: values already
-    computed (``DiffReport.entry_values``): the module is evaluated again only when an
-    operand is not among them."""
-    if not instrs:
-        return {}
-    wanted = {(c, o.name) for (c, _), i in instrs.items() for o in i.operands}
-    if known and wanted <= known.keys():
-        return {key: [known[(key[0], o.name)] for o in instr.operands]
-                for key, instr in instrs.items()}
-    seen: dict = {}
-
-    def observe(comp, instr, value):
-        if (comp.name, instr.name) in wanted:
-            seen[(comp.name, instr.name)] = value
-
-    try:
-        from hloref.evaluator.interpreter import Interpreter
-        Interpreter(module, observer=observe).run(list(args))
-    except Exception:  # noqa: BLE001 - no evaluation, no explanation
-        return {}
-    out = {}
-    for (cname, name), instr in instrs.items():
-        values = [seen.get((cname, o.name)) for o in instr.operands]
-        if all(v is not None for v in values):
-            out[(cname, name)] = values
-    return out
 
 
 def known_difference(report) -> str | None:

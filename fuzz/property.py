@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .known_gaps import (KNOWN_DIFFERENCES, known_crash, known_difference,  # the catalogue
-                         known_folding)
+from .known_bugs import known_crash, known_folding  # variants of filed findings
+from .known_gaps import KNOWN_DIFFERENCES, known_difference  # the catalogue
 
 __all__ = ["Outcome", "check_program", "known_difference", "KNOWN_DIFFERENCES", "leaves"]
 

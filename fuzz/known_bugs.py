@@ -1,0 +1,251 @@
+"""Known XLA:CPU bugs that campaigns keep rediscovering: the structure of a module (what
+constant folding evaluates, which types a reduce or a fused convert chain has) and
+hloref's own values tell that a crash or a mismatch is a variant of a finding already
+stored under ``findings/`` (:data:`FILED`), so a campaign counts it as known instead of
+filing it again per type or shape. ``hloref replay`` of the stored finding still says
+whether the bug reproduces.
+
+The descriptions are ``known_gaps.KNOWN_DIFFERENCES``'s; the classifiers are here:
+:func:`known_crash` (crashes) and :func:`known_folding` (mismatches the module's structure
+explains; ``known_gaps.known_difference`` handles those a localized culprit explains).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["FILED", "known_crash", "known_folding"]
+
+#: ``KNOWN_DIFFERENCES`` entries that are filed findings (a bug of XLA's, stored under
+#: ``findings/``): campaigns count them as known, while ``hloref replay`` of the stored
+#: finding still says whether it reproduces.
+FILED = frozenset({"int-divide-by-constant-zero", "concatenate-2bit-aborts", "sort-2bit",
+                   "convert-f4e2m1fn-to-int-saturates", "s4-arithmetic-does-not-wrap",
+                   "f8e8m0fnu-constant-folding", "clz-negative-constant-folding",
+                   "round-nearest-afz-f8e3m4-folding", "f4e2m1fn-infinity-folding",
+                   "reduce-2bit", "convert-int-f8-unsigned-nan"})
+
+#: ops without operands (or with only a state) that constant folding leaves alone
+_NOT_FOLDED = frozenset({"parameter", "rng", "rng-get-and-update-state", "rng-bit-generator",
+                         "infeed", "recv", "recv-done", "custom-call", "after-all",
+                         "replica-id", "partition-id"})
+
+_TWO_BIT = ("s2", "u2")
+_F8 = ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e4m3", "f8e3m4", "f8e4m3b11fnuz")
+
+
+def _type_name(instr) -> str:
+    return getattr(getattr(instr.shape, "element_type", None), "name", "")
+
+
+def known_crash(report, module, args) -> str | None:
+    """The ``KNOWN_DIFFERENCES`` key of a known XLA:CPU crash ``report`` shows, or ``None``:
+    a SIGABRT from a module with a concatenate of s2/u2 arrays; a SIGFPE from a module
+    with an integer ``divide``/``remainder`` whose operands depend on no parameter (what
+    constant folding evaluates on the host) and whose divisor holds a zero in hloref's
+    evaluation on ``args`` (INT_MIN / -1 folds fine: checked)."""
+    if getattr(report, "verdict", None) != "crash":
+        return None
+    message = report.message or ""
+    module = _parsed(module)
+    if module is None:
+        return None
+    if "SIGABRT" in message and any(
+            i.opcode == "concatenate" and _type_name(i) in _TWO_BIT
+            for c in module.computations.values() for i in c.instructions):
+        return "concatenate-2bit-aborts"
+    if "SIGFPE" not in message:
+        return None
+    divisions = _folded(module, _integer_binary(("divide", "remainder")))
+    known = getattr(report, "entry_values", None)
+    for values in _operand_values(module, args, divisions, known).values():
+        if np.any(np.asarray(values[1]) == 0):
+            return "int-divide-by-constant-zero"
+    return None
+
+
+def known_folding(report, module, args) -> str | None:
+    """The ``KNOWN_DIFFERENCES`` key of a mismatch the module's structure explains, or
+    ``None`` (each measured on XLA:CPU, jaxlib 0.10.2, and stored under ``findings/``):
+
+    * s4 arithmetic that wraps before a widening convert (``s4-arithmetic-does-not-wrap``);
+    * an integer ``power`` of folded operands with base -1 and a negative exponent (XLA's
+      folder gives 0; its run-time code and hloref -1 or 1 by the exponent's parity);
+    * a folded instruction of type f8e8m0fnu (convert, iota, math) whose value hloref
+      finds NaN from operands without one: zero and negative values, which f8e8m0fnu
+      cannot hold; the folder gives 2^-127 for 0 and drops a sign (``f8e8m0fnu-constant-folding``);
+    * a folded ``count-leading-zeros`` of a negative value (-3 in s8 folds to -56, -2 in
+      s32 to -32; the run-time code gives 0);
+    * a folded ``round-nearest-afz`` of f8e3m4 (every value folds to NaN);
+    * a folded convert to f4e2m1fn of an infinity, or atanh of ±1 in f4e2m1fn (the
+      folder gives 0, the run-time code the saturated ±6);
+    * a ``reduce`` of s2/u2 values, when no instruction alone is the culprit or the
+      culprit is that reduce (``reduce-s2-maximum-of-broadcast``);
+    * a convert to u32/u64 of an f8 value converted from an integer, where that f8 value
+      is NaN (the fused pair gives the unsigned maximum; each alone NaN, then 0).
+    """
+    if getattr(report, "verdict", None) != "mismatch":
+        return None
+    module = _parsed(module)
+    if module is None:
+        return None
+    s4 = _s4_to_wider(module)
+    powers = _folded(module, _integer_binary(("power",)))
+    e8m0 = _folded(module, lambda i: _type_name(i) == "f8e8m0fnu" and not i.opcode.startswith(
+        ("get-tuple-element", "tuple", "reshape", "broadcast", "slice", "transpose", "copy",
+         "bitcast", "concatenate", "reverse", "pad", "constant")))
+    clz = _folded(module, lambda i: i.opcode == "count-leading-zeros" and
+                  i.shape.element_type.is_signed_integer)
+    afz = _folded(module, lambda i: i.opcode == "round-nearest-afz" and _type_name(i) == "f8e3m4")
+    f4 = _folded(module, lambda i: i.opcode in ("convert", "atanh") and
+                 _type_name(i) == "f4e2m1fn")
+    chains = _int_f8_unsigned(module)
+    if afz:
+        return "round-nearest-afz-f8e3m4-folding"
+    culprit = report.culprit.innermost() if getattr(report, "culprit", None) else None
+    if (culprit is None or culprit.opcode == "reduce") and any(
+            i.opcode == "reduce" and any(_type_name(o) in _TWO_BIT for o in i.operands)
+            for c in module.computations.values() for i in c.instructions):
+        return "reduce-2bit"
+    suspects = {**s4, **powers, **e8m0, **clz, **f4, **chains}
+    values = _operand_values(module, args, suspects, getattr(report, "entry_values", None),
+                             with_result=set(e8m0) | set(chains))
+    exact = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
+    for key, instr in s4.items():
+        if key in values:
+            wide = exact[instr.opcode](*(np.asarray(v).astype(np.int64) for v in values[key]))
+            if np.any((wide < -8) | (wide > 7)):
+                return "s4-arithmetic-does-not-wrap"
+    for key, instr in powers.items():
+        if key not in values or not instr.shape.element_type.is_signed_integer:
+            continue
+        lhs, rhs = np.broadcast_arrays(*(np.asarray(v) for v in values[key]))
+        if np.any((rhs.astype(np.int64) < 0) & (lhs.astype(np.int64) == -1)):
+            return "int-power-negative-folding"
+    for key in e8m0:
+        if key in values:
+            *operands, result = values[key]
+            if _has_nan(result) and not any(_has_nan(o) for o in operands):
+                return "f8e8m0fnu-constant-folding"
+    for key in clz:
+        if key in values and np.any(np.asarray(values[key][0]).astype(np.int64) < 0):
+            return "clz-negative-constant-folding"
+    for key, instr in f4.items():
+        if key in values:
+            x = _as_f64(values[key][0])
+            if x is not None and np.any(np.isinf(x) if instr.opcode == "convert"
+                                        else np.abs(x) == 1):
+                return "f4e2m1fn-infinity-folding"
+    for key in chains:
+        if key in values and _has_nan(values[key][0]):
+            return "convert-int-f8-unsigned-nan"
+    return None
+
+
+def _as_f64(x):
+    try:
+        return np.asarray(x).astype(np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
+def _has_nan(x) -> bool:
+    wide = _as_f64(x)
+    return wide is not None and bool(np.any(np.isnan(wide)))
+
+
+def _integer_binary(opcodes):
+    def keep(instr):
+        et = getattr(instr.shape, "element_type", None)
+        return instr.opcode in opcodes and et is not None and et.is_integer and \
+            len(instr.operands) == 2
+    return keep
+
+
+def _s4_to_wider(module) -> dict:
+    """``{(computation, name): instruction}`` of the s4 ``add``/``subtract``/``multiply``
+    that a ``convert`` reads (XLA's float-normalization-s4 keeps those unwrapped)."""
+    return {(c.name, i.name): i for c in module.computations.values() for i in c.instructions
+            if i.opcode in ("add", "subtract", "multiply") and _type_name(i) == "s4" and
+            any(u.opcode == "convert" for u in c.instructions if i in u.operands)}
+
+
+def _int_f8_unsigned(module) -> dict:
+    """``{(computation, name): instruction}`` of the converts to u32/u64 whose operand is
+    an f8 value converted from an integer (XLA:CPU fuses the pair)."""
+    out = {}
+    for c in module.computations.values():
+        for i in c.instructions:
+            if i.opcode != "convert" or _type_name(i) not in ("u32", "u64") or not i.operands:
+                continue
+            f8 = i.operands[0]
+            if f8.opcode == "convert" and _type_name(f8) in _F8 and f8.operands and \
+                    getattr(getattr(f8.operands[0].shape, "element_type", None),
+                            "is_integer", False):
+                out[(c.name, i.name)] = i
+    return out
+
+
+def _parsed(module):
+    try:
+        import hloref
+        return hloref.parse(module) if isinstance(module, str) else module
+    except Exception:  # noqa: BLE001 - no module, no explanation
+        return None
+
+
+def _folded(module, keep) -> dict:
+    """``{(computation, name): instruction}`` of the instructions ``keep`` accepts whose
+    operands all depend on no parameter (what constant folding evaluates; an iota has
+    none and folds, an rng or a parameter does not)."""
+    suspects = {}
+    for comp in module.computations.values():
+        free: dict = {}
+        for instr in comp.instructions:  # operands come first in text order
+            # xor(x, x) and integer subtract(x, x) are 0 whatever x: XLA's algebraic
+            # simplifier makes them constants before folding
+            self_cancel = instr.opcode in ("xor", "subtract") and len(instr.operands) == 2 \
+                and instr.operands[0] is instr.operands[1] and \
+                getattr(getattr(instr.shape, "element_type", None), "is_integer", False)
+            free[instr.name] = self_cancel or (instr.opcode not in _NOT_FOLDED and all(
+                free.get(o.name, False) for o in instr.operands))
+        for instr in comp.instructions:
+            if instr.opcode not in _NOT_FOLDED and keep(instr) and \
+                    all(free.get(o.name) for o in instr.operands):
+                suspects[(comp.name, instr.name)] = instr
+    return suspects
+
+
+def _operand_values(module, args, instrs: dict, known: dict | None = None,
+                    with_result=frozenset()) -> dict:
+    """``{key: [operand values]}`` of ``instrs`` (``{(computation, name): instruction}``)
+    in hloref's evaluation of ``module`` on ``args``, for those whose operands were all
+    seen, each followed by the instruction's own value where its key is in
+    ``with_result``; empty when there are none or the evaluation fails. ``known``:
+    values already computed (``DiffReport.entry_values``): the module is evaluated again
+    only when a wanted value is not among them."""
+    if not instrs:
+        return {}
+
+    def names(key, instr):
+        out = [(key[0], o.name) for o in instr.operands]
+        return out + [key] if key in with_result else out
+
+    wanted = {n for key, instr in instrs.items() for n in names(key, instr)}
+    seen: dict = dict(known) if known and wanted <= known.keys() else {}
+    if not seen:
+        def observe(comp, instr, value):
+            if (comp.name, instr.name) in wanted:
+                seen[(comp.name, instr.name)] = value
+
+        try:
+            from hloref.evaluator.interpreter import Interpreter
+            Interpreter(module, observer=observe).run(list(args))
+        except Exception:  # noqa: BLE001 - no evaluation, no explanation
+            return {}
+    out = {}
+    for key, instr in instrs.items():
+        values = [seen.get(n) for n in names(key, instr)]
+        if all(v is not None for v in values):
+            out[key] = values
+    return out
