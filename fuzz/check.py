@@ -53,7 +53,7 @@ class Reference:
         s = sample(module, self.args, self.policy, limits=limits)
         self.seconds = s.seconds
         self.nominal = s.nominal
-        self.envelope = Envelope(s.nominal, s.samples, self.policy, module)
+        self.envelope = Envelope(s.nominal, s.samples, self.policy, module, peak=s.peak)
         self._per_instruction: dict | None = None
 
     def check(self, value) -> EnvelopeVerdict:
@@ -67,7 +67,8 @@ class Reference:
             opcodes = {i.name: i.opcode for i in self.module.entry.instructions}
             self._per_instruction = {
                 name: (opcodes.get(name, "?"),
-                       Envelope(nominal, s.entry_samples.get(name, []), self.policy, self.module))
+                       Envelope(nominal, s.entry_samples.get(name, []), self.policy, self.module,
+                                peak=s.peak))
                 for name, nominal in s.entry_nominal.items()}
         return self._per_instruction
 

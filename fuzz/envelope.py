@@ -87,7 +87,10 @@ class Envelope:
     """Allowed values for each output element of one module on one set of inputs."""
 
     def __init__(self, nominal, samples: list, policy: EnvelopePolicy,
-                 module: Module | None = None):
+                 module: Module | None = None, peak: float = 0.0):
+        """``peak``: ``Sampled.peak``, how close the program's values came to overflowing
+        (where they came within :data:`OVERFLOW_REACH` of it, elements the runs left
+        without a correct bit may also be NaN or infinite)."""
         self.nominal = nominal
         self.policy = policy
         self.leaves: dict[tuple, _Leaf] = {}
@@ -99,7 +102,8 @@ class Envelope:
                 continue
             values = [s.get(path) for s in sample_leaves]
             values = [v for v in values if isinstance(v, np.ndarray) and v.shape == nom.shape]
-            self.leaves[path] = leaf = _make_leaf(nom, values, policy)
+            self.leaves[path] = leaf = _make_leaf(nom, values, policy,
+                                                  overflow_reachable=peak >= OVERFLOW_REACH)
             if leaf.et is not None and not leaf.et.is_complex:
                 leaf.grid = _common_grid([nom] + values, leaf.et, grids)
 
@@ -176,7 +180,13 @@ def _common_grid(values: list, et: ElementType, grids: list) -> ElementType | No
     return None
 
 
-def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy) -> _Leaf:
+#: a program some of whose values came within this fraction of their type's largest
+#: finite value (2^-8) may overflow in an order or rounding its runs did not take
+OVERFLOW_REACH = 2.0 ** -8
+
+
+def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy, *,
+               overflow_reachable: bool = False) -> _Leaf:
     et = float_type(nom)
     if et is None:  # integers, pred: the sampled range
         base = nom.astype(np.int64) if nom.dtype.kind in "biu" else nom.astype(np.float64)
@@ -244,7 +254,17 @@ def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy) -> _Leaf:
             touches = (lo < tiny) & (hi > -tiny)
             lo = np.where(touches, np.minimum(lo, -tiny), lo)
             hi = np.where(touches, np.maximum(hi, tiny), hi)
-    return _Leaf(nom, lo, hi, nan_ok, et)
+        inf_ok = None
+        if overflow_reachable:
+            # no correct bit left (the runs spread over more than their magnitude) in a
+            # program whose values came near overflowing (a diverging iteration): an
+            # order or rounding the runs did not take may overflow on the way, so NaN and
+            # the infinities are possible outcomes there, and only there
+            spread = hi_s - lo_s
+            lost = np.isfinite(spread) & (dev > 0) & \
+                (spread >= np.maximum(np.abs(lo_s), np.abs(hi_s)))
+            nan_ok, inf_ok = nan_ok | lost, lost
+    return _Leaf(nom, lo, hi, nan_ok, et, inf_ok=inf_ok)
 
 
 def _check_leaf(leaf: _Leaf, a: np.ndarray, policy: EnvelopePolicy) -> EnvelopeVerdict:
@@ -295,6 +315,8 @@ def _check_leaf(leaf: _Leaf, a: np.ndarray, policy: EnvelopePolicy) -> EnvelopeV
         nan = np.isnan(x)
         inside = (x >= leaf.lo) & (x <= leaf.hi)
         ok = np.where(nan, leaf.nan_ok, inside | (x == c))
+        if leaf.inf_ok is not None:
+            ok |= np.isinf(x) & leaf.inf_ok
         half = np.maximum(leaf.hi - c, c - leaf.lo)
         position = np.where(nan | (x == c), 0.0, np.abs(x - c) / np.where(half > 0, half, np.inf))
     bad = ~ok
@@ -316,4 +338,4 @@ def envelope_of(module: Module, args: list, policy: EnvelopePolicy | None = None
     """Sample ``module`` on ``args`` and build the envelope of its result."""
     policy = policy or EnvelopePolicy()
     s = sample(module, args, policy, limits=limits)
-    return Envelope(s.nominal, s.samples, policy, module)
+    return Envelope(s.nominal, s.samples, policy, module, peak=s.peak)

@@ -331,8 +331,13 @@ class Perturber:
     the op again on the operands' magnitudes."""
 
     def __init__(self, module: Module, freedoms: Freedoms, rng: np.random.Generator | None,
-                 budgets: dict | None = None, schedule: tuple | None = None):
+                 budgets: dict | None = None, schedule: tuple | None = None,
+                 extremes: dict | None = None):
         self.module = module
+        #: shared by a sampling's runs: ``"peak"``, the largest finite magnitude of any
+        #: float value of the program in the nominal run, as a fraction of its type's
+        #: largest finite value
+        self.extremes = extremes if extremes is not None else {}
         self.freedoms = freedoms
         self.rng = rng
         self.budgets = budgets if budgets is not None else {}
@@ -349,6 +354,29 @@ class Perturber:
     def __call__(self, comp: Computation, instr: Instruction, operands: list, value, recompute):
         if comp.name not in self.program:
             return value
+        out = self._perturbed(comp, instr, operands, value, recompute)
+        if self.rng is None:  # the nominal run: perturbed runs may sit at ±max on purpose
+            self._record_peak(out)
+        return out
+
+    def _record_peak(self, value) -> None:
+        """Keep the largest finite magnitude, relative to its type's largest finite value,
+        that a float array of the program reached in the nominal run."""
+        if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.kind not in "fcV":
+            return
+        et = float_type(value)
+        if et is None:
+            return
+        with np.errstate(all="ignore"):
+            mag = np.abs(_to_f64(value) if not et.is_complex else value.astype(np.complex128))
+            mag = mag[np.isfinite(mag)]
+            if mag.size:
+                top = float(ml_dtypes.finfo(_part_type(et).dtype).max)
+                ratio = float(mag.max()) / top
+                if ratio > self.extremes.get("peak", 0.0):
+                    self.extremes["peak"] = ratio
+
+    def _perturbed(self, comp: Computation, instr: Instruction, operands: list, value, recompute):
         if self.rng is not None and self.freedoms.ftz and instr.opcode in _DAZ_READERS \
                 and self._daz(comp, instr):
             flushed = [_flush_subnormals(o) for o in operands]
@@ -784,6 +812,9 @@ class Sampled:
     entry_nominal: dict = field(default_factory=dict)
     entry_samples: dict = field(default_factory=dict)  # name -> list of values
     seconds: float = 0.0
+    #: the largest finite magnitude any float value of the program reached in the
+    #: nominal run, as a fraction of its type's largest finite value (``Perturber.extremes``)
+    peak: float = 0.0
 
 
 class RunHooks:
@@ -795,10 +826,11 @@ class RunHooks:
     key)`` the ``Interpreter`` keyword arguments (the hook and ``op_overrides``)."""
 
     def __init__(self, policy: EnvelopePolicy, index: int | None, budgets: dict,
-                 seed: np.random.SeedSequence | None = None):
+                 seed: np.random.SeedSequence | None = None, extremes: dict | None = None):
         import threading
         self.policy, self.index, self.seed = policy, index, seed
         self._budgets = budgets
+        self.extremes = extremes if extremes is not None else {}
         self._lock = threading.Lock()
 
     def perturber(self, module: Module, key: str = "") -> Perturber:
@@ -807,11 +839,12 @@ class RunHooks:
             budgets = self._budgets.setdefault(key, {})
         freedoms = self.policy.freedoms
         if self.index is None:
-            return Perturber(module, freedoms, None, budgets)
+            return Perturber(module, freedoms, None, budgets, extremes=self.extremes)
         seed = self.seed if not key else np.random.SeedSequence(
             self.seed.entropy, spawn_key=tuple(self.seed.spawn_key) + (zlib.crc32(key.encode()),))
         return Perturber(module, freedoms, np.random.default_rng(seed), budgets,
-                         schedule=(self.policy.seed, self.index, self.policy.samples))
+                         schedule=(self.policy.seed, self.index, self.policy.samples),
+                         extremes=self.extremes)
 
     def interpreter_options(self, module: Module, key: str = "") -> dict:
         options = {"perturb": self.perturber(module, key)}
@@ -831,11 +864,13 @@ def sample_program(run, policy: EnvelopePolicy | None = None) -> Sampled:
     policy = policy or EnvelopePolicy()
     t0 = time.perf_counter()
     budgets: dict = {}
-    out = Sampled(run(RunHooks(policy, None, budgets)), [])
+    extremes: dict = {}
+    out = Sampled(run(RunHooks(policy, None, budgets, extremes=extremes)), [])
     seeds = np.random.SeedSequence(policy.seed).spawn(policy.samples)
     for k, s in enumerate(seeds):
-        out.samples.append(run(RunHooks(policy, k, budgets, s)))
+        out.samples.append(run(RunHooks(policy, k, budgets, s, extremes=extremes)))
     out.seconds = time.perf_counter() - t0
+    out.peak = extremes.get("peak", 0.0)
     return out
 
 
@@ -865,4 +900,5 @@ def sample(module: Module, args: list, policy: EnvelopePolicy | None = None, *, 
 
     runs = sample_program(run, policy)
     out.nominal, out.samples, out.seconds = runs.nominal, runs.samples, runs.seconds
+    out.peak = runs.peak
     return out

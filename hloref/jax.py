@@ -256,7 +256,7 @@ def check_devices(module, inputs: list, oracle_value, *, devices: int, names: li
                                function=function, hlo_text=text, inputs=list(inputs))
     seconds = time.perf_counter() - t0
     ours = runs.nominal
-    env = Envelope(ours, runs.samples, policy, module)
+    env = Envelope(ours, runs.samples, policy, module, peak=runs.peak)
     tupled = isinstance(ours, tuple)
     theirs = tuple(oracle_value) if tupled else oracle_value
     mismatches = []

@@ -695,3 +695,24 @@ ENTRY e {
     native = hloref.evaluator.interpreter.Interpreter(
         hloref.parse(text), op_overrides={"dot": {"accumulate": "native"}}).run([a, b])
     assert native.shape == (48,)
+
+
+def test_a_value_without_correct_bits_may_overflow_only_where_the_program_came_near_it():
+    """Conjugate gradients on check-dump's random (indefinite) matrix diverge for 200
+    iterations: p.Ap reaches 2.6e37, within a factor 13 of f32's 3.4e38, and x spreads
+    over [-6e9, 4e9] across the runs; XLA's tree_reduction_rewriter snapshot overflowed
+    to NaN. Where the runs leave an element no correct bit (a spread larger than its
+    magnitude) in a program whose values came within 2^-8 of overflowing, NaN and the
+    infinities are possible outcomes; elements the runs agree on still are not, and
+    neither is anything in a program far from overflowing (values by hand)."""
+    policy = EnvelopePolicy()
+    nominal = np.array([-2.0e9, 1.5], np.float32)
+    samples = [np.array([v, 1.5 + 1e-7 * k], np.float32)
+               for k, v in enumerate([-6.1e9, 4.2e9, -1.0e9, 3.0e8, -2.5e9, 1.0e9, -4.0e9, 2.0e9])]
+    near = Envelope(nominal, samples, policy, peak=2.6e37 / 3.4028235e38)
+    far = Envelope(nominal, samples, policy, peak=1e-20)
+    for x in (np.nan, np.inf, -np.inf):
+        assert near.check(np.array([x, 1.5], np.float32)).ok
+        assert not far.check(np.array([x, 1.5], np.float32)).ok
+    assert not near.check(np.array([-2.0e9, np.nan], np.float32)).ok  # 1.5 is determined
+    assert not near.check(np.array([-2.0e9, 2.5], np.float32)).ok
