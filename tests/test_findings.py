@@ -90,11 +90,22 @@ def test_int_to_f8_to_unsigned_reference_is_zero_for_nan():
     assert hloref.evaluate(module, *args).tolist() == [0, 0, 5]
 
 
+def test_rng_bit_generator_s32_reference_reads_the_words_signed():
+    """ThreeFry-2x32, key 1, counters 1 and 2: the words XLA:CPU returns for a u32 result
+    (measured; hloref's generator agrees bit for bit), read as s32 by two's complement."""
+    module, args = _load("rng-bit-generator-signed-float-as-unsigned")
+    words = [0x0EC66872, 0x2D84E7B1, 0x0296E954, 0x802FD53B]
+    text = module.to_text().replace("s32[4]", "u32[4]")
+    assert hloref.evaluate(text, *args).tolist() == words
+    want = [w - 2 ** 32 if w >= 2 ** 31 else w for w in words]
+    assert hloref.evaluate(module, *args).tolist() == want
+
+
 def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 20
+    assert len(results) == 21
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
