@@ -18,7 +18,11 @@ operands, e.g. complex element types) runs the CPU op: operands are copied to th
 host, the CPU op function runs with its keyword arguments bound to a CPU
 ``Interpreter`` (so computations it calls, such as a sort comparator, run on the
 CPU), the result is copied back. Each fallback is counted in ``report``; with
-``fallback=False`` it raises ``HloUnsupportedError`` instead.
+``fallback=False`` it raises ``HloUnsupportedError`` instead. The state the CPU's ops
+keep on their interpreter (``_SHARED_STATE``: rng-get-and-update-state's 128-bit state,
+the ``rng`` stream's counter) is this interpreter's, lent to the CPU one for the
+fallback and taken back after it, so a fallback advances the evaluation's one state as
+the CPU backend does.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ __all__ = ["GpuInterpreter", "FallbackReport", "Limits"]
 #: keyword arguments that ``evaluator.dynamic.dynamic_step`` replaces for an op evaluated
 #: on a valid part, passed on to the op's CPU fallback
 _SIZED_KEYWORDS = ("shape", "slice")
+
+#: attributes the CPU's ops keep on their interpreter (``evaluator/rng.py``): one state
+#: per evaluation, shared by the GPU ops and the CPU fallbacks
+_SHARED_STATE = ("_rng_state", "_rng_op_counter")
 
 
 @dataclass
@@ -175,7 +183,18 @@ class GpuInterpreter(Interpreter):
         kwargs = cpu_step.kwargs
         if overrides:
             kwargs = {**kwargs, **{k: v for k, v in overrides.items() if k in kwargs}}
-        value = cpu_step.fn(*host, **kwargs)
+        mine, cpu = self.__dict__, self._cpu.__dict__
+        for name in _SHARED_STATE:  # the CPU op reads and advances this evaluation's state
+            if name in mine:
+                cpu[name] = mine[name]
+            else:
+                cpu.pop(name, None)
+        try:
+            value = cpu_step.fn(*host, **kwargs)
+        finally:
+            for name in _SHARED_STATE:
+                if name in cpu:
+                    mine[name] = cpu[name]
         if isinstance(value, np.generic):
             value = np.asarray(value)
         return to_device(value)
