@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hloref.errors import HloEvalError
 from hloref.ir import Module
 from hloref.shapes import ArrayShape
 from hloref.types import ElementType
@@ -101,7 +102,13 @@ class Envelope:
             if not isinstance(nom, np.ndarray):
                 continue
             values = [s.get(path) for s in sample_leaves]
-            values = [v for v in values if isinstance(v, np.ndarray) and v.shape == nom.shape]
+            values = [v for v in values if isinstance(v, np.ndarray)]
+            for v in values:
+                if v.shape != nom.shape:  # a perturbed run must not change a shape: dropping
+                    # such runs once collapsed rank-0 dot envelopes to the ULP floor
+                    raise HloEvalError(f"envelope: a perturbed run gave output {list(path)} "
+                                       f"the shape {list(v.shape)}, the nominal run "
+                                       f"{list(nom.shape)} (an hloref bug)")
             self.leaves[path] = leaf = _make_leaf(nom, values, policy,
                                                   overflow_reachable=peak >= OVERFLOW_REACH)
             if leaf.et is not None and not leaf.et.is_complex:
