@@ -33,13 +33,23 @@ shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the
 a select holding a loop or a draw called where the CPU calls it: ``select_calls``), and
 rng-bit-generator of one element of bits (the CPU's generator of one counter, bit for
 bit; its ``u64[2]``/``u64[3]`` state a small array value, ``_VecType``: a tuple of
-storage values that constant, broadcast, concatenate, reshape and slice make or read).
+storage values that constant, broadcast, concatenate, reshape and slice make or read),
+and rng-get-and-update-state in a ``map`` body or a ``reduce`` reducer (``call_index``:
+the CPU calls them in a fixed order, map element by element row-major, reduce output by
+output folding the reduced elements in order, so call ``k`` at a site reads the state
+before the op plus ``k`` times one call's deltas plus the deltas of the call's earlier
+sites, ``_state_sites``: the CPU's order, nested calls and dead sites included; the op
+passes ``k`` and the state to the device function and advances the evaluation's state
+once by all its calls' deltas; its ``u64[2]`` value a small array value).
 The CPU's dots sum from +0, so a one-term float product of -0 gives +0, here too.
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
 reduce-window then follow its tree order, else its sequential fold). Computations with
 other ops (``FALLBACK_NOTE``: custom-call, the safety net; host transfers, whose queue
 order is the CPU's sequential call order; collectives on several devices, a rendezvous
-per call; rng-get-and-update-state, the CPU's global state; dynamic-reshape and
+per call; rng-get-and-update-state elsewhere, the CPU's global state advanced in a
+call order that depends on the data or the op (sort, scatter, select-and-scatter), on
+padding (reduce-window), or that the device does not follow (a loop, a conditional, a
+nested op in the computation); dynamic-reshape and
 set-dimension-size, whose runtime sizes the CPU's interpreter tracks; a small array
 value passed through a call, loop or conditional, or to other ops) and the CPU's
 own errors (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
@@ -103,7 +113,9 @@ __all__ = ["Compiled", "compile_computation", "FALLBACK_NOTE", "LOOP_RUN", "Loop
 FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net), infeed, "
                  "outfeed, send, recv (their queues are read in the CPU's call order), "
                  "collectives other than the synchronous ones of a one-device module (a "
-                 "rendezvous per call), rng-get-and-update-state (the CPU's global state), "
+                 "rendezvous per call), rng-get-and-update-state other than in a map body or "
+                 "a reduce reducer outside loops, conditionals and nested ops (the CPU's "
+                 "global state in its call order), "
                  "or an op without a one-element device form (dynamic-reshape and "
                  "set-dimension-size: runtime dimension sizes; an rng-bit-generator state "
                  "passed through a call, loop or conditional): "
@@ -227,6 +239,11 @@ class Compiled:
     loop_status = None
     #: u64 device array of per-thread draw counts when it holds ``rng`` (``gpu/rng.py``)
     rng_counts = None
+    #: compiled with ``call_index`` and holding rng-get-and-update-state: the deltas of
+    #: one call (mod 2**128); the function then takes three more arguments, the call
+    #: index and the state before the first call (low, high words, uint64), and the
+    #: caller advances the interpreter's state by ``calls * state_delta``
+    state_delta = None
 
     def __init__(self, fn, params, results, tuple_result: bool, source: str):
         self.fn = fn
@@ -239,18 +256,22 @@ class Compiled:
 _CACHE: dict = {}
 
 
-def compile_computation(comp, module) -> Compiled | None:
-    """``comp`` as a device function, or None when it does not qualify (see above)."""
+def compile_computation(comp, module, *, call_index: bool = False) -> Compiled | None:
+    """``comp`` as a device function, or None when it does not qualify (see above).
+    ``call_index``: the caller calls it in the CPU's fixed order and passes the call
+    index (``map``: element by element, row-major; ``reduce``'s sequential fold: output
+    by output), so rng-get-and-update-state qualifies (``Compiled.state_delta``)."""
     run = LOOP_RUN.get()
     limit = run.limit if run is not None else Limits().max_while_iterations
     device = run.device if run is not None else (0, 0, 1)
-    key = (id(comp), limit, device)
+    call_index = bool(call_index) and _holds_state(comp, module, {})
+    key = (id(comp), limit, device, call_index)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is comp:
         compiled = hit[1]
     else:
         try:
-            compiled = _compile(comp, module, limit, device)
+            compiled = _compile(comp, module, limit, device, call_index)
             compiled.vectorizable = is_vectorizable(comp, module)
         except (_Unsupported, GpuFallback, HloEvalError):  # no device form: the CPU runs it
             compiled = None
@@ -283,6 +304,53 @@ def _value_type(shape, *, rank0=True):
     if isinstance(shape, TupleShape):
         return [_value_type(s, rank0=rank0) for s in shape.elements]
     return _scalar_type(shape, rank0=rank0)
+
+
+def _holds_state(comp, module, memo) -> bool:
+    """Whether ``comp`` or a computation it calls holds rng-get-and-update-state."""
+    if comp.name not in memo:
+        memo[comp.name] = False  # recursion guard
+        memo[comp.name] = any(
+            i.opcode == "rng-get-and-update-state" or any(
+                _holds_state(module.computations[n], module, memo)
+                for n in i.called_computation_names() if n in module.computations)
+            for i in comp.instructions)
+    return memo[comp.name]
+
+
+def _state_sites(comp, module):
+    """The rng-get-and-update-state instructions one call of ``comp`` evaluates, in the
+    CPU's order (its interpreter's plan: the live instructions, side effects included,
+    in ``topological_order``; a nested ``call``/``fusion`` at its place): ``({(call path,
+    id(instruction)): deltas of the call's earlier ones}, deltas of one call)``, both mod
+    2**128. Any other op calling a computation that holds one (a loop, a conditional, a
+    reduce...) may evaluate it a data-dependent number of times: not supported."""
+    from hloref.evaluator.interpreter import _live, topological_order
+    sites: dict = {}
+    total = 0
+    memo: dict = {}
+
+    def walk(c, path):
+        nonlocal total
+        live = _live(module, c)
+        for instr in topological_order(c):
+            if id(instr) not in live:
+                continue
+            if instr.opcode == "rng-get-and-update-state":
+                delta = instr.attrs.get("delta")
+                if delta is None:
+                    raise _Unsupported("rng-get-and-update-state without delta")
+                sites[(path, id(instr))] = total
+                total = (total + int(str(delta))) % 2**128
+            elif instr.opcode in ("call", "fusion"):
+                (callee,) = instr.called_computation_names()
+                walk(module.computations[callee], path + (id(instr),))
+            elif any(_holds_state(module.computations[n], module, memo)
+                     for n in instr.called_computation_names() if n in module.computations):
+                raise _Unsupported(f"rng-get-and-update-state under {instr.opcode}")
+
+    walk(comp, ())
+    return sites, total
 
 
 def _order(comp):
@@ -337,6 +405,10 @@ class _Emitter:
         self.device = device
         self.name = name
         self.rng_sites = 0
+        #: ``_state_sites`` of a computation compiled with a call index, else None
+        self.state_sites = None
+        self.state_delta = 0
+        self.call_path: tuple = ()  # ids of the call/fusion instructions being inlined
         self.ns: dict = {}
         self.lines: list[str] = []
         self.count = 0
@@ -409,6 +481,8 @@ class _Emitter:
             raise _Unsupported(f"{op} of a small array")
         if op == "rng-bit-generator":
             return self.rng_bit_generator(instr, ops, op_types)
+        if op == "rng-get-and-update-state":
+            return self.rng_state(instr)
         vec = _vec_shape(instr.shape)
         if op in ("constant", "broadcast", "concatenate", "reshape", "slice") and (
                 vec is not None or any(_holds_vec(t) for t in op_types)):
@@ -417,7 +491,12 @@ class _Emitter:
             return "0", TOKEN
         if op in ("call", "fusion"):
             (callee,) = instr.called_computation_names()
-            return self.emit(self.module.computations[callee], ops, op_types)
+            outer = self.call_path
+            self.call_path = outer + (id(instr),)
+            try:
+                return self.emit(self.module.computations[callee], ops, op_types)
+            finally:
+                self.call_path = outer
         if op == "conditional":
             return self.conditional(instr, ops, op_types)
         if op == "while":
@@ -1129,6 +1208,26 @@ class _Emitter:
         a, b = (self.load(x, et) for x in ops)
         return self.line(f"{fn}({a}, {b}, RNG_COUNTS, {site}, {self.bind('P', type_params(et))})")
 
+    def rng_state(self, instr):
+        """rng-get-and-update-state (only with a call index, at a site ``_state_sites``
+        found): ``u64[2]`` ``[low, high]`` of the state before the first call, plus the
+        call index times one call's deltas, plus the deltas of this call's earlier
+        sites (``gpu/rng.py``: ``state_at``), a small array value."""
+        from .rng import state_at
+        offset = None if self.state_sites is None else \
+            self.state_sites.get((self.call_path, id(instr)))
+        if offset is None:
+            raise _Unsupported("rng-get-and-update-state (the CPU's global state)")
+        vec = _vec_shape(instr.shape)
+        if vec is None or vec.n != 2 or vec.et.name != "u64":
+            raise _Unsupported("rng-get-and-update-state shape")
+        m = 2**64 - 1
+        words = [self.bind("C", np.uint64(v)) for v in (
+            self.state_delta & m, self.state_delta >> 64, offset & m, offset >> 64)]
+        r = self.line(f"{self.bind('F', state_at)}(state_k, state_lo, state_hi, "
+                      f"{', '.join(words)})")
+        return (self.line(f"{r}[0]"), self.line(f"{r}[1]")), vec
+
     def vec_op(self, instr, op, ops, op_types, vec):
         """Small array values (``_VecType``: a tuple of storage values, row-major): a
         constant; a broadcast of one element; a concatenate of one-element and small
@@ -1374,12 +1473,14 @@ def _unflatten(leaves, like):
 
 
 def _compile(comp, module, limit: int = Limits().max_while_iterations,
-             device=(0, 0, 1)) -> Compiled:
+             device=(0, 0, 1), call_index: bool = False) -> Compiled:
     emitter = _Emitter(module, limit, comp.name, device)
     params = sorted(comp.parameters, key=lambda p: p.parameter_number)
     ptypes = [_value_type(p.shape) for p in params]
     if any(isinstance(t, list) for t in ptypes):
         raise _Unsupported("tuple parameter")
+    if call_index:
+        emitter.state_sites, emitter.state_delta = _state_sites(comp, module)
     args = [f"v{p.parameter_number}" for p in params]
     root, rtype = emitter.emit(comp, args, ptypes)
     _value_type(comp.root.shape)  # the result: scalars (a tuple of them)
@@ -1389,6 +1490,8 @@ def _compile(comp, module, limit: int = Limits().max_while_iterations,
         results, ret, tuple_result = list(rtype), "(" + "".join(f"{r}, " for r in root) + ")", True
     else:
         results, ret, tuple_result = [rtype], root, False
+    if emitter.state_sites:  # every site counts, dead ones too (the CPU evaluates them)
+        args += ["state_k", "state_lo", "state_hi"]
     header = "def f(" + ", ".join(args) + "):"
     source = "\n".join([header] + emitter.lines + [f"    return {ret}"]) + "\n"
     ns = emitter.ns
@@ -1400,6 +1503,8 @@ def _compile(comp, module, limit: int = Limits().max_while_iterations,
         compiled.loop_status = ns["LOOP_STATUS"]
     if "RNG_COUNTS" in ns:
         compiled.rng_counts = ns["RNG_COUNTS"]
+    if emitter.state_sites:
+        compiled.state_delta = emitter.state_delta
     return compiled
 
 

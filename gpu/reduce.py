@@ -31,6 +31,7 @@ from numba import cuda
 
 from hloref.errors import HloEvalError
 from hloref.evaluator.reduce import simple_reducer
+from hloref.evaluator.rng import next_rng_state
 from hloref.shapes import TupleShape
 
 from .computation import FALLBACK_NOTE
@@ -149,12 +150,15 @@ def _general_source(n: int, tuple_result: bool) -> str:
     return "\n".join(body) + "\n"
 
 
-def sequential_source(n: int, tuple_result: bool, windowed: bool) -> str:
+def sequential_source(n: int, tuple_result: bool, windowed: bool, state: bool = False) -> str:
     """A kernel folding each output's elements of ``n`` inputs with device function ``f``
     left to right from the inits, ``f(...f(f(inits, x0), x1)..., xk)``: the CPU's
     ``reduce.sequential_reduce`` for reducers it does not apply to whole arrays.
     ``windowed``: reduce-window's window positions (``window_offset``; padding and
-    holes skipped), else reduce's strided offsets."""
+    holes skipped), else reduce's strided offsets. ``state`` (reduce only): ``f`` holds
+    rng-get-and-update-state and also takes its call index in the CPU's order (output
+    ``o``'s ``r``-th call is call ``o * total + r``) and the state before the reduce
+    (``slo``, ``shi``)."""
     xs, ins, outs = ([f"{p}{j}" for j in range(n)] for p in ("x", "i", "o"))
     a = [f"a{j}" for j in range(n)]
     if windowed:
@@ -165,7 +169,7 @@ def sequential_source(n: int, tuple_result: bool, windowed: bool) -> str:
                   "            if off >= 0:"]
     else:
         head = [f"def k({', '.join(xs + ins + outs)}, count, kept_dims, kept_strides, "
-                "red_dims, red_strides, total):"]
+                f"red_dims, red_strides, total{', slo, shi' if state else ''}):"]
         locate = ["            off = strided_offset(r, red_dims, red_strides, base)",
                   "            if True:"]
     body = head + ["    o = cuda.grid(1)", "    step = cuda.gridsize(1)", "    while o < count:"]
@@ -173,7 +177,8 @@ def sequential_source(n: int, tuple_result: bool, windowed: bool) -> str:
         body += ["        base = strided_offset(o, kept_dims, kept_strides, 0)"]
     body += [f"        {a[j]} = {ins[j]}[0]" for j in range(n)]
     body += ["        for r in range(total):"] + locate
-    body += [f"                c = f({', '.join(a)}, {', '.join(x + '[off]' for x in xs)})"]
+    extra = ", o * total + r, slo, shi" if state else ""
+    body += [f"                c = f({', '.join(a)}, {', '.join(x + '[off]' for x in xs)}{extra})"]
     body += ([f"                {t} = c[{j}]" for j, t in enumerate(a)] if tuple_result
              else [f"                {a[0]} = c"])
     body += [f"        {outs[j]}[o] = {a[j]}" for j in range(n)]
@@ -191,7 +196,8 @@ def _general_kernel(compiled, dtypes):
         ns = {"cuda": cuda, "np": np, "f": compiled.fn, "strided_offset": strided_offset}
         ns.update({f"D{j}": d for j, d in enumerate(dtypes)})
         source = _general_source(len(dtypes), compiled.tuple_result) if compiled.vectorizable \
-            else sequential_source(len(dtypes), compiled.tuple_result, False)
+            else sequential_source(len(dtypes), compiled.tuple_result, False,
+                                   compiled.state_delta is not None)
         exec(compile(source, "<gpu general reduce>", "exec"), ns)
         hit = _GENERAL[key] = (compiled, cuda.jit(ns["k"]))
     return hit[1]
@@ -205,7 +211,9 @@ def _general_reduce(operands, shape, dims, comp, ctx):
         raise HloEvalError(f"reduce takes N inputs and N init values, got {len(operands)} operands")
     xs, inits = operands[:n], operands[n:]
     leaves = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
-    compiled = compile_computation(comp, ctx.module)
+    # a reducer holding rng-get-and-update-state is not vectorisable: the CPU folds it
+    # sequentially, output by output, a fixed call order (``sequential_source``)
+    compiled = compile_computation(comp, ctx.module, call_index=True)
     if compiled is None:
         raise GpuFallback("the reducer has ops without GPU element functions")
     ets = [s.element_type for s in leaves]
@@ -222,10 +230,14 @@ def _general_reduce(operands, shape, dims, comp, ctx):
     for d in dims:
         total *= x0.shape[d]
     kernel = _general_kernel(compiled, [storage_dtype(e).type for e in ets])
+    state = []
+    if compiled.state_delta is not None:  # the CPU calls it size * total times
+        lo, hi = next_rng_state(ctx, outs[0].size * total * compiled.state_delta % 2**128)
+        state = [np.uint64(lo), np.uint64(hi)]
     launch(kernel, outs[0].size, *[x.data for x in xs], *[i.data for i in inits],
            *[o.data for o in outs], outs[0].size, _t(x0.shape[d] for d in kept),
            _t(st[d] for d in kept) if kept else (0,), _t(x0.shape[d] for d in dims),
-           _t(st[d] for d in dims) if dims else (0,), total)
+           _t(st[d] for d in dims) if dims else (0,), total, *state)
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
 
 

@@ -165,6 +165,46 @@ def rng_get_and_update_state(*, ctx, delta):
     return to_device(next_rng_state(ctx, delta))
 
 
+# The value of an rng-get-and-update-state inside a computation that ``map`` calls once
+# per element (``gpu/computation.py``): call ``k`` (row-major) reads the state the
+# evaluation had before the map, plus ``k`` times the deltas of one call, plus the deltas
+# of the call's earlier sites. 128-bit arithmetic on 32-bit halves (no uint64 overflow).
+
+@cuda.jit(device=True)
+def _add64(a, b):
+    """``a + b`` of uint64 values: (the sum mod 2**64, the carry 0 or 1)."""
+    m, s = np.uint64(_M32), np.uint64(32)
+    lo = (a & m) + (b & m)
+    hi = (a >> s) + (b >> s) + (lo >> s)
+    return ((hi & m) << s) | (lo & m), hi >> s
+
+
+@cuda.jit(device=True)
+def _mul64(a, b):
+    """``a * b`` of uint64 values: the 128-bit product (low, high)."""
+    m, s = np.uint64(_M32), np.uint64(32)
+    a0, a1, b0, b1 = a & m, a >> s, b & m, b >> s
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> s) + (p01 & m) + (p10 & m)
+    return (p00 & m) | ((mid & m) << s), p11 + (p01 >> s) + (p10 >> s) + (mid >> s)
+
+
+@cuda.jit(device=True)
+def state_at(k, slo, shi, dlo, dhi, olo, ohi):
+    """``s + o + k d`` mod 2**128 (each a (low, high) pair of uint64 words, ``k`` the
+    call index): the state call ``k`` of a map reads at a site ``o`` past its first."""
+    lo, hi = _mul64(np.uint64(k), dlo)
+    kh, _ = _mul64(np.uint64(k), dhi)
+    hi, _ = _add64(hi, kh)
+    lo, c = _add64(lo, olo)
+    hi, _ = _add64(hi, ohi)
+    hi, _ = _add64(hi, c)
+    lo, c = _add64(lo, slo)
+    hi, _ = _add64(hi, shi)
+    hi, _ = _add64(hi, c)
+    return lo, hi
+
+
 # ----------------------------------------------------------------- rng (hloref's own stream)
 #
 # The CPU's stream (``evaluator/rng.py``: Philox-4x32 under ``RNG_KEY`` from the

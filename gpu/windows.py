@@ -38,6 +38,7 @@ from numba import cuda
 
 from hloref.errors import HloEvalError
 from hloref.evaluator.reduce import simple_reducer
+from hloref.evaluator.rng import next_rng_state
 from hloref.shapes import TupleShape
 
 from .compare import DIRECTIONS
@@ -434,16 +435,21 @@ _MAPS: dict = {}
 
 
 def _map_kernel(compiled, arity: int):
+    """One thread per element; a computation holding rng-get-and-update-state
+    (``compiled.state_delta``) also gets the element's index, its call index in the
+    CPU's row-major order, and the state before the map (``slo``, ``shi``)."""
     key = (id(compiled), arity)
     hit = _MAPS.get(key)
     if hit is None:
         xs = [f"x{j}" for j in range(arity)]
+        state = compiled.state_delta is not None
+        args = [x + "[i]" for x in xs] + (["i", "slo", "shi"] if state else [])
         source = "\n".join([
-            f"def k(out, count{''.join(', ' + x for x in xs)}):",
+            f"def k(out, count{', slo, shi' if state else ''}{''.join(', ' + x for x in xs)}):",
             "    i = cuda.grid(1)",
             "    step = cuda.gridsize(1)",
             "    while i < count:",
-            f"        out[i] = f({', '.join(x + '[i]' for x in xs)})",
+            f"        out[i] = f({', '.join(args)})",
             "        i += step"]) + "\n"
         ns = {"cuda": cuda, "f": compiled.fn}
         exec(compile(source, "<gpu map>", "exec"), ns)
@@ -459,13 +465,17 @@ def map_(*operands, shape, to_apply, ctx):
     dims = tuple(shape.dims)
     if any(tuple(o.shape) != dims for o in operands):
         raise HloEvalError("map operands must all have the result's dimensions")
-    compiled = compile_computation(to_apply.computation, ctx.module)
+    compiled = compile_computation(to_apply.computation, ctx.module, call_index=True)
     if compiled is None or compiled.tuple_result:
         raise GpuFallback("the map computation has ops without GPU element functions")
     if compiled.params != [o.et for o in operands] or compiled.results != [shape.element_type]:
         raise GpuFallback("map computation types differ from the operands' or the result's")
     out = empty(dims, shape.element_type)
-    launch(_map_kernel(compiled, len(operands)), out.size, out.data, out.size,
+    state = []
+    if compiled.state_delta is not None:  # the CPU calls it out.size times, row-major
+        lo, hi = next_rng_state(ctx, out.size * compiled.state_delta % 2**128)
+        state = [np.uint64(lo), np.uint64(hi)]
+    launch(_map_kernel(compiled, len(operands)), out.size, out.data, out.size, *state,
            *[o.data for o in operands])
     return out
 
