@@ -716,3 +716,28 @@ def test_a_value_without_correct_bits_may_overflow_only_where_the_program_came_n
         assert not far.check(np.array([x, 1.5], np.float32)).ok
     assert not near.check(np.array([-2.0e9, np.nan], np.float32)).ok  # 1.5 is determined
     assert not near.check(np.array([-2.0e9, 2.5], np.float32)).ok
+
+
+def test_a_flushed_sum_may_feed_a_power_that_keeps_its_own_subnormal_exponent(worker):
+    """power(add(p, p), p) at p = 1.4e-45 (a campaign, seed 7): XLA:CPU flushes the sum to
+    0 but its power reads the subnormal exponent as it is: 0^1.4e-45 = 0, where hloref
+    (no flushing) gives 2.8e-45^1.4e-45 = 1 (by hand: exp(1.4e-45 * ln 2.8e-45)). The
+    DAZ runs of an instruction never coincide with its operand's, so some run flushes the
+    sum and not the power (the two had the same runs, 1 chance in 70, and the envelope
+    missed XLA's 0). The normal elements stay exact to their budgets."""
+    text = """HloModule fuzz_16
+ENTRY %main.16 {
+  %p.1 = f32[4] parameter(0)
+  %add.2 = f32[4] add(%p.1, %p.1)
+  ROOT %power.3 = f32[4] power(%add.2, %p.1)
+}
+"""  # the campaign's names: its two instructions had the same DAZ runs
+    p = np.array([1.4012985e-45, 5.0314018e-24, 0.75, 2.0], np.float32)
+    report = diff(text, [p], worker=worker)
+    assert report.actual[0] == 0.0 and report.expected[0] == 1.0
+    assert report.verdict == "match", report.summary()
+    strict = EnvelopePolicy(freedoms=Freedoms(ftz=False))
+    assert diff(text, [p], worker=worker, policy=strict).verdict == "mismatch"
+    off = np.array(report.actual, copy=True)
+    off[3] *= 1.001  # (2*2)^2 = 16, by hand: 16.016 is outside
+    assert diff(text, [p], worker=worker, oracle_value=off).verdict == "mismatch"
