@@ -18,14 +18,18 @@ import numpy as np
 
 from hloref.attrs import Window, WindowDim
 from hloref.errors import HloEvalError
-from hloref.geometry import (dilate_pad_slices, window_positions, window_span,
-                             window_tap_slice)
+from hloref.geometry import (dilate_pad_slices, tap_data_positions, window_positions,
+                             window_span, window_tap_slice)
 
 from .dot import dot_operand, integer_result_in_f32
 from .numeric import contiguous, element_type_of, finish
 from .registry import op
 
 OP_FAMILY = True
+
+#: the largest im2col buffer (every window position of every output, in bytes) the
+#: convolution builds; past it, one GEMM per window position, summed into the result
+PATCH_BYTES = 1 << 30
 
 
 def _padded_channels_last(lhs: np.ndarray, et, dn, window: tuple[WindowDim, ...]) -> np.ndarray:
@@ -110,21 +114,55 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
     kk_count = len(kernel_positions)
     out_size = int(np.prod(out_spatial, dtype=np.int64))
     if out_size and kk_count and ci:
-        # im2col straight into GEMM layout: patches (BG, G, N/BG, out..., K, CI)
-        patches = np.empty((bg, g, nb) + out_spatial + (kk_count, ci), x.dtype)
         # the (BG, N/BG, out..., G, CI) view of one window position, as (BG, G, N/BG, out..., CI)
         to_gemm = (0, 2 + nsp, 1) + tuple(range(2, 2 + nsp)) + (3 + nsp,)
-        for kk, k in enumerate(kernel_positions):
+
+        def tap(k):
             region = tuple(window_tap_slice(ki, os, wd.stride, wd.window_dilation)
                            for ki, wd, os in zip(k, wdims, out_spatial))
-            patches[..., kk, :] = xg[(slice(None), slice(None)) + region].transpose(to_gemm)
-        lhs_m = patches.reshape(bg, g, nb * out_size, kk_count * ci)
-        rhs_m = w.reshape((kk_count * ci, bg, g, op_)).transpose(1, 2, 0, 3)
-        with np.errstate(all="ignore"):
-            if bg * g == 1:
-                prod = np.matmul(lhs_m[0, 0], rhs_m[0, 0])[None, None]
-            else:
-                prod = np.matmul(lhs_m, rhs_m)
+            return xg[(slice(None), slice(None)) + region].transpose(to_gemm)
+
+        patch_bytes = bg * g * nb * out_size * kk_count * ci * x.dtype.itemsize
+        if patch_bytes <= PATCH_BYTES:
+            # im2col straight into GEMM layout: patches (BG, G, N/BG, out..., K, CI)
+            patches = np.empty((bg, g, nb) + out_spatial + (kk_count, ci), x.dtype)
+            for kk, k in enumerate(kernel_positions):
+                patches[..., kk, :] = tap(k)
+            lhs_m = patches.reshape(bg, g, nb * out_size, kk_count * ci)
+            rhs_m = w.reshape((kk_count * ci, bg, g, op_)).transpose(1, 2, 0, 3)
+            with np.errstate(all="ignore"):
+                if bg * g == 1:
+                    prod = np.matmul(lhs_m[0, 0], rhs_m[0, 0])[None, None]
+                else:
+                    prod = np.matmul(lhs_m, rhs_m)
+        else:
+            # the windows would not fit: one GEMM per window position, summed into the
+            # result (the same products; the sum in the compute type in another order,
+            # f64 for floats, exact for integers), each only over the outputs at which
+            # that tap reads real input elements, not padding or dilation holes
+            data = [dilate_pad_slices(lhs.shape[d], wd.padding_low, wd.padding_high,
+                                      wd.base_dilation)[1]
+                    for d, wd in zip(dn.input_spatial_dimensions, wdims)]
+            wk = w.reshape((kk_count, ci, bg, g, op_))
+            prod = np.zeros((bg, g, nb) + out_spatial + (op_,),
+                            np.result_type(x.dtype, w.dtype))
+            with np.errstate(all="ignore"):
+                for kk, k in enumerate(kernel_positions):
+                    hits = [tap_data_positions(ki, os, wd.stride, wd.window_dilation, dd)
+                            for ki, os, wd, dd in zip(k, out_spatial, wdims, data)]
+                    if not all(hits):
+                        continue
+                    reads = tuple(slice(ki * wd.window_dilation + r.start * wd.stride,
+                                        ki * wd.window_dilation + (r[-1]) * wd.stride + 1,
+                                        r.step * wd.stride)
+                                  for ki, wd, r in zip(k, wdims, hits))
+                    sub = tuple(len(r) for r in hits)
+                    lhs_k = np.ascontiguousarray(
+                        xg[(slice(None), slice(None)) + reads].transpose(to_gemm))
+                    part = np.matmul(lhs_k.reshape(bg, g, nb * int(np.prod(sub)), ci),
+                                     wk[kk].transpose(1, 2, 0, 3))
+                    writes = tuple(slice(r.start, r[-1] + 1, r.step) for r in hits)
+                    prod[(slice(None),) * 3 + writes] += part.reshape((bg, g, nb) + sub + (op_,))
         # (BG, G, N/BG, out..., O') -> (N/BG, out..., BG, G, O')
         prod = prod.reshape((bg, g, nb) + out_spatial + (op_,))
         acc = prod.transpose((2,) + tuple(range(3, 3 + nsp)) + (0, 1, 3 + nsp))

@@ -10,11 +10,13 @@ ConvWithGeneralPadding, ReduceWindow) and ``ShapeInference::InferWindowOutputSha
 
 from __future__ import annotations
 
+import math
+
 from .attrs import WindowDim
 
 __all__ = ["dilated_size", "padded_size", "window_span", "window_positions",
            "window_output_size", "slice_output_size", "dilate_pad_slices", "window_tap_slice",
-           "base_index"]
+           "tap_data_positions", "base_index"]
 
 
 def dilated_size(size: int, dilation: int) -> int:
@@ -84,6 +86,25 @@ def window_tap_slice(tap: int, positions: int, stride: int, window_dilation: int
     p * stride`` for ``p`` in ``[0, positions)``."""
     start = tap * window_dilation
     return slice(start, start + (positions - 1) * stride + 1, stride)
+
+
+def tap_data_positions(tap: int, positions: int, stride: int, window_dilation: int,
+                       data: slice) -> range:
+    """The window positions ``p`` in ``[0, positions)`` at which tap ``tap`` reads a
+    frame element of ``data`` (``dilate_pad_slices``'s ``dst``: where the real
+    elements lie, ``data.step`` apart), not padding or a hole of the base dilation: an
+    arithmetic progression, ``tap * window_dilation + p * stride`` in ``data``."""
+    step = data.step or 1
+    if data.stop <= data.start or positions <= 0:
+        return range(0)
+    c = tap * window_dilation
+    lo = max(0, -(-(data.start - c) // stride))
+    hi = min(positions - 1, (data.stop - 1 - c) // stride)
+    period = step // math.gcd(stride, step)
+    for p in range(lo, min(lo + period, hi + 1)):
+        if (p * stride + c - data.start) % step == 0:
+            return range(p, hi + 1, period)
+    return range(0)
 
 
 def base_index(position: int, tap: int, stride: int, window_dilation: int, padding_low: int,

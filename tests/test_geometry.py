@@ -12,7 +12,7 @@ import pytest
 
 from hloref.attrs import WindowDim
 from hloref.geometry import (base_index, dilate_pad_slices, padded_size, slice_output_size,
-                             window_output_size, window_positions)
+                             tap_data_positions, window_output_size, window_positions)
 
 
 def _frame_by_hand(size, low, high, dilation):
@@ -77,3 +77,18 @@ def test_base_index_reads_the_frame(size, low, high, dilation, wsize, stride, wd
         for tap in range(wsize):
             assert base_index(pos, tap, stride, wdil, low, dilation, size) == \
                 frame[pos * stride + tap * wdil]
+
+
+@pytest.mark.parametrize("size, low, high, dilation, tap, stride, wdil",
+                         [(s, lo, hi, d, t, st, wd) for s, lo, hi, d in CASES[::7]
+                          for t in range(3) for st in (1, 2, 3) for wd in (1, 2)])
+def test_tap_data_positions_are_where_the_tap_reads_a_real_element(size, low, high, dilation,
+                                                                    tap, stride, wdil):
+    """By hand from the frame: the positions p whose element tap * wdil + p * stride is a
+    real one (not padding, not a hole)."""
+    frame = _frame_by_hand(size, low, high, dilation)
+    span = 2 * wdil + 1  # a 3-tap window
+    positions = max((len(frame) - span) // stride + 1, 0) if len(frame) >= span else 0
+    want = [p for p in range(positions) if frame[tap * wdil + p * stride] >= 0]
+    dst = dilate_pad_slices(size, low, high, dilation)[1]
+    assert list(tap_data_positions(tap, positions, stride, wdil, dst)) == want
