@@ -22,7 +22,7 @@ from .control import run_conditional, run_while
 from .dynamic import CONTROL_OPCODES, DYNAMIC_SOURCES, HOST_ARRAYS, is_partial, trim, dynamic_step
 from .registry import OPS, UNSUPPORTED, Called, load_all
 
-__all__ = ["Limits", "Interpreter", "PreparedStep", "topological_order"]
+__all__ = ["Limits", "Interpreter", "PreparedStep", "topological_order", "live_instructions"]
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,7 @@ class Interpreter:
         cached = self._plans.get(comp.name)
         if cached is not None:
             return cached
-        live = _live(self.module, comp)
+        live = live_instructions(self.module, comp)
         order = [i for i in topological_order(comp) if id(i) in live]
         position = {id(instr): i for i, instr in enumerate(order)}
         plan = [self._prepare(instr, position) for instr in order]
@@ -364,7 +364,7 @@ def _has_side_effect(module: Module, instr: Instruction, memo: dict) -> bool:
     return False
 
 
-def _live(module: Module, comp: Computation) -> set[int]:
+def live_instructions(module: Module, comp: Computation) -> set[int]:
     """Ids of the instructions evaluation needs: what the root and the instructions
     with side effects depend on (operands and control predecessors), and every
     parameter. Dead code is not evaluated, as XLA removes it (an unused infinite

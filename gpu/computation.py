@@ -325,14 +325,14 @@ def _state_sites(comp, module):
     id(instruction)): deltas of the call's earlier ones}, deltas of one call)``, both mod
     2**128. Any other op calling a computation that holds one (a loop, a conditional, a
     reduce...) may evaluate it a data-dependent number of times: not supported."""
-    from hloref.evaluator.interpreter import _live, topological_order
+    from hloref.evaluator.interpreter import live_instructions, topological_order
     sites: dict = {}
     total = 0
     memo: dict = {}
 
     def walk(c, path):
         nonlocal total
-        live = _live(module, c)
+        live = live_instructions(module, c)
         for instr in topological_order(c):
             if id(instr) not in live:
                 continue
