@@ -116,6 +116,42 @@ def _windows(x: np.ndarray, wdims, fill) -> np.ndarray:
     return np.moveaxis(flat, 0, -1)
 
 
+#: the largest copy of a reduce-window's windows (bytes) the fast path makes; past it, an
+#: order-free reducer folds the window positions into the result one at a time
+WINDOW_BYTES = 1 << 30
+
+
+def _streamed(kind: str, x: np.ndarray, wdims, ident) -> np.ndarray | None:
+    """``(out..., 1)``: the windows of ``x`` reduced by ``kind`` folding one window
+    position at a time into the result, without copying the windows, where they would
+    take more than :data:`WINDOW_BYTES` and the reducer's result does not depend on the
+    order (maximum/minimum with NaN propagating and +0 above -0, integer and bool
+    arithmetic); None otherwise. XLA's cost-analysis test has a 2,047-wide max window
+    over 2x3x1024x1024 (51 GB of windows)."""
+    if x.dtype.kind == "c" or (x.dtype.kind == "f" and kind not in ("maximum", "minimum")):
+        return None
+    sizes = tuple(w.size for w in wdims)
+    padded = _pad_dilate(x, wdims, ident)
+    out = _out_dims(padded.shape, wdims)
+    count = int(np.prod(out, dtype=np.int64)) * int(np.prod(sizes, dtype=np.int64))
+    if count * x.dtype.itemsize <= WINDOW_BYTES or 0 in sizes or 0 in out:
+        return None
+    from .elementwise import ieee_max_min
+    if x.dtype.kind == "f":
+        fold = ieee_max_min(kind == "maximum")
+    else:
+        fold = {"maximum": np.maximum, "minimum": np.minimum, "add": np.add,
+                "multiply": np.multiply, "and": np.bitwise_and, "or": np.bitwise_or,
+                "xor": np.bitwise_xor}[kind]
+    view = window_view(padded, wdims)
+    acc = None
+    with np.errstate(all="ignore"):
+        for offs in np.ndindex(*sizes):
+            part = view[(Ellipsis,) + offs]
+            acc = np.array(part) if acc is None else fold(acc, part)
+    return acc[..., None]
+
+
 def _valid_mask(shape, wdims):
     """``(out..., K)`` bool: which window positions land on an operand element; None if all."""
     needs = any(w.padding_low > 0 or w.padding_high > 0 or
@@ -196,7 +232,9 @@ def reduce_window(*operands, shape, to_apply, ctx, window=None, reducer_order="t
             x = compute_array(inputs[0])
             ident = _identity(kind, x.dtype)
             if ident is not None:
-                win = _windows(x, wdims, ident)
+                win = _streamed(kind, x, wdims, ident)
+                if win is None:
+                    win = _windows(x, wdims, ident)
                 out = fast_reduce(kind, win, compute_array(inits[0]), et)
                 if out is not None:
                     return _finish_shape(out, result_shapes[0])

@@ -127,6 +127,48 @@ def test_reduce_window_vs_xla(case, ty, kind, vseed):
     _check(text, (x, c), "reduce-window", atol=atol)
 
 
+@pytest.mark.parametrize("ty,kind", [("f32", "max"), ("f32", "min"), ("bf16", "max"),
+                                     ("s32", "max"), ("s32", "min"), ("s32", "add"),
+                                     ("pred", "max"), ("pred", "min"), ("pred", "add")])
+@seed(2)
+@settings(max_examples=4, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(case=window_case(), vseed=st.integers(0, 2**16))
+def test_reduce_window_folded_one_window_position_at_a_time_vs_xla(case, vseed, ty, kind):
+    """Windows too large to copy (XLA's cost-analysis test: a 2,047-wide max window over
+    2x3x1024x1024, 51 GB) are folded position by position when the reducer does not care
+    about the order (max/min with NaN and signed zeros, integer and bool arithmetic):
+    forced here with WINDOW_BYTES = 0, against XLA:CPU."""
+    from hloref.evaluator import windows
+    shape, wins = case
+    rng = np.random.default_rng(vseed)
+    et = element_type(ty)
+    if et.is_pred:
+        op, init = {"add": ("xor", False), "max": ("or", False), "min": ("and", True)}[kind]
+    elif kind == "add":
+        op, init = "add", 0
+    else:
+        op = "maximum" if kind == "max" else "minimum"
+        init = (np.iinfo(et.dtype).min if kind == "max" else np.iinfo(et.dtype).max) \
+            if et.is_integer else (-np.inf if kind == "max" else np.inf)
+    out = tuple(w[6] for w in wins)
+    text = (f"HloModule rw\n{_reducer('r', ty, op)}\nENTRY main {{\n"
+            f"  x = {ty}[{_dims(shape)}] parameter(0)\n  c = {ty}[] parameter(1)\n"
+            f"  ROOT s = {ty}[{_dims(out)}] reduce-window(x, c), to_apply=r, "
+            f"window={{{_window_text(wins)}}}\n}}\n")
+    x = _values(rng, ty, shape)
+    if et.is_float and x.size > 1:
+        x.flat[rng.integers(0, x.size)] = np.nan
+    saved, windows.WINDOW_BYTES = windows.WINDOW_BYTES, 0
+    try:
+        xla, ours = _check(text, (x, _scalar(ty, init)), "reduce-window")
+    finally:
+        windows.WINDOW_BYTES = saved
+    zeros = np.asarray(xla, np.float64) == 0  # a zero's sign (a NaN's is unspecified)
+    np.testing.assert_array_equal(np.signbit(np.asarray(xla, np.float64))[zeros],
+                                  np.signbit(np.asarray(ours, np.float64))[zeros])
+
+
 def test_reduce_window_padding_is_skipped_not_init():
     """A non-identity init counts once per window, padding adds nothing (XLA's rule)."""
     text = (f"HloModule rw\n{_reducer('r', 'f32', 'add')}\nENTRY main {{\n"
