@@ -43,7 +43,7 @@ REASON_RULES = [
      "groups: tests/test_verifier.py); jaxlib's StableHLO route to XLA:CPU drops what "
      "that rule checks, so XLA:CPU runs it"),
     ("memory", lambda r, t: "MemoryError" in r.get("hloref_message", ""),
-     "hloref limitation: an intermediate (a convolution's windows) does not fit in memory"),
+     "hloref limitation: an intermediate does not fit in memory"),
     ("domain", lambda r, t: "set-dimension-size: size" in r.get("hloref_message", "") or
      "dynamic-reshape:" in r.get("hloref_message", ""),
      "seeded input outside the op's domain (a dynamic size above its bound): undefined; "
@@ -125,9 +125,6 @@ REASON_BY_LOCATION = {
         "XLA:CPU bug: the c64 constant (nan + inf*i) divided by 1 + i gives (nan, nan); as "
         "parameters, and by C99 Annex G, (inf, inf) "
         "(findings/xla-cpu-jaxlib-0.10.2/divide-c64-constant-infinite-numerator)",
-    "xla/service/cpu/tests/cpu_tensordot_oom_test.cc:38":
-        "envelope false alarm: a chain of 20 small dots to one scalar, 8 ULP apart "
-        "(1.5 envelope widths outside)",
     "xla/service/instruction_fusion_test.cc:982": _NON_ASSOCIATIVE,
     "xla/service/instruction_fusion_test.cc:1004": _NON_ASSOCIATIVE,
     "xla/service/copy_insertion_test.cc:3030":
