@@ -419,7 +419,7 @@ def _squares_overflow(x: np.ndarray) -> bool:
         return False
     wide = x.astype(np.float64)
     finite = wide[np.isfinite(wide)]
-    return bool(finite.size) and float(np.max(np.abs(finite))) ** 2 >= top
+    return bool(finite.size) and float(np.max(np.abs(finite))) >= np.sqrt(top)  # no f64 x² overflow
 
 
 def _could_overflow(opcode: str, operands, expected) -> bool:

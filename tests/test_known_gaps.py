@@ -223,16 +223,19 @@ ENTRY e {{
     assert known_folding(report, text, [np.array(values).astype(ml_dtypes.int4)]) == want
 
 
-@pytest.mark.parametrize("big,want", [(2.5e34, "accumulation-overflow"), (1e15, None)])
-def test_batch_norm_whose_squares_overflow_is_the_accumulation_difference(big, want):
+@pytest.mark.parametrize("big,want,dtype", [(2.5e34, "accumulation-overflow", np.float32),
+                                            (1e15, None, np.float32),
+                                            (1e200, "accumulation-overflow", np.float64),
+                                            (1e150, None, np.float64)])
+def test_batch_norm_whose_squares_overflow_is_the_accumulation_difference(big, want, dtype):
     """XLA expands batch-norm-training into E[x²] - E[x]² in f32: an x of 2.5e34 squares to
     inf and the output is NaN (a campaign, seed 7), where hloref's f64 statistics give
     finite values; 1e15 squares to 1e30, inside f32, so a mismatch there is no such
     difference (by hand: f32 max 3.4e38)."""
-    x = np.array([[big, 1.0], [3.0, -2.0]], np.float32)
-    s = np.ones(2, np.float32)
-    report = _localized("batch-norm-training", [x, s, s], np.zeros((2, 2), np.float32),
-                        np.full((2, 2), np.nan, np.float32))
+    x = np.array([[big, 1.0], [3.0, -2.0]], dtype)  # f64: 1e200² = inf (a campaign, seed
+    s = np.ones(2, dtype)  # 23, crashed the classifier: Python's float ** 2 raises)
+    report = _localized("batch-norm-training", [x, s, s], np.zeros((2, 2), dtype),
+                        np.full((2, 2), np.nan, dtype))
     assert known_difference(report) == want
 
 
