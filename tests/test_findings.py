@@ -101,11 +101,18 @@ def test_rng_bit_generator_s32_reference_reads_the_words_signed():
     assert hloref.evaluate(module, *args).tolist() == want
 
 
+def test_asin_of_an_out_of_domain_integer_is_nan():
+    """asin is defined on [-1, 1]: -11 and 3 give NaN, NaN != NaN (by hand)."""
+    module, args = _load("asin-acos-of-integer-never-nan")
+    assert args[0].tolist() == [-11, 3, 0]
+    assert hloref.evaluate(module, *args).tolist() == [True, True, False]
+
+
 def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 21
+    assert len(results) == 22
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 
