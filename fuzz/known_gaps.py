@@ -345,7 +345,8 @@ KNOWN_DIFFERENCES = {
                                    "NaN, then 0; findings/xla-cpu-jaxlib-0.10.2/convert-int-"
                                    "f8-unsigned-fused-nan-saturates)",
     "accumulation-overflow": "an accumulating op (dot, convolution, reduce; batch norm, "
-                             "whose XLA expansion sums x²) whose terms "
+                             "whose XLA expansion sums x², and its gradient's "
+                             "(x - mean)·Σ dy·(x - mean) terms) whose terms "
                              "overflow the element type: hloref accumulates in f64 and rounds "
                              "once (inf), XLA accumulates in the type (inf - inf = NaN); the "
                              "accumulation precision is implementation-defined",
@@ -422,6 +423,26 @@ def _squares_overflow(x: np.ndarray) -> bool:
     return bool(finite.size) and float(np.max(np.abs(finite))) >= np.sqrt(top)  # no f64 x² overflow
 
 
+def _grad_terms_overflow(operands) -> bool:
+    """Whether a term of XLA's batch-norm-grad expansion, computed in the operand's type,
+    can overflow it: (x - mean) times the feature's sum of |dy·(x - mean)| over
+    (variance + epsilon), bounded with the largest values of each operand (x, scale,
+    mean, variance, dy); f16 gradients of values near 100 reach 65504 there."""
+    import ml_dtypes
+    if len(operands) < 5:
+        return False
+    x, _scale, mean, var, dy = (np.asarray(o).astype(np.float64) for o in operands[:5])
+    try:
+        top = float(ml_dtypes.finfo(operands[0].dtype).max)
+    except (ValueError, TypeError):
+        return False
+    with np.errstate(all="ignore"):
+        d = np.nanmax(np.abs(x), initial=0.0) + np.nanmax(np.abs(mean), initial=0.0)
+        s = x.size * np.nanmax(np.abs(dy), initial=0.0) * d
+        v = np.nanmin(np.abs(var), initial=np.inf)
+        return bool(d * s / max(v, np.finfo(np.float64).tiny) >= top)
+
+
 def _could_overflow(opcode: str, operands, expected) -> bool:
     """Whether some order of a dot's or convolution's sums could leave the result type's
     finite range: every partial sum is at most (terms) x max|lhs| x max|rhs|, and the
@@ -459,6 +480,9 @@ def known_difference(report) -> str | None:
     arrays = [x for o in ops for x in _leaves(o)]
     if culprit.opcode.startswith("batch-norm") and arrays and _squares_overflow(arrays[0]):
         return "accumulation-overflow"  # XLA's expansion sums x² in the type (inf - inf)
+    if culprit.opcode == "batch-norm-grad" and _grad_terms_overflow(arrays) and any(
+            not np.all(np.isfinite(np.asarray(a, np.float64))) for a in _leaves(culprit.actual)):
+        return "accumulation-overflow"  # its (x - mean)·Σ dy(x - mean)/(var + eps) in the type
     if culprit.opcode == "sort" and any(x.dtype.name in ("int2", "uint2") for x in arrays):
         return "sort-2bit"
     if culprit.opcode == "convert" and arrays and arrays[0].dtype.name == "float4_e2m1fn" and \

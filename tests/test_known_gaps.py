@@ -317,3 +317,22 @@ ENTRY e {
                             entry_values={("e", "a"): np.int32(0), ("e", "b"): np.int32(0)})
     assert known_crash(crash, text.replace("power", "divide"), None) == \
         "int-divide-by-constant-zero"
+
+
+@pytest.mark.parametrize("big,want", [(35.72, "accumulation-overflow"), (1.5, None)])
+def test_batch_norm_grad_terms_that_overflow_f16_are_the_accumulation_difference(big, want):
+    """f16 batch-norm-grad of x = dy = [[0.2, big], ...] around mean -32.22 (a campaign,
+    seed 23): XLA's expansion computes (x - mean)·Σ dy·(x - mean)/(var + eps) in f16, about
+    68 x 2,430 / 0.99 = 167,000 > 65,504 (inf), where hloref's f64 result is 271.25; with
+    |x| <= 1.5 and |mean| <= 1 the bound, d = 2.5, 2.5 x (6 x 1.5 x 2.5) / 0.86 = 65, stays
+    far inside (by hand)."""
+    x = np.array([[0.0005, 0.2013, -0.0068], [-32.22, big, 0.3916]], np.float16)
+    scale = np.array([0.2013, -0.0068, -32.22], np.float16)
+    mean = np.array([-0.0068, -32.22, 35.72 if want else 1.0], np.float16)
+    var = np.array([1.591, 0.9873, 0.8594], np.float16)
+    if not want:
+        x = np.clip(x, -1.5, 1.5)
+        mean = np.clip(mean, -1.0, 1.0)
+    report = _localized("batch-norm-grad", [x, scale, mean, var, x],
+                        np.zeros((2, 3), np.float16), np.full((2, 3), np.inf, np.float16))
+    assert known_difference(report) == want
