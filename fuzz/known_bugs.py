@@ -22,7 +22,8 @@ __all__ = ["FILED", "known_crash", "known_folding"]
 FILED = frozenset({"int-divide-by-constant-zero", "concatenate-2bit-aborts", "sort-2bit",
                    "convert-f4e2m1fn-to-int-saturates", "s4-arithmetic-does-not-wrap",
                    "f8e8m0fnu-constant-folding", "clz-negative-constant-folding",
-                   "round-nearest-afz-f8e3m4-folding", "f4e2m1fn-infinity-folding",
+                   "round-f8e3m4-folding", "f4e2m1fn-infinity-folding", "atan2-zero-zero-folding",
+                   "asin-acos-of-integer-never-nan",
                    "reduce-2bit", "convert-int-f8-unsigned-nan"})
 
 #: ops without operands (or with only a state) that constant folding leaves alone
@@ -76,7 +77,11 @@ def known_folding(report, module, args) -> str | None:
       cannot hold; the folder gives 2^-127 for 0 and drops a sign (``f8e8m0fnu-constant-folding``);
     * a folded ``count-leading-zeros`` of a negative value (-3 in s8 folds to -56, -2 in
       s32 to -32; the run-time code gives 0);
-    * a folded ``round-nearest-afz`` of f8e3m4 (every value folds to NaN);
+    * a folded ``round-nearest-afz``/``round-nearest-even`` of f8e3m4 (every value folds
+      to NaN); a folded ``popcnt`` of s2/s4 (the sign-extended storage byte counted);
+    * a folded ``atan2`` with +0/+0 somewhere (NaN, where parameters give +0);
+    * ``asin``/``acos`` of a converted integer that is NaN somewhere (XLA:CPU's code
+      takes it for never NaN: isnan false, sign 0);
     * a folded convert to f4e2m1fn of an infinity, or atanh of ±1 in f4e2m1fn (the
       folder gives 0, the run-time code the saturated ±6);
     * a ``reduce`` of s2/u2 values, when no instruction alone is the culprit or the
@@ -96,20 +101,29 @@ def known_folding(report, module, args) -> str | None:
          "bitcast", "concatenate", "reverse", "pad", "constant")))
     clz = _folded(module, lambda i: i.opcode == "count-leading-zeros" and
                   i.shape.element_type.is_signed_integer)
-    afz = _folded(module, lambda i: i.opcode == "round-nearest-afz" and _type_name(i) == "f8e3m4")
+    afz = _folded(module, lambda i: i.opcode in ("round-nearest-afz", "round-nearest-even")
+                  and _type_name(i) == "f8e3m4")
+    atan2 = _folded(module, lambda i: i.opcode == "atan2")
+    popcnt = _folded(module, lambda i: i.opcode == "popcnt" and _type_name(i) in ("s2", "s4"))
     f4 = _folded(module, lambda i: i.opcode in ("convert", "atanh") and
                  _type_name(i) == "f4e2m1fn")
     chains = _int_f8_unsigned(module)
+    arcs = {(c.name, i.name): i for c in module.computations.values() for i in c.instructions
+            if i.opcode in ("asin", "acos") and i.operands and i.operands[0].opcode == "convert"
+            and getattr(getattr(i.operands[0].operands[0].shape, "element_type", None),
+                        "is_integer", False)}
     if afz:
-        return "round-nearest-afz-f8e3m4-folding"
+        return "round-f8e3m4-folding"
+    if popcnt:
+        return "popcnt-s4"  # the folder counts the sign-extended storage byte
     culprit = report.culprit.innermost() if getattr(report, "culprit", None) else None
     if (culprit is None or culprit.opcode == "reduce") and any(
             i.opcode == "reduce" and any(_type_name(o) in _TWO_BIT for o in i.operands)
             for c in module.computations.values() for i in c.instructions):
         return "reduce-2bit"
-    suspects = {**s4, **powers, **e8m0, **clz, **f4, **chains}
+    suspects = {**s4, **powers, **e8m0, **clz, **f4, **chains, **atan2, **arcs}
     values = _operand_values(module, args, suspects, getattr(report, "entry_values", None),
-                             with_result=set(e8m0) | set(chains))
+                             with_result=set(e8m0) | set(chains) | set(arcs))
     exact = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
     for key, instr in s4.items():
         if key in values:
@@ -139,6 +153,14 @@ def known_folding(report, module, args) -> str | None:
     for key in chains:
         if key in values and _has_nan(values[key][0]):
             return "convert-int-f8-unsigned-nan"
+    for key in arcs:
+        if key in values and _has_nan(values[key][-1]):
+            return "asin-acos-of-integer-never-nan"
+    for key in atan2:
+        if key in values:
+            y, x = np.broadcast_arrays(*(_as_f64(v) for v in values[key]))
+            if np.any((y == 0) & (x == 0)):
+                return "atan2-zero-zero-folding"
     return None
 
 
@@ -204,9 +226,7 @@ def _folded(module, keep) -> dict:
         for instr in comp.instructions:  # operands come first in text order
             # xor(x, x) and integer subtract(x, x) are 0 whatever x: XLA's algebraic
             # simplifier makes them constants before folding
-            self_cancel = instr.opcode in ("xor", "subtract") and len(instr.operands) == 2 \
-                and instr.operands[0] is instr.operands[1] and \
-                getattr(getattr(instr.shape, "element_type", None), "is_integer", False)
+            self_cancel = _self_cancelling(instr)
             free[instr.name] = self_cancel or (instr.opcode not in _NOT_FOLDED and all(
                 free.get(o.name, False) for o in instr.operands))
         for instr in comp.instructions:
@@ -214,6 +234,24 @@ def _folded(module, keep) -> dict:
                     all(free.get(o.name) for o in instr.operands):
                 suspects[(comp.name, instr.name)] = instr
     return suspects
+
+
+def _self_cancelling(instr) -> bool:
+    """Whether ``instr`` is a constant whatever its operand, which XLA's algebraic
+    simplifier makes one before folding: integer ``xor(x, x)`` and ``subtract(x, x)``;
+    ``compare(x, x)`` of integers or pred, with ``type=TOTALORDER``, or LT/GT (false even
+    for NaN)."""
+    if len(instr.operands) != 2 or instr.operands[0] is not instr.operands[1]:
+        return False
+    if instr.opcode in ("xor", "subtract"):
+        return getattr(getattr(instr.shape, "element_type", None), "is_integer", False)
+    if instr.opcode == "compare":
+        et = getattr(instr.operands[0].shape, "element_type", None)
+        direction = str(instr.attrs.get("direction", ""))
+        kind = str(instr.attrs.get("type", ""))
+        return bool(et is not None and (et.is_integer or et.is_pred)) or \
+            kind == "TOTALORDER" or direction in ("LT", "GT")
+    return False
 
 
 def _operand_values(module, args, instrs: dict, known: dict | None = None,

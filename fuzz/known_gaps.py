@@ -287,7 +287,8 @@ KNOWN_DIFFERENCES = {
     "ftz": "XLA:CPU flushes subnormal inputs and results to zero (FTZ/DAZ at run time); "
            "hloref keeps them (the culprit's operands hold subnormals, or every differing "
            "element is a subnormal of hloref's that XLA holds as zero)",
-    "popcnt-s4": "XLA:CPU counts the 8 bits of the sign-extended storage byte of s4",
+    "popcnt-s4": "XLA:CPU counts the 8 bits of the sign-extended storage byte of s4 (and "
+                 "XLA's constant folder that of s2)",
     "int-power": "XLA:CPU's integer power looks at the low 6 bits of the exponent only",
     "int-power-negative-folding": "XLA's constant folder (HloEvaluator) gives 0 for an "
                                   "integer power of -1 with a negative exponent; XLA:CPU's "
@@ -295,7 +296,8 @@ KNOWN_DIFFERENCES = {
                                   "hloref does (XLA's docs leave negative integer exponents "
                                   "undefined)",
     "complex-special": "XLA:CPU's complex functions do not follow C99 Annex G for inf/NaN "
-                       "components and overflow for huge magnitudes",
+                       "components, zero bases of power (0^z: NaN, not 0) and overflow "
+                       "for huge magnitudes",
     "int-divide-by-constant-zero": "XLA:CPU (jaxlib 0.10.2) dies with SIGFPE when an integer "
                                    "divide or remainder whose operands constant folding "
                                    "evaluates has a zero divisor, in every "
@@ -327,10 +329,18 @@ KNOWN_DIFFERENCES = {
                                      "count-leading-zeros for negative values (s8 -3 -> -56, "
                                      "s32 -2 -> -32); the run-time code gives 0 "
                                      "(findings/xla-cpu-jaxlib-0.10.2/clz-s8-constant-folding)",
-    "round-nearest-afz-f8e3m4-folding": "XLA's constant folder (jaxlib 0.10.2) rounds every "
-                                        "f8e3m4 value to NaN in round-nearest-afz "
-                                        "(findings/xla-cpu-jaxlib-0.10.2/round-nearest-afz-"
-                                        "f8e3m4-constant-folding)",
+    "round-f8e3m4-folding": "XLA's constant folder (jaxlib 0.10.2) rounds every f8e3m4 "
+                            "value to NaN in round-nearest-afz and round-nearest-even "
+                            "(findings/xla-cpu-jaxlib-0.10.2/round-nearest-afz-f8e3m4-"
+                            "constant-folding)",
+    "asin-acos-of-integer-never-nan": "XLA:CPU (jaxlib 0.10.2) takes asin/acos of a "
+                                      "converted integer for never NaN: isnan gives false "
+                                      "and sign 0 outside [-1, 1] (findings/xla-cpu-jaxlib-"
+                                      "0.10.2/asin-acos-of-integer-never-nan)",
+    "atan2-zero-zero-folding": "XLA:CPU (jaxlib 0.10.2) gives NaN for atan2(+0, +0) of "
+                               "operands it folds or fuses from constants (iota, "
+                               "subtract(x, x) of a folded compare), where parameters give "
+                               "+0 (findings/xla-cpu-jaxlib-0.10.2/atan2-iota-zero-zero-nan)",
     "f4e2m1fn-infinity-folding": "XLA's constant folder (jaxlib 0.10.2) turns an infinity "
                                  "into f4e2m1fn 0 (a convert of inf, atanh of ±1), where "
                                  "the run-time code and ml_dtypes saturate to ±6 "
@@ -354,6 +364,9 @@ KNOWN_DIFFERENCES = {
                         "magnitude |z| but not of one tiny component (XLA:CPU's complex "
                         "functions are accurate normwise, the policy compares componentwise)",
 }
+
+#: ml_dtypes' integer types narrower than a byte (numpy kind "V", not "i"/"u")
+_SUB_BYTE_INTS = ("int2", "int4", "uint2", "uint4")
 
 #: Accumulations whose overflow XLA may turn into NaN: the catalogue's groups.
 _ACCUMULATING = ACCUMULATING | EXPANDED
@@ -486,10 +499,11 @@ def known_difference(report) -> str | None:
     if culprit.opcode == "sort" and any(x.dtype.name in ("int2", "uint2") for x in arrays):
         return "sort-2bit"
     if culprit.opcode == "convert" and arrays and arrays[0].dtype.name == "float4_e2m1fn" and \
-            any(x.dtype.kind in "iu" for x in _leaves(culprit.expected)) and \
+            any(x.dtype.kind in "iu" or x.dtype.name in _SUB_BYTE_INTS
+                for x in _leaves(culprit.expected)) and \
             np.any(np.abs(arrays[0].astype(np.float64)) == 6.0):
         return "convert-f4e2m1fn-to-int-saturates"
-    if culprit.opcode == "popcnt" and arrays and arrays[0].dtype.name == "int4":
+    if culprit.opcode == "popcnt" and arrays and arrays[0].dtype.name in ("int4", "int2"):
         return "popcnt-s4"
     if culprit.opcode == "power" and len(arrays) == 2 and arrays[1].dtype.kind in "iu":
         e = arrays[1].astype(np.int64)
@@ -505,6 +519,9 @@ def known_difference(report) -> str | None:
             return "accumulation-overflow"
     if _complex_normwise_ok(culprit):
         return "complex-normwise"
+    if culprit.opcode == "power" and arrays and arrays[0].dtype.kind == "c" and \
+            np.any(arrays[0] == 0):
+        return "complex-special"  # 0^z: exp(z·log 0) gives NaN in XLA, 0 by C99 G.6.3.1
     if any(x.dtype.kind == "c" for x in arrays):
         for x in arrays:
             if x.dtype.kind == "c" and x.size and (

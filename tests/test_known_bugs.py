@@ -56,10 +56,43 @@ ROWS = [
      [np.array([-3, 4], np.int8)], None),
     ("f8e3m4 round-nearest-afz of a constant", _module(
         "  k = f8e3m4[2] constant({-0.47, 0.53})\n  ROOT r = f8e3m4[2] round-nearest-afz(k)"),
-     [], "round-nearest-afz-f8e3m4-folding"),
+     [], "round-f8e3m4-folding"),
     ("f8e4m3fn round-nearest-afz of a constant", _module(
         "  k = f8e4m3fn[2] constant({-0.47, 0.5})\n  ROOT r = f8e4m3fn[2] round-nearest-afz(k)"),
      [], None),
+    ("f8e3m4 round-nearest-even of a constant", _module(
+        "  k = f8e3m4[2] constant({0.34, -0.53})\n  ROOT r = f8e3m4[2] round-nearest-even(k)"),
+     [], "round-f8e3m4-folding"),
+    # compare(p, p) LT is false whatever p (a NaN too), so the simplifier makes it a constant
+    ("e8m0 of a folded compare(p, p)", _module(
+        "  p = f32[2] parameter(0)\n  c = pred[2] compare(p, p), direction=LT\n"
+        "  ROOT e = f8e8m0fnu[2] convert(c)"), [np.array([1.0, 2.0], np.float32)],
+     "f8e8m0fnu-constant-folding"),
+    ("e8m0 of compare(p, p) EQ of floats (NaN != NaN: not a constant)", _module(
+        "  p = f32[2] parameter(0)\n  c = pred[2] compare(p, p), direction=EQ\n"
+        "  n = pred[2] not(c)\n  ROOT e = f8e8m0fnu[2] convert(n)"),
+     [np.array([1.0, 2.0], np.float32)], None),
+    # atan2(+0, +0) = +0 (C99 F.9.1.4)
+    ("atan2 of a folded zero", _module(
+        "  p = s32[2] parameter(0)\n  c = pred[2] compare(p, p), direction=LT\n"
+        "  f = f64[2] convert(c)\n  z = f64[2] subtract(f, f)\n"
+        "  ROOT a = f64[2] atan2(z, z)"), [np.array([3, 4], np.int32)],
+     "atan2-zero-zero-folding"),
+    ("atan2 of parameters", _module(
+        "  p = f64[2] parameter(0)\n  ROOT a = f64[2] atan2(p, p)"),
+     [np.array([0.0, 1.0])], None),
+    # popcnt(-1) in s2 is 2, which wraps to -2; the folder counts 8 bits (0)
+    ("s2 popcnt of a constant", _module(
+        "  k = s2[2] constant({1, -1})\n  ROOT c = s2[2] popcnt(k)"), [],
+     "popcnt-s4"),
+    # asin is defined on [-1, 1]: asin(11) is NaN, sign(NaN) NaN
+    ("sign(asin) of a converted u8 outside [-1, 1]", _module(
+        "  p = u8[2] parameter(0)\n  c = f32[2] convert(p)\n  a = f32[2] asin(c)\n"
+        "  ROOT s = f32[2] sign(a)"), [np.array([11, 0], np.uint8)],
+     "asin-acos-of-integer-never-nan"),
+    ("sign(asin) of a converted u8 inside [-1, 1]", _module(
+        "  p = u8[2] parameter(0)\n  c = f32[2] convert(p)\n  a = f32[2] asin(c)\n"
+        "  ROOT s = f32[2] sign(a)"), [np.array([1, 0], np.uint8)], None),
     # f4e2m1fn has no infinity: inf saturates to 6 (ml_dtypes: checked)
     ("f16 inf constant to f4e2m1fn", _module(
         "  k = f16[] constant(inf)\n  ROOT c = f4e2m1fn[] convert(k)"), [],

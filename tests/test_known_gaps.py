@@ -336,3 +336,19 @@ def test_batch_norm_grad_terms_that_overflow_f16_are_the_accumulation_difference
     report = _localized("batch-norm-grad", [x, scale, mean, var, x],
                         np.zeros((2, 3), np.float16), np.full((2, 3), np.inf, np.float16))
     assert known_difference(report) == want
+
+
+def test_sub_byte_results_of_the_saturating_f4_convert_and_a_complex_zero_power():
+    """A campaign (seed 23): f4e2m1fn 6 converts to s4 7 on XLA:CPU (6 fits in s4: by
+    hand 6), the filed saturating convert; and power(0, 2.6 + 5.3i) is NaN on XLA:CPU where
+    C99's cpow(0, z) = cexp(z clog 0) = cexp(-inf - inf i) = 0 for Re z > 0 (G.6.3.1)."""
+    six = np.array([6.0]).astype(ml_dtypes.float4_e2m1fn)
+    report = _localized("convert", [six], np.array([6]).astype(ml_dtypes.int4),
+                        np.array([7]).astype(ml_dtypes.int4))
+    assert known_difference(report) == "convert-f4e2m1fn-to-int-saturates"
+    zero, z = np.array([0j]), np.array([2.647863932 + 5.331354864j])
+    report = _localized("power", [zero, z], np.array([0j]), np.array([complex(np.nan, np.nan)]))
+    assert known_difference(report) == "complex-special"
+    report = _localized("power", [np.array([1 + 0j]), z], np.array([1 + 0j]),
+                        np.array([complex(np.nan, np.nan)]))
+    assert known_difference(report) is None
