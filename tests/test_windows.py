@@ -79,6 +79,15 @@ def _reducer(name, ty, op):
             f"  ROOT r = {ty}[] {op}(a, b)\n}}\n")
 
 
+def _reduce_window_module(ty, op, shape, wins) -> str:
+    """``reduce-window(x, c)`` of ``ty[shape]`` with reducer ``op`` and window ``wins``."""
+    out = tuple(w[6] for w in wins)
+    return (f"HloModule rw\n{_reducer('r', ty, op)}\nENTRY main {{\n"
+            f"  x = {ty}[{_dims(shape)}] parameter(0)\n  c = {ty}[] parameter(1)\n"
+            f"  ROOT s = {ty}[{_dims(out)}] reduce-window(x, c), to_apply=r, "
+            f"window={{{_window_text(wins)}}}\n}}\n")
+
+
 def _check(text, args, opcode, atol=None):
     xla = run_hlo(text, *args)
     ours = evaluate(text, *args)
@@ -112,11 +121,7 @@ def test_reduce_window_vs_xla(case, ty, kind, vseed):
             init = -448.0 if kind == "max" else 448.0
         else:
             init = -np.inf if kind == "max" else np.inf
-    out = tuple(w[6] for w in wins)
-    text = (f"HloModule rw\n{_reducer('r', ty, op)}\nENTRY main {{\n"
-            f"  x = {ty}[{_dims(shape)}] parameter(0)\n  c = {ty}[] parameter(1)\n"
-            f"  ROOT s = {ty}[{_dims(out)}] reduce-window(x, c), to_apply=r, "
-            f"window={{{_window_text(wins)}}}\n}}\n")
+    text = _reduce_window_module(ty, op, shape, wins)
     x = _values(rng, ty, shape)
     c = _scalar(ty, init)
     atol = None
@@ -151,11 +156,7 @@ def test_reduce_window_folded_one_window_position_at_a_time_vs_xla(case, vseed, 
         op = "maximum" if kind == "max" else "minimum"
         init = (np.iinfo(et.dtype).min if kind == "max" else np.iinfo(et.dtype).max) \
             if et.is_integer else (-np.inf if kind == "max" else np.inf)
-    out = tuple(w[6] for w in wins)
-    text = (f"HloModule rw\n{_reducer('r', ty, op)}\nENTRY main {{\n"
-            f"  x = {ty}[{_dims(shape)}] parameter(0)\n  c = {ty}[] parameter(1)\n"
-            f"  ROOT s = {ty}[{_dims(out)}] reduce-window(x, c), to_apply=r, "
-            f"window={{{_window_text(wins)}}}\n}}\n")
+    text = _reduce_window_module(ty, op, shape, wins)
     x = _values(rng, ty, shape)
     if et.is_float and x.size > 1:
         x.flat[rng.integers(0, x.size)] = np.nan
