@@ -133,6 +133,8 @@ def _is_identity(kind: str, value: np.ndarray) -> bool:
         return bool(np.all(v)) if et.is_pred else bool(np.all(v.astype(np.int64) & ((1 << et.bits) - 1) == (1 << et.bits) - 1)) \
             if et.bits < 64 else bool(np.all(v.view(np.uint64) == np.uint64(0xFFFFFFFFFFFFFFFF)))
     if kind == "maximum":
+        if et.name == "f8e8m0fnu":  # no sign, no zero: its least value 2^-127 is below all
+            return bool(np.all(v.astype(np.float64) == 2.0 ** -127))
         if et.is_float:
             return bool(np.all(v.astype(np.float64) == -np.inf)) or \
                 (not et.float_format.has_inf and bool(np.all(v == np.asarray(-np.inf).astype(v.dtype))))
