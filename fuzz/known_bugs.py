@@ -220,20 +220,59 @@ def _folded(module, keep) -> dict:
     """``{(computation, name): instruction}`` of the instructions ``keep`` accepts whose
     operands all depend on no parameter (what constant folding evaluates; an iota has
     none and folds, an rng or a parameter does not)."""
+    free = _free_values(module)
     suspects = {}
     for comp in module.computations.values():
-        free: dict = {}
-        for instr in comp.instructions:  # operands come first in text order
-            # xor(x, x) and integer subtract(x, x) are 0 whatever x: XLA's algebraic
-            # simplifier makes them constants before folding
-            self_cancel = _self_cancelling(instr)
-            free[instr.name] = self_cancel or (instr.opcode not in _NOT_FOLDED and all(
-                free.get(o.name, False) for o in instr.operands))
         for instr in comp.instructions:
             if instr.opcode not in _NOT_FOLDED and keep(instr) and \
-                    all(free.get(o.name) for o in instr.operands):
+                    all(free[comp.name].get(o.name) for o in instr.operands):
                 suspects[(comp.name, instr.name)] = instr
     return suspects
+
+
+def _free_values(module) -> dict:
+    """``{computation: {name: bool}}``: whether each value depends on no parameter of the
+    entry. A parameter of a computation that ``call``, ``fusion`` or ``conditional``
+    calls is free when every call site passes it a free operand (XLA inlines calls and
+    may turn a conditional of cheap branches into a select, so constant folding reaches
+    inside; a conditional branch k takes operand k + 1); loops and per-element calls
+    (while, map, reduce...) are left out."""
+    passed: dict = {}  # (callee, parameter number) -> free at every call site so far
+    free: dict = {}
+    for _ in range(4):  # nesting depth the fixpoint follows
+        free = {}
+        for comp in module.computations.values():
+            f: dict = {}
+            for instr in comp.instructions:  # operands come first in text order
+                if instr.opcode == "parameter":
+                    f[instr.name] = comp is not module.entry and \
+                        passed.get((comp.name, instr.parameter_number), False)
+                    continue
+                # xor(x, x) and integer subtract(x, x) are 0 whatever x: XLA's algebraic
+                # simplifier makes them constants before folding
+                f[instr.name] = _self_cancelling(instr) or (
+                    instr.opcode not in _NOT_FOLDED and
+                    all(f.get(o.name, False) for o in instr.operands))
+            free[comp.name] = f
+        sites: dict = {}
+        for comp in module.computations.values():
+            for instr in comp.instructions:
+                if instr.opcode in ("call", "fusion"):
+                    targets = [(name, instr.operands) for name in instr.called_computation_names()]
+                elif instr.opcode == "conditional":
+                    targets = [(name, [instr.operands[k + 1]]) for k, name in
+                               enumerate(instr.called_computation_names())
+                               if k + 1 < len(instr.operands)]
+                else:
+                    continue
+                for name, args in targets:
+                    for i, a in enumerate(args):
+                        key = (name, i)
+                        sites[key] = sites.get(key, True) and free[comp.name].get(a.name, False)
+        if sites == passed:
+            break
+        passed = sites
+    return free
 
 
 def _self_cancelling(instr) -> bool:

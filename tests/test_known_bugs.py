@@ -45,6 +45,21 @@ ROWS = [
     ("a negative parameter is not folded", _module(
         "  p = s32[2] parameter(0)\n  ROOT c = f8e8m0fnu[2] convert(p)"),
      [np.array([-2, 8], np.int32)], None),
+    # a conditional branch given a constant: XLA makes cheap branches a select and folds
+    ("e8m0 of a constant passed into a conditional branch", "HloModule m\n"
+     "b0 {\n  p = f16[2] parameter(0)\n  ROOT n = f16[2] negate(p)\n}\n"
+     "b1 {\n  q = f16[2] parameter(0)\n  c = f8e8m0fnu[2] convert(q)\n"
+     "  ROOT r = f16[2] convert(c)\n}\n"
+     "ENTRY e {\n  i = s32[] parameter(0)\n  k = f16[2] constant({1.4, -4.78})\n"
+     "  ROOT s = f16[2] conditional(i, k, k), branch_computations={b0, b1}\n}\n",
+     [np.int32(1)], "f8e8m0fnu-constant-folding"),
+    ("e8m0 of a parameter passed into a conditional branch", "HloModule m\n"
+     "b0 {\n  p = f16[2] parameter(0)\n  ROOT n = f16[2] negate(p)\n}\n"
+     "b1 {\n  q = f16[2] parameter(0)\n  c = f8e8m0fnu[2] convert(q)\n"
+     "  ROOT r = f16[2] convert(c)\n}\n"
+     "ENTRY e {\n  i = s32[] parameter(0)\n  k = f16[2] parameter(1)\n"
+     "  ROOT s = f16[2] conditional(i, k, k), branch_computations={b0, b1}\n}\n",
+     [np.int32(1), np.array([1.4, -4.78], np.float16)], None),
     # clz of a negative value is 0 (the sign bit is set)
     ("s32 clz of -2 folded", _module(
         "  k = s32[2] constant({-2, 8})\n  ROOT c = s32[2] count-leading-zeros(k)"), [],
