@@ -57,7 +57,7 @@ def known_crash(report, module, args) -> str | None:
         return "concatenate-2bit-aborts"
     if "SIGFPE" not in message:
         return None
-    divisions = _folded(module, _integer_binary(("divide", "remainder")))
+    divisions = _folded(module, _integer_binary(("divide", "remainder")), _free_values(module))
     known = getattr(report, "entry_values", None)
     for values in _operand_values(module, args, divisions, known).values():
         if np.any(np.asarray(values[1]) == 0):
@@ -95,18 +95,20 @@ def known_folding(report, module, args) -> str | None:
     if module is None:
         return None
     s4 = _s4_to_wider(module)
-    powers = _folded(module, _integer_binary(("power",)))
+    free = _free_values(module)  # one fixpoint for every folded class below
+    powers = _folded(module, _integer_binary(("power",)), free)
     e8m0 = _folded(module, lambda i: _type_name(i) == "f8e8m0fnu" and not i.opcode.startswith(
         ("get-tuple-element", "tuple", "reshape", "broadcast", "slice", "transpose", "copy",
-         "bitcast", "concatenate", "reverse", "pad", "constant")))
+         "bitcast", "concatenate", "reverse", "pad", "constant")), free)
     clz = _folded(module, lambda i: i.opcode == "count-leading-zeros" and
-                  i.shape.element_type.is_signed_integer)
+                  i.shape.element_type.is_signed_integer, free)
     afz = _folded(module, lambda i: i.opcode in ("round-nearest-afz", "round-nearest-even")
-                  and _type_name(i) == "f8e3m4")
-    atan2 = _folded(module, lambda i: i.opcode == "atan2")
-    popcnt = _folded(module, lambda i: i.opcode == "popcnt" and _type_name(i) in ("s2", "s4"))
+                  and _type_name(i) == "f8e3m4", free)
+    atan2 = _folded(module, lambda i: i.opcode == "atan2", free)
+    popcnt = _folded(module, lambda i: i.opcode == "popcnt" and _type_name(i) in ("s2", "s4"),
+                     free)
     f4 = _folded(module, lambda i: i.opcode in ("convert", "atanh") and
-                 _type_name(i) == "f4e2m1fn")
+                 _type_name(i) == "f4e2m1fn", free)
     chains = _int_f8_unsigned(module)
     arcs = {(c.name, i.name): i for c in module.computations.values() for i in c.instructions
             if i.opcode in ("asin", "acos") and i.operands and i.operands[0].opcode == "convert"
@@ -216,11 +218,10 @@ def _parsed(module):
         return None
 
 
-def _folded(module, keep) -> dict:
+def _folded(module, keep, free: dict) -> dict:
     """``{(computation, name): instruction}`` of the instructions ``keep`` accepts whose
-    operands all depend on no parameter (what constant folding evaluates; an iota has
-    none and folds, an rng or a parameter does not)."""
-    free = _free_values(module)
+    operands all depend on no parameter (``free``: ``_free_values``; what constant
+    folding evaluates; an iota has none and folds, an rng or a parameter does not)."""
     suspects = {}
     for comp in module.computations.values():
         for instr in comp.instructions:
@@ -248,8 +249,7 @@ def _free_values(module) -> dict:
                     f[instr.name] = comp is not module.entry and \
                         passed.get((comp.name, instr.parameter_number), False)
                     continue
-                # xor(x, x) and integer subtract(x, x) are 0 whatever x: XLA's algebraic
-                # simplifier makes them constants before folding
+                # xor(x, x), compare(x, x)...: constants whatever x (_self_cancelling)
                 f[instr.name] = _self_cancelling(instr) or (
                     instr.opcode not in _NOT_FOLDED and
                     all(f.get(o.name, False) for o in instr.operands))
@@ -309,8 +309,11 @@ def _operand_values(module, args, instrs: dict, known: dict | None = None,
         return out + [key] if key in with_result else out
 
     wanted = {n for key, instr in instrs.items() for n in names(key, instr)}
-    seen: dict = dict(known) if known and wanted <= known.keys() else {}
-    if not seen:
+    if known and wanted <= known.keys():
+        seen = known  # read only
+    else:
+        seen = {}
+
         def observe(comp, instr, value):
             if (comp.name, instr.name) in wanted:
                 seen[(comp.name, instr.name)] = value

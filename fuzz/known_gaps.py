@@ -426,12 +426,19 @@ def _flushed_only(expected, actual) -> bool:
     return any_flushed
 
 
-def _squares_overflow(x: np.ndarray) -> bool:
-    """Whether some x² (XLA's batch-norm expansion: E[x²] - E[x]²) overflows x's type."""
+def _finite_max(dtype) -> float | None:
+    """The largest finite value of a float ``dtype`` (ml_dtypes' too), else None."""
     import ml_dtypes
     try:
-        top = float(ml_dtypes.finfo(x.dtype).max)
+        return float(ml_dtypes.finfo(dtype).max)
     except (ValueError, TypeError):
+        return None
+
+
+def _squares_overflow(x: np.ndarray) -> bool:
+    """Whether some x² (XLA's batch-norm expansion: E[x²] - E[x]²) overflows x's type."""
+    top = _finite_max(x.dtype)
+    if top is None:
         return False
     wide = x.astype(np.float64)
     finite = wide[np.isfinite(wide)]
@@ -443,14 +450,10 @@ def _grad_terms_overflow(operands) -> bool:
     can overflow it: (x - mean) times the feature's sum of |dy·(x - mean)| over
     (variance + epsilon), bounded with the largest values of each operand (x, scale,
     mean, variance, dy); f16 gradients of values near 100 reach 65504 there."""
-    import ml_dtypes
-    if len(operands) < 5:
+    top = _finite_max(operands[0].dtype) if len(operands) >= 5 else None
+    if top is None:
         return False
     x, _scale, mean, var, dy = (np.asarray(o).astype(np.float64) for o in operands[:5])
-    try:
-        top = float(ml_dtypes.finfo(operands[0].dtype).max)
-    except (ValueError, TypeError):
-        return False
     with np.errstate(all="ignore"):
         d = np.nanmax(np.abs(x), initial=0.0) + np.nanmax(np.abs(mean), initial=0.0)
         s = x.size * np.nanmax(np.abs(dy), initial=0.0) * d
@@ -464,7 +467,6 @@ def _could_overflow(opcode: str, operands, expected) -> bool:
     terms per result element are fewer than the lhs's elements. Below the largest
     finite value no order overflows, so a non-finite answer is no rounding effect (it
     was once the excuse for uninitialised memory). Other accumulating ops: assumed."""
-    import ml_dtypes
     if opcode.startswith("batch-norm") and operands:
         return _squares_overflow(operands[0])
     if opcode not in ("dot", "convolution") or len(operands) < 2:
@@ -475,9 +477,8 @@ def _could_overflow(opcode: str, operands, expected) -> bool:
     leaves = list(_leaves(expected))
     if not leaves or leaves[0].dtype.kind in "biuc":
         return True
-    try:
-        top = float(ml_dtypes.finfo(leaves[0].dtype).max)
-    except (ValueError, TypeError):
+    top = _finite_max(leaves[0].dtype)
+    if top is None:
         return True
     bound = float(lhs.size) * float(np.max(np.abs(lhs.astype(np.float64)), initial=0.0)) \
         * float(np.max(np.abs(rhs.astype(np.float64)), initial=0.0))
