@@ -299,6 +299,6 @@ def judge_devices(module, args, expected, ours, eval_seconds: float, limits) -> 
     runs = sample_program(lambda hooks: tuple(hloref.evaluate(
         module, *args, limits=limits,
         interpreter_options=lambda d: hooks.interpreter_options(module, f"device{d}"))), policy)
-    verdict = Envelope(runs.nominal, runs.samples, policy, module, peak=runs.peak).check(theirs)
+    verdict = Envelope.of(runs, policy, module).check(theirs)
     return {"envelope_samples": samples, "verdict": "envelope" if verdict.ok else "mismatch",
             "compare_message": f"{verdict} ({plain})" if verdict.ok else str(verdict)}

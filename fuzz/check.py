@@ -53,7 +53,7 @@ class Reference:
         s = sample(module, self.args, self.policy, limits=limits)
         self.seconds = s.seconds
         self.nominal = s.nominal
-        self.envelope = Envelope(s.nominal, s.samples, self.policy, module, peak=s.peak)
+        self.envelope = Envelope.of(s, self.policy, module)
         self._per_instruction: dict | None = None
 
     def check(self, value) -> EnvelopeVerdict:

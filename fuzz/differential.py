@@ -259,8 +259,7 @@ def instruction_verdict(module: Module, instr: Instruction, operands: list, expe
     try:
         iso = isolated_module(module, instr)
         s = sample(iso, list(operands), policy or EnvelopePolicy())
-        inside = Envelope(s.nominal, s.samples, policy or EnvelopePolicy(), iso,
-                          peak=s.peak).check(actual)
+        inside = Envelope.of(s, policy or EnvelopePolicy(), iso).check(actual)
     except HloError:
         return verdict
     return Verdict("match") if inside.ok else Verdict("mismatch", str(inside))
@@ -414,8 +413,7 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
             t1 = time.perf_counter()
             try:
                 s = sample(module, coerced, policy, limits=limits)
-                report.envelope_model = Envelope(s.nominal, s.samples, policy, module,
-                                                 peak=s.peak)
+                report.envelope_model = Envelope.of(s, policy, module)
                 report.envelope = report.envelope_model.check(result.value)
             except HloError as exc:
                 report.verdict = "error"
@@ -472,7 +470,7 @@ def _localize_in_compiled_program(report: DiffReport, module: Module, text: str,
 
         ours = Interpreter(optimized, limits=limits, observer=observe).run(list(args))
         s = sample(module, args, policy, limits=limits)
-        inside = Envelope(s.nominal, s.samples, policy, module, peak=s.peak).check(ours)
+        inside = Envelope.of(s, policy, module).check(ours)
     except HloError as exc:
         report.message = (f"no single instruction is outside its own envelope; hloref cannot "
                           f"evaluate XLA's optimized module ({exc})")

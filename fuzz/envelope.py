@@ -114,6 +114,11 @@ class Envelope:
             if leaf.et is not None and not leaf.et.is_complex:
                 leaf.grid = _common_grid([nom] + values, leaf.et, grids)
 
+    @classmethod
+    def of(cls, sampled, policy: EnvelopePolicy, module: Module | None = None) -> "Envelope":
+        """The envelope of a sampling's runs (``sample``'s nominal value, samples, peak)."""
+        return cls(sampled.nominal, sampled.samples, policy, module, peak=sampled.peak)
+
     def check(self, actual) -> EnvelopeVerdict:
         a_leaves = dict(_leaves(actual))
         if set(a_leaves) != set(dict(_leaves(self.nominal))):
@@ -345,4 +350,4 @@ def envelope_of(module: Module, args: list, policy: EnvelopePolicy | None = None
     """Sample ``module`` on ``args`` and build the envelope of its result."""
     policy = policy or EnvelopePolicy()
     s = sample(module, args, policy, limits=limits)
-    return Envelope(s.nominal, s.samples, policy, module, peak=s.peak)
+    return Envelope.of(s, policy, module)

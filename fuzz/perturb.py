@@ -336,12 +336,12 @@ class Perturber:
 
     def __init__(self, module: Module, freedoms: Freedoms, rng: np.random.Generator | None,
                  budgets: dict | None = None, schedule: tuple | None = None,
-                 extremes: dict | None = None):
+                 shared: dict | None = None):
         self.module = module
-        #: shared by a sampling's runs: ``"peak"``, the largest finite magnitude of any
-        #: float value of the program in the nominal run, as a fraction of its type's
-        #: largest finite value
-        self.extremes = extremes if extremes is not None else {}
+        #: what a sampling's runs share: ``"peak"`` (written by the nominal run: the
+        #: largest finite magnitude an accumulation reached, as a fraction of its type's
+        #: largest finite value) and each computation's DAZ plans (``_daz_plans``)
+        self.shared = shared if shared is not None else {}
         self.freedoms = freedoms
         self.rng = rng
         self.budgets = budgets if budgets is not None else {}
@@ -354,33 +354,27 @@ class Perturber:
         #: this run's f32 multiply operands by (computation, instruction): an add or
         #: subtract using the product may contract it into an FMA (``_contracted``)
         self._factors: dict = {}
-        #: each computation's DAZ runs per instruction (``_daz_plans``)
-        self._daz_plans: dict = {}
 
     def __call__(self, comp: Computation, instr: Instruction, operands: list, value, recompute):
         if comp.name not in self.program:
             return value
-        out = self._perturbed(comp, instr, operands, value, recompute)
-        if self.rng is None:  # the nominal run: perturbed runs may sit at ±max on purpose
-            self._record_peak(out)
-        return out
+        return self._perturbed(comp, instr, operands, value, recompute)
 
     def _record_peak(self, value) -> None:
         """Keep the largest finite magnitude, relative to its type's largest finite value,
-        that a float array of the program reached in the nominal run."""
-        if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.kind not in "fcV":
-            return
-        et = float_type(value)
-        if et is None:
-            return
-        with np.errstate(all="ignore"):
-            mag = np.abs(_to_f64(value) if not et.is_complex else value.astype(np.complex128))
-            mag = mag[np.isfinite(mag)]
-            if mag.size:
-                top = float(ml_dtypes.finfo(_part_type(et).dtype).max)
-                ratio = float(mag.max()) / top
-                if ratio > self.extremes.get("peak", 0.0):
-                    self.extremes["peak"] = ratio
+        that an accumulation of the program reached in the nominal run (a sum an order
+        the runs did not take may overflow; elementwise values and constants, a mask's
+        -3.4e38 in attention, do not count)."""
+        for leaf in (value if isinstance(value, tuple) else (value,)):
+            et = float_type(leaf) if isinstance(leaf, np.ndarray) and leaf.size else None
+            if et is None:
+                continue
+            wide = leaf if leaf.dtype.kind in "fc" else _to_f64(leaf)
+            with np.errstate(all="ignore"):
+                mag = np.max(np.abs(wide), where=np.isfinite(wide), initial=0.0)
+            ratio = float(mag) / float(ml_dtypes.finfo(_part_type(et).dtype).max)
+            if ratio > self.shared.get("peak", 0.0):
+                self.shared["peak"] = ratio
 
     def _perturbed(self, comp: Computation, instr: Instruction, operands: list, value, recompute):
         if self.rng is not None and self.freedoms.ftz and instr.opcode in _DAZ_READERS \
@@ -399,6 +393,8 @@ class Perturber:
             if budget is None or not _same_structure(budget, value):
                 budget = self._accumulation_budget(instr, operands, value, recompute)
                 self.budgets[key] = budget
+            if self.rng is None and budget is not None:
+                self._record_peak(value)
             if self.rng is None or budget is None:
                 return value
             mode = self._mode(comp, instr)
@@ -556,10 +552,10 @@ class Perturber:
                 daz = bool(self.rng.random() < 0.5)
             else:
                 seed, index, runs = self.schedule
-                if runs >= 4:
-                    plans = self._daz_plans.get(comp.name)
+                if runs >= 4:  # the plans depend on no run: computed once per sampling
+                    plans = self.shared.get(("daz", comp.name))
                     if plans is None:
-                        plans = self._daz_plans[comp.name] = _daz_plans(seed, comp, runs)
+                        plans = self.shared[("daz", comp.name)] = _daz_plans(seed, comp, runs)
                     daz = plans[instr.name][index % runs]
                 else:
                     daz = bool(index % 2)
@@ -842,8 +838,8 @@ class Sampled:
     entry_nominal: dict = field(default_factory=dict)
     entry_samples: dict = field(default_factory=dict)  # name -> list of values
     seconds: float = 0.0
-    #: the largest finite magnitude any float value of the program reached in the
-    #: nominal run, as a fraction of its type's largest finite value (``Perturber.extremes``)
+    #: the largest finite magnitude an accumulation of the program reached in the nominal
+    #: run, as a fraction of its type's largest finite value (``Perturber._record_peak``)
     peak: float = 0.0
 
 
@@ -856,11 +852,11 @@ class RunHooks:
     key)`` the ``Interpreter`` keyword arguments (the hook and ``op_overrides``)."""
 
     def __init__(self, policy: EnvelopePolicy, index: int | None, budgets: dict,
-                 seed: np.random.SeedSequence | None = None, extremes: dict | None = None):
+                 seed: np.random.SeedSequence | None = None, shared: dict | None = None):
         import threading
         self.policy, self.index, self.seed = policy, index, seed
         self._budgets = budgets
-        self.extremes = extremes if extremes is not None else {}
+        self.shared = shared if shared is not None else {}
         self._lock = threading.Lock()
 
     def perturber(self, module: Module, key: str = "") -> Perturber:
@@ -869,12 +865,12 @@ class RunHooks:
             budgets = self._budgets.setdefault(key, {})
         freedoms = self.policy.freedoms
         if self.index is None:
-            return Perturber(module, freedoms, None, budgets, extremes=self.extremes)
+            return Perturber(module, freedoms, None, budgets, shared=self.shared)
         seed = self.seed if not key else np.random.SeedSequence(
             self.seed.entropy, spawn_key=tuple(self.seed.spawn_key) + (zlib.crc32(key.encode()),))
         return Perturber(module, freedoms, np.random.default_rng(seed), budgets,
                          schedule=(self.policy.seed, self.index, self.policy.samples),
-                         extremes=self.extremes)
+                         shared=self.shared)
 
     def interpreter_options(self, module: Module, key: str = "") -> dict:
         options = {"perturb": self.perturber(module, key)}
@@ -894,13 +890,13 @@ def sample_program(run, policy: EnvelopePolicy | None = None) -> Sampled:
     policy = policy or EnvelopePolicy()
     t0 = time.perf_counter()
     budgets: dict = {}
-    extremes: dict = {}
-    out = Sampled(run(RunHooks(policy, None, budgets, extremes=extremes)), [])
+    shared: dict = {}
+    out = Sampled(run(RunHooks(policy, None, budgets, shared=shared)), [])
     seeds = np.random.SeedSequence(policy.seed).spawn(policy.samples)
     for k, s in enumerate(seeds):
-        out.samples.append(run(RunHooks(policy, k, budgets, s, extremes=extremes)))
+        out.samples.append(run(RunHooks(policy, k, budgets, s, shared=shared)))
     out.seconds = time.perf_counter() - t0
-    out.peak = extremes.get("peak", 0.0)
+    out.peak = shared.get("peak", 0.0)
     return out
 
 

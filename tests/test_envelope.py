@@ -776,3 +776,37 @@ def test_a_narrow_value_read_by_a_convert_and_a_reduce_may_keep_its_f32_value(wo
     assert report.verdict == "match", report.summary()
     strict = EnvelopePolicy(freedoms=Freedoms(excess_precision=False))
     assert diff(E8M0_ACOSH, [p, k], worker=worker, policy=strict).verdict == "mismatch"
+
+
+def test_the_overflow_reach_counts_sums_not_a_masks_constant():
+    """Sampled.peak is what an accumulation reached (a sum an order the runs did not take
+    may overflow), not a sentinel: attention's mask where(m, s, -3.4e38) reaches f32's
+    largest value without any sum near it. By hand: the dot 1e19·1e18 + 1e19·1e18 = 2e37
+    is 0.0588 of 3.4028235e38; the masked row's sum is 1 + 2 = 3."""
+    masked = """HloModule m
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = f32[4] parameter(0)
+  m = pred[4] parameter(1)
+  low = f32[] constant(-3.4028235e38)
+  lows = f32[4] broadcast(low), dimensions={}
+  s = f32[4] select(m, x, lows)
+  z = f32[] constant(0)
+  e = f32[4] exponential(s)
+  ROOT r = f32[] reduce(e, z), dimensions={0}, to_apply=add
+}
+"""
+    x = np.array([0.0, np.log(2.0), 1.0, 1.0], np.float32)
+    mask = np.array([True, True, False, False])
+    s = sample(hloref.parse(masked), [x, mask], EnvelopePolicy())
+    assert abs(float(s.nominal) - 3.0) < 1e-6 and s.peak < 1e-30
+    dot = """HloModule m
+ENTRY e {
+  a = f32[2] parameter(0)
+  b = f32[2] parameter(1)
+  ROOT d = f32[] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+}
+"""
+    s = sample(hloref.parse(dot), [np.full(2, 1e19, np.float32), np.full(2, 1e18, np.float32)],
+               EnvelopePolicy())
+    assert abs(s.peak - 2e37 / 3.4028235e38) < 1e-4
