@@ -959,7 +959,7 @@ class _Emitter:
         trans = transpose_mode(instr.attrs.get("transpose_a") or "NO_TRANSPOSE")
         left = str(instr.attrs.get("left_side", "false")).lower() in ("true", "1")
         f64 = self.bind("N", np.float64)
-        tr, ti = ("1.0", "0.0") if unit else (f"{f64}({a}.real)", f"{f64}({a}.imag)")
+        tr, ti = ("1.0", "0.0") if unit else (f"{a}.real", f"{a}.imag")
         tr, ti = self.line(f"{f64}({tr})"), self.line(f"{f64}({ti})")
         if trans == "ADJOINT":
             ti = self.line(f"-{ti}")
