@@ -131,11 +131,13 @@ def _streamed(kind: str, x: np.ndarray, wdims, ident) -> np.ndarray | None:
     if x.dtype.kind == "c" or (x.dtype.kind == "f" and kind not in ("maximum", "minimum")):
         return None
     sizes = tuple(w.size for w in wdims)
-    padded = _pad_dilate(x, wdims, ident)
-    out = _out_dims(padded.shape, wdims)
+    extents = tuple(dilate_pad_slices(n, w.padding_low, w.padding_high, w.base_dilation)[0]
+                    for n, w in zip(x.shape, wdims))
+    out = _out_dims(extents, wdims)  # sized before padding: most windows stay below
     count = int(np.prod(out, dtype=np.int64)) * int(np.prod(sizes, dtype=np.int64))
     if count * x.dtype.itemsize <= WINDOW_BYTES or 0 in sizes or 0 in out:
         return None
+    padded = _pad_dilate(x, wdims, ident)
     from .elementwise import ieee_max_min
     if x.dtype.kind == "f":
         fold = ieee_max_min(kind == "maximum")
