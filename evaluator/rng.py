@@ -71,7 +71,8 @@ OP_FAMILY = True
 
 __all__ = ["threefry2x32", "philox4x32", "threefry2x32_words", "philox4x32_words", "RNG_KEY", "RNG_STATE_INITIAL", "split_dim",
            "threefry_halves", "philox_counters", "bit_generator_shapes",
-           "bit_generator_algorithm", "next_rng_state", "take_stream_counter", "scalar_f64"]
+           "bit_generator_algorithm", "next_rng_state", "take_stream_counter", "scalar_f64",
+           "INTERPRETER_STATE"]
 
 _U64 = np.uint64
 #: Key of the per-interpreter stream behind the ``rng`` op.
@@ -341,6 +342,11 @@ def rng_bit_generator(state, *, shape, algorithm="rng_default"):
 # ---------------------------------------------------------------------------
 # rng-get-and-update-state
 # ---------------------------------------------------------------------------
+
+#: the attributes these ops keep on the evaluating interpreter (``ctx``): one state per
+#: evaluation, which an interpreter lending it to another (the GPU's CPU fallback) copies
+INTERPRETER_STATE = ("_rng_state", "_rng_op_counter")
+
 
 def next_rng_state(ctx, delta) -> np.ndarray:
     """The interpreter's 128-bit state as ``u64[2]`` ``[low, high]``, then advanced by

@@ -19,8 +19,8 @@ host, the CPU op function runs with its keyword arguments bound to a CPU
 ``Interpreter`` (so computations it calls, such as a sort comparator, run on the
 CPU), the result is copied back. Each fallback is counted in ``report``; with
 ``fallback=False`` it raises ``HloUnsupportedError`` instead. The state the CPU's ops
-keep on their interpreter (``_SHARED_STATE``: rng-get-and-update-state's 128-bit state,
-the ``rng`` stream's counter) is this interpreter's, lent to the CPU one for the
+keep on their interpreter (``evaluator.rng.INTERPRETER_STATE``: rng-get-and-update-state's
+128-bit state, the ``rng`` stream's counter) is this interpreter's, lent to the CPU one for the
 fallback and taken back after it, so a fallback advances the evaluation's one state as
 the CPU backend does.
 """
@@ -34,6 +34,7 @@ import numpy as np
 
 from hloref.errors import HloUnsupportedError
 from hloref.evaluator.interpreter import Interpreter, Limits, PreparedStep
+from hloref.evaluator.rng import INTERPRETER_STATE
 
 from .computation import LOOP_RUN, LoopRun
 from .device import to_device, to_host
@@ -47,9 +48,6 @@ __all__ = ["GpuInterpreter", "FallbackReport", "Limits"]
 #: on a valid part, passed on to the op's CPU fallback
 _SIZED_KEYWORDS = ("shape", "slice")
 
-#: attributes the CPU's ops keep on their interpreter (``evaluator/rng.py``): one state
-#: per evaluation, shared by the GPU ops and the CPU fallbacks
-_SHARED_STATE = ("_rng_state", "_rng_op_counter")
 
 
 @dataclass
@@ -184,7 +182,7 @@ class GpuInterpreter(Interpreter):
         if overrides:
             kwargs = {**kwargs, **{k: v for k, v in overrides.items() if k in kwargs}}
         mine, cpu = self.__dict__, self._cpu.__dict__
-        for name in _SHARED_STATE:  # the CPU op reads and advances this evaluation's state
+        for name in INTERPRETER_STATE:  # the CPU op reads and advances this evaluation's state
             if name in mine:
                 cpu[name] = mine[name]
             else:
@@ -192,7 +190,7 @@ class GpuInterpreter(Interpreter):
         try:
             value = cpu_step.fn(*host, **kwargs)
         finally:
-            for name in _SHARED_STATE:
+            for name in INTERPRETER_STATE:
                 if name in cpu:
                     mine[name] = cpu[name]
         if isinstance(value, np.generic):
