@@ -137,13 +137,19 @@ def inputs_for(module: Module, *, modes=("normal", "normal", "normal", "wide", "
     modes = tuple(modes)
     if not modes or any(m not in INPUT_MODES for m in modes):
         raise InvalidArgument(f"modes={modes!r} must be a non-empty subset of {INPUT_MODES}")
+    return _args(module, modes)
 
-    @st.composite
-    def args(draw):
-        mode = draw(st.sampled_from(modes))
-        seed = draw(st.integers(0, 2**32 - 1))
-        return Inputs(random_inputs(module, seed, mode), mode=mode, seed=seed)
-    return args()
+
+_SEEDS = st.integers(0, 2**32 - 1)
+
+
+@st.composite
+def _args(draw, module: Module, modes: tuple) -> "Inputs":
+    # one composite for every module: building it per call cost Hypothesis an
+    # inspect.getsource of its body each time (about 12 % of drawing a program)
+    mode = draw(st.sampled_from(modes))
+    seed = draw(_SEEDS)
+    return Inputs(random_inputs(module, seed, mode), mode=mode, seed=seed)
 
 
 class Inputs(list):
