@@ -24,7 +24,7 @@ FILED = frozenset({"int-divide-by-constant-zero", "concatenate-2bit-aborts", "so
                    "f8e8m0fnu-constant-folding", "clz-negative-constant-folding",
                    "round-f8e3m4-folding", "f4e2m1fn-infinity-folding", "atan2-zero-zero-folding",
                    "asin-acos-of-integer-never-nan",
-                   "reduce-2bit", "convert-int-f8-unsigned-nan"})
+                   "reduce-2bit", "convert-int-f8-unsigned-nan", "log-plus-one-f64-band"})
 
 #: ops without operands (or with only a state) that constant folding leaves alone
 _NOT_FOLDED = frozenset({"parameter", "rng", "rng-get-and-update-state", "rng-bit-generator",

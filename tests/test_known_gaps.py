@@ -352,3 +352,65 @@ def test_sub_byte_results_of_the_saturating_f4_convert_and_a_complex_zero_power(
     report = _localized("power", [np.array([1 + 0j]), z], np.array([1 + 0j]),
                         np.array([complex(np.nan, np.nan)]))
     assert known_difference(report) is None
+
+
+def _ulps_off(value: float, ulps: int) -> float:
+    return float(np.float64(value) + ulps * np.spacing(abs(np.float64(value))))
+
+
+def _mp(fn: str, x: float) -> float:
+    """``fn(x)`` by mpmath at 100 digits, rounded to f64."""
+    import mpmath
+    with mpmath.workdps(100):
+        return float(getattr(mpmath, fn)(x))
+
+
+@pytest.mark.parametrize("x,ulps,dtype,want", [
+    (-0.374664685, 15, np.float64, "log-plus-one-f64-band"),   # the stored finding
+    (-0.374664685, 128, np.float64, "log-plus-one-f64-band"),  # the band's worst
+    (-0.374664685, 400, np.float64, None),                     # more than the band's error
+    (-0.2, 15, np.float64, None),                              # outside the band
+])
+def test_f64_log1p_in_xla_cpus_inaccurate_band_is_the_filed_bug(x, ulps, dtype, want):
+    exact = _mp("log1p", x)
+    report = _localized("log-plus-one", [np.array([x], dtype)], np.array([exact], dtype),
+                        np.array([_ulps_off(exact, ulps)], dtype))
+    assert known_difference(report) == want
+
+
+@pytest.mark.parametrize("r,real_ulps,imag_off,want", [
+    (0.7676435096355178, 103, 0.0, "log-plus-one-f64-band"),  # |z|² - 1 = -0.41 (campaign)
+    (0.7676435096355178, 103, 1e-12, None),                   # the angle wrong too
+    (0.5, 103, 0.0, None),                                    # |z|² - 1 = -0.75: not the band
+])
+def test_c128_log_inherits_the_band_in_its_real_part(r, real_ulps, imag_off, want):
+    exact = _mp("log", r)  # log(-r + 0i) = log r + i pi
+    z = np.array([-r + 0j])
+    e = np.array([complex(exact, np.pi)])
+    a = np.array([complex(_ulps_off(exact, real_ulps), np.pi + imag_off)])
+    assert known_difference(_localized("log", [z], e, a)) == want
+
+
+@pytest.mark.parametrize("t,x,want", [
+    ("f64", -0.374664685, "log-plus-one-f64-band"),
+    ("f64", -0.2, None),
+    ("c128", complex(-0.7676435096355178, 0), "log-plus-one-f64-band"),
+])
+def test_xla_cpu_really_is_off_in_the_log1p_band(t, x, want):
+    """XLA:CPU (jaxlib 0.10.2): f64 log-plus-one of -0.374664685 is 15 ULP from mpmath's
+    (the stored finding), c128 log of -0.7676435 103 ULP off in its real part; the
+    campaign's check calls both known. Outside the band (-0.2) XLA agrees: a match."""
+    pytest.importorskip("jax")
+    from hloref.fuzz.property import check_program
+    from hloref.fuzz.workers import OracleWorker
+    op = "log-plus-one" if t == "f64" else "log"
+    text = (f"HloModule m\n\nENTRY e {{\n  p = {t}[1] parameter(0)\n"
+            f"  ROOT r = {t}[1] {op}(p)\n}}\n")
+    value = np.array([x], np.float64 if t == "f64" else np.complex128)
+    with OracleWorker("xla") as worker:
+        outcome = check_program(text, [value], worker)
+    if want is None:
+        assert outcome.verdict == "match"
+    else:
+        assert outcome.verdict == "mismatch"
+        assert outcome.kind == "known" and outcome.known == want
