@@ -664,6 +664,16 @@ def _check_parameters(module, args) -> list[str]:
     return problems
 
 
+def _optimized_text(compiled) -> str:
+    """The optimized module as XLA prints it (``Compiled.as_text()``), but with every
+    constant's data: ``as_text`` elides large constants (``{...}``), which constant
+    folding makes out of iotas and schedules."""
+    from jax._src.lib import hlo
+    options = hlo.HloPrintOptions()
+    options.print_large_constants = True
+    return compiled.runtime_executable().hlo_modules()[0].to_string(options)
+
+
 def materialize(program: Program, out_dir: str, *, dump: bool = True,
                 check: bool = True) -> Materialized:
     """Write ``out_dir/<name>/{module.hlo, optimized.hlo, inputs.npz, dump/}``; with
@@ -680,7 +690,7 @@ def materialize(program: Program, out_dir: str, *, dump: bool = True,
     text = lowered.as_text(dialect="hlo")
     m.seconds["lower"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    optimized = lowered.compile().as_text()
+    optimized = _optimized_text(lowered.compile())
     m.seconds["compile"] = time.perf_counter() - t0
     for path, t in ((m.module, text), (m.optimized, optimized)):
         with open(path, "w", encoding="utf-8") as f:
