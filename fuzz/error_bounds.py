@@ -274,6 +274,26 @@ def _lapack_char(instr: Instruction, name: str, default: str) -> str:
     return backend_char(instr.attrs.get("backend_config"), name, default)
 
 
+def _packed_parts(instr: Instruction, routine: str, shape: tuple) -> list | None:
+    """The masks (over the last two dimensions) of the factors a LAPACK routine packs
+    into one output matrix, or None: U and the multipliers of L (getrf), R and the
+    Householder vectors (geqrf, XLA's Qr), the Hessenberg matrix and the reflectors
+    (gehrd), the tridiagonal part and the reflectors (sytrd/hetrd by ``uplo``)."""
+    if len(shape) < 2:
+        return None
+    ones = np.ones(shape[-2:], bool)
+    if routine in ("getrf", "geqrf", "Qr"):
+        below = np.tril(ones, -1)
+    elif routine == "gehrd":
+        below = np.tril(ones, -2)
+    elif routine in ("sytrd", "hetrd"):
+        below = np.tril(ones, -2) if _lapack_char(instr, "uplo", "L") == "L" else \
+            np.triu(ones, 2)
+    else:
+        return None
+    return [below, ~below]
+
+
 def lapack_atol(instr: Instruction, operands: list, value):
     """Per-output error bounds of a single-precision LAPACK custom call (f32/c64), or of
     XLA's ``Qr``/``ProductOfElementaryHouseholderReflectors`` (any float type: XLA's
@@ -283,7 +303,9 @@ def lapack_atol(instr: Instruction, operands: list, value):
     above; every other floating-point result (singular values and eigenvalues, whose
     error is at most p(n)·u·‖A‖₂, Higham Thm 19.4 / Weyl; vectors and factors) gets
     the normwise ``2n·u·max|result|`` of its matrix (n its largest dimension, the max
-    over each batch element's last two dimensions, or the last for a vector result).
+    over each batch element's last two dimensions, or the last for a vector result),
+    where a routine packs two factors into one matrix (``_packed_parts``) of each
+    factor apart.
     Integer results (``info``, pivots) and the input LAPACK destroys (output 0 of
     ``gesdd``/``gesvd``/``syevd``: undefined) get none. Eigenvector and singular vector
     errors also grow with 1/gap between their values: not covered (close values may
@@ -321,9 +343,18 @@ def lapack_atol(instr: Instruction, operands: list, value):
                 continue
             mag = np.abs(leaf.astype(np.complex128 if et.is_complex else np.float64))
             axes = (-2, -1) if leaf.ndim >= 2 else (-1,) if leaf.ndim == 1 else ()
+            parts = _packed_parts(instr, routine, leaf.shape) if i == 0 else None
             with np.errstate(all="ignore"):
-                top = np.max(mag, axis=axes, keepdims=True) if axes and leaf.size else mag
-                bound = np.broadcast_to(2 * n * _eps(et) * top, leaf.shape)
+                if parts is not None and leaf.size:
+                    # each factor normwise by its own size: getrf's multipliers (at
+                    # most 1) are not perturbed by the size of U
+                    bound = np.zeros(leaf.shape)
+                    for part in parts:
+                        top = np.max(np.where(part, mag, 0.0), axis=axes, keepdims=True)
+                        bound = np.where(part, 2 * n * _eps(et) * top, bound)
+                else:
+                    top = np.max(mag, axis=axes, keepdims=True) if axes and leaf.size else mag
+                    bound = np.broadcast_to(2 * n * _eps(et) * top, leaf.shape)
             out.append(np.nan_to_num(np.array(bound), nan=np.inf))
     except Exception:  # noqa: BLE001 - a bound is best effort
         return None

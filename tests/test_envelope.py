@@ -642,6 +642,37 @@ def test_single_precision_lapack_results_carry_their_backward_error(worker, seed
         assert report.verdict == "mismatch", (out, report.summary())
 
 
+def _solve_module(a, b):
+    jax = pytest.importorskip("jax")
+    return jax.jit(lambda a, b: jax.numpy.linalg.solve(a, b)).lower(a, b).as_text(dialect="hlo")
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.5e7])
+def test_an_lu_factor_keeps_its_multipliers_apart_from_the_size_of_u(worker, scale):
+    """jnp.linalg.solve lowers to lapack_sgetrf_ffi (U and L's multipliers packed in one
+    matrix) and two lapack_strsm_ffi. The packed matrix's budget was normwise over both
+    factors, so for a matrix of entries ~1e7 (scipy's expm solves one: its Pade
+    denominator) each multiplier, at most 1 with partial pivoting, was perturbed by
+    2n·u·max|U| ~ 40, and every perturbed run of jax.scipy.linalg.expm overflowed. Now
+    each factor has its own: XLA's solution is inside, the values agree with numpy's f64
+    solve, and the largest element 0.2 % off is flagged."""
+    rng = np.random.default_rng(3)
+    a = (scale * (np.eye(12) + 0.3 * rng.standard_normal((12, 12)))).astype(np.float32)
+    b = (scale * rng.standard_normal((12, 5))).astype(np.float32)
+    text = _solve_module(a, b)
+    s = sample(hloref.parse(text), [a, b], EnvelopePolicy())
+    assert all(np.all(np.isfinite(np.asarray(run))) for run in s.samples)
+    good = diff(text, [a, b], worker=worker)
+    assert good.verdict == "match", good.summary()
+    exact = np.linalg.solve(a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(np.asarray(good.expected), exact, rtol=1e-4, atol=1e-5)
+    bad = np.array(good.expected, copy=True)
+    # the largest element (the bounds are normwise: a small one is not known to 0.2 %)
+    k = np.unravel_index(np.argmax(np.abs(bad)), bad.shape)
+    bad[k] = np.float32(bad[k] * 1.002)
+    assert diff(text, [a, b], worker=worker, oracle_value=bad).verdict == "mismatch"
+
+
 MAP_CANCEL = """HloModule m
 mapper {
   p = f32[] parameter(0)
