@@ -473,6 +473,127 @@ def mc_option_pricing(seed=0, paths=512, steps=32):
         "program, geometric Brownian paths by cumsum of log returns, discounted payoffs")
 
 
+# ------------------------------------------------------------------ linear algebra
+# (a second batch, written after the LAPACK budget fix its first batch led to, and
+# measured before any further change: every LAPACK routine jax reaches on CPU)
+
+
+def qr_polyfit(seed=0, n=200, degree=5):
+    k = keys(seed, 2)
+    x = jnp.linspace(-1.0, 1.0, n)
+    y = jnp.sin(3 * x) + 0.1 * normal(k[0], (n,))
+    w = jax.random.uniform(k[1], (n,), minval=0.5, maxval=1.5)
+
+    def qr_polyfit(x, y, w):
+        v = jnp.vander(x, degree + 1) * jnp.sqrt(w)[:, None]
+        q, r = jnp.linalg.qr(v)
+        coef = jax.scipy.linalg.solve_triangular(r, q.T @ (y * jnp.sqrt(w)), lower=False)
+        fit = jnp.polyval(coef, x)
+        return coef, jnp.sqrt(jnp.mean(w * (fit - y) ** 2)), q
+
+    return flat_program(
+        "qr_polyfit", qr_polyfit, (x, y, w),
+        "weighted polynomial least squares by Householder QR (geqrf, orgqr) and a "
+        "triangular solve; residual RMS")
+
+
+def lu_slogdet_solve(seed=0, n=24):
+    k = keys(seed, 2)
+    m = normal(k[0], (n, n))
+    cov = m @ m.T / n + 0.1 * jnp.eye(n)
+    b = normal(k[1], (n, 3))
+
+    def lu_slogdet_solve(cov, b):
+        p, l, u = jax.scipy.linalg.lu(cov)
+        sign, logdet = jnp.linalg.slogdet(cov)
+        lu_piv = jax.scipy.linalg.lu_factor(cov)
+        x = jax.scipy.linalg.lu_solve(lu_piv, b)
+        return p, l, u, sign, logdet, x, jnp.max(jnp.abs(cov @ x - b))
+
+    return flat_program(
+        "lu_slogdet_solve", lu_slogdet_solve, (cov, b),
+        "LU with partial pivoting (getrf) returned as P, L, U; log-determinant; lu_solve "
+        "of a covariance matrix and the residual")
+
+
+def eig_spectral_radius(seed=0, n=16):
+    k = keys(seed, 1)
+    a = normal(k[0], (n, n)) / np.sqrt(n)
+
+    def eig_spectral_radius(a):
+        w = jnp.linalg.eigvals(a)
+        radius = jnp.max(jnp.abs(w))
+        stable = radius < 1.0
+        real_sorted = jnp.sort(w.real)
+        return radius, stable, real_sorted, jnp.sum(w).real, jnp.trace(a)
+
+    return flat_program(
+        "eig_spectral_radius", eig_spectral_radius, (a,),
+        "nonsymmetric eigenvalues (geev) of a recurrent weight matrix: spectral radius, "
+        "stability flag, sorted real parts, their sum against the trace")
+
+
+def fid_sqrtm(seed=0, n=200, d=12):
+    k = keys(seed, 2)
+    f1 = normal(k[0], (n, d))
+    f2 = normal(k[1], (n, d)) * 1.1 + 0.2
+
+    def fid_sqrtm(f1, f2):
+        mu1, mu2 = f1.mean(0), f2.mean(0)
+        s1, s2 = jnp.cov(f1, rowvar=False), jnp.cov(f2, rowvar=False)
+        covmean = jax.scipy.linalg.sqrtm(s1 @ s2)
+        return jnp.sum((mu1 - mu2) ** 2) + jnp.trace(s1 + s2 - 2 * covmean.real), \
+            jnp.max(jnp.abs(covmean.imag))
+
+    return flat_program(
+        "fid_sqrtm", fid_sqrtm, (f1, f2),
+        "Frechet distance between two feature sets (FID): covariances, matrix square root "
+        "by complex Schur decomposition (cgees)")
+
+
+def pinv_lstsq(seed=0, n=60, d=10):
+    k = keys(seed, 3)
+    base = normal(k[0], (n, d - 2))
+    x = jnp.concatenate([base, base[:, :2] * 2.0], axis=1)  # rank d - 2
+    y = normal(k[1], (n, 2))
+
+    def pinv_lstsq(x, y):
+        beta = jnp.linalg.pinv(x) @ y
+        sol, res, rank, sv = jnp.linalg.lstsq(x, y)
+        return beta, x @ sol, rank, sv
+
+    return flat_program(
+        "pinv_lstsq", pinv_lstsq, (x, y),
+        "minimum-norm least squares on a rank-deficient design: pseudo-inverse and lstsq "
+        "by SVD (gesdd), fitted values, numerical rank")
+
+
+def cubic_spline(seed=0, n=32, m=200):
+    k = keys(seed, 1)
+    xs = jnp.sort(jax.random.uniform(k[0], (n,), minval=0.0, maxval=10.0))
+    ys = jnp.sin(xs)
+    q = jnp.linspace(0.5, 9.5, m)
+
+    def cubic_spline(xs, ys, q):
+        h = jnp.diff(xs)
+        rhs = 6 * jnp.diff(jnp.diff(ys) / h)
+        dl = jnp.concatenate([jnp.zeros(1), h[1:-1]])
+        du = jnp.concatenate([h[1:-1], jnp.zeros(1)])
+        dd = 2 * (h[:-1] + h[1:])
+        mid = lax.linalg.tridiagonal_solve(dl, dd, du, rhs[:, None])[:, 0]
+        mm = jnp.concatenate([jnp.zeros(1), mid, jnp.zeros(1)])  # natural spline
+        i = jnp.clip(jnp.searchsorted(xs, q) - 1, 0, n - 2)
+        t0, t1, hi = q - xs[i], xs[i + 1] - q, h[i]
+        val = (mm[i] * t1 ** 3 + mm[i + 1] * t0 ** 3) / (6 * hi) + \
+            (ys[i] / hi - mm[i] * hi / 6) * t1 + (ys[i + 1] / hi - mm[i + 1] * hi / 6) * t0
+        return val, mm
+
+    return flat_program(
+        "cubic_spline", cubic_spline, (xs, ys, q),
+        "natural cubic spline through 32 points: tridiagonal solve (gtsv) for the second "
+        "derivatives, searchsorted, evaluation at 200 points")
+
+
 HELDOUT = {
     f.__name__: f
     for f in (
@@ -492,5 +613,11 @@ HELDOUT = {
         logistic_map_chaos,
         gnn_message_passing_grad,
         mc_option_pricing,
+        qr_polyfit,
+        lu_slogdet_solve,
+        eig_spectral_radius,
+        fid_sqrtm,
+        pinv_lstsq,
+        cubic_spline,
     )
 }
