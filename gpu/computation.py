@@ -65,7 +65,9 @@ CPU proves that from the parts its condition reads). The record is a small devic
 array per compiled computation (:attr:`Compiled.loop_status`), written by the device
 function; the GPU interpreter reads it once at the end of the evaluation and raises
 the CPU's ``HloLimitError`` (or ``HloEvalError`` for the endless loop), naming the
-``while``.
+``while``: the earliest in program order that failed in any thread
+(:data:`LOOP_STATUS_TOP`). The CPU names the first to fail in its element order, the
+same loop unless an earlier element fails only in a later loop.
 
 Its device function takes and returns *storage* values (the array elements
 themselves; a complex element is a complex scalar) and computes each instruction as the
@@ -144,9 +146,9 @@ class LoopRun:
         error = None
         for compiled in self.used.values():
             status = compiled.loop_status.copy_to_host()
-            code = int(status[0])
-            if code == 0:
+            if int(status[0]) == 0:
                 continue
+            code = LOOP_STATUS_TOP - int(status[0])
             compiled.loop_status.copy_to_device(np.zeros(1, np.int64))
             if error is None:
                 name, limit = compiled.loops[(code - 1) // 2]
@@ -160,6 +162,12 @@ class LoopRun:
         if error is not None and raise_error:
             raise error
 
+
+#: a loop's code ``c`` (``2k + 1`` for loop ``k`` of a computation past the limit, ``2k +
+#: 2`` for it endless) is recorded as ``LOOP_STATUS_TOP - c`` by an atomic maximum: the
+#: record is the earliest loop in program order that failed in any thread (a thread
+#: going on past a failed loop, or another thread, cannot overwrite it), 0 for none
+LOOP_STATUS_TOP = 1 << 40
 
 #: the current evaluation's :class:`LoopRun` (set by the GPU interpreter's ``run``)
 LOOP_RUN: contextvars.ContextVar = contextvars.ContextVar("hloref_gpu_loop_run", default=None)
@@ -676,6 +684,7 @@ class _Emitter:
         self.loops.append((instr.name, self.limit))
         if "LOOP_STATUS" not in self.ns:
             self.ns["LOOP_STATUS"] = cuda.to_device(np.zeros(1, np.int64))
+            self.ns["cuda"] = cuda
         if TOKEN in types:
             raise _Unsupported("while with a token in its state")
         state = [self.line(self.normal(v, t)) for v, t in zip(_leaves(ops[0]), types)]
@@ -689,7 +698,7 @@ class _Emitter:
         self.statement(f"if {pred} == 0:")
         self.statement("    break")
         self.statement(f"if {count} >= {self.limit}:")
-        self.statement(f"    LOOP_STATUS[0] = {2 * k + 1}")
+        self.statement(f"    cuda.atomic.max(LOOP_STATUS, 0, {LOOP_STATUS_TOP - (2 * k + 1)})")
         self.statement("    break")
         new, ntype = self.emit(body, [_unflatten(state, stype)], [stype])
         if ntype != stype:
@@ -698,7 +707,7 @@ class _Emitter:
         same = " and ".join(self.same_bits(a, b, t) for a, b, t in zip(new, state, types))
         if same and self.rng_sites == draws:  # a loop that draws may change state later
             self.statement(f"if {same}:")
-            self.statement(f"    LOOP_STATUS[0] = {2 * k + 2}")
+            self.statement(f"    cuda.atomic.max(LOOP_STATUS, 0, {LOOP_STATUS_TOP - (2 * k + 2)})")
             self.statement("    break")
         for a, b in zip(state, new):
             self.statement(f"{a} = {b}")

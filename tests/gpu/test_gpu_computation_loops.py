@@ -171,6 +171,31 @@ def test_loop_limit_is_the_cpus():
     assert int(out) == 100 * 5 + 120
 
 
+def test_the_loop_named_is_the_first_that_fails_on_both_backends():
+    """Two loops in a reducer, both past the limit for every element (trip counts 100 -
+    y, then 200 - y): the CPU stops at the first, ``w1``, of element 0. The device's
+    threads went on to ``w2`` with the state ``w1`` left and recorded it as well; its
+    record was the last loop written (``w2``), now the earliest in program order."""
+    extra = """
+c1 { s = s32[] parameter(0)  k = s32[] constant(100)  ROOT p = pred[] compare(s, k), direction=LT }
+c2 { s = s32[] parameter(0)  k = s32[] constant(200)  ROOT p = pred[] compare(s, k), direction=LT }
+b { s = s32[] parameter(0)  one = s32[] constant(1)  ROOT r = s32[] add(s, one) }
+red { x = s32[] parameter(0)  y = s32[] parameter(1)
+  w1 = s32[] while(y), condition=c1, body=b
+  w2 = s32[] while(w1), condition=c2, body=b
+  ROOT s = s32[] add(x, w2) }
+"""
+    text = module(["s32[6]", "s32[]"], "reduce(p0, p1), dimensions={0}, to_apply=red", "s32[]",
+                  extra=extra)
+    x = np.array([1, 2, 3, 4, 5, 6], np.int32)
+    for backend in ("cpu", "gpu"):
+        kw = {"fallback": False} if backend == "gpu" else {}
+        with pytest.raises(HloLimitError, match="8 iterations") as err:
+            hloref.evaluate(text, x, np.int32(0), backend=backend,
+                            limits=Limits(max_while_iterations=8), **kw)
+        assert "%w1" in str(err.value) and "%w2" not in str(err.value), (backend, err.value)
+
+
 def test_endless_loop_is_reported_on_both_backends():
     """A body handing back the counter the condition reads unchanged (``i + 0``): the
     CPU proves the loop endless, the device sees its state come back bit for bit."""
