@@ -77,8 +77,13 @@ def _sign_float(x):
     return np.where(np.isnan(x), x, np.where(x == 0, x, np.sign(x)))
 
 
+def _modulus(z):
+    """|z| as the hypot of the parts (the host libm's, as the GPU backend)."""
+    return np.hypot(z.real, z.imag)
+
+
 def _sign_complex(z):
-    mag = np.abs(z)
+    mag = _modulus(z)
     return np.where(mag == 0, z, z / np.where(mag == 0, 1, mag))
 
 
@@ -203,7 +208,9 @@ for _name in _TRANSCENDENTAL:
 def abs_(x, *, shape):
     in_et = element_type_of(x)
     if in_et.is_complex:
-        return float_compute_f64(np.abs, x, et=_et(shape))
+        # hypot of the parts (the host libm's, as the GPU backend): numpy's own complex
+        # abs misrounds c128 magnitudes (37 % of N(0, 1) values by 1 ULP, against 0.5 %)
+        return float_compute_f64(_modulus, x, et=_et(shape))
     if in_et.is_integer:
         (a,) = _int_args(x)
         return wrap_int(np.abs(a), _et(shape))  # abs(INT_MIN) wraps to INT_MIN

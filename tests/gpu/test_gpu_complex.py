@@ -36,12 +36,12 @@ def finite(t, n):
     return (RNG.standard_normal(n) * 3 + 1j * RNG.standard_normal(n) * 3).astype(dt)
 
 
-#: op -> bit-exact with the cpu backend; multiply, abs and sign are not: the cpu
-#: backend's numpy SIMD loops fuse a product (FMA) in multiply and compute abs as
-#: ``l * sqrt(fma(s/l, s/l, 1))`` on AVX2/AVX-512 machines, the GPU kernels use the
-#: plain formula and ``hypot`` (they agree to an ulp)
-EXACT = {"add": True, "subtract": True, "divide": True, "multiply": False, "negate": True,
-         "sign": False, "abs": False, "real": True, "imag": True}
+#: op -> bit-exact with the cpu backend: every one. multiply, abs and sign were not
+#: while the cpu backend used numpy's complex loops (their SIMD code contracts multiply's
+#: products to FMA and computes abs as ``l * sqrt(fma(s/l, s/l, 1))`` on AVX2/AVX-512
+#: machines); both backends now multiply part by part and take hypot of the parts
+EXACT = {"add": True, "subtract": True, "divide": True, "multiply": True, "negate": True,
+         "sign": True, "abs": True, "real": True, "imag": True}
 
 
 @pytest.mark.parametrize("t", ["c64", "c128"])
@@ -52,11 +52,9 @@ def test_complex_binary(t):
     b[::5] = a[::5]
     for op in ["add", "subtract", "divide", "multiply"]:
         # special values against the cpu backend only: XLA:CPU's complex divide differs
-        # from it on infinities (x / ±0 takes the zero's sign in XLA, not in numpy); and
-        # not for multiply, whose NaN/infinity parts depend on the cpu's FMA use
-        if op != "multiply":
-            check(module([f"{t}[160]"] * 2, f"{op}(p0, p1)", f"{t}[160]"), specials_a,
-                  specials_b, opcode=op, exact=EXACT[op], xla=False)
+        # from it on infinities (x / ±0 takes the zero's sign in XLA, not in numpy)
+        check(module([f"{t}[160]"] * 2, f"{op}(p0, p1)", f"{t}[160]"), specials_a,
+              specials_b, opcode=op, exact=EXACT[op], xla=False)
         # XLA:CPU divides and multiplies by other formulas: a few ulps of the parts'
         # magnitudes (relative to |result|, a part near 0 may differ by more ulps)
         with np.errstate(all="ignore"):
