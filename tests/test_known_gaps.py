@@ -414,3 +414,47 @@ def test_xla_cpu_really_is_off_in_the_log1p_band(t, x, want):
     else:
         assert outcome.verdict == "mismatch"
         assert outcome.kind == "known" and outcome.known == want
+
+
+def _reduce_text(n):
+    return ("HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+            "  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n"
+            f"  x = f32[{n}] parameter(0)\n  z = f32[] constant(0)\n"
+            "  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=add\n}\n")
+
+
+@pytest.mark.parametrize("values,want", [
+    # two -max terms overflow to -inf when summed first in f32: inf + -inf = NaN (by
+    # hand); hloref's f64 sum is inf
+    ([np.inf, -3.4028235e38, -3.4028235e38, 1.0], "accumulation-overflow"),
+    # one -max term: no order of f32 sums overflows, inf is the only answer
+    ([np.inf, -3.4028235e38, 2.0, 1.0], None),
+])
+def test_an_infinity_met_by_an_overflowing_sum_is_the_accumulation_difference(values, want):
+    """A campaign (seed 0) found XLA:CPU's f32 sum of [-1, -1.5e27, -max, -max, ..., inf,
+    ...] NaN where hloref's is inf: some order of the terms overflows to -inf before it
+    meets +inf. Only where the other sign's finite terms could overflow on their own."""
+    x = np.array(values, np.float32)
+    c = SimpleNamespace(opcode="reduce", name="r", operands=[x, np.array(0, np.float32)],
+                        expected=np.array(np.inf, np.float32),
+                        actual=np.array(np.nan, np.float32), text=_reduce_text(x.size))
+    c.innermost = lambda: c
+    report = SimpleNamespace(culprit=c, expected=c.expected, actual=c.actual)
+    assert known_difference(report) == want
+
+
+def test_xla_cpu_really_sums_an_overflowing_reduce_with_an_infinity_to_nan():
+    """The class above is what XLA:CPU (jaxlib 0.10.2) does: the campaign's check calls
+    this reduce known, not a finding."""
+    pytest.importorskip("jax")
+    from hloref.fuzz.property import check_program
+    from hloref.fuzz.workers import OracleWorker
+    x = np.array([-1.0, -1.4837957e27, -3.4028235e38, -3.4028235e38, 1.5438245e-07, -1.0,
+                  np.inf, -2.1132566e-15, 3.8742269e34, 1.1754944e-38, -34.118893,
+                  2.8408047e-11], np.float32)
+    with OracleWorker("xla") as worker:
+        outcome = check_program(_reduce_text(x.size), [x], worker)
+    assert outcome.verdict == "mismatch", outcome
+    assert np.isnan(np.asarray(outcome.report.actual)) and np.isinf(np.asarray(
+        outcome.report.expected))
+    assert outcome.kind == "known" and outcome.known == "accumulation-overflow"
