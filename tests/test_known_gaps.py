@@ -458,3 +458,35 @@ def test_xla_cpu_really_sums_an_overflowing_reduce_with_an_infinity_to_nan():
     assert np.isnan(np.asarray(outcome.report.actual)) and np.isinf(np.asarray(
         outcome.report.expected))
     assert outcome.kind == "known" and outcome.known == "accumulation-overflow"
+
+
+@pytest.mark.parametrize("x,actual,want", [
+    (2.0 ** -128, np.nan, "ftz-f8e8m0fnu"),   # XLA:CPU's NaN (measured)
+    (2.7e-200, np.nan, "ftz-f8e8m0fnu"),      # the seed-0 campaign's finding
+    (2.0 ** -126, np.nan, None),              # 2^-126 itself is a value of f8e8m0fnu
+    (2.0 ** -128, 2.0 ** -126, None),         # another wrong value, not the NaN
+])
+def test_a_tiny_f64_converted_to_nan_f8e8m0fnu_is_the_known_difference(x, actual, want):
+    """f8e8m0fnu holds 2^-127 ... 2^127 and NaN, no zero: the nearest value to a positive
+    f64 below 2^-127 is 2^-127 (by hand; hloref), XLA:CPU gives NaN."""
+    import ml_dtypes
+    e8 = ml_dtypes.float8_e8m0fnu
+    expected = np.array([max(x, 2.0 ** -127)]).astype(e8)
+    report = _localized("convert", [np.array([x])], expected, np.array([actual]).astype(e8))
+    assert known_difference(report) == want
+
+
+def test_xla_cpu_really_converts_tiny_f64_to_nan_f8e8m0fnu():
+    """Measured: f64 2^-128 and 2^-140 give NaN on XLA:CPU, 2^-127 stays; the campaign's
+    check calls the program known."""
+    pytest.importorskip("jax")
+    from hloref.fuzz.property import check_program
+    from hloref.fuzz.workers import OracleWorker
+    text = ("HloModule m\n\nENTRY e {\n  p = f64[3] parameter(0)\n"
+            "  ROOT c = f8e8m0fnu[3] convert(p)\n}\n")
+    x = np.array([2.0 ** -127, 2.0 ** -128, 2.0 ** -140])
+    with OracleWorker("xla") as worker:
+        outcome = check_program(text, [x], worker)
+    got = np.asarray(outcome.report.actual).astype(np.float64)
+    assert got[0] == 2.0 ** -127 and np.isnan(got[1:]).all()
+    assert outcome.kind == "known" and outcome.known == "ftz-f8e8m0fnu"
