@@ -295,6 +295,10 @@ KNOWN_DIFFERENCES = {
                      "rounds once to the nearest value, 2^-127 (f8e8m0fnu has no zero). The "
                      "mechanism is unverified: an f32 intermediate flushed to zero would "
                      "give it",
+    "convolution-int-folding-saturates": "XLA's constant folder (jaxlib 0.10.2) saturates an "
+                                         "integer convolution's overflowing sums where the "
+                                         "run-time code wraps (findings/xla-cpu-jaxlib-0.10.2/"
+                                         "convolution-s16-constant-folding-saturates)",
     "popcnt-s4": "XLA:CPU counts the 8 bits of the sign-extended storage byte of s4 (and "
                  "XLA's constant folder that of s2)",
     "int-power": "XLA:CPU's integer power looks at the low 6 bits of the exponent only",

@@ -490,3 +490,38 @@ def test_xla_cpu_really_converts_tiny_f64_to_nan_f8e8m0fnu():
     got = np.asarray(outcome.report.actual).astype(np.float64)
     assert got[0] == 2.0 ** -127 and np.isnan(got[1:]).all()
     assert outcome.kind == "known" and outcome.known == "ftz-f8e8m0fnu"
+
+
+S8_CONV = """HloModule m
+
+ENTRY e {
+  a = s8[1,4,3] constant({ { {-1, 3, 5}, {-2, -6, 8}, {-3, -3, 4}, {6, -7, 4} } })
+  k = s8[2,2,3] reshape(a)
+  ROOT c = s8[4,1,2] convolution(a, k), window={size=2 pad=1_0}, dim_labels=b0f_0oi->0bf
+}
+"""
+
+
+def test_a_folded_s8_convolution_that_saturates_is_the_filed_folding_bug():
+    """A campaign (seed 0, --xla-opt fast): the s8 convolution of two constants. By the
+    definition (b0f_0oi->0bf, window 2, one low pad): out[p, 0, o] = sum over taps t and
+    input features i of a[0, p + t - 1, i] * k[t, o, i], zero outside; in int64 below.
+    Element [3, 0, 1] is 157, over s8's 127: it wraps to -99 (hloref), XLA's folder gives
+    127. Counted as the stored convolution-s16 finding's class."""
+    pytest.importorskip("jax")
+    from hloref.fuzz.property import check_program
+    from hloref.fuzz.workers import OracleWorker
+    a = np.array([[[-1, 3, 5], [-2, -6, 8], [-3, -3, 4], [6, -7, 4]]], np.int64)
+    k = a.reshape(2, 2, 3)
+    exact = np.zeros((4, 1, 2), np.int64)
+    for p in range(4):
+        for t in range(2):
+            if 0 <= p + t - 1 < 4:
+                exact[p, 0] += k[t] @ a[0, p + t - 1]
+    assert int(exact[3, 0, 1]) == 157
+    wrapped = ((exact + 128) % 256 - 128).astype(np.int8)
+    with OracleWorker("xla") as worker:
+        outcome = check_program(S8_CONV, [], worker)
+    assert np.array_equal(np.asarray(outcome.report.expected), wrapped)
+    assert int(np.asarray(outcome.report.actual)[3, 0, 1]) == 127
+    assert outcome.kind == "known" and outcome.known == "convolution-int-folding-saturates"
