@@ -265,7 +265,8 @@ def _folded(module, keep, free: dict) -> dict:
 
 def _free_values(module) -> dict:
     """``{computation: {name: bool}}``: whether each value depends on no parameter of the
-    entry. A parameter of a computation that ``call``, ``fusion`` or ``conditional``
+    entry (an array parameter of no elements is free). A parameter of a computation that
+    ``call``, ``fusion`` or ``conditional``
     calls is free when every call site passes it a free operand (XLA inlines calls and
     may turn a conditional of cheap branches into a select, so constant folding reaches
     inside; a conditional branch k takes operand k + 1); loops and per-element calls
@@ -278,8 +279,12 @@ def _free_values(module) -> dict:
             f: dict = {}
             for instr in comp.instructions:  # operands come first in text order
                 if instr.opcode == "parameter":
-                    f[instr.name] = comp is not module.entry and \
-                        passed.get((comp.name, instr.parameter_number), False)
+                    # an array of no elements holds no value: XLA folds what reads it
+                    # (a reduce over an empty dimension is its init value)
+                    f[instr.name] = _no_elements(instr) or (comp is not module.entry and
+                                                            passed.get((comp.name,
+                                                                        instr.parameter_number),
+                                                                       False))
                     continue
                 # xor(x, x), compare(x, x)...: constants whatever x (_self_cancelling)
                 f[instr.name] = _self_cancelling(instr) or (
@@ -305,6 +310,10 @@ def _free_values(module) -> dict:
             break
         passed = sites
     return free
+
+
+def _no_elements(instr) -> bool:
+    return getattr(instr.shape, "is_array", False) and instr.shape.size == 0
 
 
 def _self_cancelling(instr) -> bool:

@@ -525,3 +525,35 @@ def test_a_folded_s8_convolution_that_saturates_is_the_filed_folding_bug():
     assert np.array_equal(np.asarray(outcome.report.expected), wrapped)
     assert int(np.asarray(outcome.report.actual)[3, 0, 1]) == 127
     assert outcome.kind == "known" and outcome.known == "convolution-int-folding-saturates"
+
+
+def test_a_division_by_zero_of_a_reduce_over_an_empty_parameter_is_the_folded_crash():
+    """A campaign (seed 0): s16 divide(reduce(p, 0) over p's empty dimension, 0). p has
+    no elements, so the reduce is its init value 0 (by the semantics), which XLA folds
+    with the constant divisor 0 and dies with SIGFPE; hloref's value is XLA's x / 0 = -1.
+    A parameter of no elements counts as a value the folder knows."""
+    pytest.importorskip("jax")
+    from hloref.fuzz.property import check_program
+    from hloref.fuzz.workers import OracleWorker
+    text = """HloModule m
+
+or16 {
+  a = s16[] parameter(0)
+  b = s16[] parameter(1)
+  ROOT o = s16[] or(a, b)
+}
+
+ENTRY e {
+  p = s16[1,3,0] parameter(0)
+  z = s16[] constant(0)
+  r = s16[1,3] reduce(p, z), dimensions={2}, to_apply=or16
+  d = s16[1,3] broadcast(z), dimensions={}
+  ROOT q = s16[1,3] divide(r, d)
+}
+"""
+    p = np.zeros((1, 3, 0), np.int16)
+    with OracleWorker("xla") as worker:
+        outcome = check_program(text, [p], worker)
+    assert outcome.verdict == "crash" and "SIGFPE" in outcome.report.message
+    assert outcome.kind == "known" and outcome.known == "int-divide-by-constant-zero"
+    assert np.asarray(outcome.report.expected).tolist() == [[-1, -1, -1]]
