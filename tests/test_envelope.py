@@ -841,3 +841,42 @@ ENTRY e {
     s = sample(hloref.parse(dot), [np.full(2, 1e19, np.float32), np.full(2, 1e18, np.float32)],
                EnvelopePolicy())
     assert abs(s.peak - 2e37 / 3.4028235e38) < 1e-4
+
+
+F4_ADD_EMPTY_SLICE = """HloModule m
+
+add16 {
+  a = f16[] parameter(0)
+  b = f16[] parameter(1)
+  ROOT s = f16[] add(a, b)
+}
+
+ENTRY e {
+  p = f4e2m1fn[3,3] parameter(0)
+  d = f4e2m1fn[3,3] add(p, p)
+  none = f4e2m1fn[0,0] slice(d), slice={[3:3], [3:3]}
+  w = f16[3,3] convert(d)
+  z = f16[] parameter(1)
+  r = f16[3,3] reduce(w, z), dimensions={}, to_apply=add16
+  ROOT t = (f4e2m1fn[0,0], f16[3,3]) tuple(none, r)
+}
+"""
+
+
+def test_a_user_of_no_elements_does_not_keep_a_narrow_value_from_excess_precision(worker):
+    """A campaign (seed 0, --xla-opt fast): f4e2m1fn 4 + 4 = 8 rounds to 6 (f4e2m1fn's
+    largest value, by hand), but with excess precision XLA:CPU at -O0 converts the f32
+    sum 8 to f16. The envelope lets a narrow result keep its f32 value only when every
+    user reads it arithmetically; its other user here, a slice, has no elements and
+    reads nothing. XLA's 8 is now inside; 20 (no rounding of 4 + 4 gives it) is not."""
+    import ml_dtypes
+    p = np.array([[-2, 1.5, 4], [-6, -6, 1.5], [-2, 1, 3]]).astype(ml_dtypes.float4_e2m1fn)
+    z = np.float16(0)
+    fast = {"xla_backend_optimization_level": 0}
+    good = diff(F4_ADD_EMPTY_SLICE, [p, z], worker=worker, debug_options=fast)
+    assert good.verdict == "match", good.summary()
+    assert float(np.asarray(good.expected[1])[0, 2]) == 6.0  # hloref: rounded to f4
+    bad = [np.array(v, copy=True) for v in good.expected]
+    bad[1][0, 2] = np.float16(20.0)
+    assert diff(F4_ADD_EMPTY_SLICE, [p, z], worker=worker, oracle_value=tuple(bad),
+                debug_options=fast).verdict == "mismatch"
