@@ -630,6 +630,7 @@ def known_difference(report) -> str | None:
 #: by a little (measured on jaxlib 0.10.2: over 2 ULP from -0.41420 to -0.35110, 128 at most)
 _LOG1P_BAND = (-0.41422, -0.29288)
 _LOG1P_ULPS = 160  # the most that band's error reaches (128), with room
+_LOG1P_BUDGET = 4  # what any element may be off by outside the band (the policy's 2, + 2)
 
 
 def _in_log1p_band(opcode: str, operands, expected, actual) -> bool:
@@ -653,11 +654,12 @@ def _in_log1p_band(opcode: str, operands, expected, actual) -> bool:
             e, a = np.real(e), np.real(a)
         else:
             arg = x
-        differ = ~((e == a) | (np.isnan(e) & np.isnan(a)))
+        ulps = np.abs(e - a) / np.spacing(np.abs(e))
+        # the elements off by more than the op's own budget (a few ULP anywhere)
+        differ = ~((e == a) | (np.isnan(e) & np.isnan(a)) | (ulps <= _LOG1P_BUDGET))
         if not np.any(differ):
             return False
         inside = (arg > _LOG1P_BAND[0]) & (arg < _LOG1P_BAND[1])
-        ulps = np.abs(e - a) / np.spacing(np.abs(e))
     return bool(np.all(inside[differ]) and np.all(ulps[differ] <= _LOG1P_ULPS))
 
 

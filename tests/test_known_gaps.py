@@ -557,3 +557,17 @@ ENTRY e {
     assert outcome.verdict == "crash" and "SIGFPE" in outcome.report.message
     assert outcome.kind == "known" and outcome.known == "int-divide-by-constant-zero"
     assert np.asarray(outcome.report.expected).tolist() == [[-1, -1, -1]]
+
+
+def test_the_log1p_band_class_allows_rounding_elsewhere_in_the_array():
+    """A campaign (seed 31): f64[2,4,3] log-plus-one, one element in the band 123 ULP off
+    and others 1 ULP off outside it (XLA:CPU's ordinary rounding): still the filed class;
+    an element outside the band 20 ULP off is not."""
+    x = np.array([-0.4136, 0.5, -0.9, 2.0])
+    exact = np.array([_mp("log1p", v) for v in x])
+    off = np.array([123, 1, -1, 0])
+    a = exact + off * np.spacing(np.abs(exact))
+    report = _localized("log-plus-one", [x], exact, a)
+    assert known_difference(report) == "log-plus-one-f64-band"
+    a[3] = exact[3] + 20 * np.spacing(abs(exact[3]))
+    assert known_difference(_localized("log-plus-one", [x], exact, a)) is None
