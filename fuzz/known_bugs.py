@@ -320,15 +320,27 @@ def _no_elements(instr) -> bool:
     return getattr(instr.shape, "is_array", False) and instr.shape.size == 0
 
 
+def _through_copies(instr):
+    """The value ``instr`` forwards unchanged: through copies and reshapes or bitcasts to
+    its own shape (XLA's simplifier removes them first)."""
+    while instr.opcode in ("copy", "reshape", "bitcast") and len(instr.operands) == 1 and \
+            str(instr.operands[0].shape) == str(instr.shape):
+        instr = instr.operands[0]
+    return instr
+
+
 def _self_cancelling(instr) -> bool:
     """Whether ``instr`` is a constant whatever its operand, which XLA's algebraic
-    simplifier makes one before folding: integer ``xor(x, x)`` and ``subtract(x, x)``;
+    simplifier makes one before folding: integer or pred ``xor(x, x)``, integer
+    ``subtract(x, x)`` (x also through a copy or a reshape to its own shape);
     ``compare(x, x)`` of integers or pred, with ``type=TOTALORDER``, or LT/GT (false even
     for NaN)."""
-    if len(instr.operands) != 2 or instr.operands[0] is not instr.operands[1]:
+    if len(instr.operands) != 2 or _through_copies(instr.operands[0]) is not \
+            _through_copies(instr.operands[1]):
         return False
     if instr.opcode in ("xor", "subtract"):
-        return getattr(getattr(instr.shape, "element_type", None), "is_integer", False)
+        et = getattr(instr.shape, "element_type", None)
+        return bool(et is not None and (et.is_integer or (et.is_pred and instr.opcode == "xor")))
     if instr.opcode == "compare":
         et = getattr(instr.operands[0].shape, "element_type", None)
         direction = str(instr.attrs.get("direction", ""))

@@ -83,6 +83,18 @@ ROWS = [
         "  p = f32[2] parameter(0)\n  c = pred[2] compare(p, p), direction=LT\n"
         "  ROOT e = f8e8m0fnu[2] convert(c)"), [np.array([1.0, 2.0], np.float32)],
      "f8e8m0fnu-constant-folding"),
+    # a campaign (seed 31): xor(p, p) of pred is false; compare(p, reshape(p)) with the
+    # reshape to p's own shape is compare(p, p) once the simplifier drops the reshape
+    ("e8m0 of a folded pred xor(p, p)", _module(
+        "  p = pred[1] parameter(0)\n  x = pred[1] xor(p, p)\n"
+        "  ROOT e = f8e8m0fnu[1] convert(x)"), [np.array([True])],
+     "f8e8m0fnu-constant-folding"),
+    ("e8m0 of compare(p, reshape(p)) GT TOTALORDER", _module(
+        "  p = f8e8m0fnu[3] parameter(0)\n  r = f8e8m0fnu[3] reshape(p)\n"
+        "  c = pred[3] compare(p, r), direction=GT, type=TOTALORDER\n"
+        "  ROOT e = f8e8m0fnu[3] convert(c)"),
+     [np.array([1.0, 2.0, 4.0]).astype(ml_dtypes.float8_e8m0fnu)],
+     "f8e8m0fnu-constant-folding"),
     ("e8m0 of compare(p, p) EQ of floats (NaN != NaN: not a constant)", _module(
         "  p = f32[2] parameter(0)\n  c = pred[2] compare(p, p), direction=EQ\n"
         "  n = pred[2] not(c)\n  ROOT e = f8e8m0fnu[2] convert(n)"),
