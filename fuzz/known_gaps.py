@@ -522,25 +522,43 @@ def _infinity_meets_overflow(culprit, arrays) -> bool:
     """A sum (``reduce``/``reduce-window`` whose reducer is ``add``) holding an infinity,
     whose finite terms of the other sign could overflow the type on their own: summed
     first, in the type, they reach the other infinity and inf - inf = NaN, where hloref's
-    f64 sum gives the infinity. Every differing element is NaN on one side and ±inf on
+    f64 sum gives the infinity. Likewise a ``dot``/``convolution`` with an infinite
+    operand element whose finite products could overflow (computed in the type, such a
+    product is an infinity too). Every differing element is NaN on one side and ±inf on
     the other."""
-    if culprit.opcode not in ("reduce", "reduce-window") or not arrays or \
-            arrays[0].dtype.kind not in "fV":
+    if not arrays or arrays[0].dtype.kind not in "fV":
         return False
     top = _finite_max(arrays[0].dtype)
-    if top is None or not _adds(culprit):
+    if top is None:
         return False
-    x = arrays[0].astype(np.float64)
-    finite = np.isfinite(x)
-    up = float(np.sum(np.where(finite & (x > 0), x, 0.0)))
-    down = float(-np.sum(np.where(finite & (x < 0), x, 0.0)))
     # a sum rounds to infinity from top + ulp(top)/2 on (round to nearest)
     try:
         big = arrays[0].dtype.type(top)
         edge = top + 0.5 * (top - float(np.nextafter(big, arrays[0].dtype.type(0))))
     except Exception:  # noqa: BLE001 - ml_dtypes' narrow types: the largest finite value
         edge = top
-    if not ((np.any(x == np.inf) and down >= edge) or (np.any(x == -np.inf) and up >= edge)):
+    if culprit.opcode in ("dot", "convolution"):
+        # products in the type: one of finite operands may overflow, and meet a product
+        # holding the infinity (hloref's wider products stay finite)
+        if len(arrays) < 2 or arrays[1].dtype.kind not in "fV":
+            return False
+        lhs, rhs = arrays[0].astype(np.float64), arrays[1].astype(np.float64)
+        if not (np.any(np.isinf(lhs)) or np.any(np.isinf(rhs))):
+            return False
+        with np.errstate(all="ignore"):
+            ml = float(np.max(np.abs(np.where(np.isfinite(lhs), lhs, 0.0)), initial=0.0))
+            mr = float(np.max(np.abs(np.where(np.isfinite(rhs), rhs, 0.0)), initial=0.0))
+            if float(lhs.size) * ml * mr < edge:
+                return False
+    elif culprit.opcode in ("reduce", "reduce-window") and _adds(culprit):
+        x = arrays[0].astype(np.float64)
+        finite = np.isfinite(x)
+        up = float(np.sum(np.where(finite & (x > 0), x, 0.0)))
+        down = float(-np.sum(np.where(finite & (x < 0), x, 0.0)))
+        if not ((np.any(x == np.inf) and down >= edge) or
+                (np.any(x == -np.inf) and up >= edge)):
+            return False
+    else:
         return False
     pairs = list(zip(_leaves(culprit.expected), _leaves(culprit.actual)))
     if not pairs:

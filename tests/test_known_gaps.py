@@ -611,3 +611,33 @@ def test_the_log1p_band_class_allows_rounding_elsewhere_in_the_array():
     assert known_difference(report) == "log-plus-one-f64-band"
     a[3] = exact[3] + 20 * np.spacing(abs(exact[3]))
     assert known_difference(_localized("log-plus-one", [x], exact, a)) is None
+
+
+def test_a_dot_whose_finite_product_overflows_beside_an_infinity_is_the_accumulation_difference():
+    """A campaign (seed 31): a batched f64 dot whose element [1, 0] sums 1.59e283 x
+    3.84e252 (over f64's 1.8e308) and -inf x 1.59e283. Computed in the type the first
+    product is +inf and the sum NaN (XLA:CPU); hloref's wider products keep it finite,
+    so its sum is -inf (by hand: any finite value plus -inf)."""
+    pytest.importorskip("jax")
+    from hloref.fuzz.property import check_program
+    from hloref.fuzz.workers import OracleWorker
+    text = ("HloModule m\n\nENTRY e {\n  a = f64[3,2,3] parameter(0)\n"
+            "  b = f64[2,3] parameter(1)\n  ROOT d = f64[3,3] dot(a, b), lhs_batch_dims={0}, "
+            "rhs_batch_dims={1}, lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
+    h = float.fromhex
+    a = np.array([h(v) for v in (
+        "-0x1.acca82dedb060p-895", "0x1.9f99e308d8675p-594", "0x1.fffffffffffffp+1023",
+        "0x1.0c16fb083d81cp+839", "0x1.4584c1574dcd5p-375", "-0x1.51333f2dd853bp+175",
+        "0x1.b51e612f1f2a5p+940", "0x1.0000000000000p-1022", "0x1.0c92b755634d5p-474",
+        "-inf", "0x1.06f8c281bc984p+854", "0x1.6aa21a60e27b8p-656",
+        "-0x1.48c83b04c6338p+918", "0x1.0000000000000p+0", "0x1.999567e8efc1bp+621",
+        "0x1.3680608cf514ep-380", "0x1.e03966ace27b0p+174", "-0x1.caac88ce2568cp-162")]
+                 ).reshape(3, 2, 3)
+    b = a.ravel()[2:8].reshape(2, 3).copy()  # the campaign's rhs: six of the lhs's values
+    with np.errstate(over="ignore"):  # the overflow the test is about
+        assert a[1, 0, 0] * b[0, 1] == np.inf and a[1, 1, 0] == -np.inf
+    with OracleWorker("xla") as worker:
+        outcome = check_program(text, [a, b], worker)
+    assert np.isnan(np.asarray(outcome.report.actual)[1, 0])
+    assert np.asarray(outcome.report.expected)[1, 0] == -np.inf
+    assert outcome.kind == "known" and outcome.known == "accumulation-overflow"
