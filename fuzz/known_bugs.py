@@ -97,7 +97,10 @@ def known_folding(report, module, args) -> str | None:
     * a convert to u32/u64 of an f8 value converted from an integer, where that f8 value
       is NaN (the fused pair gives the unsigned maximum; each alone NaN, then 0);
     * a folded integer ``convolution`` where every element XLA gets wrong is the type's
-      largest or smallest value (the folder saturates the sum, the run-time code wraps).
+      largest or smallest value (the folder saturates the sum, the run-time code wraps);
+    * a float ``multiply`` of a converted pred where every element XLA gets wrong is a
+      zero for hloref's NaN, infinity or other zero (the simplifier's select; known
+      upstream, not stored).
     """
     if getattr(report, "verdict", None) != "mismatch":
         return None
@@ -130,6 +133,8 @@ def known_folding(report, module, args) -> str | None:
         return "round-f8e3m4-folding"
     if convs and _saturated_only(report):
         return "convolution-int-folding-saturates"
+    if _pred_products(module) and _zeroed_only(report):
+        return "multiply-by-converted-pred"
     if popcnt:
         return "popcnt-s4"  # the folder counts the sign-extended storage byte
     culprit = report.culprit.innermost() if getattr(report, "culprit", None) else None
@@ -178,6 +183,46 @@ def known_folding(report, module, args) -> str | None:
             if np.any((y == 0) & (x == 0)):
                 return "atan2-zero-zero-folding"
     return None
+
+
+def _pred_products(module) -> bool:
+    """Whether a float ``multiply`` reads a ``convert`` of a pred value."""
+    for c in module.computations.values():
+        for i in c.instructions:
+            if i.opcode == "multiply" and getattr(getattr(i.shape, "element_type", None),
+                                                  "is_float", False) and any(
+                    o.opcode == "convert" and o.operands and
+                    _type_name(o.operands[0]) == "pred" for o in i.operands):
+                return True
+    return False
+
+
+def _zeroed_only(report) -> bool:
+    """Whether every element where the oracle's float result differs from hloref's is a
+    zero on the oracle's side where hloref has NaN, an infinity or the other zero."""
+    from .compare import leaves
+    seen = False
+    for (_, e), (_, a) in zip(leaves(getattr(report, "expected", None)),
+                              leaves(getattr(report, "actual", None))):
+        e, a = np.asarray(e), np.asarray(a)
+        if e.shape != a.shape:
+            return False
+        if e.dtype.kind == "c" or a.dtype.kind == "c":
+            if not np.array_equal(e, a, equal_nan=True):
+                return False
+            continue
+        ev, av = _as_f64(e), _as_f64(a)
+        if ev is None or av is None:
+            if not np.array_equal(e, a):
+                return False
+            continue
+        with np.errstate(all="ignore"):
+            same = (ev == av) & (np.signbit(ev) == np.signbit(av)) | (np.isnan(ev) & np.isnan(av))
+            zeroed = (av == 0) & (np.isnan(ev) | np.isinf(ev) | (ev == 0))
+        if np.any(~same & ~zeroed):
+            return False
+        seen = seen or bool(np.any(~same))
+    return seen
 
 
 def _saturated_only(report) -> bool:

@@ -299,6 +299,11 @@ KNOWN_DIFFERENCES = {
                                          "integer convolution's overflowing sums where the "
                                          "run-time code wraps (findings/xla-cpu-jaxlib-0.10.2/"
                                          "convolution-s16-constant-folding-saturates)",
+    "multiply-by-converted-pred": "XLA's algebraic simplifier rewrites multiply(convert(p), "
+                                  "x) of a pred p into select(p, x, 0): where p is false "
+                                  "XLA:CPU gives +0 for a NaN, an infinite or a negative x "
+                                  "(IEEE: NaN, NaN, -0); reported upstream as "
+                                  "jax-ml/jax#12233 (open)",
     "popcnt-s4": "XLA:CPU counts the 8 bits of the sign-extended storage byte of s4 (and "
                  "XLA's constant folder that of s2)",
     "int-power": "XLA:CPU's integer power looks at the low 6 bits of the exponent only",

@@ -153,3 +153,28 @@ def test_every_filed_class_is_described_and_only_mismatches_are_classified():
     assert FILED <= set(KNOWN_DIFFERENCES)
     text = ROWS[0][1]
     assert known_folding(SimpleNamespace(verdict="match", culprit=None), text, []) is None
+
+
+PRED_TIMES = _module("  m = pred[4] parameter(0)\n  x = f16[4] parameter(1)\n"
+                     "  c = f16[4] convert(m)\n  ROOT r = f16[4] multiply(c, x)")
+
+
+def test_xla_cpus_select_for_a_product_with_a_converted_pred_is_known():
+    """A campaign (seed 31): convert(p) * x with p false. By IEEE multiplication 0 * NaN
+    and 0 * -inf are NaN and 0 * -2 is -0 (hloref); XLA's algebraic simplifier makes it
+    select(p, x, 0), so XLA:CPU gives +0 everywhere (jax-ml/jax#12233, open). A wrong
+    value that is not such a zero is not this class."""
+    pytest.importorskip("jax")
+    from hloref.fuzz.property import check_program
+    from hloref.fuzz.workers import OracleWorker
+    m = np.array([False, False, False, True])
+    x = np.array([np.nan, -np.inf, -2.0, 3.0], np.float16)
+    with OracleWorker("xla") as worker:
+        outcome = check_program(PRED_TIMES, [m, x], worker)
+    expected = np.asarray(outcome.report.expected).astype(np.float64)
+    assert np.isnan(expected[:2]).all() and expected[2] == 0 and np.signbit(expected[2])
+    assert np.asarray(outcome.report.actual).astype(np.float64).tolist() == [0, 0, 0, 3]
+    assert outcome.kind == "known" and outcome.known == "multiply-by-converted-pred"
+    other = SimpleNamespace(verdict="mismatch", culprit=None, expected=outcome.report.expected,
+                            actual=np.array([0, 0, 0, 2.5], np.float16))
+    assert known_folding(other, PRED_TIMES, [m, x]) is None
