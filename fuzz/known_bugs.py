@@ -25,7 +25,7 @@ FILED = frozenset({"int-divide-by-constant-zero", "concatenate-2bit-aborts", "so
                    "round-f8e3m4-folding", "f4e2m1fn-infinity-folding", "atan2-zero-zero-folding",
                    "asin-acos-of-integer-never-nan",
                    "reduce-2bit", "convert-int-f8-unsigned-nan", "log-plus-one-f64-band",
-                   "convolution-int-folding-saturates"})
+                   "convolution-int-folding-saturates", "acos-asin-f8e3m4-known-operand-inf"})
 
 #: ops without operands (or with only a state) that constant folding leaves alone
 _NOT_FOLDED = frozenset({"parameter", "rng", "rng-get-and-update-state", "rng-bit-generator",
@@ -98,6 +98,8 @@ def known_folding(report, module, args) -> str | None:
       is NaN (the fused pair gives the unsigned maximum; each alone NaN, then 0);
     * a folded integer ``convolution`` where every element XLA gets wrong is the type's
       largest or smallest value (the folder saturates the sum, the run-time code wraps);
+    * ``acos``/``asin`` of f8e3m4 operands known at compile time (an iota) that are out of
+      the domain somewhere (NaN; XLA:CPU's fused kernel gives inf);
     * a float ``multiply`` of a converted pred where every element XLA gets wrong is a
       zero for hloref's NaN, infinity or other zero (the simplifier's select; known
       upstream, not stored).
@@ -120,6 +122,8 @@ def known_folding(report, module, args) -> str | None:
     atan2 = _folded(module, lambda i: i.opcode == "atan2", free)
     popcnt = _folded(module, lambda i: i.opcode == "popcnt" and _type_name(i) in ("s2", "s4"),
                      free)
+    arcs8 = _folded(module, lambda i: i.opcode in ("asin", "acos") and
+                    _type_name(i) == "f8e3m4", free)
     f4 = _folded(module, lambda i: i.opcode in ("convert", "atanh") and
                  _type_name(i) == "f4e2m1fn", free)
     convs = _folded(module, lambda i: i.opcode == "convolution" and getattr(
@@ -142,9 +146,9 @@ def known_folding(report, module, args) -> str | None:
             i.opcode == "reduce" and any(_type_name(o) in _TWO_BIT for o in i.operands)
             for c in module.computations.values() for i in c.instructions):
         return "reduce-2bit"
-    suspects = {**s4, **powers, **e8m0, **clz, **f4, **chains, **atan2, **arcs}
+    suspects = {**s4, **powers, **e8m0, **clz, **f4, **chains, **atan2, **arcs, **arcs8}
     values = _operand_values(module, args, suspects, getattr(report, "entry_values", None),
-                             with_result=set(e8m0) | set(chains) | set(arcs))
+                             with_result=set(e8m0) | set(chains) | set(arcs) | set(arcs8))
     exact = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
     for key, instr in s4.items():
         if key in values:
@@ -177,6 +181,9 @@ def known_folding(report, module, args) -> str | None:
     for key in arcs:
         if key in values and _has_nan(values[key][-1]):
             return "asin-acos-of-integer-never-nan"
+    for key in arcs8:
+        if key in values and _has_nan(values[key][-1]):
+            return "acos-asin-f8e3m4-known-operand-inf"
     for key in atan2:
         if key in values:
             y, x = np.broadcast_arrays(*(_as_f64(v) for v in values[key]))

@@ -304,6 +304,11 @@ KNOWN_DIFFERENCES = {
                                   "XLA:CPU gives +0 for a NaN, an infinite or a negative x "
                                   "(IEEE: NaN, NaN, -0); reported upstream as "
                                   "jax-ml/jax#12233 (open)",
+    "acos-asin-f8e3m4-known-operand-inf": "XLA:CPU (jaxlib 0.10.2) gives inf for acos/asin "
+                                          "of f8e3m4 values outside [-1, 1] known when the "
+                                          "kernel is compiled (an iota), NaN when they are a "
+                                          "parameter (findings/xla-cpu-jaxlib-0.10.2/"
+                                          "acos-f8e3m4-iota-out-of-domain-inf)",
     "popcnt-s4": "XLA:CPU counts the 8 bits of the sign-extended storage byte of s4 (and "
                  "XLA's constant folder that of s2)",
     "int-power": "XLA:CPU's integer power looks at the low 6 bits of the exponent only",

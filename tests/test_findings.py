@@ -108,11 +108,19 @@ def test_asin_of_an_out_of_domain_integer_is_nan():
     assert hloref.evaluate(module, *args).tolist() == [True, True, False]
 
 
+def test_acos_of_an_out_of_domain_f8e3m4_iota_is_nan():
+    """acos is defined on [-1, 1]: acos(0) = pi/2, 1.5625 in f8e3m4 (the nearest of
+    1 + k/16), acos(1) = 0, acos(2..4) NaN (by hand; f8e3m4 holds NaN)."""
+    module, args = _load("acos-f8e3m4-iota-out-of-domain-inf")
+    got = np.asarray(hloref.evaluate(module, *args)).astype(np.float64).ravel()
+    assert got[:2].tolist() == [1.5625, 0.0] and np.isnan(got[2:]).all()
+
+
 def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 22
+    assert len(results) == 23
     not_reproducing = [r["path"] for r in results if not r["reproduces"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
 

@@ -95,6 +95,15 @@ ROWS = [
         "  ROOT e = f8e8m0fnu[3] convert(c)"),
      [np.array([1.0, 2.0, 4.0]).astype(ml_dtypes.float8_e8m0fnu)],
      "f8e8m0fnu-constant-folding"),
+    # acos(2) is NaN (outside [-1, 1]); XLA:CPU's kernel of a known iota gives inf
+    ("f8e3m4 acos of an iota", _module(
+        "  i = f8e3m4[1,5] iota(), iota_dimension=1\n  ROOT a = f8e3m4[1,5] acos(i)"), [],
+     "acos-asin-f8e3m4-known-operand-inf"),
+    ("f8e3m4 asin of an iota inside the domain", _module(
+        "  i = f8e3m4[1,2] iota(), iota_dimension=1\n  ROOT a = f8e3m4[1,2] asin(i)"), [], None),
+    ("f8e3m4 acos of a parameter", _module(
+        "  p = f8e3m4[3] parameter(0)\n  ROOT a = f8e3m4[3] acos(p)"),
+     [np.array([0.0, 2.0, 3.0]).astype(ml_dtypes.float8_e3m4)], None),
     ("e8m0 of compare(p, p) EQ of floats (NaN != NaN: not a constant)", _module(
         "  p = f32[2] parameter(0)\n  c = pred[2] compare(p, p), direction=EQ\n"
         "  n = pred[2] not(c)\n  ROOT e = f8e8m0fnu[2] convert(n)"),
