@@ -17,6 +17,23 @@ from hloref.fuzz.known_gaps import KNOWN_DIFFERENCES, known_difference
 SUB = np.float32(1e-40)  # subnormal in f32 (smallest normal 1.18e-38)
 
 
+@pytest.fixture(scope="module")
+def worker():
+    """One XLA:CPU oracle worker for the module's tests against XLA (it restarts itself
+    after a crash)."""
+    pytest.importorskip("jax")
+    from hloref.fuzz.workers import OracleWorker
+    with OracleWorker("xla") as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+def xla(worker):
+    """The campaign's check of a program (text, args) on that worker."""
+    from hloref.fuzz.property import check_program
+    return lambda text, args: check_program(text, args, worker)
+
+
 def _unlocalized(expected, actual):
     return SimpleNamespace(culprit=None, expected=expected, actual=actual)
 
@@ -104,16 +121,12 @@ def test_a_divisor_from_a_parameter_is_not_the_folded_crash():
     assert known_crash(report, text, [np.int32(5)]) is None
 
 
-def test_xla_cpu_really_dies_on_remainder_by_constant_zero():
+def test_xla_cpu_really_dies_on_remainder_by_constant_zero(xla):
     """The class above is XLA:CPU's behaviour (jaxlib 0.10.2), not a guess: the oracle
     dies with SIGFPE on s32 remainder(0, 0) of constants, and the campaign's check calls
     it known instead of a new finding. XLA's semantics (by hand): 0 % 0 = 0."""
-    pytest.importorskip("jax")
-    from hloref.fuzz.property import check_program
-    from hloref.fuzz.workers import OracleWorker
     text = _division("remainder", "s32", 0, 0)
-    with OracleWorker("xla") as worker:
-        outcome = check_program(text, [], worker)
+    outcome = xla(text, [])
     assert outcome.verdict == "crash" and "SIGFPE" in outcome.report.message
     assert outcome.kind == "known" and outcome.known == "int-divide-by-constant-zero"
     assert int(outcome.report.expected) == 0
@@ -137,13 +150,10 @@ ENTRY e {{
     assert known_crash(report, text, []) == want
 
 
-def test_xla_cpu_really_aborts_on_a_variadic_sort_of_s2_keys():
+def test_xla_cpu_really_aborts_on_a_variadic_sort_of_s2_keys(xla):
     """A campaign (seed 31): sort((p, p)) of s2[3,5,3] along dimension 1 killed XLA:CPU
     with SIGABRT; counted as the filed s2 sort bug. By the semantics it is p sorted
     along dimension 1, twice (hloref's value)."""
-    pytest.importorskip("jax")
-    from hloref.fuzz.property import check_program
-    from hloref.fuzz.workers import OracleWorker
     text = """HloModule m
 
 cmp {
@@ -163,8 +173,7 @@ ENTRY e {
                      [[3, 3, 3], [0, 1, 3], [3, 1, 2], [1, 0, 3], [1, 1, 1]],
                      [[2, 2, 3], [1, 3, 2], [3, 3, 3], [3, 3, 1], [3, 3, 0]]])
     p = ((bits + 2) % 4 - 2).astype(ml_dtypes.int2)  # the campaign's s2 bit patterns
-    with OracleWorker("xla") as worker:
-        outcome = check_program(text, [p], worker)
+    outcome = xla(text, [p])
     # heap corruption ("malloc(): unaligned fastbin chunk detected"): runs die with
     # SIGABRT or SIGSEGV, or return rows that are not a permutation; known every way
     assert outcome.verdict in ("crash", "mismatch"), outcome
@@ -300,7 +309,7 @@ ENTRY e {
 """
 
 
-def test_the_bits_and_sign_of_a_nan_are_implementation_defined():
+def test_the_bits_and_sign_of_a_nan_are_implementation_defined(worker):
     """log1p(-5e31) and acos(-1.4e21) are NaN (by hand: outside the domains); XLA:CPU's
     NaNs come back as 0xFFFFFFFF and +NaN where hloref's are 0xFFC00000 and -NaN (seen in
     a campaign, seed 7): a known gap, not a mismatch. Without a NaN, bits 1,000 ULPs off
@@ -309,23 +318,21 @@ def test_the_bits_and_sign_of_a_nan_are_implementation_defined():
     import ml_dtypes as md
 
     from hloref.fuzz.differential import diff
-    from hloref.fuzz.workers import OracleWorker
     p = np.array([-4.9787705e+31, 0.5], np.float32)
-    with OracleWorker("xla") as worker:
-        r = diff(NAN_BITS, [p], worker=worker)
-        assert r.verdict in ("known-gap", "match"), r.summary()
-        if r.verdict == "known-gap":
-            assert r.known_gap == "nan-sign-payload"
-        finite = np.array([0.25, 0.5], np.float32)
-        good = diff(NAN_BITS, [finite], worker=worker)
-        assert good.verdict == "match", good.summary()
-        off = np.array(good.expected, copy=True)
-        off[1] += 1000
-        assert diff(NAN_BITS, [finite], worker=worker, oracle_value=off).verdict == "mismatch"
-        a = np.array([-1.4e21, -4.8e-31]).astype(md.bfloat16)
-        q = np.array([-0.163, -0.163]).astype(md.bfloat16)
-        s = diff(NAN_SIGN, [a, q], worker=worker)
-        assert s.verdict in ("known-gap", "match"), s.summary()
+    r = diff(NAN_BITS, [p], worker=worker)
+    assert r.verdict in ("known-gap", "match"), r.summary()
+    if r.verdict == "known-gap":
+        assert r.known_gap == "nan-sign-payload"
+    finite = np.array([0.25, 0.5], np.float32)
+    good = diff(NAN_BITS, [finite], worker=worker)
+    assert good.verdict == "match", good.summary()
+    off = np.array(good.expected, copy=True)
+    off[1] += 1000
+    assert diff(NAN_BITS, [finite], worker=worker, oracle_value=off).verdict == "mismatch"
+    a = np.array([-1.4e21, -4.8e-31]).astype(md.bfloat16)
+    q = np.array([-0.163, -0.163]).astype(md.bfloat16)
+    s = diff(NAN_SIGN, [a, q], worker=worker)
+    assert s.verdict in ("known-gap", "match"), s.summary()
 
 
 def test_a_divisor_xla_simplifies_to_a_constant_zero_is_the_folded_crash():
@@ -439,19 +446,15 @@ def test_c128_log_inherits_the_band_in_its_real_part(r, real_ulps, imag_off, wan
     ("f64", -0.2, None),
     ("c128", complex(-0.7676435096355178, 0), "log-plus-one-f64-band"),
 ])
-def test_xla_cpu_really_is_off_in_the_log1p_band(t, x, want):
+def test_xla_cpu_really_is_off_in_the_log1p_band(t, x, want, xla):
     """XLA:CPU (jaxlib 0.10.2): f64 log-plus-one of -0.374664685 is 15 ULP from mpmath's
     (the stored finding), c128 log of -0.7676435 103 ULP off in its real part; the
     campaign's check calls both known. Outside the band (-0.2) XLA agrees: a match."""
-    pytest.importorskip("jax")
-    from hloref.fuzz.property import check_program
-    from hloref.fuzz.workers import OracleWorker
     op = "log-plus-one" if t == "f64" else "log"
     text = (f"HloModule m\n\nENTRY e {{\n  p = {t}[1] parameter(0)\n"
             f"  ROOT r = {t}[1] {op}(p)\n}}\n")
     value = np.array([x], np.float64 if t == "f64" else np.complex128)
-    with OracleWorker("xla") as worker:
-        outcome = check_program(text, [value], worker)
+    outcome = xla(text, [value])
     if want is None:
         assert outcome.verdict == "match"
     else:
@@ -486,17 +489,13 @@ def test_an_infinity_met_by_an_overflowing_sum_is_the_accumulation_difference(va
     assert known_difference(report) == want
 
 
-def test_xla_cpu_really_sums_an_overflowing_reduce_with_an_infinity_to_nan():
+def test_xla_cpu_really_sums_an_overflowing_reduce_with_an_infinity_to_nan(xla):
     """The class above is what XLA:CPU (jaxlib 0.10.2) does: the campaign's check calls
     this reduce known, not a finding."""
-    pytest.importorskip("jax")
-    from hloref.fuzz.property import check_program
-    from hloref.fuzz.workers import OracleWorker
     x = np.array([-1.0, -1.4837957e27, -3.4028235e38, -3.4028235e38, 1.5438245e-07, -1.0,
                   np.inf, -2.1132566e-15, 3.8742269e34, 1.1754944e-38, -34.118893,
                   2.8408047e-11], np.float32)
-    with OracleWorker("xla") as worker:
-        outcome = check_program(_reduce_text(x.size), [x], worker)
+    outcome = xla(_reduce_text(x.size), [x])
     assert outcome.verdict == "mismatch", outcome
     assert np.isnan(np.asarray(outcome.report.actual)) and np.isinf(np.asarray(
         outcome.report.expected))
@@ -519,17 +518,13 @@ def test_a_tiny_f64_converted_to_nan_f8e8m0fnu_is_the_known_difference(x, actual
     assert known_difference(report) == want
 
 
-def test_xla_cpu_really_converts_tiny_f64_to_nan_f8e8m0fnu():
+def test_xla_cpu_really_converts_tiny_f64_to_nan_f8e8m0fnu(xla):
     """Measured: f64 2^-128 and 2^-140 give NaN on XLA:CPU, 2^-127 stays; the campaign's
     check calls the program known."""
-    pytest.importorskip("jax")
-    from hloref.fuzz.property import check_program
-    from hloref.fuzz.workers import OracleWorker
     text = ("HloModule m\n\nENTRY e {\n  p = f64[3] parameter(0)\n"
             "  ROOT c = f8e8m0fnu[3] convert(p)\n}\n")
     x = np.array([2.0 ** -127, 2.0 ** -128, 2.0 ** -140])
-    with OracleWorker("xla") as worker:
-        outcome = check_program(text, [x], worker)
+    outcome = xla(text, [x])
     got = np.asarray(outcome.report.actual).astype(np.float64)
     assert got[0] == 2.0 ** -127 and np.isnan(got[1:]).all()
     assert outcome.kind == "known" and outcome.known == "ftz-f8e8m0fnu"
@@ -545,15 +540,12 @@ ENTRY e {
 """
 
 
-def test_a_folded_s8_convolution_that_saturates_is_the_filed_folding_bug():
+def test_a_folded_s8_convolution_that_saturates_is_the_filed_folding_bug(xla):
     """A campaign (seed 0, --xla-opt fast): the s8 convolution of two constants. By the
     definition (b0f_0oi->0bf, window 2, one low pad): out[p, 0, o] = sum over taps t and
     input features i of a[0, p + t - 1, i] * k[t, o, i], zero outside; in int64 below.
     Element [3, 0, 1] is 157, over s8's 127: it wraps to -99 (hloref), XLA's folder gives
     127. Counted as the stored convolution-s16 finding's class."""
-    pytest.importorskip("jax")
-    from hloref.fuzz.property import check_program
-    from hloref.fuzz.workers import OracleWorker
     a = np.array([[[-1, 3, 5], [-2, -6, 8], [-3, -3, 4], [6, -7, 4]]], np.int64)
     k = a.reshape(2, 2, 3)
     exact = np.zeros((4, 1, 2), np.int64)
@@ -563,21 +555,17 @@ def test_a_folded_s8_convolution_that_saturates_is_the_filed_folding_bug():
                 exact[p, 0] += k[t] @ a[0, p + t - 1]
     assert int(exact[3, 0, 1]) == 157
     wrapped = ((exact + 128) % 256 - 128).astype(np.int8)
-    with OracleWorker("xla") as worker:
-        outcome = check_program(S8_CONV, [], worker)
+    outcome = xla(S8_CONV, [])
     assert np.array_equal(np.asarray(outcome.report.expected), wrapped)
     assert int(np.asarray(outcome.report.actual)[3, 0, 1]) == 127
     assert outcome.kind == "known" and outcome.known == "convolution-int-folding-saturates"
 
 
-def test_a_division_by_zero_of_a_reduce_over_an_empty_parameter_is_the_folded_crash():
+def test_a_division_by_zero_of_a_reduce_over_an_empty_parameter_is_the_folded_crash(xla):
     """A campaign (seed 0): s16 divide(reduce(p, 0) over p's empty dimension, 0). p has
     no elements, so the reduce is its init value 0 (by the semantics), which XLA folds
     with the constant divisor 0 and dies with SIGFPE; hloref's value is XLA's x / 0 = -1.
     A parameter of no elements counts as a value the folder knows."""
-    pytest.importorskip("jax")
-    from hloref.fuzz.property import check_program
-    from hloref.fuzz.workers import OracleWorker
     text = """HloModule m
 
 or16 {
@@ -595,8 +583,7 @@ ENTRY e {
 }
 """
     p = np.zeros((1, 3, 0), np.int16)
-    with OracleWorker("xla") as worker:
-        outcome = check_program(text, [p], worker)
+    outcome = xla(text, [p])
     assert outcome.verdict == "crash" and "SIGFPE" in outcome.report.message
     assert outcome.kind == "known" and outcome.known == "int-divide-by-constant-zero"
     assert np.asarray(outcome.report.expected).tolist() == [[-1, -1, -1]]
@@ -616,14 +603,11 @@ def test_the_log1p_band_class_allows_rounding_elsewhere_in_the_array():
     assert known_difference(_localized("log-plus-one", [x], exact, a)) is None
 
 
-def test_a_dot_whose_finite_product_overflows_beside_an_infinity_is_the_accumulation_difference():
+def test_a_dot_whose_finite_product_overflows_beside_an_infinity_is_the_accumulation_difference(xla):
     """A campaign (seed 31): a batched f64 dot whose element [1, 0] sums 1.59e283 x
     3.84e252 (over f64's 1.8e308) and -inf x 1.59e283. Computed in the type the first
     product is +inf and the sum NaN (XLA:CPU); hloref's wider products keep it finite,
     so its sum is -inf (by hand: any finite value plus -inf)."""
-    pytest.importorskip("jax")
-    from hloref.fuzz.property import check_program
-    from hloref.fuzz.workers import OracleWorker
     text = ("HloModule m\n\nENTRY e {\n  a = f64[3,2,3] parameter(0)\n"
             "  b = f64[2,3] parameter(1)\n  ROOT d = f64[3,3] dot(a, b), lhs_batch_dims={0}, "
             "rhs_batch_dims={1}, lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
@@ -639,8 +623,7 @@ def test_a_dot_whose_finite_product_overflows_beside_an_infinity_is_the_accumula
     b = a.ravel()[2:8].reshape(2, 3).copy()  # the campaign's rhs: six of the lhs's values
     with np.errstate(over="ignore"):  # the overflow the test is about
         assert a[1, 0, 0] * b[0, 1] == np.inf and a[1, 1, 0] == -np.inf
-    with OracleWorker("xla") as worker:
-        outcome = check_program(text, [a, b], worker)
+    outcome = xla(text, [a, b])
     assert np.isnan(np.asarray(outcome.report.actual)[1, 0])
     assert np.asarray(outcome.report.expected)[1, 0] == -np.inf
     assert outcome.kind == "known" and outcome.known == "accumulation-overflow"
