@@ -18,7 +18,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
-__all__ = ["Program", "flat_program", "keys", "normal", "glorot", "he", "layer_norm",
+__all__ = ["Program", "flat_program", "keys", "normal", "glorot", "he", "layer_norm", "group_norm",
            "cross_entropy", "adam_update", "adam_init", "to_numpy"]
 
 
@@ -74,6 +74,15 @@ def layer_norm(x, scale, bias, eps=1e-5):
     mean = jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
     return (x - mean) * lax.rsqrt(var + eps) * scale + bias
+
+
+def group_norm(x, groups, scale, bias, eps=1e-5):
+    """Group norm of NHWC ``x`` over spatial positions and each group of channels."""
+    n, h, w, c = x.shape
+    g = x.reshape(n, h, w, groups, c // groups)
+    mean = jnp.mean(g, axis=(1, 2, 4), keepdims=True)
+    var = jnp.var(g, axis=(1, 2, 4), keepdims=True)
+    return ((g - mean) * lax.rsqrt(var + eps)).reshape(n, h, w, c) * scale + bias
 
 
 def cross_entropy(logits, labels, n_classes):

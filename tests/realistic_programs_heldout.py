@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from realistic_common import flat_program, glorot, he, keys, normal
+from realistic_common import flat_program, glorot, group_norm, he, keys, normal
 
 __all__ = ["HELDOUT"]
 
@@ -339,10 +339,7 @@ def ddpm_denoise_step(seed=0, n=2, hw=16, c=16, T=1000):
         abar = jnp.cumprod(alphas)
         h = lax.conv_general_dilated(x_t, p["c1"], (1, 1), "SAME", dimension_numbers=dn)
         h = h + (_timestep_embedding(t, 32) @ p["temb"])[:, None, None, :]
-        g = h.reshape(n, hw, hw, 4, c // 4)
-        g = (g - g.mean(axis=(1, 2, 4), keepdims=True)) * lax.rsqrt(
-            g.var(axis=(1, 2, 4), keepdims=True) + 1e-5)
-        h = jax.nn.silu(g.reshape(h.shape) * p["gn_s"] + p["gn_b"])
+        h = jax.nn.silu(group_norm(h, 4, p["gn_s"], p["gn_b"]))
         h = jax.nn.silu(lax.conv_general_dilated(h, p["c2"], (1, 1), "SAME",
                                                  dimension_numbers=dn))
         eps = lax.conv_general_dilated(h, p["c3"], (1, 1), "SAME", dimension_numbers=dn)

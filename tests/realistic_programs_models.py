@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from realistic_common import flat_program, glorot, he, keys, normal
+from realistic_common import flat_program, glorot, group_norm, he, keys, normal
 
 __all__ = ["MODELS"]
 
@@ -183,14 +183,6 @@ def nucleus_sampling(seed=0, b=8, vocab=64, top_p=0.9):
         "the kept set, categorical draw")
 
 
-def _group_norm(x, groups, scale, bias, eps=1e-5):
-    n, h, w, c = x.shape
-    g = x.reshape(n, h, w, groups, c // groups)
-    mean = jnp.mean(g, axis=(1, 2, 4), keepdims=True)
-    var = jnp.var(g, axis=(1, 2, 4), keepdims=True)
-    return ((g - mean) * lax.rsqrt(var + eps)).reshape(n, h, w, c) * scale + bias
-
-
 def conv_decoder_grad(seed=0, n=2, c=16):
     k = keys(seed, 6)
     params = {
@@ -208,7 +200,7 @@ def conv_decoder_grad(seed=0, n=2, c=16):
         h = lax.conv_general_dilated(z, p["dw"], (1, 1), "SAME", dimension_numbers=dn,
                                      feature_group_count=c)
         h = lax.conv_general_dilated(h, p["pw"], (1, 1), "SAME", dimension_numbers=dn)
-        h = jax.nn.silu(_group_norm(h, 4, p["gn_s"], p["gn_b"]))
+        h = jax.nn.silu(group_norm(h, 4, p["gn_s"], p["gn_b"]))
         y = lax.conv_transpose(h, p["up"], (2, 2), "SAME", dimension_numbers=dn)
         return jnp.mean(jnp.square(y - target))
 
