@@ -204,14 +204,22 @@ def _pred_products(module) -> bool:
     return False
 
 
+def _result_pairs(report) -> list:
+    """hloref's and the oracle's result arrays of ``report``, leaf by leaf."""
+    from .compare import leaves
+
+    def arrays(value):
+        return [np.asarray(leaf) for _, leaf in leaves(value) if isinstance(leaf, np.ndarray)]
+
+    return list(zip(arrays(getattr(report, "expected", None)),
+                    arrays(getattr(report, "actual", None))))
+
+
 def _zeroed_only(report) -> bool:
     """Whether every element where the oracle's float result differs from hloref's is a
     zero on the oracle's side where hloref has NaN, an infinity or the other zero."""
-    from .compare import leaves
     seen = False
-    for (_, e), (_, a) in zip(leaves(getattr(report, "expected", None)),
-                              leaves(getattr(report, "actual", None))):
-        e, a = np.asarray(e), np.asarray(a)
+    for e, a in _result_pairs(report):
         if e.shape != a.shape:
             return False
         if e.dtype.kind == "c" or a.dtype.kind == "c":
@@ -235,15 +243,8 @@ def _zeroed_only(report) -> bool:
 def _saturated_only(report) -> bool:
     """Whether every element where the oracle's integer result differs from hloref's is
     the type's largest or smallest value (and one does)."""
-    from .compare import leaves
-
-    def arrays(value):
-        return [np.asarray(leaf) for _, leaf in leaves(value) if isinstance(leaf, np.ndarray)]
-
-    pairs = list(zip(arrays(getattr(report, "expected", None)),
-                     arrays(getattr(report, "actual", None))))
     seen = False
-    for e, a in pairs:
+    for e, a in _result_pairs(report):
         if e.shape != a.shape or e.dtype != a.dtype:
             return False
         if not np.array_equal(e, a):
