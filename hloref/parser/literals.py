@@ -211,6 +211,8 @@ class LiteralParser(ShapeParser):
             arr = vals.astype(et.dtype)
         if et.float_format.nan_style in ("e8m0", "none") or not et.float_format.has_inf:
             bad = np.isnan(arr.astype(np.float64)) & np.isfinite(vals)
+            for idx, _ in overrides:
+                bad[idx] = False  # a NaN literal (0.0 holds its place until the bits go in)
             if bad.any():
                 pos, _, v = items[int(np.argmax(bad))]
                 raise s.error(f"value {v} cannot be represented in {et.name}", pos)
