@@ -545,10 +545,11 @@ def _infinity_meets_overflow(culprit, arrays) -> bool:
     """A sum (``reduce``/``reduce-window`` whose reducer is ``add``) holding an infinity,
     whose finite terms of the other sign could overflow the type on their own: summed
     first, in the type, they reach the other infinity and inf - inf = NaN, where hloref's
-    f64 sum gives the infinity. Likewise a ``dot``/``convolution`` with an infinite
-    operand element whose finite products could overflow (computed in the type, such a
-    product is an infinity too). Every differing element is NaN on one side and ±inf on
-    the other."""
+    f64 sum gives the infinity. Likewise a ``dot``/``convolution`` with a non-finite
+    operand element (an infinity, or a NaN that other result elements read) whose finite
+    products could overflow: computed in the type, such products are infinities, and two
+    of opposite signs (or one beside the infinite operand's) give NaN. Every differing
+    element is NaN on one side and ±inf on the other."""
     if not arrays or arrays[0].dtype.kind not in "fV":
         return False
     top = _finite_max(arrays[0].dtype)
@@ -566,9 +567,9 @@ def _infinity_meets_overflow(culprit, arrays) -> bool:
         if len(arrays) < 2 or arrays[1].dtype.kind not in "fV":
             return False
         lhs, rhs = arrays[0].astype(np.float64), arrays[1].astype(np.float64)
-        if not (np.any(np.isinf(lhs)) or np.any(np.isinf(rhs))) or \
+        if np.all(np.isfinite(lhs)) and np.all(np.isfinite(rhs)) or \
                 _products_bound(lhs, rhs) < edge:
-            return False
+            return False  # (all finite: the general accumulation-overflow rule's case)
     elif culprit.opcode in ("reduce", "reduce-window") and _adds(culprit):
         x = arrays[0].astype(np.float64)
         finite = np.isfinite(x)

@@ -627,3 +627,44 @@ def test_a_dot_whose_finite_product_overflows_beside_an_infinity_is_the_accumula
     assert np.isnan(np.asarray(outcome.report.actual)[1, 0])
     assert np.asarray(outcome.report.expected)[1, 0] == -np.inf
     assert outcome.kind == "known" and outcome.known == "accumulation-overflow"
+
+
+def test_a_convolution_whose_products_overflow_both_ways_beside_a_nan_is_the_accumulation_difference(xla):
+    """A campaign (seed 31): a bf16 convolution (pad=2_0, lhs_dilate=2, rhs_dilate=2,
+    window 3) whose lhs holds a NaN that output elements 0, 2 and 4 read. Element 6 reads
+    lhs[2], lhs[3], lhs[4] with kernel[0], kernel[1], kernel[2] (by hand: the dilated,
+    padded lhs is [0, 0, l0, _, l1, _, l2, _, l3, _, l4]; taps 6, 8, 10); the products
+    are ~-6e-22, (-1.18e36)(-3.39e38) = 4.0e74 and (-2.16e14)(6.17e34) = -1.3e49. Exactly
+    the sum is 4.0e74, so bf16 +inf (hloref); with products in f32 (XLA:CPU) they are
+    +inf and -inf, and the sum NaN."""
+    text = ("HloModule m\n\nENTRY e {\n  x = bf16[1,1,5] parameter(0)\n"
+            "  k = bf16[1,1,3] parameter(1)\n  ROOT c = bf16[1,1,7] convolution(x, k), "
+            "window={size=3 pad=2_0 lhs_dilate=2 rhs_dilate=2}, dim_labels=fb0_oi0->fb0\n}\n")
+    bf = ml_dtypes.bfloat16
+    x = np.array([64444, 32704, 17329, 64356, 55108], np.uint16).view(bf).reshape(1, 1, 5)
+    k = np.array([38924, 65407, 31038], np.uint16).view(bf).reshape(1, 1, 3)
+    wide_x, wide_k = x.astype(np.float64).ravel(), k.astype(np.float64).ravel()
+    exact = wide_x[2] * wide_k[0] + wide_x[3] * wide_k[1] + wide_x[4] * wide_k[2]
+    assert exact > float(ml_dtypes.finfo(bf).max)  # rounds to +inf in bf16
+    with np.errstate(over="ignore"):
+        products = (wide_x[2:] * wide_k).astype(np.float32)
+    assert np.isposinf(products[1]) and np.isneginf(products[2])
+    outcome = xla(text, [x, k])
+    assert np.isposinf(np.asarray(outcome.report.expected).astype(np.float64)[0, 0, 6])
+    assert np.isnan(np.asarray(outcome.report.actual).astype(np.float64)[0, 0, 6])
+    assert outcome.kind == "known" and outcome.known == "accumulation-overflow"
+
+
+@pytest.mark.parametrize("kernel,want", [
+    ((1.0, -3.0e38, 3.0e38), "accumulation-overflow"),  # products overflow both ways
+    ((1.0, 2.0, 3.0), None),                              # nothing can overflow
+])
+def test_a_nan_operand_excuses_an_inf_to_nan_swap_only_where_products_could_overflow(kernel, want):
+    """Hand-built reports: a convolution whose lhs holds a NaN, hloref +inf and the
+    oracle NaN at one element; it is the accumulation difference only where the
+    products' bound reaches the type's overflow."""
+    x = np.array([[[1e30, np.nan, 1e30, 1e30, 1e30]]], np.float32)
+    k = np.array([[kernel]], np.float32)
+    expected = np.array([[[np.nan, np.inf]]], np.float32)
+    actual = np.array([[[np.nan, np.nan]]], np.float32)
+    assert known_difference(_localized("convolution", [x, k], expected, actual)) == want
