@@ -338,7 +338,8 @@ def cmd_replay(args) -> int:
     for r in results:
         status = ("REPRODUCES" if r["reproduces"] else
                   f"known difference ({r['known_difference']})" if r.get("known_difference")
-                  else "fixed/gone")
+                  else f"not on this host (lacks {', '.join(r['host_lacks'])})"
+                  if r.get("host_lacks") else "fixed/gone")
         print(f"{status:11s} {r['path']}: stored {r['stored_verdict']}, now {r['verdict']}: "
               f"{r['classification']}")
     n = sum(r["reproduces"] for r in results)

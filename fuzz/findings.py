@@ -14,7 +14,10 @@ written atomically (``report.write_finding``). Two keys deduplicate findings:
 
 Before reduction a finding is kept as ``OUT/pending/<key>`` (``write_pending``), so a
 killed campaign loses none. ``replay`` re-runs stored findings and says which still
-reproduce (``hloref replay``).
+reproduce (``hloref replay``). A finding seen only on some processors names the CPU flags
+of the host it was found on (``finding.json``: ``host_cpu_flags``, as ``/proc/cpuinfo``
+spells them); replay on a host that lacks one says so (``host_lacks``) instead of
+taking a miss for a fix.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from .property import known_difference, leaves
 
 __all__ = ["signature", "signature_key", "pre_key", "claim", "write_pending", "load_program",
            "reduce_and_write", "replay", "finding_dirs", "module_opcodes", "module_types",
-           "has_narrow_float", "classify"]
+           "has_narrow_float", "classify", "host_cpu_flags", "missing_cpu_flags"]
 
 #: Opcodes left out of a signature: they only move values.
 _STRUCTURAL = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
@@ -186,6 +189,25 @@ def load_program(directory: str):
     return module, values
 
 
+def host_cpu_flags(path: str = "/proc/cpuinfo") -> frozenset | None:
+    """This host's CPU flags (Linux's ``/proc/cpuinfo``), or None where unreadable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return None
+
+
+def missing_cpu_flags(meta: dict, have: frozenset | None) -> list[str]:
+    """The ``host_cpu_flags`` a finding names that this host lacks (all of them when
+    the host's flags are unknown)."""
+    need = list(meta.get("host_cpu_flags") or ())
+    return need if have is None else [f for f in need if f not in have]
+
+
 def replay(paths, *, worker_factory=None, timeout: float = 60.0) -> list[dict]:
     """Re-run stored findings; each result says whether it still reproduces."""
     from .differential import diff
@@ -198,6 +220,7 @@ def replay(paths, *, worker_factory=None, timeout: float = 60.0) -> list[dict]:
                         if os.path.isfile(os.path.join(p, n, "finding.json")))
     workers: dict = {}
     results = []
+    have = host_cpu_flags()
     try:
         for d in dirs:
             with open(os.path.join(d, "finding.json"), encoding="utf-8") as f:
@@ -234,6 +257,7 @@ def replay(paths, *, worker_factory=None, timeout: float = 60.0) -> list[dict]:
                             "reproduces": reproduces, "known_difference": known,
                             "verdict_without_excess_precision": strict,
                             "classification": classify(verdict, known, strict),
+                            "host_lacks": missing_cpu_flags(meta, have),
                             "message": message})
     finally:
         for w in workers.values():

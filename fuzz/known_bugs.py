@@ -20,6 +20,7 @@ __all__ = ["FILED", "known_crash", "known_folding"]
 #: ``findings/``): campaigns count them as known, while ``hloref replay`` of the stored
 #: finding still says whether it reproduces.
 FILED = frozenset({"int-divide-by-constant-zero", "concatenate-2bit-aborts", "sort-2bit",
+                   "bf16-to-pred-cannot-select",
                    "convert-f4e2m1fn-to-int-saturates", "s4-arithmetic-does-not-wrap",
                    "f8e8m0fnu-constant-folding", "clz-negative-constant-folding",
                    "round-f8e3m4-folding", "f4e2m1fn-infinity-folding", "atan2-zero-zero-folding",
@@ -43,7 +44,8 @@ def _type_name(instr) -> str:
 def known_crash(report, module, args) -> str | None:
     """The ``KNOWN_DIFFERENCES`` key of a known XLA:CPU crash ``report`` shows, or ``None``:
     a SIGABRT from a module with a concatenate of s2/u2 arrays, a SIGABRT or SIGSEGV from
-    one with a sort of them; a SIGFPE from a module
+    one with a sort of them; a SIGABRT whose stderr is LLVM's "Cannot select" from a module
+    converting bf16 to pred; a SIGFPE from a module
     with an integer ``divide``/``remainder`` whose operands depend on no parameter (what
     constant folding evaluates on the host) and whose divisor holds a zero in hloref's
     evaluation on ``args`` (INT_MIN / -1 folds fine: checked)."""
@@ -63,6 +65,12 @@ def known_crash(report, module, args) -> str | None:
         # a variadic sort of s2/u2 keys corrupts the heap: SIGABRT ("malloc(): unaligned
         # fastbin chunk detected") or SIGSEGV by the run (a campaign, seed 31)
         return "sort-2bit"
+    tail = getattr(getattr(report, "oracle_result", None), "stderr_tail", "") or ""
+    if "SIGABRT" in message and ("Cannot select" in tail or "X86ISD::CMPP" in tail) and any(
+            i.opcode == "convert" and _type_name(i) == "pred" and i.operands and
+            _type_name(i.operands[0]) == "bf16"
+            for c in module.computations.values() for i in c.instructions):
+        return "bf16-to-pred-cannot-select"  # LLVM's X86 instruction selection aborts
     if "SIGFPE" not in message:
         return None
     divisions = _folded(module, _integer_binary(("divide", "remainder")), _free_values(module))

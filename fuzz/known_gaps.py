@@ -338,6 +338,11 @@ KNOWN_DIFFERENCES = {
                                    "products when the result is converted to a wider type "
                                    "(float-normalization-s4; findings/xla-cpu-jaxlib-0.10.2/"
                                    "s4-add-does-not-wrap; multiply seen too)",
+    "bf16-to-pred-cannot-select": "XLA:CPU (jaxlib 0.10.2, an AVX-512 host) aborts compiling "
+                                  "a fusion that converts bf16 to pred and to a 16-bit "
+                                  "integer (LLVM: Cannot select v16f32 X86ISD::CMPP; "
+                                  "findings/xla-cpu-jaxlib-0.10.2/convert-bf16-to-pred-and-"
+                                  "u16-llvm-cannot-select)",
     "sort-2bit": "XLA:CPU (jaxlib 0.10.2) sorts s2/u2 keys wrongly: rows that are not a "
                  "permutation of the input or not in the comparator's order "
                  "(findings/xla-cpu-jaxlib-0.10.2/sort-s2-not-a-permutation; u2 seen too)",

@@ -120,9 +120,32 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 23
-    not_reproducing = [r["path"] for r in results if not r["reproduces"]]
+    assert len(results) == 24
+    # a finding seen only on some processors may not reproduce on a host without its
+    # CPU flags (finding.json: host_cpu_flags); everywhere else a miss is a fix
+    not_reproducing = [r["path"] for r in results if not r["reproduces"] and not r["host_lacks"]]
     assert not not_reproducing, f"fixed in this jaxlib? {not_reproducing}"
+
+
+def test_a_finding_names_the_cpu_flags_a_host_lacks(tmp_path):
+    from hloref.fuzz.findings import host_cpu_flags, missing_cpu_flags
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f\n")
+    have = host_cpu_flags(str(cpuinfo))
+    assert have == {"fpu", "sse2", "avx2", "avx512f"}
+    meta = {"host_cpu_flags": ["avx512f", "avx512_bf16"]}
+    assert missing_cpu_flags(meta, have) == ["avx512_bf16"]
+    assert missing_cpu_flags({}, have) == []
+    assert missing_cpu_flags(meta, None) == ["avx512f", "avx512_bf16"]  # unknown host
+    assert host_cpu_flags(str(tmp_path / "absent")) is None
+
+
+def test_bf16_to_pred_and_u16_reference_by_hand():
+    module, args = _load("convert-bf16-to-pred-and-u16-llvm-cannot-select")
+    x = args[0].astype(np.float64)
+    want = (x != 0).astype(np.int64) + np.clip(np.trunc(x), 0, 65535).astype(np.int64)
+    assert want.tolist() == [[1, 1, 1], [1, 0, 1], [2, 2, 3], [3, 4, 301]]
+    np.testing.assert_array_equal(hloref.evaluate(module, *args).astype(np.int64), want)
 
 
 def test_retired_findings_are_excess_precision():

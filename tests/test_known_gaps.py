@@ -668,3 +668,45 @@ def test_a_nan_operand_excuses_an_inf_to_nan_swap_only_where_products_could_over
     expected = np.array([[[np.nan, np.inf]]], np.float32)
     actual = np.array([[[np.nan, np.nan]]], np.float32)
     assert known_difference(_localized("convolution", [x, k], expected, actual)) == want
+
+
+_BF16_PRED = """HloModule m
+ENTRY e {{
+  p = {t}[4,3] parameter(0)
+  c = pred[4,3] convert(p)
+  a = u16[4,3] convert(c)
+  b = u16[4,3] convert(p)
+  ROOT r = u16[4,3] add(a, b)
+}}
+"""
+
+
+@pytest.mark.parametrize("t,signal,tail,want", [
+    ("bf16", "SIGABRT", "LLVM ERROR: Cannot select: v16f32 = X86ISD::CMPP", "bf16-to-pred-cannot-select"),
+    ("bf16", "SIGABRT", "  0x1: v16f32 = X86ISD::CMPP 0x2, 0x3\nIn function: f", "bf16-to-pred-cannot-select"),
+    ("bf16", "SIGSEGV", "LLVM ERROR: Cannot select: v16f32 = X86ISD::CMPP", None),  # another death
+    ("bf16", "SIGABRT", "malloc(): corrupted top size", None),                      # another abort
+    ("f16", "SIGABRT", "LLVM ERROR: Cannot select: v16f32 = X86ISD::CMPP", None),   # no bf16 -> pred
+])
+def test_known_crash_of_llvm_selecting_a_bf16_to_pred_convert(t, signal, tail, want):
+    report = SimpleNamespace(verdict="crash", message=f"the xla oracle process died with {signal}",
+                             oracle_result=SimpleNamespace(stderr_tail=tail))
+    assert known_crash(report, _BF16_PRED.format(t=t), []) == want
+
+
+def test_xla_cpu_really_aborts_selecting_a_bf16_to_pred_convert(xla):
+    """A campaign (seed 31), reduced by hand: bf16[4,3] converted to pred and to u16 in
+    one fusion aborts XLA:CPU in LLVM's instruction selection on this (AVX-512) host;
+    the stored finding convert-bf16-to-pred-and-u16-llvm-cannot-select. By hand the
+    value is (x != 0) + saturate_u16(x): [[1, 1, 1], [1, 0, 1], [2, 2, 3], [3, 4, 301]]."""
+    from hloref.fuzz.findings import host_cpu_flags
+    have = host_cpu_flags() or frozenset()
+    x = np.array([[-2, -1.5, -1], [-0.5, 0, 0.5], [1, 1.5, 2], [2.5, 3, 300]], ml_dtypes.bfloat16)
+    outcome = xla(_BF16_PRED.format(t="bf16"), [x])
+    assert np.asarray(outcome.report.expected).tolist() == [[1, 1, 1], [1, 0, 1], [2, 2, 3],
+                                                            [3, 4, 301]]
+    if {"avx512f", "avx512bw", "avx512_bf16"} <= have:
+        assert outcome.verdict == "crash" and "SIGABRT" in outcome.report.message
+        assert outcome.kind == "known" and outcome.known == "bf16-to-pred-cannot-select"
+    else:  # elsewhere unverified: whatever XLA:CPU does, it is not this class's abort
+        assert outcome.known != "bf16-to-pred-cannot-select" or outcome.verdict == "crash"
