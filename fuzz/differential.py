@@ -12,7 +12,8 @@ A mismatch is localised. *Isolation* re-runs every instruction on the oracle alo
 fed with hloref's values of its operands; the culprit is the first one whose result
 falls outside that instruction's own envelope (its ULP or accumulation budget; for
 a ``call``, ``fusion``, ``while`` or ``conditional``, the sampled envelope of the
-called computation, which is then opened and isolated in turn). When no instruction
+called computation, which is then opened and isolated in turn: a fusion's or call's,
+or the branch a conditional ran; loops are not opened). When no instruction
 is wrong alone, the fault is in the compiled program as a whole, and the report goes
 one level down: XLA's optimized module, evaluated by hloref, either lies inside the
 envelope (the HLO passes are innocent: each fusion of the optimized module is
@@ -307,9 +308,10 @@ def isolate(module: Module, values: dict, worker: OracleWorker, *,
                                     values[key], result.value)
         results.append(entry)
         if not verdict.ok:
-            if recurse and instr.opcode in ("fusion", "call"):
-                callee = module.computations[instr.called_computation_names()[0]]
-                inner_values = _trace_computation(module, callee, operands)
+            opened = _opened(instr, operands) if recurse else None
+            if opened is not None:
+                callee, callee_args = module.computations[opened[0]], opened[1]
+                inner_values = _trace_computation(module, callee, callee_args)
                 inner = isolate(module, inner_values, worker, computation=callee,
                                 stop_at_first=True, recurse=True, oracle_module=oracle_module,
                                 debug_options=debug_options, policy=policy)
@@ -318,6 +320,28 @@ def isolate(module: Module, values: dict, worker: OracleWorker, *,
             if stop_at_first:
                 break
     return results
+
+
+def _opened(instr: Instruction, operands: list) -> tuple[str, list] | None:
+    """The computation a mismatching composite is opened into, with its arguments: a
+    fusion's or call's callee with the operands; a conditional's branch that ran (the
+    pred form: true, false; the index form: branch i, an index outside [0, N) the last),
+    with that branch's operand. None for the others (loops: their envelope is sampled)."""
+    if instr.opcode in ("fusion", "call"):
+        return instr.called_computation_names()[0], operands
+    if instr.opcode != "conditional" or not operands:
+        return None
+    selector = np.asarray(operands[0])
+    if "branch_computations" in instr.attrs:
+        branches = [str(b) for b in instr.attrs["branch_computations"]]
+        index = int(selector)
+        index = index if 0 <= index < len(branches) else len(branches) - 1
+    else:
+        branches = [str(instr.attrs["true_computation"]), str(instr.attrs["false_computation"])]
+        index = 0 if bool(selector) else 1
+    if index + 1 >= len(operands):
+        return None
+    return branches[index], [operands[index + 1]]
 
 
 def _same_instruction(module: Module, comp_name: str, instr: Instruction):

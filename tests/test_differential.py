@@ -482,3 +482,46 @@ ENTRY e {
     assert report.verdict == "mismatch"
     assert report.known_difference == "popcnt-s4", report.summary()
     assert "a known XLA:CPU difference (popcnt-s4)" in report.summary()
+
+
+_F4_BRANCHES = """HloModule m
+
+keep {{
+  p = f4e2m1fn[4] parameter(0)
+  ROOT c = s64[4] convert(p)
+}}
+
+saturate {{
+  p = f4e2m1fn[4] parameter(0)
+  n = f4e2m1fn[4] negate(p)
+  ROOT c = s64[4] convert(n)
+}}
+
+ENTRY e {{
+  s = {sel} parameter(0)
+  x = f4e2m1fn[4] parameter(1)
+  ROOT r = s64[4] conditional(s, x, x), {branches}
+}}
+"""
+
+
+@pytest.mark.parametrize("sel,branches,value,inner", [
+    ("s32[]", "branch_computations={keep, saturate}", 1, "saturate"),
+    ("s32[]", "branch_computations={saturate, keep}", 7, "keep"),     # out of range: the last
+    ("pred[]", "true_computation=saturate, false_computation=keep", False, "keep"),
+])
+def test_localisation_opens_the_branch_a_conditional_ran(worker, sel, branches, value, inner):
+    """A conditional whose branch converts f4e2m1fn ±6 to s64 (the filed convert-f4e2m1fn-
+    to-int-saturates: XLA:CPU gives the s64 extremes, by hand 6 and -6): the culprit is
+    that branch's convert, found by opening the branch the selector chose, and so the
+    mismatch is named as the filed class."""
+    text = _F4_BRANCHES.format(sel=sel, branches=branches)
+    selector = np.array(value, np.bool_ if sel == "pred[]" else np.int32)
+    x = np.array([6, -6, 1.5, 0], ml_dtypes.float4_e2m1fn)
+    report = diff(text, [selector, x], worker=worker)
+    want = [6, -6, 1, 0] if inner == "keep" else [-6, 6, -1, 0]
+    assert np.asarray(report.expected).tolist() == want
+    assert report.verdict == "mismatch"
+    culprit = report.culprit.innermost()
+    assert (culprit.computation, culprit.opcode) == (inner, "convert"), report.summary()
+    assert report.known_difference == "convert-f4e2m1fn-to-int-saturates"
