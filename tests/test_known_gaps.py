@@ -710,3 +710,30 @@ def test_xla_cpu_really_aborts_selecting_a_bf16_to_pred_convert(xla):
         assert outcome.kind == "known" and outcome.known == "bf16-to-pred-cannot-select"
     else:  # elsewhere unverified: whatever XLA:CPU does, it is not this class's abort
         assert outcome.known != "bf16-to-pred-cannot-select" or outcome.verdict == "crash"
+
+
+@pytest.mark.parametrize("expected,actual,want", [
+    ([2.0 ** -127, 2.0], [np.nan, 2.0], "ftz"),     # 2^-127 is f32-subnormal: flushed, NaN
+    ([2.0 ** -126, 2.0], [np.nan, 2.0], None),      # 2^-126 is normal: a real difference
+    ([2.0 ** -127, 2.0], [2.0 ** -127, 4.0], None),  # a real difference beside it
+])
+def test_unlocalized_ftz_of_f8e8m0fnu_reads_the_flushed_value_as_nan(expected, actual, want):
+    """f8e8m0fnu has no zero; XLA computes it in f32, where its least value 2^-127 is
+    subnormal, so a flushed value comes back NaN (ml_dtypes: 0 -> NaN, checked here).
+    The seed-31 campaign's folded expm1(2^-127) is this (XLA's optimized module holds
+    the constant NaN; the same expm1 of a parameter gives 2^-127)."""
+    e8 = ml_dtypes.float8_e8m0fnu
+    assert np.isnan(np.array(0.0).astype(e8).astype(np.float64))
+    assert 2.0 ** -127 < float(np.finfo(np.float32).tiny) <= 2.0 ** -126
+    e, a = np.array(expected).astype(e8), np.array(actual).astype(e8)
+    assert known_difference(_unlocalized(e, a)) == want
+
+
+def test_xla_cpu_really_folds_expm1_of_the_least_f8e8m0fnu_to_nan(xla):
+    text = ("HloModule m\n\nENTRY e {\n  c = f8e8m0fnu[] constant(5.877e-39)\n"
+            "  ROOT r = f8e8m0fnu[] exponential-minus-one(c)\n}\n")
+    outcome = xla(text, [])
+    # by hand: expm1(2^-127) = 2^-127 (1 + 2^-128 + ...), nearest f8e8m0fnu 2^-127
+    assert float(np.asarray(outcome.report.expected).astype(np.float64)) == 2.0 ** -127
+    assert np.isnan(np.asarray(outcome.report.actual).astype(np.float64))
+    assert outcome.kind == "known" and outcome.known == "ftz"
