@@ -197,6 +197,12 @@ def _common_grid(values: list, et: ElementType, grids: list) -> ElementType | No
 OVERFLOW_REACH = 2.0 ** -8
 
 
+def _largest_finite(et: ElementType) -> float:
+    """The largest finite value of a float type (ml_dtypes' narrow ones too)."""
+    import ml_dtypes
+    return float(ml_dtypes.finfo(et.dtype).max)
+
+
 def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy, *,
                overflow_reachable: bool = False) -> _Leaf:
     et = float_type(nom)
@@ -261,6 +267,14 @@ def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy, *,
             np.isfinite(hi_s), np.maximum(np.abs(lo_s), np.abs(hi_s)), 0.0).astype(nom.dtype), et)
         lo = np.where(np.isnan(c), lo_s - policy.widen * half_s - floor_s, lo)
         hi = np.where(np.isnan(c), hi_s + policy.widen * half_s + floor_s, hi)
+        # the converse: a finite nominal value where most runs gave NaN (an overflow of
+        # a type without infinities, inf - inf): the few finite runs cannot bound the
+        # element, and the values between the nominal one and the overflow are as
+        # reachable as the overflow itself, so any finite value of the type may come out
+        lost = np.isfinite(c) & (2 * np.sum(np.isnan(stack[1:]), axis=0) > len(values))
+        if np.any(lost):
+            top = _largest_finite(et)
+            lo, hi = np.where(lost, -top, lo), np.where(lost, top, hi)
         if policy.freedoms.ftz:
             tiny = smallest_normal(et)
             touches = (lo < tiny) & (hi > -tiny)

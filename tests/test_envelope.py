@@ -880,3 +880,83 @@ def test_a_user_of_no_elements_does_not_keep_a_narrow_value_from_excess_precisio
     bad[1][0, 2] = np.float16(20.0)
     assert diff(F4_ADD_EMPTY_SLICE, [p, z], worker=worker, oracle_value=tuple(bad),
                 debug_options=fast).verdict == "mismatch"
+
+
+def test_an_element_most_runs_overflow_to_nan_may_take_any_finite_value():
+    """Where the nominal value is finite and most perturbed runs gave NaN (an overflow
+    in a type without infinities, or inf - inf), the few finite runs cannot bound the
+    element: the values between the nominal one and the overflow are as reachable as
+    the overflow. Any finite value of the type is then inside, NaN too; with most runs
+    finite, their spread still bounds it (values by hand)."""
+    import ml_dtypes
+    e4 = ml_dtypes.float8_e4m3fn
+    policy = EnvelopePolicy()
+    nominal = np.array([0.01171875, 1.0]).astype(e4)
+    lost = [np.array([np.nan, 1.0]).astype(e4)] * 5 + [np.array([0.125, 1.0]).astype(e4)] * 3
+    env = Envelope(nominal, lost, policy)
+    for x in (0.375, -448.0, 448.0, np.nan):
+        assert env.check(np.array([x, 1.0]).astype(e4)).ok, x
+    assert not env.check(np.array([0.375, 3.0]).astype(e4)).ok  # the other element holds
+    kept = [np.array([np.nan, 1.0]).astype(e4)] * 3 + [np.array([0.125, 1.0]).astype(e4)] * 5
+    assert not Envelope(nominal, kept, policy).check(np.array([0.375, 1.0]).astype(e4)).ok
+
+
+def test_an_f8_sum_whose_square_overflows_in_most_runs_is_not_pinned_to_the_nominal(worker):
+    """A campaign (seed 0, the #14 benchmark), cut down: the sum s of 50 f8e4m3fn values
+    (exactly 0.04296875; summed in f8e4m3fn with every partial sum rounded, 0.25 in
+    index order: by hand below) is broadcast, carried through a sort, sliced, and a
+    convolution sums 3 products s*s.
+    The sum's reassociation budget (about +-36 here) makes 3*s*s overflow f8e4m3fn
+    (NaN) in every perturbed run, so the envelope had collapsed to the nominal value
+    +- 1 ULP and XLA:CPU's value (from its own f8 order of the sum) was called a
+    mismatch; it is inside now."""
+    import ml_dtypes
+    e4 = ml_dtypes.float8_e4m3fn
+    bits = [187, 177, 55, 32, 58, 164, 177, 180, 165, 65, 175, 149, 176, 24, 177, 54, 25, 51,
+            55, 61, 177, 192, 179, 31, 52, 191, 191, 45, 50, 43, 56, 60, 170, 179, 186, 165,
+            185, 58, 156, 178, 53, 185, 0, 64, 171, 63, 49, 185, 169, 178]
+    x = np.array(bits, np.uint8).view(e4).reshape(5, 5, 2)
+    wide = x.astype(np.float64).ravel()
+    assert wide.sum() == 0.04296875
+    s = 0.0
+    for v in wide:  # index order, every partial sum rounded to f8e4m3fn
+        s = float(np.array(s + v).astype(e4).astype(np.float64))
+    assert s == 0.25
+    text = """HloModule fuzz_74
+
+%add_f8e4m3fn.5 {
+  %p.2 = f8e4m3fn[] parameter(0)
+  %p.3 = f8e4m3fn[] parameter(1)
+  ROOT %add.4 = f8e4m3fn[] add(%p.2, %p.3)
+}
+
+%cmp.14 {
+  %p.9 = f8e4m3fn[] parameter(0)
+  %p.10 = f8e4m3fn[] parameter(1)
+  %p.11 = f8e4m3fn[] parameter(2)
+  %p.12 = f8e4m3fn[] parameter(3)
+  ROOT %compare.13 = pred[] compare(%p.9, %p.10), direction=GT, type=TOTALORDER
+}
+
+ENTRY %main.74 {
+  %p.1 = f8e4m3fn[5,5,2] parameter(0)
+  %constant.6.cut = f8e4m3fn[] parameter(1)
+  %reduce.7 = f8e4m3fn[] reduce(%p.1, %constant.6.cut), dimensions={0,1,2}, to_apply=%add_f8e4m3fn.5
+  %broadcast.8 = f8e4m3fn[5,5,2] broadcast(%reduce.7), dimensions={}
+  %sort.15 = (f8e4m3fn[5,5,2], f8e4m3fn[5,5,2]) sort(%p.1, %broadcast.8), dimensions={2}, is_stable=true, to_apply=%cmp.14
+  %get_tuple_element.16 = f8e4m3fn[5,5,2]{0,1,2} get-tuple-element(%sort.15), index=1
+  %reshape.65 = f8e4m3fn[50] reshape(%get_tuple_element.16)
+  %slice.66 = f8e4m3fn[1] slice(%reshape.65), slice={[18:19]}
+  %reshape.67 = f8e4m3fn[] reshape(%slice.66)
+  %broadcast.68 = f8e4m3fn[6,3,1,4] broadcast(%reshape.67), dimensions={}
+  %reshape.69 = f8e4m3fn[50] reshape(%broadcast.8)
+  %slice.70 = f8e4m3fn[9] slice(%reshape.69), slice={[30:39]}
+  %reshape.71 = f8e4m3fn[1,1,3,3] reshape(%slice.70)
+  ROOT %convolution.72 = f8e4m3fn[1,3,3,1] convolution(%broadcast.68, %reshape.71), window={size=1x3 stride=2x2 pad=0_2x1_0}, dim_labels=1fb0_0o1i->f10b
+}
+"""
+    report = diff(text, [x, np.zeros((), e4)], worker=worker)
+    nominal = float(np.asarray(report.expected).astype(np.float64)[0, 0, 0, 0])
+    xla = float(np.asarray(report.actual).astype(np.float64)[0, 0, 0, 0])
+    assert nominal < 0.02 and abs(xla - nominal) > 0.05  # 3 s^2 ~ 0.006 exactly, rounded in f8
+    assert report.verdict == "match", report.summary()
