@@ -110,7 +110,10 @@ def known_folding(report, module, args) -> str | None:
       the domain somewhere (NaN; XLA:CPU's fused kernel gives inf);
     * a float ``multiply`` of a converted pred where every element XLA gets wrong is a
       zero for hloref's NaN, infinity or other zero (the simplifier's select; known
-      upstream, not stored).
+      upstream, not stored);
+    * a signed integer ``abs(x * x)`` where every element XLA gets wrong is the negation
+      of hloref's (the simplifier drops the abs, taking x * x for non-negative; signed
+      overflow is undefined to XLA's maintainers, not stored).
     """
     if getattr(report, "verdict", None) != "mismatch":
         return None
@@ -147,6 +150,8 @@ def known_folding(report, module, args) -> str | None:
         return "convolution-int-folding-saturates"
     if _pred_products(module) and _zeroed_only(report):
         return "multiply-by-converted-pred"
+    if _signed_abs_of_square(module) and _negated_only(report):
+        return "signed-square-assumed-nonnegative"
     if popcnt:
         return "popcnt-s4"  # the folder counts the sign-extended storage byte
     culprit = report.culprit.innermost() if getattr(report, "culprit", None) else None
@@ -210,6 +215,33 @@ def _pred_products(module) -> bool:
                     _type_name(o.operands[0]) == "pred" for o in i.operands):
                 return True
     return False
+
+
+def _signed_abs_of_square(module) -> bool:
+    """Whether a signed integer ``abs`` reads a ``multiply`` of an operand by itself."""
+    for c in module.computations.values():
+        for i in c.instructions:
+            if i.opcode == "abs" and getattr(getattr(i.shape, "element_type", None),
+                                             "is_signed_integer", False) and \
+                    i.operands and i.operands[0].opcode == "multiply" and \
+                    len(i.operands[0].operands) == 2 and \
+                    i.operands[0].operands[0] is i.operands[0].operands[1]:
+                return True
+    return False
+
+
+def _negated_only(report) -> bool:
+    """Whether every element where the oracle's integer result differs from hloref's is
+    its negation (in the type: wrapping), and some element differs."""
+    seen = False
+    for e, a in _result_pairs(report):
+        if e.shape != a.shape or e.dtype != a.dtype or e.dtype.kind not in "iu":
+            return False
+        differ = e != a
+        if np.any(differ & (a != (-e.astype(np.int64)).astype(e.dtype))):
+            return False
+        seen = seen or bool(np.any(differ))
+    return seen
 
 
 def _result_pairs(report) -> list:

@@ -187,3 +187,47 @@ def test_xla_cpus_select_for_a_product_with_a_converted_pred_is_known():
     other = SimpleNamespace(verdict="mismatch", culprit=None, expected=outcome.report.expected,
                             actual=np.array([0, 0, 0, 2.5], np.float16))
     assert known_folding(other, PRED_TIMES, [m, x]) is None
+
+
+ABS_SQUARE = """HloModule m
+
+square {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  m = s32[] multiply(a, a)
+  ROOT r = s32[] abs(m)
+}
+
+ENTRY e {
+  p = s32[5] parameter(0)
+  ROOT r = s32[5] map(p, p), dimensions={0}, to_apply=square
+}
+"""
+
+
+def test_xla_cpus_dropped_abs_of_a_wrapping_signed_square_is_known():
+    """A campaign (seed 0, --xla-opt fast; default options too): abs(x * x) in s32. By
+    the wrapping semantics (-1805746537)^2 mod 2^32 is -847446767 as s32 and its abs
+    847446767 (hloref; by hand below); XLA's simplifier drops the abs, taking x * x for
+    non-negative (openxla/xla#41784: signed overflow is undefined to its maintainers),
+    so XLA:CPU gives -847446767. A wrong value that is not the negation is not this
+    class, and neither is an abs of a product of two different values."""
+    pytest.importorskip("jax")
+    from hloref.fuzz.property import check_program
+    from hloref.fuzz.workers import OracleWorker
+    x = np.array([-1805746537, 46341, 3, -65536, 2147483647], np.int32)
+    wrapped = ((x.astype(np.int64) ** 2) % 2 ** 32).astype(np.uint32).view(np.int32)
+    by_hand = np.abs(wrapped.astype(np.int64)).astype(np.int32)
+    assert by_hand.tolist() == [847446767, 2147479015, 9, 0, 1]
+    with OracleWorker("xla") as worker:
+        outcome = check_program(ABS_SQUARE, [x], worker)
+    assert np.asarray(outcome.report.expected).tolist() == by_hand.tolist()
+    assert np.asarray(outcome.report.actual).tolist() == [-847446767, -2147479015, 9, 0, 1]
+    assert outcome.kind == "known" and outcome.known == "signed-square-assumed-nonnegative"
+    other = SimpleNamespace(verdict="mismatch", culprit=None, expected=outcome.report.expected,
+                            actual=np.array([-847446767, 5, 9, 0, 1], np.int32))
+    assert known_folding(other, ABS_SQUARE, [x]) is None
+    product = ABS_SQUARE.replace("multiply(a, a)", "multiply(a, b)")
+    same = SimpleNamespace(verdict="mismatch", culprit=None, expected=outcome.report.expected,
+                           actual=outcome.report.actual)
+    assert known_folding(same, product, [x]) is None
