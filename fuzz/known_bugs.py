@@ -34,6 +34,9 @@ _NOT_FOLDED = frozenset({"parameter", "rng", "rng-get-and-update-state", "rng-bi
                          "replica-id", "partition-id"})
 
 _TWO_BIT = ("s2", "u2")
+#: ops that only move, copy or drop elements (values pass through unchanged)
+_MOVES_ELEMENTS = frozenset({"reshape", "slice", "broadcast", "transpose", "copy", "bitcast",
+                             "reverse"})
 _F8 = ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e4m3", "f8e3m4", "f8e4m3b11fnuz")
 
 
@@ -328,13 +331,16 @@ def _s4_to_wider(module) -> dict:
 
 def _int_f8_unsigned(module) -> dict:
     """``{(computation, name): instruction}`` of the converts to u32/u64 whose operand is
-    an f8 value converted from an integer (XLA:CPU fuses the pair)."""
+    an f8 value converted from an integer, through ops that only move elements (XLA:CPU
+    fuses the pair: a campaign, seed 0, met it through reshape, slice, reshape)."""
     out = {}
     for c in module.computations.values():
         for i in c.instructions:
             if i.opcode != "convert" or _type_name(i) not in ("u32", "u64") or not i.operands:
                 continue
             f8 = i.operands[0]
+            while f8.opcode in _MOVES_ELEMENTS and f8.operands:
+                f8 = f8.operands[0]
             if f8.opcode == "convert" and _type_name(f8) in _F8 and f8.operands and \
                     getattr(getattr(f8.operands[0].shape, "element_type", None),
                             "is_integer", False):

@@ -143,6 +143,18 @@ ROWS = [
     ("u32 -> f8e4m3fn -> u32 with an out-of-range value", _module(
         "  p = u32[2] parameter(0)\n  f = f8e4m3fn[2] convert(p)\n  ROOT c = u32[2] convert(f)"),
      [np.array([3000000000, 5], np.uint32)], "convert-int-f8-unsigned-nan"),
+    # a campaign (seed 0): 305739718 exceeds f8e4m3b11fnuz's 30, NaN, reaching the
+    # convert to u32 through a reshape, a slice and a reshape inside a conditional branch
+    ("u32 -> f8e4m3b11fnuz -> reshape, slice -> u32 out of range", _module(
+        "  p = u32[1,2] parameter(0)\n  f = f8e4m3b11fnuz[1,2] convert(p)\n"
+        "  r = f8e4m3b11fnuz[2] reshape(f)\n  s = f8e4m3b11fnuz[1] slice(r), slice={[1:2]}\n"
+        "  e = f8e4m3b11fnuz[] reshape(s)\n  ROOT c = u32[] convert(e)"),
+     [np.array([[0, 305739718]], np.uint32)], "convert-int-f8-unsigned-nan"),
+    ("u32 -> f8e4m3b11fnuz -> reshape, slice -> u32 in range", _module(
+        "  p = u32[1,2] parameter(0)\n  f = f8e4m3b11fnuz[1,2] convert(p)\n"
+        "  r = f8e4m3b11fnuz[2] reshape(f)\n  s = f8e4m3b11fnuz[1] slice(r), slice={[1:2]}\n"
+        "  e = f8e4m3b11fnuz[] reshape(s)\n  ROOT c = u32[] convert(e)"),
+     [np.array([[0, 7]], np.uint32)], None),
     ("u32 -> f8e4m3fn -> u32 in range", _module(
         "  p = u32[2] parameter(0)\n  f = f8e4m3fn[2] convert(p)\n  ROOT c = u32[2] convert(f)"),
      [np.array([3, 5], np.uint32)], None),
