@@ -960,3 +960,32 @@ ENTRY %main.74 {
     xla = float(np.asarray(report.actual).astype(np.float64)[0, 0, 0, 0])
     assert nominal < 0.02 and abs(xla - nominal) > 0.05  # 3 s^2 ~ 0.006 exactly, rounded in f8
     assert report.verdict == "match", report.summary()
+
+
+E8M0_REMAINDER = """HloModule m
+
+ENTRY e {
+  p = f8e8m0fnu[] parameter(0)
+  r = f8e8m0fnu[] remainder(p, p)
+  ROOT c = f32[] convert(r)
+}
+"""
+
+
+def test_an_f8e8m0fnu_remainder_may_keep_its_f32_zero(worker):
+    """A campaign (seed 0): fmod(8, 8) = 0, which f8e8m0fnu cannot hold (NaN, hloref's
+    value as written); XLA:CPU computes the remainder in f32 and, with excess
+    precision, converts its 0 to f32 without rounding it to f8e8m0fnu first. A remainder
+    is exact in every other type, so only here may it keep its f32 value; without
+    excess precision XLA:CPU gives NaN, and a value no rounding gives is flagged."""
+    import ml_dtypes
+    x = np.array(8.0).astype(ml_dtypes.float8_e8m0fnu)
+    assert np.isnan(np.array(np.fmod(8.0, 8.0)).astype(ml_dtypes.float8_e8m0fnu).astype(float))
+    kept = diff(E8M0_REMAINDER, [x], worker=worker)
+    assert float(kept.actual) == 0.0 and np.isnan(float(kept.expected))
+    assert kept.verdict == "match", kept.summary()
+    strict = diff(E8M0_REMAINDER, [x], worker=worker,
+                  debug_options={"xla_allow_excess_precision": False})
+    assert np.isnan(float(strict.actual)) and strict.verdict == "match"
+    assert diff(E8M0_REMAINDER, [x], worker=worker,
+                oracle_value=np.float32(5.0)).verdict == "mismatch"
