@@ -327,8 +327,10 @@ KNOWN_DIFFERENCES = {
                                   "hloref does (XLA's docs leave negative integer exponents "
                                   "undefined)",
     "complex-special": "XLA:CPU's complex functions do not follow C99 Annex G for inf/NaN "
-                       "components, zero bases of power (0^z: NaN, not 0) and overflow "
-                       "for huge magnitudes",
+                       "components, zero bases of power (0^z: NaN, not 0), overflow "
+                       "for huge magnitudes and underflow for tiny ones (a component below "
+                       "the square root of the smallest normal: its square flushes to "
+                       "zero, atan2(z, z) of c64 z = 9e-23(1 + i) is NaN)",
     "int-divide-by-constant-zero": "XLA:CPU (jaxlib 0.10.2) dies with SIGFPE when an integer "
                                    "divide or remainder whose operands constant folding "
                                    "evaluates has a zero divisor, in every "
@@ -491,6 +493,16 @@ def _finite_max(dtype) -> float | None:
         return float(ml_dtypes.finfo(dtype).max)
     except (ValueError, TypeError):
         return None
+
+
+def _squares_underflow(z: np.ndarray) -> bool:
+    """Whether a nonzero part of a complex ``z`` is so small that its square is below the
+    part type's smallest normal value (XLA's complex formulas square parts; FTZ makes
+    such a square zero)."""
+    parts = np.abs(np.concatenate([np.real(z).ravel(), np.imag(z).ravel()]).astype(np.float64))
+    tiny = float(np.finfo(np.real(z).dtype).tiny)
+    small = parts[(parts > 0) & np.isfinite(parts)]
+    return bool(small.size) and float(small.min()) < np.sqrt(tiny)
 
 
 def _squares_overflow(x: np.ndarray) -> bool:
@@ -672,7 +684,8 @@ def known_difference(report) -> str | None:
     if any(x.dtype.kind == "c" for x in arrays):
         for x in arrays:
             if x.dtype.kind == "c" and x.size and (
-                    not np.all(np.isfinite(x)) or np.max(np.abs(x)) > 1e15):
+                    not np.all(np.isfinite(x)) or np.max(np.abs(x)) > 1e15 or
+                    _squares_underflow(x)):
                 return "complex-special"
     # last: the more specific classes above name a mismatch better than subnormals do
     if any(_has_subnormal(o) for o in ops) or _flushed_only(culprit.expected, culprit.actual):

@@ -737,3 +737,19 @@ def test_xla_cpu_really_folds_expm1_of_the_least_f8e8m0fnu_to_nan(xla):
     assert float(np.asarray(outcome.report.expected).astype(np.float64)) == 2.0 ** -127
     assert np.isnan(np.asarray(outcome.report.actual).astype(np.float64))
     assert outcome.kind == "known" and outcome.known == "ftz"
+
+
+@pytest.mark.parametrize("a,want", [
+    (8.955381e-23, "complex-special"),  # a^2 = 8e-45: below f32's smallest normal
+    (1e-10, None),                       # a^2 = 1e-20: a normal f32
+])
+def test_a_complex_formula_whose_squares_underflow_is_the_special_values_difference(a, want):
+    """A campaign (seed 0): c64 atan2(z, z) with z = a(1 + i). XLA's expansion divides
+    by sqrt(x^2 + y^2); for a = 8.955e-23 the squares are below f32's smallest normal
+    (1.18e-38), FTZ makes them zero and XLA:CPU gives NaN, where hloref gives
+    atan2 = pi/4 (by hand: z/z = 1, so the angle of (x + iy) with x = y is pi/4)."""
+    z = np.array([a * (1 + 1j)], np.complex64)
+    assert (float(z.real[0]) ** 2 < float(np.finfo(np.float32).tiny)) == (want is not None)
+    expected = np.array([np.pi / 4 + 0j], np.complex64)
+    actual = np.array([complex(np.nan, np.nan)], np.complex64)
+    assert known_difference(_localized("atan2", [z, z], expected, actual)) == want
