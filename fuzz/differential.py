@@ -36,7 +36,7 @@ from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
 
 from .compare import Verdict, accumulation_atol, compare_values
 from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
-from .known_gaps import KNOWN_DIFFERENCES, KNOWN_GAPS, known_difference, known_gap
+from .known_gaps import KNOWN_DIFFERENCES, KNOWN_GAPS, culprit_gap, known_difference, known_gap
 from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, sample
 from .workers import OracleResult, OracleWorker
 
@@ -455,7 +455,7 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
             report.culprit = bad[0] if bad else None
         if inside:
             return report
-        gap = known_gap(module, values, oracle)
+        gap = known_gap(module, values, oracle) or culprit_gap(report, module)
         if gap is not None:
             report.verdict = "known-gap"
             report.known_gap = gap

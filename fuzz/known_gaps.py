@@ -15,7 +15,7 @@ from .compare import smallest_normal
 from .reducers import reorder_free
 
 __all__ = ["KNOWN_GAPS", "known_gap", "tf_nan_to_nanless", "KNOWN_DIFFERENCES",
-           "known_difference"]
+           "known_difference", "culprit_gap"]
 
 #: Places where XLA:CPU's result is implementation-defined and differs from hloref's
 #: on purpose (docs/semantics.md, "Known differences"). A mismatch explained by one of
@@ -69,6 +69,12 @@ KNOWN_GAPS: dict[str, str] = {
         "x * (scale * rsqrt(...)) + (offset - mean * scale * rsqrt(...)), which turns "
         "inf - inf into NaN where the documented formula gives ±inf (mean = scale = offset "
         "= -inf), and overflows when x and mean are both near 1e27 though x - mean is 0."),
+    "select-and-scatter-ties": (
+        "select-and-scatter whose select is not strict (GE, LE) with tied values in a "
+        "window: the order in which a window is walked is implementation-defined (StableHLO "
+        "folds it with a reduce), so which tied element receives the source value is too; "
+        "hloref walks row-major, XLA:CPU other dimension orders (checked per finding: the "
+        "oracle's value is hloref's under a permuted walk, fuzz/window_order.py)."),
     "nan-sign-payload": (
         "a NaN read by its bits (bitcast-convert from a float type) or by its sign (compare "
         "with type=TOTALORDER): IEEE 754 leaves the sign and payload of a NaN produced by "
@@ -632,6 +638,24 @@ def _adds(culprit) -> bool:
     except Exception:  # noqa: BLE001 - no reducer found: not this class
         return False
     return simple_reducer(comp) == "add"
+
+
+def culprit_gap(report, module) -> str | None:
+    """The ``KNOWN_GAPS`` key that a localized mismatch shows, or None: a select-and-scatter
+    that is the entry's root, whose oracle value (alone, and in the whole module) is
+    hloref's under another order of the window walk (``select-and-scatter-ties``). Only
+    the root: a tie at an inner instruction would hide what came after it."""
+    from .window_order import same_under_another_order
+    culprit = getattr(report, "culprit", None)
+    inner = culprit.innermost() if culprit is not None else None
+    root = module.entry.root if module is not None and module.entry is not None else None
+    if inner is None or root is None or inner.opcode != "select-and-scatter" or \
+            inner.computation != module.entry.name or inner.name != root.name:
+        return None
+    whole, alone = np.asarray(report.actual), np.asarray(inner.actual)
+    if whole.shape != alone.shape or whole.tobytes() != alone.tobytes():
+        return None
+    return "select-and-scatter-ties" if same_under_another_order(inner) else None
 
 
 def known_difference(report) -> str | None:

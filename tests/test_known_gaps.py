@@ -753,3 +753,51 @@ def test_a_complex_formula_whose_squares_underflow_is_the_special_values_differe
     expected = np.array([np.pi / 4 + 0j], np.complex64)
     actual = np.array([complex(np.nan, np.nan)], np.complex64)
     assert known_difference(_localized("atan2", [z, z], expected, actual)) == want
+
+
+SAS_TIES = """HloModule m
+
+select {
+  a = s4[] parameter(0)
+  b = s4[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}
+
+add {
+  a = s4[] parameter(0)
+  b = s4[] parameter(1)
+  ROOT c = s4[] add(a, b)
+}
+
+ENTRY e {
+  x = s4[4,3,1] parameter(0)
+  init = s4[] parameter(1)
+  s = s4[2,2,1] parameter(2)
+  ROOT r = s4[4,3,1] select-and-scatter(x, s, init), window={size=3x3x1 stride=2x1x2 pad=0_1x0_1x0_1}, select=select, scatter=add
+}
+"""
+
+
+def test_a_select_and_scatter_tie_walked_in_another_order_is_a_known_gap(worker):
+    """A campaign (seed 41): the window at source [0, 0] covers rows 0-2 and columns
+    0-2 of x, whose maximum 7 stands at [0, 2] and at [1, 0] (by hand, below). With the
+    non-strict GE select a row-major walk keeps [0, 2] (hloref), a walk of columns
+    before rows reaches [1, 0] first (XLA:CPU); the walk's order is implementation-
+    defined, so both are valid. A source value put where no walk puts it is not."""
+    from hloref.fuzz.differential import diff
+    x = np.array([[6, 5, 7], [7, -1, 5], [0, 1, -6], [-3, 2, 2]], np.int8)
+    window = x[0:3, 0:3]
+    assert window.max() == 7 and [tuple(p) for p in np.argwhere(window == 7)] == [(0, 2), (1, 0)]
+    args = [x.reshape(4, 3, 1).astype(ml_dtypes.int4), np.array(0, ml_dtypes.int4),
+            np.ones((2, 2, 1), ml_dtypes.int4)]
+    report = diff(SAS_TIES, args, worker=worker)
+    hloref_value = np.asarray(report.expected).astype(np.int8)[:, :, 0]
+    xla_value = np.asarray(report.actual).astype(np.int8)[:, :, 0]
+    assert hloref_value[0, 2] >= 1 and xla_value[1, 0] >= 1
+    assert report.verdict == "known-gap" and report.known_gap == "select-and-scatter-ties", \
+        report.summary()
+    wrong = np.asarray(report.expected).astype(np.int8).copy()
+    wrong[0, 2, 0] -= 1
+    wrong[1, 1, 0] += 1  # -1 at [1, 1] is no window's maximum
+    planted = diff(SAS_TIES, args, worker=worker, oracle_value=wrong.astype(ml_dtypes.int4))
+    assert planted.verdict == "mismatch", planted.summary()
