@@ -312,6 +312,11 @@ KNOWN_DIFFERENCES = {
                                   "XLA:CPU gives +0 for a NaN, an infinite or a negative x "
                                   "(IEEE: NaN, NaN, -0); reported upstream as "
                                   "jax-ml/jax#12233 (open)",
+    "exp-quotient-rewrite": "XLA's algebraic simplifier rewrites exp(A)/exp(B) into "
+                            "exp(A - B) (algebraic_simplifier.cc, on purpose): where exp "
+                            "overflows or underflows in both (inf/inf, 0/0: NaN by IEEE, "
+                            "hloref) XLA:CPU returns exp(A - B), e.g. 1 for "
+                            "exp(x)/exp(x) at x = 1.7e269",
     "signed-square-assumed-nonnegative": "XLA's algebraic simplifier takes a signed integer "
                                          "multiply(x, x) for non-negative and drops abs(x * x), "
                                          "so where x * x wraps to a negative value XLA:CPU "

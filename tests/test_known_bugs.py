@@ -243,3 +243,30 @@ def test_xla_cpus_dropped_abs_of_a_wrapping_signed_square_is_known():
     same = SimpleNamespace(verdict="mismatch", culprit=None, expected=outcome.report.expected,
                            actual=outcome.report.actual)
     assert known_folding(same, product, [x]) is None
+
+
+EXP_QUOTIENT = _module("  p = f64[5] parameter(0)\n  e = f64[5] exponential(p)\n"
+                       "  ROOT d = f64[5] divide(e, e)")
+
+
+def test_xla_cpus_exp_quotient_rewrite_is_known():
+    """A campaign (seed 41): exp(x)/exp(x). By IEEE exp(1.7e269) = inf and inf/inf is
+    NaN, exp(-1.75e51) = 0 and 0/0 is NaN, and exp(-inf)/exp(-inf) = 0/0 is NaN (hloref);
+    XLA's algebraic simplifier rewrites exp(A)/exp(B) into exp(A - B) on purpose, so
+    XLA:CPU gives exp(0) = 1 for the finite x and exp(NaN) = NaN for -inf. A wrong value
+    where hloref's is not NaN is not this class."""
+    pytest.importorskip("jax")
+    from hloref.fuzz.property import check_program
+    from hloref.fuzz.workers import OracleWorker
+    x = np.array([1.739047580e269, -1.754018374e51, -np.inf, 0.5, -3.2e-235])
+    with np.errstate(over="ignore", invalid="ignore"):
+        by_hand = np.exp(x) / np.exp(x)
+    assert np.isnan(by_hand[:3]).all() and (by_hand[3:] == 1).all()
+    with OracleWorker("xla") as worker:
+        outcome = check_program(EXP_QUOTIENT, [x], worker)
+    assert np.array_equal(np.asarray(outcome.report.expected), by_hand, equal_nan=True)
+    assert np.array_equal(np.asarray(outcome.report.actual), [1, 1, np.nan, 1, 1], equal_nan=True)
+    assert outcome.kind == "known" and outcome.known == "exp-quotient-rewrite"
+    other = SimpleNamespace(verdict="mismatch", culprit=None, expected=outcome.report.expected,
+                            actual=np.array([1, 1, np.nan, 2, 1]))
+    assert known_folding(other, EXP_QUOTIENT, [x]) is None
