@@ -127,6 +127,31 @@ _BRANCH_CUTS = {
 }
 
 
+def _off_cut_differs(culprit, arrays) -> bool:
+    """Whether a complex op's operand lies exactly on its branch cut (``_BRANCH_CUTS``;
+    ``atan2(y, x)``: y = 0 with Re x < 0, where (x + iy)/sqrt(x² + y²) is -1) at every
+    element where the oracle differs from hloref, and some element differs: which side
+    a value exactly on the cut takes depends on the sign of a zero inside XLA's
+    expansion."""
+    op = culprit.opcode
+    if op not in _BRANCH_CUTS and op != "atan2" or not arrays or \
+            any(x.dtype.kind != "c" for x in arrays):
+        return False
+    exp, act = list(_leaves(culprit.expected)), list(_leaves(culprit.actual))
+    if len(exp) != 1 or len(act) != 1 or exp[0].shape != act[0].shape:
+        return False
+    zs = [np.broadcast_to(x.astype(np.complex128), exp[0].shape) for x in arrays]
+    if op == "atan2":
+        if len(zs) != 2:
+            return False
+        on_cut = (zs[0] == 0) & (zs[1].real < 0)
+    else:
+        on_cut = _BRANCH_CUTS[op](zs[0])
+    e, a = exp[0].astype(np.complex128), act[0].astype(np.complex128)
+    differ = _differs(e.real, a.real) | _differs(e.imag, a.imag)
+    return bool(np.any(differ)) and bool(np.all(on_cut[differ]))
+
+
 def _is_identity(kind: str, value: np.ndarray) -> bool:
     v = np.asarray(value)
     et = from_dtype(v.dtype)
@@ -338,7 +363,8 @@ KNOWN_DIFFERENCES = {
                                   "hloref does (XLA's docs leave negative integer exponents "
                                   "undefined)",
     "complex-special": "XLA:CPU's complex functions do not follow C99 Annex G for inf/NaN "
-                       "components, zero bases of power (0^z: NaN, not 0), overflow "
+                       "components, operands exactly on a branch cut (either side), "
+                       "zero bases of power (0^z: NaN, not 0), overflow "
                        "for huge magnitudes and underflow for tiny ones (a component below "
                        "the square root of the smallest normal: its square flushes to "
                        "zero, atan2(z, z) of c64 z = 9e-23(1 + i) is NaN)",
@@ -707,6 +733,8 @@ def known_difference(report) -> str | None:
         return "complex-normwise"
     if _in_log1p_band(culprit.opcode, arrays, culprit.expected, culprit.actual):
         return "log-plus-one-f64-band"
+    if _off_cut_differs(culprit, arrays):
+        return "complex-special"  # an operand exactly on the branch cut: either side
     if culprit.opcode == "power" and arrays and arrays[0].dtype.kind == "c" and \
             np.any(arrays[0] == 0):
         return "complex-special"  # 0^z: exp(z·log 0) gives NaN in XLA, 0 by C99 G.6.3.1

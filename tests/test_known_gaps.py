@@ -801,3 +801,23 @@ def test_a_select_and_scatter_tie_walked_in_another_order_is_a_known_gap(worker)
     wrong[1, 1, 0] += 1  # -1 at [1, 1] is no window's maximum
     planted = diff(SAS_TIES, args, worker=worker, oracle_value=wrong.astype(ml_dtypes.int4))
     assert planted.verdict == "mismatch", planted.summary()
+
+
+@pytest.mark.parametrize("y,x,actual,want", [
+    (0j, -5.5758824 + 14.647746j, np.pi + 0j, "complex-special"),  # on the cut: either side
+    (0j, 5.5758824 + 14.647746j, np.pi + 0j, None),                # Re x > 0: off the cut
+    (1e-3 + 0j, -5.5758824 + 14.647746j, np.pi + 0j, None),        # y != 0: off the cut
+])
+def test_a_complex_atan2_exactly_on_its_branch_cut_may_take_either_side(y, x, actual, want):
+    """A campaign (seed 41): c64 atan2(0, -5.58 + 14.65i). atan2(y, x) = -i log((x + iy)
+    / sqrt(x^2 + y^2)); with y = 0 the quotient is x / sqrt(x^2) = -1 when Re x < 0 (the
+    principal sqrt(x^2) is -x there), so the log sits on its cut and the result is +pi or
+    -pi by the sign of a zero inside the expansion: hloref -pi, XLA:CPU +pi. Off the cut
+    the same difference is not this class."""
+    z = np.complex128(x)
+    if want:
+        assert np.isclose(z / np.sqrt(z * z), -1)
+    expected = np.array([-np.pi + 0j], np.complex64)
+    report = _localized("atan2", [np.array([y], np.complex64), np.array([x], np.complex64)],
+                        expected, np.array([actual], np.complex64))
+    assert known_difference(report) == want
