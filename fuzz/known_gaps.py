@@ -130,9 +130,9 @@ _BRANCH_CUTS = {
 def _off_cut_differs(culprit, arrays) -> bool:
     """Whether a complex op's operand lies exactly on its branch cut (``_BRANCH_CUTS``;
     ``atan2(y, x)``: y = 0 with Re x < 0, where (x + iy)/sqrt(x² + y²) is -1) at every
-    element where the oracle differs from hloref, and some element differs: which side
-    a value exactly on the cut takes depends on the sign of a zero inside XLA's
-    expansion."""
+    element where the oracle differs from hloref, with the oracle's value hloref's on
+    the other side of the cut, and some element differs: which side a value exactly on
+    the cut takes depends on the sign of a zero inside XLA's expansion."""
     op = culprit.opcode
     if op not in _BRANCH_CUTS and op != "atan2" or not arrays or \
             any(x.dtype.kind != "c" for x in arrays):
@@ -149,7 +149,13 @@ def _off_cut_differs(culprit, arrays) -> bool:
         on_cut = _BRANCH_CUTS[op](zs[0])
     e, a = exp[0].astype(np.complex128), act[0].astype(np.complex128)
     differ = _differs(e.real, a.real) | _differs(e.imag, a.imag)
-    return bool(np.any(differ)) and bool(np.all(on_cut[differ]))
+    # the other side of the cut: the imaginary part's sign flipped (log: +-i pi) or,
+    # for atan2, the real part's (+-pi); nothing else
+    eps = float(np.finfo(np.real(exp[0]).dtype).eps)
+    with np.errstate(all="ignore"):
+        tol = 8 * eps * np.abs(e)
+        side = (np.abs(a - np.conj(e)) <= tol) | (np.abs(a + np.conj(e)) <= tol)
+    return bool(np.any(differ)) and bool(np.all((on_cut & side)[differ]))
 
 
 def _is_identity(kind: str, value: np.ndarray) -> bool:

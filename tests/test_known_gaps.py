@@ -807,6 +807,7 @@ def test_a_select_and_scatter_tie_walked_in_another_order_is_a_known_gap(worker)
     (0j, -5.5758824 + 14.647746j, np.pi + 0j, "complex-special"),  # on the cut: either side
     (0j, 5.5758824 + 14.647746j, np.pi + 0j, None),                # Re x > 0: off the cut
     (1e-3 + 0j, -5.5758824 + 14.647746j, np.pi + 0j, None),        # y != 0: off the cut
+    (0j, -5.5758824 + 14.647746j, 3.0 + 0j, None),                 # on it, but no side's value
 ])
 def test_a_complex_atan2_exactly_on_its_branch_cut_may_take_either_side(y, x, actual, want):
     """A campaign (seed 41): c64 atan2(0, -5.58 + 14.65i). atan2(y, x) = -i log((x + iy)
