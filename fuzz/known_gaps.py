@@ -77,7 +77,8 @@ KNOWN_GAPS: dict[str, str] = {
         "oracle's value is hloref's under a permuted walk, fuzz/window_order.py)."),
     "nan-sign-payload": (
         "a NaN read by its bits (bitcast-convert from a float type) or by its sign (compare "
-        "with type=TOTALORDER): IEEE 754 leaves the sign and payload of a NaN produced by "
+        "with type=TOTALORDER, also as a sort's comparator): IEEE 754 leaves the sign and "
+        "payload of a NaN produced by "
         "an invalid operation unspecified, and XLA:CPU's differ from hloref's (e.g. "
         "log-plus-one of -5e31: 0xFFFFFFFF against the default 0xFFC00000; acos of bf16 "
         "-1.4e21: +NaN against -NaN)."),
@@ -274,14 +275,21 @@ def tf_nan_to_nanless(module, values: dict) -> bool:
 
 
 def _nan_read_by_bits(module, values: dict) -> bool:
-    """A bitcast-convert of a float operand, or a TOTALORDER compare, whose operand holds
-    a NaN in hloref's evaluation (its sign and payload are then seen)."""
+    """A bitcast-convert of a float operand, a TOTALORDER compare, or a sort whose
+    comparator compares with TOTALORDER, whose operand holds a NaN in hloref's
+    evaluation (its sign and payload are then seen)."""
+    def total(i) -> bool:
+        return i.opcode == "compare" and str(i.attrs.get("type", "")).upper() == "TOTALORDER"
+
     for comp in module.computations.values():
         for instr in comp.instructions:
             if instr.opcode == "bitcast-convert":
                 reads = instr.operands[:1]
-            elif instr.opcode == "compare" and str(instr.attrs.get("type", "")).upper() == \
-                    "TOTALORDER":
+            elif total(instr):
+                reads = instr.operands
+            elif instr.opcode == "sort" and str(instr.attrs.get("to_apply")) in \
+                    module.computations and any(total(i) for i in module.computations[
+                        str(instr.attrs.get("to_apply"))].instructions):
                 reads = instr.operands
             else:
                 continue
