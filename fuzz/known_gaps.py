@@ -256,28 +256,34 @@ _DOMAIN_LIMITED = {
 }
 
 
+def _nan_into_nanless(comp, instr, values: dict) -> bool:
+    """Whether ``instr`` is a domain-limited op whose result type has neither NaN nor inf
+    (f4e2m1fn) and got an operand outside its domain (hloref's operand values; unknown
+    operands count as outside): a NaN went into a type that cannot hold it."""
+    et = getattr(instr.shape, "element_type", None)
+    test = _DOMAIN_LIMITED.get(instr.opcode)
+    if test is None or et is None or not et.is_float or et.float_format.has_inf \
+            or et.name not in ("f4e2m1fn",):
+        return False
+    operand = instr.operands[0]
+    value = operand.literal if operand.opcode == "constant" else \
+        values.get((comp.name, operand.name))
+    return value is None or bool(np.any(test(np.asarray(value).astype(np.float64))))
+
+
 def tf_nan_to_nanless(module, values: dict) -> bool:
     """A domain-limited op whose result type has neither NaN nor inf got an operand
     outside its domain (hloref's operand values)."""
-    for comp in module.computations.values():
-        for instr in comp.instructions:
-            et = getattr(instr.shape, "element_type", None)
-            test = _DOMAIN_LIMITED.get(instr.opcode)
-            if test is None or et is None or not et.is_float or et.float_format.has_inf \
-                    or et.name not in ("f4e2m1fn",):
-                continue
-            operand = instr.operands[0]
-            value = operand.literal if operand.opcode == "constant" else \
-                values.get((comp.name, operand.name))
-            if value is None or np.any(test(np.asarray(value).astype(np.float64))):
-                return True
-    return False
+    return any(_nan_into_nanless(comp, instr, values)
+               for comp in module.computations.values() for instr in comp.instructions)
 
 
 def _nan_read_by_bits(module, values: dict) -> bool:
     """A bitcast-convert of a float operand, a TOTALORDER compare, or a sort whose
     comparator compares with TOTALORDER, whose operand holds a NaN in hloref's
-    evaluation (its sign and payload are then seen)."""
+    evaluation (its sign and payload are then seen); or a bitcast-convert of an f4e2m1fn
+    value a domain-limited op computed out of its domain (f4e2m1fn has no NaN: the NaN
+    becomes a zero with a sign taken from the NaN's, ml_dtypes +NaN -> -0)."""
     def total(i) -> bool:
         return i.opcode == "compare" and str(i.attrs.get("type", "")).upper() == "TOTALORDER"
 
@@ -285,6 +291,8 @@ def _nan_read_by_bits(module, values: dict) -> bool:
         for instr in comp.instructions:
             if instr.opcode == "bitcast-convert":
                 reads = instr.operands[:1]
+                if reads and _nan_into_nanless(comp, reads[0], values):
+                    return True  # the NaN became a zero whose sign is the NaN's
             elif total(instr):
                 reads = instr.operands
             elif instr.opcode == "sort" and str(instr.attrs.get("to_apply")) in \

@@ -854,3 +854,30 @@ def test_a_sort_by_totalorder_reads_the_sign_of_its_nans(total, values, want):
     module = parse(_SORT_F8.format(total=total))
     x = np.array(values).astype(ml_dtypes.float8_e5m2)
     assert known_gap(module, {("e", "x"): x}) == want
+
+
+_F4_ACOS_BITS = """HloModule m
+
+ENTRY e {
+  x = f4e2m1fn[4] parameter(0)
+  a = f4e2m1fn[4] acos(x)
+  ROOT b = s4[4] bitcast-convert(a)
+}
+"""
+
+
+@pytest.mark.parametrize("values,want", [
+    ([3.0, 0.0, 1.5, -1.5], "nan-sign-payload"),  # acos(3), acos(+-1.5): NaN into f4e2m1fn
+    ([1.0, 0.0, 0.5, -0.5], None),                 # all in acos's domain
+])
+def test_a_nan_made_an_f4e2m1fn_zero_read_by_its_bits_is_the_nan_sign_gap(values, want):
+    """A campaign (seed 0, the #14 benchmark): acos of f4e2m1fn 3 and +-1.5 is NaN, which
+    f4e2m1fn cannot hold: it becomes a zero with a sign taken from the NaN's (ml_dtypes:
+    +NaN -> -0, bits 0x8; -NaN -> +0, checked below), and a bitcast to s4 shows it (0
+    in hloref, -8 on XLA:CPU at -O0). The NaN's sign is unspecified, so is the zero's."""
+    from hloref import parse
+    from hloref.fuzz.known_gaps import known_gap
+    nans = np.array([np.nan, -np.nan], np.float32).astype(ml_dtypes.float4_e2m1fn)
+    assert nans.view(np.uint8).tolist() == [8, 0]
+    x = np.array(values).astype(ml_dtypes.float4_e2m1fn)
+    assert known_gap(parse(_F4_ACOS_BITS), {("e", "x"): x}) == want
