@@ -256,10 +256,11 @@ _DOMAIN_LIMITED = {
 }
 
 
-def _nan_into_nanless(comp, instr, values: dict) -> bool:
+def _nan_into_nanless(comp, instr, values: dict, unknown: bool = True) -> bool:
     """Whether ``instr`` is a domain-limited op whose result type has neither NaN nor inf
-    (f4e2m1fn) and got an operand outside its domain (hloref's operand values; unknown
-    operands count as outside): a NaN went into a type that cannot hold it."""
+    (f4e2m1fn) and got an operand outside its domain (hloref's operand values; an
+    operand whose value is not known counts as outside when ``unknown``): a NaN went
+    into a type that cannot hold it."""
     et = getattr(instr.shape, "element_type", None)
     test = _DOMAIN_LIMITED.get(instr.opcode)
     if test is None or et is None or not et.is_float or et.float_format.has_inf \
@@ -268,7 +269,9 @@ def _nan_into_nanless(comp, instr, values: dict) -> bool:
     operand = instr.operands[0]
     value = operand.literal if operand.opcode == "constant" else \
         values.get((comp.name, operand.name))
-    return value is None or bool(np.any(test(np.asarray(value).astype(np.float64))))
+    if value is None:
+        return unknown
+    return bool(np.any(test(np.asarray(value).astype(np.float64))))
 
 
 def tf_nan_to_nanless(module, values: dict) -> bool:
@@ -291,7 +294,7 @@ def _nan_read_by_bits(module, values: dict) -> bool:
         for instr in comp.instructions:
             if instr.opcode == "bitcast-convert":
                 reads = instr.operands[:1]
-                if reads and _nan_into_nanless(comp, reads[0], values):
+                if reads and _nan_into_nanless(comp, reads[0], values, unknown=False):
                     return True  # the NaN became a zero whose sign is the NaN's
             elif total(instr):
                 reads = instr.operands
