@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import select
 import signal
 import socket
@@ -30,6 +31,11 @@ __all__ = ["OracleResult", "OracleWorker", "ORACLES", "Channel", "serve", "child
            "zygote_main", "shutdown_zygotes"]
 
 ORACLES = ("xla", "tf")
+
+
+#: A line of a dying child's stderr that says why: a failed CHECK (glog's "F1128 ...
+#: file.cc:586] Check failed: ..."), an LLVM fatal error.
+_FATAL_CAUSE = re.compile(r"Check failed|LLVM ERROR|^F\d{4} ")
 
 
 @dataclass
@@ -458,12 +464,22 @@ class OracleWorker:
         self.close()
 
     def _stderr_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines of the child's stderr; when the line saying why it
+        died (a failed CHECK, an LLVM error) is above them, behind a long stack trace,
+        it is put first, followed by ``...``."""
         try:
             with open(self._stderr_path, "rb") as f:
-                data = f.read()[-8000:]
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 65536))
+                data = f.read()
         except (OSError, TypeError):
             return ""
-        return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+        text = data.decode("utf-8", "replace").splitlines()
+        tail = text[-lines:]
+        causes = [i for i, line in enumerate(text) if _FATAL_CAUSE.search(line)]
+        if causes and causes[-1] < len(text) - lines:
+            tail = [text[causes[-1]], "..."] + tail
+        return "\n".join(tail)
 
     # -- jobs ---------------------------------------------------------------------------
     def _submit(self, job, timeout: float | None) -> OracleResult:

@@ -525,3 +525,22 @@ def test_localisation_opens_the_branch_a_conditional_ran(worker, sel, branches, 
     culprit = report.culprit.innermost()
     assert (culprit.computation, culprit.opcode) == (inner, "convert"), report.summary()
     assert report.known_difference == "convert-f4e2m1fn-to-int-saturates"
+
+
+def test_a_crash_report_keeps_the_line_that_says_why_above_a_long_stack(tmp_path):
+    """XLA's failed CHECK prints one line and then a stack trace of 25 or more frames;
+    the report's 20-line tail used to keep only frames (a campaign, seed 53: the
+    algebraic simplifier's 'Window dimensions do not match RHS shape' was lost). The
+    cause line is now put first; a short stderr is kept as it is."""
+    check = ("F1128 12:06:51.842400 12573 algebraic_simplifier.cc:586] Check failed: "
+             "computation->Accept(this) is OK (INVALID_ARGUMENT: Window dimensions do not "
+             "match RHS shape:")
+    frames = [f"    @     0x7f73{i:08x}  frame{i}()" for i in range(30)]
+    path = tmp_path / "stderr"
+    path.write_text("\n".join(["noise", check, "\tRHS shape: f32[2,1,4,3]"] + frames) + "\n")
+    w = object.__new__(OracleWorker)
+    w._stderr_path = str(path)
+    tail = w._stderr_tail().splitlines()
+    assert tail[0] == check and tail[1] == "..." and tail[2:] == frames[-20:]
+    path.write_text("\n".join(["noise", check] + frames[:3]) + "\n")
+    assert w._stderr_tail().splitlines() == ["noise", check] + frames[:3]
