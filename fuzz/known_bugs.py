@@ -20,7 +20,7 @@ __all__ = ["FILED", "known_crash", "known_folding"]
 #: ``findings/``): campaigns count them as known, while ``hloref replay`` of the stored
 #: finding still says whether it reproduces.
 FILED = frozenset({"int-divide-by-constant-zero", "concatenate-2bit-aborts", "sort-2bit",
-                   "bf16-to-pred-cannot-select",
+                   "bf16-to-pred-cannot-select", "convolution-simplifier-check",
                    "convert-f4e2m1fn-to-int-saturates", "s4-arithmetic-does-not-wrap",
                    "f8e8m0fnu-constant-folding", "clz-negative-constant-folding",
                    "round-f8e3m4-folding", "f4e2m1fn-infinity-folding", "atan2-zero-zero-folding",
@@ -48,7 +48,8 @@ def known_crash(report, module, args) -> str | None:
     """The ``KNOWN_DIFFERENCES`` key of a known XLA:CPU crash ``report`` shows, or ``None``:
     a SIGABRT from a module with a concatenate of s2/u2 arrays, a SIGABRT or SIGSEGV from
     one with a sort of them; a SIGABRT whose stderr is LLVM's "Cannot select" from a module
-    converting bf16 to pred; a SIGFPE from a module
+    converting bf16 to pred; a SIGABRT whose stderr is the algebraic simplifier's failed
+    window check, from a module with a convolution; a SIGFPE from a module
     with an integer ``divide``/``remainder`` whose operands depend on no parameter (what
     constant folding evaluates on the host) and whose divisor holds a zero in hloref's
     evaluation on ``args`` (INT_MIN / -1 folds fine: checked)."""
@@ -74,6 +75,10 @@ def known_crash(report, module, args) -> str | None:
             _type_name(i.operands[0]) == "bf16"
             for c in module.computations.values() for i in c.instructions):
         return "bf16-to-pred-cannot-select"  # LLVM's X86 instruction selection aborts
+    if "SIGABRT" in message and "Window dimensions do not match" in tail and any(
+            i.opcode == "convolution" for c in module.computations.values()
+            for i in c.instructions):
+        return "convolution-simplifier-check"  # the simplifier's rewrite fails its check
     if "SIGFPE" not in message:
         return None
     divisions = _folded(module, _integer_binary(("divide", "remainder")), _free_values(module))

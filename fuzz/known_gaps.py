@@ -416,6 +416,12 @@ KNOWN_DIFFERENCES = {
                                   "integer (LLVM: Cannot select v16f32 X86ISD::CMPP; "
                                   "findings/xla-cpu-jaxlib-0.10.2/convert-bf16-to-pred-and-"
                                   "u16-llvm-cannot-select)",
+    "convolution-simplifier-check": "XLA:CPU (jaxlib 0.10.2) aborts compiling some valid "
+                                    "convolutions with lhs_dilate: the algebraic "
+                                    "simplifier's rewrite fails its own check (Window "
+                                    "dimensions do not match RHS shape; findings/xla-cpu-"
+                                    "jaxlib-0.10.2/convolution-lhs-dilate-simplifier-check-"
+                                    "failure)",
     "sort-2bit": "XLA:CPU (jaxlib 0.10.2) sorts s2/u2 keys wrongly: rows that are not a "
                  "permutation of the input or not in the comparator's order "
                  "(findings/xla-cpu-jaxlib-0.10.2/sort-s2-not-a-permutation; u2 seen too)",

@@ -120,7 +120,7 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT)])
-    assert len(results) == 24
+    assert len(results) == 25
     # a finding seen only on some processors may not reproduce on a host without its
     # CPU flags (finding.json: host_cpu_flags); everywhere else a miss is a fix
     not_reproducing = [r["path"] for r in results if not r["reproduces"] and not r["host_lacks"]]
@@ -305,3 +305,13 @@ def test_fusion_parameter_output_reference_is_the_fused_computation():
     first, second = hloref.evaluate(module, *args)
     np.testing.assert_array_equal(first, y)  # by hand: tuple(p1, add(p0, p1))
     np.testing.assert_array_equal(second, x + y)
+
+
+def test_convolution_lhs_dilate_reference_by_hand():
+    """All-ones inputs: one of the three padded taps of spatial dimension 0 and one of
+    the two taps of the dilated dimension 1 read a real element, times 3 input features:
+    every output element is 3 (the finding's triage)."""
+    module, args = _load("convolution-lhs-dilate-simplifier-check-failure")
+    assert all(np.all(a == 1) for a in args)
+    out = hloref.evaluate(module, *args)
+    assert out.shape == (1, 6, 2, 1) and np.all(out == 3.0)

@@ -883,3 +883,37 @@ def test_a_nan_made_an_f4e2m1fn_zero_read_by_its_bits_is_the_nan_sign_gap(values
     known = {} if values is None else \
         {("e", "x"): np.array(values).astype(ml_dtypes.float4_e2m1fn)}
     assert known_gap(parse(_F4_ACOS_BITS), known) == want
+
+
+_CONV_CHECK = """HloModule m
+ENTRY e {
+  x = f32[1,4,3,2] parameter(0)
+  k = f32[3,3,1,2] parameter(1)
+  ROOT c = f32[1,6,2,1] convolution(x, k), window={size=3x2 stride=2x1 pad=1_1x0_0 lhs_dilate=2x2}, dim_labels=01fb_0io1->f1b0
+}
+"""
+
+
+@pytest.mark.parametrize("signal,tail,text,want", [
+    ("SIGABRT", "F1128 algebraic_simplifier.cc:586] Check failed: computation->Accept(this) "
+     "is OK (INVALID_ARGUMENT: Window dimensions do not match RHS shape:\\n...",
+     _CONV_CHECK, "convolution-simplifier-check"),
+    ("SIGABRT", "malloc(): corrupted top size", _CONV_CHECK, None),  # another abort
+    ("SIGSEGV", "Window dimensions do not match RHS shape", _CONV_CHECK, None),
+    ("SIGABRT", "Window dimensions do not match RHS shape",
+     _BF16_PRED.format(t="f16"), None),                               # no convolution
+])
+def test_known_crash_of_the_simplifiers_convolution_check(signal, tail, text, want):
+    report = SimpleNamespace(verdict="crash", message=f"the xla oracle process died with {signal}",
+                             oracle_result=SimpleNamespace(stderr_tail=tail))
+    assert known_crash(report, text, []) == want
+
+
+def test_xla_cpu_really_aborts_in_the_simplifiers_convolution_check(xla):
+    """A campaign (seed 53), stored in f32 as findings/xla-cpu-jaxlib-0.10.2/convolution-
+    lhs-dilate-simplifier-check-failure; with all-ones inputs every element is 3 by hand."""
+    ones = [np.ones((1, 4, 3, 2), np.float32), np.ones((3, 3, 1, 2), np.float32)]
+    outcome = xla(_CONV_CHECK, ones)
+    assert np.all(np.asarray(outcome.report.expected) == 3.0)
+    assert outcome.verdict == "crash" and "SIGABRT" in outcome.report.message
+    assert outcome.kind == "known" and outcome.known == "convolution-simplifier-check"
