@@ -82,6 +82,15 @@ _EXACT = frozenset({
     "shuffle", "select-and-scatter", "map", "stochastic-convert",
 })
 
+#: Ops exact in every type but f8e8m0fnu, which has neither zero nor sign: there their
+#: f32 value (0, a negative, a NaN's image) is not representable, and XLA's float
+#: normalization may keep it under excess precision (name -> the exact f64 function).
+_E8M0_INEXACT = {
+    "remainder": np.fmod, "negate": np.negative, "floor": np.floor, "ceil": np.ceil,
+    "round-nearest-even": np.rint,
+    "round-nearest-afz": lambda x: np.copysign(np.floor(np.abs(x) + 0.5), x),
+}
+
 #: Accumulating collectives: evaluating one again is another rendezvous with the other
 #: devices, which only the devices whose run chose to recompute would join.
 _COMMUNICATING = frozenset({"all-reduce", "all-reduce-start", "reduce-scatter",
@@ -383,12 +392,13 @@ class Perturber:
             if any(f is not o for f, o in zip(flushed, operands)):
                 operands = flushed
                 value = recompute(*operands)
-        if instr.opcode == "remainder" and self.rng is not None and \
+        if instr.opcode in _E8M0_INEXACT and self.rng is not None and \
                 self.freedoms.excess_precision and float_type(value) is not None and \
                 float_type(value).name == "f8e8m0fnu":
-            # exact in the type, except that f8e8m0fnu has no zero: fmod(8, 8) = 0 is
-            # NaN there, while XLA's f32 value of it may be kept (excess precision)
-            return self._narrow_result(comp, instr, np.fmod, operands, value, float_type(value))
+            # exact in other types, but f8e8m0fnu has neither zero nor sign: fmod(8, 8) = 0
+            # and -1024 are NaN there, while XLA's f32 value may be kept (excess precision)
+            return self._narrow_result(comp, instr, _E8M0_INEXACT[instr.opcode], operands,
+                                       value, float_type(value))
         if instr.opcode in _EXACT:
             return value
         op = instr.opcode

@@ -989,3 +989,28 @@ def test_an_f8e8m0fnu_remainder_may_keep_its_f32_zero(worker):
     assert np.isnan(float(strict.actual)) and strict.verdict == "match"
     assert diff(E8M0_REMAINDER, [x], worker=worker,
                 oracle_value=np.float32(5.0)).verdict == "mismatch"
+
+
+E8M0_NEGATE = """HloModule m
+
+ENTRY e {
+  p = f8e8m0fnu[2] parameter(0)
+  n = f8e8m0fnu[2] negate(p)
+  ROOT c = f32[2] convert(n)
+}
+"""
+
+
+def test_an_f8e8m0fnu_negate_may_keep_its_f32_value(worker):
+    """A campaign (seed 53): negate of f8e8m0fnu 1024 is -1024, which the unsigned
+    f8e8m0fnu cannot hold (NaN as written, hloref); XLA's float normalization computes
+    it in f32 and converts -1024 to f32 without the f8e8m0fnu rounding. A value no
+    rounding gives (+1024) is flagged."""
+    import ml_dtypes
+    x = np.array([np.nan, 1024.0]).astype(ml_dtypes.float8_e8m0fnu)
+    report = diff(E8M0_NEGATE, [x], worker=worker)
+    assert np.isnan(np.asarray(report.expected)).all()
+    assert np.asarray(report.actual)[1] == -1024.0
+    assert report.verdict == "match", report.summary()
+    assert diff(E8M0_NEGATE, [x], worker=worker,
+                oracle_value=np.array([np.nan, 1024.0], np.float32)).verdict == "mismatch"
