@@ -364,13 +364,15 @@ def _s4_to_wider(module) -> dict:
 
 
 def _int_f8_unsigned(module) -> dict:
-    """``{(computation, name): instruction}`` of the converts to u32/u64 whose operand is
-    an f8 value converted from an integer, through ops that only move elements (XLA:CPU
-    fuses the pair: a campaign, seed 0, met it through reshape, slice, reshape)."""
+    """``{(computation, name): instruction}`` of the converts to u32/u64 (and to f4e2m1fn:
+    6 where the f8 value is NaN, a campaign, seed 53) whose operand is an f8 value
+    converted from an integer, through ops that only move elements (XLA:CPU fuses the
+    pair: a campaign, seed 0, met it through reshape, slice, reshape)."""
     out = {}
     for c in module.computations.values():
         for i in c.instructions:
-            if i.opcode != "convert" or _type_name(i) not in ("u32", "u64") or not i.operands:
+            if i.opcode != "convert" or _type_name(i) not in ("u32", "u64", "f4e2m1fn") or \
+                    not i.operands:
                 continue
             f8 = i.operands[0]
             while f8.opcode in _MOVES_ELEMENTS and f8.operands:

@@ -459,7 +459,8 @@ KNOWN_DIFFERENCES = {
                                    "converted to an f8 type into the unsigned maximum when "
                                    "it fuses that convert with one to u32/u64 (each alone: "
                                    "NaN, then 0; findings/xla-cpu-jaxlib-0.10.2/convert-int-"
-                                   "f8-unsigned-fused-nan-saturates)",
+                                   "f8-unsigned-fused-nan-saturates; into 6 with one to "
+                                   "f4e2m1fn, where the NaN's zero is due)",
     "accumulation-overflow": "an accumulating op (dot, convolution, reduce; batch norm, "
                              "whose XLA expansion sums x², and its gradient's "
                              "(x - mean)·Σ dy·(x - mean) terms) whose terms "

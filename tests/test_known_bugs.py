@@ -155,6 +155,16 @@ ROWS = [
         "  r = f8e4m3b11fnuz[2] reshape(f)\n  s = f8e4m3b11fnuz[1] slice(r), slice={[1:2]}\n"
         "  e = f8e4m3b11fnuz[] reshape(s)\n  ROOT c = u32[] convert(e)"),
      [np.array([[0, 7]], np.uint32)], None),
+    # a campaign (seed 53): u16 8437 exceeds f8e4m3fn's 448, NaN; to f4e2m1fn, which has
+    # no NaN, a zero (ml_dtypes: -0); XLA:CPU's fused pair gives 6
+    ("u16 -> f8e4m3fn -> f4e2m1fn out of range", _module(
+        "  p = u16[2] parameter(0)\n  f = f8e4m3fn[2] convert(p)\n"
+        "  ROOT c = f4e2m1fn[2] convert(f)"),
+     [np.array([8437, 24692], np.uint16)], "convert-int-f8-unsigned-nan"),
+    ("u16 -> f8e4m3fn -> f4e2m1fn in range", _module(
+        "  p = u16[2] parameter(0)\n  f = f8e4m3fn[2] convert(p)\n"
+        "  ROOT c = f4e2m1fn[2] convert(f)"),
+     [np.array([3, 5], np.uint16)], None),
     ("u32 -> f8e4m3fn -> u32 in range", _module(
         "  p = u32[2] parameter(0)\n  f = f8e4m3fn[2] convert(p)\n  ROOT c = u32[2] convert(f)"),
      [np.array([3, 5], np.uint32)], None),
