@@ -280,3 +280,23 @@ def test_xla_cpus_exp_quotient_rewrite_is_known():
     other = SimpleNamespace(verdict="mismatch", culprit=None, expected=outcome.report.expected,
                             actual=np.array([1, 1, np.nan, 2, 1]))
     assert known_folding(other, EXP_QUOTIENT, [x]) is None
+
+
+@pytest.mark.parametrize("literal,actual,want", [
+    ("5.877e-39", np.nan, "ftz"),    # 2^-127: the folder flushes it, ceil(0) = 0 is NaN
+    ("5.877e-39", 2.0, None),        # a wrong value that is no NaN
+    ("1.175e-38", np.nan, None),     # 2^-126 is a normal f32: nothing to flush
+])
+def test_a_folded_f8e8m0fnu_op_of_the_least_value_flushed_to_nan_is_ftz(literal, actual, want):
+    """A campaign (seed 53): ceil of the f8e8m0fnu constant 2^-127 is 1 (hloref; by hand:
+    0 < 2^-127 <= 1); XLA's constant folder computes in f32, where 2^-127 is subnormal
+    and flushed, ceil(0) = 0, and f8e8m0fnu has no zero: NaN."""
+    e8 = ml_dtypes.float8_e8m0fnu
+    text = _module(f"  k = f8e8m0fnu[] constant({literal})\n"
+                   "  ROOT c = f8e8m0fnu[] ceil(k)")
+    import hloref
+    expected = hloref.evaluate(text)
+    assert float(np.asarray(expected).astype(np.float64)) == 1.0  # ceil of (0, 1]
+    report = SimpleNamespace(verdict="mismatch", culprit=None, expected=expected,
+                             actual=np.array(actual).astype(e8))
+    assert known_folding(report, text, []) == want
