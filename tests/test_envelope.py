@@ -1014,3 +1014,31 @@ def test_an_f8e8m0fnu_negate_may_keep_its_f32_value(worker):
     assert report.verdict == "match", report.summary()
     assert diff(E8M0_NEGATE, [x], worker=worker,
                 oracle_value=np.array([np.nan, 1024.0], np.float32)).verdict == "mismatch"
+
+
+def test_a_complex_modulus_carries_xla_cpus_accuracy_budget(worker):
+    """XLA:CPU's c64 abs is up to 1.84 ULP off the exact modulus (here: within
+    COMPLEX_ABS_ULPS = 2 on 20,000 N(0,1) values, and over 1 ULP somewhere), so the
+    envelope may not take it for exact: a campaign (seed 53) fed it to cosine, where
+    abs(-0.665 + 1.223i) = 1.392, one ULP of it moves cos by 8 of its own ULPs, and
+    XLA's fused value was called a mismatch. It is inside now; a wrong element is not."""
+    from hloref.fuzz.oracles import xla
+    from hloref.fuzz.perturb import COMPLEX_ABS_ULPS
+    rng = np.random.default_rng(1)
+    z = (rng.standard_normal(20000) + 1j * rng.standard_normal(20000)).astype(np.complex64)
+    alone = np.asarray(xla.run_hlo("HloModule m\nENTRY e {\n  p = c64[20000] parameter(0)\n"
+                                   "  ROOT a = f32[20000] abs(p)\n}\n", z)).astype(np.float64)
+    exact = np.abs(z.astype(np.complex128))
+    ulps = np.abs(alone - exact) / np.spacing(exact.astype(np.float32)).astype(np.float64)
+    assert 1.0 < ulps.max() <= COMPLEX_ABS_ULPS
+    text = ("HloModule m\n\nENTRY e {\n  p = c64[4,2] parameter(0)\n"
+            "  a = f32[4,2]{0,1} abs(p)\n  ROOT c = f32[4,2]{1,0} cosine(a)\n}\n")
+    x = np.array([[-0.665213 + 1.2231387j, 0.11272575 - 0.71259964j],
+                  [-0.36596224 - 1.0234301j, -2.1003788 - 1.531952j],
+                  [0.6850284 + 0.32037514j, -0.7726343 - 0.7196077j],
+                  [1.947841 - 1.3351508j, 0.7257541 + 1.4670398j]], np.complex64)
+    report = diff(text, [x], worker=worker)
+    assert report.verdict == "match", report.summary()
+    wrong = np.asarray(report.expected).copy()
+    wrong[0, 0] += 1e-5  # ~650 ULP of 0.1775: no modulus within 2 ULP gives it
+    assert diff(text, [x], worker=worker, oracle_value=wrong).verdict == "mismatch"
