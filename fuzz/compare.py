@@ -24,7 +24,8 @@ import numpy as np
 from hloref.types import ElementType, from_dtype
 
 __all__ = ["Verdict", "Tolerance", "compare_values", "tolerance_for", "accumulation_atol",
-           "ulp_of", "part_format", "smallest_normal", "leaves", "DTYPE_ULPS", "OPCODE_ULPS",
+           "ulp_of", "part_format", "smallest_normal", "largest_finite", "leaves", "DTYPE_ULPS",
+           "OPCODE_ULPS",
            "NARROW_OPCODE_ULPS"]
 
 #: Default ULP budget per float type: one rounding of a result that the two sides
@@ -125,6 +126,16 @@ def smallest_normal(et: ElementType) -> float:
     """The smallest normal value of ``et`` (of its parts, for complex)."""
     fmt = part_format(et)
     return 2.0 ** (1 - fmt.bias)
+
+
+def largest_finite(dtype) -> float | None:
+    """The largest finite value of a float ``dtype`` (ml_dtypes' narrow ones too), else
+    None (integers, complex)."""
+    import ml_dtypes
+    try:
+        return float(ml_dtypes.finfo(dtype).max)
+    except (ValueError, TypeError):
+        return None
 
 
 def accumulation_atol(n_terms: int, abs_sum: np.ndarray | float, et: ElementType) -> np.ndarray:

@@ -27,7 +27,7 @@ from hloref.ir import Module
 from hloref.shapes import ArrayShape
 from hloref.types import ElementType
 
-from .compare import DTYPE_ULPS, smallest_normal
+from .compare import DTYPE_ULPS, largest_finite, smallest_normal
 from .compare import leaves as _leaves
 from .freedoms import EnvelopePolicy, Freedoms
 from .perturb import Perturber, Sampled, float_type, is_narrow, program_computations, sample, ulp_at
@@ -197,12 +197,6 @@ def _common_grid(values: list, et: ElementType, grids: list) -> ElementType | No
 OVERFLOW_REACH = 2.0 ** -8
 
 
-def _largest_finite(et: ElementType) -> float:
-    """The largest finite value of a float type (ml_dtypes' narrow ones too)."""
-    import ml_dtypes
-    return float(ml_dtypes.finfo(et.dtype).max)
-
-
 def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy, *,
                overflow_reachable: bool = False) -> _Leaf:
     et = float_type(nom)
@@ -273,7 +267,7 @@ def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy, *,
         # reachable as the overflow itself, so any finite value of the type may come out
         lost = np.isfinite(c) & (2 * np.sum(np.isnan(stack[1:]), axis=0) > len(values))
         if np.any(lost):
-            top = _largest_finite(et)
+            top = largest_finite(et.dtype)
             lo, hi = np.where(lost, -top, lo), np.where(lost, top, hi)
         if policy.freedoms.ftz:
             tiny = smallest_normal(et)
