@@ -11,8 +11,9 @@ from hloref.opcodes import ACCUMULATING, EXPANDED
 from hloref.types import from_dtype
 
 from .compare import leaves as _paths_and_leaves
-from .compare import smallest_normal
+from .compare import largest_finite, smallest_normal
 from .reducers import reorder_free
+from .window_order import same_under_another_order
 
 __all__ = ["KNOWN_GAPS", "known_gap", "tf_nan_to_nanless", "KNOWN_DIFFERENCES",
            "known_difference", "culprit_gap"]
@@ -112,42 +113,38 @@ def _batch_norm_rearranged(comp, instr, values: dict) -> bool:
     return big > limit / 2
 
 
-#: Complex functions with a branch cut and the test for lying on it (z: c128 array).
+#: Complex functions with a branch cut and the test for an operand lying on it (zs:
+#: the operands as c128 arrays of the result's shape). atan2(y, x) = -i log((x + iy) /
+#: sqrt(x² + y²)) is on its cut where y = 0 and Re x < 0: the quotient is -1 there.
 _BRANCH_CUTS = {
-    "power": lambda z: (z.imag == 0) & (z.real < 0),
-    "log": lambda z: (z.imag == 0) & (z.real < 0),
-    "log-plus-one": lambda z: (z.imag == 0) & (z.real < -1),
-    "sqrt": lambda z: (z.imag == 0) & (z.real < 0),
-    "rsqrt": lambda z: (z.imag == 0) & (z.real < 0),
-    "asin": lambda z: (z.imag == 0) & (np.abs(z.real) > 1),
-    "acos": lambda z: (z.imag == 0) & (np.abs(z.real) > 1),
-    "atanh": lambda z: (z.imag == 0) & (np.abs(z.real) > 1),
-    "acosh": lambda z: (z.imag == 0) & (z.real < 1),
-    "asinh": lambda z: (z.real == 0) & (np.abs(z.imag) > 1),
-    "atan": lambda z: (z.real == 0) & (np.abs(z.imag) > 1),
+    "power": lambda zs: (zs[0].imag == 0) & (zs[0].real < 0),
+    "log": lambda zs: (zs[0].imag == 0) & (zs[0].real < 0),
+    "log-plus-one": lambda zs: (zs[0].imag == 0) & (zs[0].real < -1),
+    "sqrt": lambda zs: (zs[0].imag == 0) & (zs[0].real < 0),
+    "rsqrt": lambda zs: (zs[0].imag == 0) & (zs[0].real < 0),
+    "asin": lambda zs: (zs[0].imag == 0) & (np.abs(zs[0].real) > 1),
+    "acos": lambda zs: (zs[0].imag == 0) & (np.abs(zs[0].real) > 1),
+    "atanh": lambda zs: (zs[0].imag == 0) & (np.abs(zs[0].real) > 1),
+    "acosh": lambda zs: (zs[0].imag == 0) & (zs[0].real < 1),
+    "asinh": lambda zs: (zs[0].real == 0) & (np.abs(zs[0].imag) > 1),
+    "atan": lambda zs: (zs[0].real == 0) & (np.abs(zs[0].imag) > 1),
+    "atan2": lambda zs: (zs[0] == 0) & (zs[1].real < 0),
 }
 
 
 def _off_cut_differs(culprit, arrays) -> bool:
-    """Whether a complex op's operand lies exactly on its branch cut (``_BRANCH_CUTS``;
-    ``atan2(y, x)``: y = 0 with Re x < 0, where (x + iy)/sqrt(x² + y²) is -1) at every
-    element where the oracle differs from hloref, with the oracle's value hloref's on
-    the other side of the cut, and some element differs: which side a value exactly on
-    the cut takes depends on the sign of a zero inside XLA's expansion."""
-    op = culprit.opcode
-    if op not in _BRANCH_CUTS and op != "atan2" or not arrays or \
-            any(x.dtype.kind != "c" for x in arrays):
+    """Whether a complex op's operand lies exactly on its branch cut (``_BRANCH_CUTS``) at
+    every element where the oracle differs from hloref, with the oracle's value hloref's
+    on the other side of the cut, and some element differs: which side a value exactly
+    on the cut takes depends on the sign of a zero inside XLA's expansion."""
+    cut = _BRANCH_CUTS.get(culprit.opcode)
+    if cut is None or not arrays or any(x.dtype.kind != "c" for x in arrays) or \
+            (culprit.opcode == "atan2" and len(arrays) != 2):
         return False
     exp, act = list(_leaves(culprit.expected)), list(_leaves(culprit.actual))
     if len(exp) != 1 or len(act) != 1 or exp[0].shape != act[0].shape:
         return False
-    zs = [np.broadcast_to(x.astype(np.complex128), exp[0].shape) for x in arrays]
-    if op == "atan2":
-        if len(zs) != 2:
-            return False
-        on_cut = (zs[0] == 0) & (zs[1].real < 0)
-    else:
-        on_cut = _BRANCH_CUTS[op](zs[0])
+    on_cut = cut([np.broadcast_to(x.astype(np.complex128), exp[0].shape) for x in arrays])
     e, a = exp[0].astype(np.complex128), act[0].astype(np.complex128)
     differ = _differs(e.real, a.real) | _differs(e.imag, a.imag)
     # the other side of the cut: the imaginary part's sign flipped (log: +-i pi) or,
@@ -555,15 +552,6 @@ def _products_bound(lhs: np.ndarray, rhs: np.ndarray) -> float:
     return float(lhs.size) * tops[0] * tops[1]
 
 
-def _finite_max(dtype) -> float | None:
-    """The largest finite value of a float ``dtype`` (ml_dtypes' too), else None."""
-    import ml_dtypes
-    try:
-        return float(ml_dtypes.finfo(dtype).max)
-    except (ValueError, TypeError):
-        return None
-
-
 def _squares_underflow(z: np.ndarray) -> bool:
     """Whether a nonzero part of a complex ``z`` is so small that its square is below the
     part type's smallest normal value (XLA's complex formulas square parts; FTZ makes
@@ -576,7 +564,7 @@ def _squares_underflow(z: np.ndarray) -> bool:
 
 def _squares_overflow(x: np.ndarray) -> bool:
     """Whether some x² (XLA's batch-norm expansion: E[x²] - E[x]²) overflows x's type."""
-    top = _finite_max(x.dtype)
+    top = largest_finite(x.dtype)
     if top is None:
         return False
     wide = x.astype(np.float64)
@@ -589,7 +577,7 @@ def _grad_terms_overflow(operands) -> bool:
     can overflow it: (x - mean) times the feature's sum of |dy·(x - mean)| over
     (variance + epsilon), bounded with the largest values of each operand (x, scale,
     mean, variance, dy); f16 gradients of values near 100 reach 65504 there."""
-    top = _finite_max(operands[0].dtype) if len(operands) >= 5 else None
+    top = largest_finite(operands[0].dtype) if len(operands) >= 5 else None
     if top is None:
         return False
     x, _scale, mean, var, dy = (np.asarray(o).astype(np.float64) for o in operands[:5])
@@ -616,7 +604,7 @@ def _could_overflow(opcode: str, operands, expected) -> bool:
     leaves = list(_leaves(expected))
     if not leaves or leaves[0].dtype.kind in "biuc":
         return True
-    top = _finite_max(leaves[0].dtype)
+    top = largest_finite(leaves[0].dtype)
     if top is None:
         return True
     return _products_bound(lhs, rhs) >= top
@@ -649,7 +637,7 @@ def _infinity_meets_overflow(culprit, arrays) -> bool:
     element is NaN on one side and ±inf on the other."""
     if not arrays or arrays[0].dtype.kind not in "fV":
         return False
-    top = _finite_max(arrays[0].dtype)
+    top = largest_finite(arrays[0].dtype)
     if top is None:
         return False
     # a sum rounds to infinity from top + ulp(top)/2 on (round to nearest)
@@ -708,7 +696,6 @@ def culprit_gap(report, module) -> str | None:
     that is the entry's root, whose oracle value (alone, and in the whole module) is
     hloref's under another order of the window walk (``select-and-scatter-ties``). Only
     the root: a tie at an inner instruction would hide what came after it."""
-    from .window_order import same_under_another_order
     culprit = getattr(report, "culprit", None)
     inner = culprit.innermost() if culprit is not None else None
     root = module.entry.root if module is not None and module.entry is not None else None
