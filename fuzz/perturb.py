@@ -95,6 +95,9 @@ _E8M0_INEXACT = {
     "round-nearest-afz": lambda x: np.copysign(np.floor(np.abs(x) + 0.5), x),
 }
 
+#: Opcodes of ``_EXACT`` that some types make inexact (``Perturber._inexact_in_type``).
+_INEXACT_IN_SOME_TYPES = frozenset({"abs"}) | frozenset(_E8M0_INEXACT)
+
 #: Accumulating collectives: evaluating one again is another rendezvous with the other
 #: devices, which only the devices whose run chose to recompute would join.
 _COMMUNICATING = frozenset({"all-reduce", "all-reduce-start", "reduce-scatter",
@@ -396,21 +399,10 @@ class Perturber:
             if any(f is not o for f, o in zip(flushed, operands)):
                 operands = flushed
                 value = recompute(*operands)
-        if instr.opcode == "abs" and self.rng is not None and self.freedoms.math_budgets \
-                and operands and np.iscomplexobj(operands[0]):
-            # |z| is sqrt(re^2 + im^2) rounded: XLA:CPU's is up to 1.84 ULP off (measured
-            # on 200,000 N(0,1) c64 values, 4.9 % above 1 ULP), hloref's hypot about 0.5
-            et = float_type(value)
-            if et is not None:
-                return self._uniform(value, COMPLEX_ABS_ULPS * ulp_at(value, et),
-                                     self._mode(comp, instr))
-        if instr.opcode in _E8M0_INEXACT and self.rng is not None and \
-                self.freedoms.excess_precision and float_type(value) is not None and \
-                float_type(value).name == "f8e8m0fnu":
-            # exact in other types, but f8e8m0fnu has neither zero nor sign: fmod(8, 8) = 0
-            # and -1024 are NaN there, while XLA's f32 value may be kept (excess precision)
-            return self._narrow_result(comp, instr, _E8M0_INEXACT[instr.opcode], operands,
-                                       value, float_type(value))
+        if self.rng is not None and instr.opcode in _INEXACT_IN_SOME_TYPES:
+            perturbed = self._inexact_in_type(comp, instr, operands, value)
+            if perturbed is not None:
+                return perturbed
         if instr.opcode in _EXACT:
             return value
         op = instr.opcode
@@ -489,6 +481,25 @@ class Perturber:
                 return self._uniform(value, np.nan_to_num(budget, nan=np.inf),
                                      self._mode(comp, instr))
         return self._uniform(value, ulps * ulp_at(value, et), self._mode(comp, instr))
+
+    def _inexact_in_type(self, comp, instr, operands, value):
+        """A perturbed result of an op ``_EXACT`` lists, for the types where it is not
+        exact, else None: a complex modulus (``abs``: sqrt(re² + im²) rounded, XLA:CPU's
+        up to 1.84 ULP off, ``COMPLEX_ABS_ULPS``) and f8e8m0fnu's ``_E8M0_INEXACT`` ops
+        (no zero, no sign: fmod(8, 8) = 0 and -1024 are NaN there, while XLA's f32 value
+        may be kept under excess precision)."""
+        et = float_type(value)
+        if et is None:
+            return None
+        if instr.opcode == "abs" and self.freedoms.math_budgets and operands and \
+                np.iscomplexobj(operands[0]):
+            return self._uniform(value, COMPLEX_ABS_ULPS * ulp_at(value, et),
+                                 self._mode(comp, instr))
+        if et.name == "f8e8m0fnu" and instr.opcode in _E8M0_INEXACT and \
+                self.freedoms.excess_precision:
+            return self._narrow_result(comp, instr, _E8M0_INEXACT[instr.opcode], operands,
+                                       value, et)
+        return None
 
     def _narrow_result(self, comp, instr, fn, operands, value, et):
         """Excess precision: a narrow float result whose users all read it

@@ -1008,6 +1008,7 @@ def test_an_f8e8m0fnu_negate_may_keep_its_f32_value(worker):
     rounding gives (+1024) is flagged."""
     import ml_dtypes
     x = np.array([np.nan, 1024.0]).astype(ml_dtypes.float8_e8m0fnu)
+    assert np.isnan(np.array(-1024.0).astype(ml_dtypes.float8_e8m0fnu).astype(float))
     report = diff(E8M0_NEGATE, [x], worker=worker)
     assert np.isnan(np.asarray(report.expected)).all()
     assert np.asarray(report.actual)[1] == -1024.0
