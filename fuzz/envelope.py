@@ -235,11 +235,12 @@ def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy, *,
         return _Leaf(nom, c, radius, nan_ok, et, inf_ok=inf_ok)
     c = nom.astype(np.float64)
     stack = np.stack([c] + [v.astype(np.float64) for v in values])
-    nan_ok = np.any(np.isnan(stack), axis=0)
+    nans = np.isnan(stack)
+    nan_ok = np.any(nans, axis=0)
     with np.errstate(all="ignore"):
-        lo_s = np.nanmin(np.where(np.isnan(stack), np.inf, stack), axis=0)
-        hi_s = np.nanmax(np.where(np.isnan(stack), -np.inf, stack), axis=0)
-        dev = np.max(np.where(np.isnan(stack) | np.isinf(stack) | np.isinf(c), 0.0,
+        lo_s = np.nanmin(np.where(nans, np.inf, stack), axis=0)
+        hi_s = np.nanmax(np.where(nans, -np.inf, stack), axis=0)
+        dev = np.max(np.where(nans | np.isinf(stack) | np.isinf(c), 0.0,
                               np.abs(stack - c)), axis=0)
         floor = DTYPE_ULPS.get(et.name, 2) * ulp_at(nom, et)
         lo = np.minimum(lo_s, c - policy.widen * dev) - floor
@@ -265,7 +266,7 @@ def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy, *,
         # a type without infinities, inf - inf): the few finite runs cannot bound the
         # element, and the values between the nominal one and the overflow are as
         # reachable as the overflow itself, so any finite value of the type may come out
-        lost = np.isfinite(c) & (2 * np.sum(np.isnan(stack[1:]), axis=0) > len(values))
+        lost = np.isfinite(c) & (2 * np.sum(nans[1:], axis=0) > len(values))
         if np.any(lost):
             top = largest_finite(et.dtype)
             lo, hi = np.where(lost, -top, lo), np.where(lost, top, hi)
