@@ -59,6 +59,7 @@ from realistic_common import layer_norm as _layer_norm  # noqa: E402
 from realistic_common import normal as _normal  # noqa: E402
 from realistic_common import to_numpy as _np  # noqa: E402
 from realistic_programs_heldout import HELDOUT  # noqa: E402
+from realistic_programs_heldout2 import HELDOUT2  # noqa: E402
 from realistic_programs_models import MODELS  # noqa: E402
 from realistic_programs_more import MORE  # noqa: E402
 
@@ -605,6 +606,7 @@ PROGRAMS: dict[str, Callable[[], Program]] = {
     **MORE,
     **MODELS,
     **HELDOUT,
+    **HELDOUT2,
     # the cost benchmark: 8 layers, 8 heads, d_model 64, seq 32, batch 4, layers applied with
     # lax.scan; unoptimized HLO of about 1,600 instructions
     "transformer_train_large": partial(_transformer, "transformer_train_large", trained=False,
