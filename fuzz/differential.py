@@ -13,7 +13,9 @@ fed with hloref's values of its operands; the culprit is the first one whose res
 falls outside that instruction's own envelope (its ULP or accumulation budget; for
 a ``call``, ``fusion``, ``while`` or ``conditional``, the sampled envelope of the
 called computation, which is then opened and isolated in turn: a fusion's or call's,
-or the branch a conditional ran; loops are not opened). When no instruction
+the branch a conditional ran, or a ``while``'s condition or body at the first iteration
+(of the first ``LOOP_OPEN_ITERATIONS``) where XLA's step differs from hloref's on
+hloref's loop state). When no instruction
 is wrong alone, the fault is in the compiled program as a whole, and the report goes
 one level down: XLA's optimized module, evaluated by hloref, either lies inside the
 envelope (the HLO passes are innocent: each fusion of the optimized module is
@@ -66,14 +68,25 @@ class IsolatedInstruction:
     expected: object = None
     actual: object = None
     inner: "IsolatedInstruction | None" = None  # first mismatch inside a fusion/call body
+    #: a loop's step (its condition or body, ``step``, run once on hloref's state): the
+    #: iteration
+    iteration: int | None = None
+    step: str | None = None
 
     def innermost(self) -> "IsolatedInstruction":
         return self.inner.innermost() if self.inner is not None else self
 
     def where(self) -> str:
-        """The innermost mismatching instruction, its place and its verdict, for reports."""
-        c = self.innermost()
-        return f"%{c.name} ({c.opcode}) in computation {c.computation}: {c.verdict}"
+        """The innermost mismatching instruction, its place and its verdict, for reports
+        (with the iteration of every loop opened on the way)."""
+        c, loops, node = self.innermost(), [], self
+        while node is not None:
+            if node.iteration is not None:
+                loops.append(f"iteration {node.iteration} of %{node.name}, in its "
+                             f"{node.step}")
+            node = node.inner
+        at = f" ({', '.join(loops)})" if loops else ""
+        return f"%{c.name} ({c.opcode}) in computation {c.computation}{at}: {c.verdict}"
 
 
 @dataclass
@@ -282,6 +295,12 @@ def isolate(module: Module, values: dict, worker: OracleWorker, *,
     comp = computation or module.entry
     from hloref.evaluator.interpreter import topological_order
     results: list[IsolatedInstruction] = []
+    # an instruction that crashes the oracle alone, while the module it came from ran,
+    # says nothing of the mismatch being localised (a known crash of the op alone, such
+    # as a 2-bit concatenate, that the whole program's compile folds away): such
+    # entries are listed after every value verdict, so that the first value mismatch,
+    # if any, is the culprit
+    crashed_alone: list[IsolatedInstruction] = []
     for instr in topological_order(comp):
         if instr.opcode in _STRUCTURAL or _has_token(instr.shape) or \
                 any(_has_token(o.shape) for o in instr.operands):
@@ -306,10 +325,18 @@ def isolate(module: Module, values: dict, worker: OracleWorker, *,
                                           policy)
         entry = IsolatedInstruction(comp.name, instr.name, instr.opcode, verdict, text, operands,
                                     values[key], result.value)
+        if result.kind in ("crash", "timeout"):
+            crashed_alone.append(entry)
+            continue
         results.append(entry)
         if not verdict.ok:
             opened = _opened(instr, operands) if recurse else None
-            if opened is not None:
+            if recurse and instr.opcode == "while" and oracle_instr.opcode == "while":
+                entry.inner = _open_loop(module, comp.name, instr, oracle_instr, operands[0],
+                                         worker,
+                                         oracle_module=oracle_module,
+                                         debug_options=debug_options, policy=policy)
+            elif opened is not None:
                 callee, callee_args = module.computations[opened[0]], opened[1]
                 inner_values = _trace_computation(module, callee, callee_args)
                 inner = isolate(module, inner_values, worker, computation=callee,
@@ -319,14 +346,68 @@ def isolate(module: Module, values: dict, worker: OracleWorker, *,
                 entry.inner = bad[0] if bad else None
             if stop_at_first:
                 break
-    return results
+    return results + crashed_alone
+
+
+#: How many iterations of a mismatching ``while`` are stepped on the oracle to find the
+#: first one XLA computes differently (each costs two oracle runs).
+LOOP_OPEN_ITERATIONS = 16
+
+
+def _open_loop(module: Module, where: str, loop: Instruction, oracle_loop: Instruction, init,
+               worker: OracleWorker, *, oracle_module: Module, debug_options, policy
+               ) -> IsolatedInstruction | None:
+    """The first step of ``loop`` XLA computes differently: hloref runs the loop from
+    ``init``; at each iteration (up to ``LOOP_OPEN_ITERATIONS``) the oracle runs the
+    condition, then the body, alone on hloref's state (each as a ``call``); the first
+    whose result is outside its own envelope is returned, opened like a call, with
+    its iteration. ``None`` when every step agrees (the loop as a whole then differs
+    through its trip count beyond the cap, or not at all alone)."""
+    from hloref.attrs import ComputationRef
+    from hloref.evaluator.interpreter import Interpreter
+    from hloref.printer import module_to_text
+    cond, body = (module.computations[str(loop.attrs[k])] for k in ("condition", "body"))
+    oracle_steps = [str(oracle_loop.attrs[k]) for k in ("condition", "body")]
+    interp, state = Interpreter(module), init
+    for iteration in range(LOOP_OPEN_ITERATIONS):
+        for comp, oracle_name in zip((cond, body), oracle_steps):
+            expected = interp.call(comp, [state])
+            step = Instruction(name=loop.name, opcode="call", shape=comp.root.shape,
+                               operands=list(loop.operands[:1]),
+                               attrs={"to_apply": ComputationRef(comp.name)})
+            oracle_step = dataclasses.replace(step, attrs={"to_apply": ComputationRef(oracle_name)})
+            text = module_to_text(isolated_module(oracle_module, oracle_step))
+            result = worker.run(text, [state], debug_options=debug_options)
+            if not result.ok:
+                if result.kind in ("unsupported", "error"):
+                    return None  # the oracle cannot run the step alone: no evidence
+                verdict = Verdict("mismatch", f"oracle {result.kind}: {result.message}")
+            else:
+                verdict = instruction_verdict(module, step, [state], expected, result.value,
+                                              policy)
+            if not verdict.ok:
+                entry = IsolatedInstruction(where, loop.name, "while", verdict, text, [state],
+                                            expected, result.value, iteration=iteration,
+                                            step=("condition %" if comp is cond else "body %")
+                                            + comp.name)
+                inner = isolate(module, _trace_computation(module, comp, [state]), worker,
+                                computation=comp, stop_at_first=True, recurse=True,
+                                oracle_module=oracle_module, debug_options=debug_options,
+                                policy=policy)
+                bad = [r for r in inner if not r.verdict.ok]
+                entry.inner = bad[0] if bad else None
+                return entry
+            if comp is cond and not bool(np.asarray(expected)):
+                return None
+        state = expected
+    return None
 
 
 def _opened(instr: Instruction, operands: list) -> tuple[str, list] | None:
     """The computation a mismatching composite is opened into, with its arguments: a
     fusion's or call's callee with the operands; a conditional's branch that ran (the
     pred form: true, false; the index form: branch i, an index outside [0, N) the last),
-    with that branch's operand. None for the others (loops: their envelope is sampled)."""
+    with that branch's operand. None for the others (a loop is stepped: ``_open_loop``)."""
     if instr.opcode in ("fusion", "call"):
         return instr.called_computation_names()[0], operands
     if instr.opcode != "conditional" or not operands:

@@ -544,3 +544,92 @@ def test_a_crash_report_keeps_the_line_that_says_why_above_a_long_stack(tmp_path
     assert tail[0] == check and tail[1] == "..." and tail[2:] == frames[-20:]
     path.write_text("\n".join(["noise", check] + frames[:3]) + "\n")
     assert w._stderr_tail().splitlines() == ["noise", check] + frames[:3]
+
+
+_F4_LOOP = """HloModule m
+
+cond {
+  p = (s32[], f4e2m1fn[3], s64[3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  p = (s32[], f4e2m1fn[3], s64[3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f4e2m1fn[3] get-tuple-element(p), index=1
+  acc = s64[3] get-tuple-element(p), index=2
+  k = s32[] constant(%d)
+  at = pred[] compare(i, k), direction=EQ
+  atb = pred[3] broadcast(at), dimensions={}
+  c = s64[3] convert(x)
+  zero = s64[3] constant({0, 0, 0})
+  v = s64[3] select(atb, c, zero)
+  acc2 = s64[3] add(acc, v)
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT t = (s32[], f4e2m1fn[3], s64[3]) tuple(i2, x, acc2)
+}
+
+ENTRY e {
+  x = f4e2m1fn[3] parameter(0)
+  z = s32[] constant(0)
+  acc = s64[3] constant({0, 0, 0})
+  init = (s32[], f4e2m1fn[3], s64[3]) tuple(z, x, acc)
+  w = (s32[], f4e2m1fn[3], s64[3]) while(init), condition=cond, body=body
+  ROOT r = s64[3] get-tuple-element(w), index=2
+}
+"""
+
+
+@pytest.mark.parametrize("iteration", [0, 2])
+def test_localisation_opens_a_loop_at_the_first_iteration_xla_computes_differently(
+        worker, iteration):
+    """A loop whose body adds f4e2m1fn ±6 converted to s64 at one iteration only (the filed
+    convert-f4e2m1fn-to-int-saturates: by hand 6 and -6, XLA:CPU the s64 extremes), zeros
+    at the others: the culprit is the body's convert at that iteration, found by stepping
+    the loop on the oracle from hloref's state, and the mismatch is named as the filed
+    class (before, the culprit was the whole while and the class went unnamed)."""
+    x = np.array([6, -6, 1.5], ml_dtypes.float4_e2m1fn)
+    report = diff(_F4_LOOP % iteration, [x], worker=worker)
+    assert np.asarray(report.expected).tolist() == [6, -6, 1]
+    assert report.verdict == "mismatch"
+    culprit = report.culprit.innermost()
+    assert (culprit.computation, culprit.name) == ("body", "c"), report.summary()
+    assert f"iteration {iteration} of %w, in its body %body" in report.summary()
+    assert report.known_difference == "convert-f4e2m1fn-to-int-saturates"
+
+
+def test_an_instruction_that_crashes_the_oracle_alone_is_not_the_culprit(worker):
+    """A campaign's program (seed 67): a u2 concatenate (which XLA:CPU aborts on when it
+    is compiled alone: the filed concatenate-s2-aborts) feeds a u2 sort that XLA gets
+    wrong (the filed sort-2bit: [0, 1, 2, 3, 2, 3] sorted is [0, 1, 2, 2, 3, 3] by hand,
+    element 4 is 3). The whole module runs, so the concatenate's crash alone says
+    nothing of the wrong value: the sort is the culprit."""
+    text = """HloModule m
+
+cmp {
+  a = u2[] parameter(0)
+  b = u2[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+
+ENTRY e {
+  p = s64[] parameter(0)
+  i = u2[4] iota(), iota_dimension=0
+  s = u2[2] slice(i), slice={[2:4]}
+  c = u2[6] concatenate(i, s), dimensions={0}
+  srt = u2[6] sort(c), dimensions={0}, is_stable=true, to_apply=cmp
+  w = s64[6] convert(srt)
+  e4 = s64[1] slice(w), slice={[4:5]}
+  r = s64[] reshape(e4)
+  ROOT out = s64[] add(r, p)
+}
+"""
+    report = diff(text, [np.array(0, np.int64)], worker=worker)
+    assert int(np.asarray(report.expected)) == 3
+    assert report.verdict == "mismatch", report.summary()
+    culprit = report.culprit.innermost()
+    assert culprit.opcode == "sort", report.summary()
+    assert report.known_difference == "sort-2bit"
