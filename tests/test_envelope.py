@@ -1017,6 +1017,72 @@ def test_an_f8e8m0fnu_negate_may_keep_its_f32_value(worker):
                 oracle_value=np.array([np.nan, 1024.0], np.float32)).verdict == "mismatch"
 
 
+MX_SCALES = """HloModule m
+
+ENTRY e {
+  x = f32[6] parameter(0)
+  a = f32[6] abs(x)
+  k = f32[] constant(0.002232142857142857)
+  kb = f32[6] broadcast(k), dimensions={}
+  q = f32[6] multiply(a, kb)
+  ROOT s = f8e8m0fnu[6] convert(q)
+}
+"""
+
+
+def test_an_mx_block_scale_one_f8e8m0fnu_ulp_off_is_a_mismatch(worker):
+    """MX block scales: |x| / 448 (times 1/448 as f32) converted to f8e8m0fnu. By hand,
+    |x| = 448 * (1, 2.5, 0.7, 1024, 3.9, 0.26) gives about (1, 2.5, 0.7, 1024, 3.9,
+    0.26), which round to the powers of two (1, 2, 0.5, 1024, 4, 0.25): no value near a
+    rounding boundary (1.5 * 2^k), so no correct implementation rounds to a neighbour.
+    XLA:CPU's scales match; the same scales with one doubled (one f8e8m0fnu ULP, the
+    realistic-programs mutant 'doubled 1/448') are a mismatch: f8e8m0fnu has no ULP
+    floor (a factor of 2 is not a rounding)."""
+    import ml_dtypes
+    e8 = ml_dtypes.float8_e8m0fnu
+    x = (448.0 * np.array([1, -2.5, 0.7, 1024, -3.9, 0.26])).astype(np.float32)
+    want = np.array([1, 2, 0.5, 1024, 4, 0.25])
+    report = diff(MX_SCALES, [x], worker=worker)
+    assert np.asarray(report.expected).astype(np.float64).tolist() == want.tolist()
+    assert report.verdict == "match", report.summary()
+    for i in range(6):
+        doubled = want.copy()
+        doubled[i] *= 2
+        off = diff(MX_SCALES, [x], worker=worker, oracle_value=doubled.astype(e8))
+        assert off.verdict == "mismatch", (i, off.summary())
+
+
+FLUSHED_DOT = """HloModule m
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  y = f32[4] parameter(1)
+  ROOT d = f32[] dot(x, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_a_sum_may_lose_the_terms_flush_to_zero_flushes(worker):
+    """x = (1e-20, 2e-19, 3e-20, 1.5e-19), y = (1e-20, 3e-19, 2e-20, 1e-19): the products
+    are 1e-40, 6e-38, 6e-40 and 1.5e-38, exactly 7.57e-38. XLA:CPU (FTZ) flushes its first
+    partial sum, the subnormal 1e-40, and gives 6e-38 + 6e-40 + 1.5e-38 = 7.56e-38 (by
+    hand, each product exact in f64, the sum rounded once): 1e-40 off, far more than the f32 rounding of a 7.57e-38 sum allows. A flushed
+    term is below the smallest normal, so a sum of n terms may move by n of them
+    (``flushed_terms``; a campaign, seed 71, found it in a convolution); a value moved by
+    more is a mismatch."""
+    x = np.array([1e-20, 2e-19, 3e-20, 1.5e-19], np.float32)
+    y = np.array([1e-20, 3e-19, 2e-20, 1e-19], np.float32)
+    report = diff(FLUSHED_DOT, [x, y], worker=worker)
+    assert float(report.expected) == float(np.float32(7.57e-38))
+    products = [np.float64(a) * np.float64(b) for a, b in zip(x, y)]
+    assert float(report.actual) == float(np.float32(sum(products[1:])))  # the first lost
+    assert report.verdict == "match", report.summary()
+    tiny = float(np.finfo(np.float32).tiny)
+    off = diff(FLUSHED_DOT, [x, y], worker=worker,
+               oracle_value=np.float32(7.57e-38 - 20 * tiny))
+    assert off.verdict == "mismatch", off.summary()
+
+
 def test_a_complex_modulus_carries_xla_cpus_accuracy_budget(worker):
     """XLA:CPU's c64 abs is up to 1.84 ULP off the exact modulus (here: within
     COMPLEX_ABS_ULPS = 2 on 20,000 N(0,1) values, and over 1 ULP somewhere), so the
