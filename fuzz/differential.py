@@ -40,6 +40,7 @@ from .compare import Verdict, accumulation_atol, compare_values
 from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
 from .known_gaps import KNOWN_DIFFERENCES, KNOWN_GAPS, culprit_gap, known_difference, known_gap
 from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, sample
+from .perturb import flushed_terms
 from .workers import OracleResult, OracleWorker
 
 __all__ = ["DiffReport", "IsolatedInstruction", "diff", "isolate", "isolated_module",
@@ -215,8 +216,10 @@ def _magnitude(value):
     return np.abs(value.astype(np.float64)).astype(value.dtype)
 
 
-def _accumulation_atol(module: Module, instr: Instruction, operands: list, expected=None):
-    """Σ|terms| bound for accumulating ops: the op evaluated by hloref on |operands|;
+def _accumulation_atol(module: Module, instr: Instruction, operands: list, expected=None, *,
+                       ftz: bool = True):
+    """Σ|terms| bound for accumulating ops: the op evaluated by hloref on |operands|
+    (with ``ftz``, plus the terms XLA:CPU may flush, ``perturb.flushed_terms``);
     expansion error bounds for batch norm, cholesky and triangular-solve."""
     from hloref.evaluator.interpreter import Interpreter
     if instr.opcode in EXPANDED_OPS:
@@ -251,6 +254,8 @@ def _accumulation_atol(module: Module, instr: Instruction, operands: list, expec
             bound = accumulation_atol(n_terms, np.abs(leaf.astype(np.complex128)).real
                                       if shape.element_type.is_complex else
                                       np.abs(leaf.astype(np.float64)), shape.element_type)
+            if ftz:
+                bound = bound + flushed_terms(n_terms, shape.element_type)
             atol[(i,) if isinstance(instr.shape, TupleShape) else ()] = bound
     return atol or None
 
@@ -266,7 +271,8 @@ def instruction_verdict(module: Module, instr: Instruction, operands: list, expe
     values? For one op that is its budget (``compare``: per-type and per-opcode ULPs,
     ``2 n eps sum|terms|`` for accumulations, expansion bounds); for an instruction that
     runs computations, the sampled envelope of the instruction alone."""
-    atol = _accumulation_atol(module, instr, operands, expected)
+    atol = _accumulation_atol(module, instr, operands, expected,
+                              ftz=(policy or EnvelopePolicy()).freedoms.ftz)
     verdict = compare_values(actual, expected, opcode=instr.opcode, atol=atol)
     if verdict.ok or instr.opcode not in _COMPOSITE or not instr.called_computation_names():
         return verdict

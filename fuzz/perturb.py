@@ -60,7 +60,7 @@ from .reducers import reorder_free
 
 __all__ = ["Perturber", "Sampled", "sample", "sample_program", "RunHooks",
            "program_computations", "combiner_kinds",
-           "float_type", "ulp_at", "is_narrow"]
+           "float_type", "ulp_at", "is_narrow", "flushed_terms"]
 
 
 # ---------------------------------------------------------------- op classes
@@ -716,7 +716,8 @@ class Perturber:
             except Exception:  # noqa: BLE001 - a budget is best effort
                 return None
             return tuple(
-                self._sum_budget(instr, operands, leaf, np.abs(_to_f64(np.asarray(mag))))
+                self._sum_budget(instr, operands, leaf, np.abs(_to_f64(np.asarray(mag))),
+                                 ftz=self.freedoms.ftz)
                 if kind in _REORDERED and float_type(leaf) is not None else None
                 for kind, leaf, mag in zip(kinds, value, mags))
         et = float_type(value)
@@ -739,7 +740,7 @@ class Perturber:
                 mag = np.abs(_to_f64(np.asarray(mag)))
         except Exception:  # noqa: BLE001 - a budget is best effort
             return None
-        return self._sum_budget(instr, operands, value, mag, self.module)
+        return self._sum_budget(instr, operands, value, mag, self.module, ftz=self.freedoms.ftz)
 
     def _order_budget(self, instr, operands, value, recompute):
         """A written reducer (not one op of its parameters) that is associative and
@@ -776,10 +777,11 @@ class Perturber:
         return np.nan_to_num(budget, nan=np.inf, posinf=np.inf)
 
     @staticmethod
-    def _sum_budget(instr, operands, value, mag, module=None):
+    def _sum_budget(instr, operands, value, mag, module=None, *, ftz=False):
         """sqrt(n)·eps·Σ|terms| + 1 ULP for ``value``, given Σ|terms| (``mag``; for a
         product, the op on the magnitudes is Π|factors| = |value|: a relative error of
-        sqrt(n)·eps, the reordered product's)."""
+        sqrt(n)·eps, the reordered product's); with ``ftz``, plus n smallest normals of
+        the type the terms are computed in (``flushed_terms``)."""
         op = instr.opcode
         et = float_type(value)
         n = _terms(instr, operands, value, module)
@@ -789,7 +791,19 @@ class Perturber:
             else min(_eps(et), 2.0 ** -23)
         with np.errstate(all="ignore"):
             budget = math.sqrt(n) * eps * mag + ulp_at(value, et)
+            if ftz:
+                budget = budget + flushed_terms(n, et)
         return np.nan_to_num(budget, nan=np.inf, posinf=np.inf)
+
+
+def flushed_terms(n_terms: int, et: ElementType) -> float:
+    """How far XLA:CPU's flush to zero may move a sum of ``n_terms`` terms: each term
+    (a product of a dot or convolution, a summand) that is subnormal where it is
+    computed, f32 for the narrow floats, f32 or f64 otherwise, may be flushed to zero,
+    and each is below that type's smallest normal (a campaign, seed 71: one product of
+    a convolution, 2.2e-20 x 2e-22, flushed, moved a -3.7e-38 result by 4.5e-42)."""
+    from hloref.types import F32
+    return max(n_terms, 1) * smallest_normal(F32 if is_narrow(et) else et)
 
 
 def _in_f32(instr, operands, recompute):
