@@ -13,7 +13,8 @@ fed with hloref's values of its operands; the culprit is the first one whose res
 falls outside that instruction's own envelope (its ULP or accumulation budget; for
 a ``call``, ``fusion``, ``while`` or ``conditional``, the sampled envelope of the
 called computation, which is then opened and isolated in turn: a fusion's or call's,
-the branch a conditional ran, or a ``while``'s condition or body at the first iteration
+the branch a conditional ran, a ``map``'s computation at its first differing element,
+or a ``while``'s condition or body at the first iteration
 (of the first ``LOOP_OPEN_ITERATIONS``) where XLA's step differs from hloref's on
 hloref's loop state). When no instruction
 is wrong alone, the fault is in the compiled program as a whole, and the report goes
@@ -336,7 +337,7 @@ def isolate(module: Module, values: dict, worker: OracleWorker, *,
             continue
         results.append(entry)
         if not verdict.ok:
-            opened = _opened(instr, operands) if recurse else None
+            opened = _opened(instr, operands, values[key], result.value) if recurse else None
             if recurse and instr.opcode == "while" and oracle_instr.opcode == "while":
                 entry.inner = _open_loop(module, comp.name, instr, oracle_instr, operands[0],
                                          worker,
@@ -409,13 +410,21 @@ def _open_loop(module: Module, where: str, loop: Instruction, oracle_loop: Instr
     return None
 
 
-def _opened(instr: Instruction, operands: list) -> tuple[str, list] | None:
+def _opened(instr: Instruction, operands: list, expected=None, actual=None
+            ) -> tuple[str, list] | None:
     """The computation a mismatching composite is opened into, with its arguments: a
     fusion's or call's callee with the operands; a conditional's branch that ran (the
     pred form: true, false; the index form: branch i, an index outside [0, N) the last),
-    with that branch's operand. None for the others (a loop is stepped: ``_open_loop``)."""
+    with that branch's operand; a map's computation with the operands' elements at the
+    first element where the oracle's result (``actual``) differs from hloref's
+    (``expected``). None for the others (a loop is stepped: ``_open_loop``)."""
     if instr.opcode in ("fusion", "call"):
         return instr.called_computation_names()[0], operands
+    if instr.opcode == "map":
+        index = _first_difference(expected, actual)
+        if index is None:
+            return None
+        return instr.called_computation_names()[0], [np.asarray(o)[index] for o in operands]
     if instr.opcode != "conditional" or not operands:
         return None
     selector = np.asarray(operands[0])
@@ -429,6 +438,22 @@ def _opened(instr: Instruction, operands: list) -> tuple[str, list] | None:
     if index + 1 >= len(operands):
         return None
     return branches[index], [operands[index + 1]]
+
+
+def _first_difference(expected, actual) -> tuple | None:
+    """The first index where two arrays of one shape differ bit for bit (NaNs of any
+    payload alike), or ``None``."""
+    if not isinstance(expected, np.ndarray) or not isinstance(actual, np.ndarray) or \
+            expected.shape != actual.shape or expected.dtype != actual.dtype:
+        return None
+    differs = expected != actual
+    if expected.dtype.kind in "fcV":  # (ml_dtypes' narrow floats are kind V)
+        wide = np.complex128 if expected.dtype.kind == "c" else np.float64
+        with np.errstate(invalid="ignore"):
+            both_nan = np.isnan(expected.astype(wide)) & np.isnan(actual.astype(wide))
+        differs = differs & ~both_nan
+    found = np.argwhere(differs)
+    return tuple(int(i) for i in found[0]) if len(found) else None
 
 
 def _same_instruction(module: Module, comp_name: str, instr: Instruction):

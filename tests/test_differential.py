@@ -633,3 +633,32 @@ ENTRY e {
     culprit = report.culprit.innermost()
     assert culprit.opcode == "sort", report.summary()
     assert report.known_difference == "sort-2bit"
+
+
+def test_localisation_opens_a_map_at_the_first_element_xla_computes_differently(worker):
+    """A campaign's program (seed 71): a map whose computation converts u32 to f4e2m1fn,
+    squares it and converts back. By hand, 338720930 converts to f4e2m1fn's largest 6,
+    6 * 6 = 36 saturates to 6, and 6 converts to 6; XLA:CPU gives u32's largest (the filed
+    convert-f4e2m1fn-to-int-saturates). The culprit is the computation's last convert,
+    found by opening the map at its first differing element, so the class is named."""
+    text = """HloModule m
+
+mapper {
+  p = u32[] parameter(0)
+  f = f4e2m1fn[] convert(p)
+  sq = f4e2m1fn[] multiply(f, f)
+  ROOT back = u32[] convert(sq)
+}
+
+ENTRY e {
+  x = u32[3] parameter(0)
+  ROOT m = u32[3] map(x), dimensions={0}, to_apply=mapper
+}
+"""
+    x = np.array([0, 1, 338720930], np.uint32)
+    report = diff(text, [x], worker=worker)
+    assert np.asarray(report.expected).tolist() == [0, 1, 6]
+    assert report.verdict == "mismatch", report.summary()
+    culprit = report.culprit.innermost()
+    assert (culprit.computation, culprit.name) == ("mapper", "back"), report.summary()
+    assert report.known_difference == "convert-f4e2m1fn-to-int-saturates"
