@@ -371,10 +371,20 @@ def _integer_binary(opcodes):
 
 def _s4_to_wider(module) -> dict:
     """``{(computation, name): instruction}`` of the s4 ``add``/``subtract``/``multiply``
-    that a ``convert`` reads (XLA's float-normalization-s4 keeps those unwrapped)."""
-    return {(c.name, i.name): i for c in module.computations.values() for i in c.instructions
-            if i.opcode in ("add", "subtract", "multiply") and _type_name(i) == "s4" and
-            any(u.opcode == "convert" for u in c.instructions if i in u.operands)}
+    that a ``convert`` reads, directly or through ops that only move elements (XLA's
+    float-normalization-s4 keeps those unwrapped; a campaign, seed 71, met it through a
+    broadcast)."""
+    out = {}
+    for c in module.computations.values():
+        for u in c.instructions:
+            if u.opcode != "convert" or not u.operands:
+                continue
+            i = u.operands[0]
+            while i.opcode in _MOVES_ELEMENTS and i.operands:
+                i = i.operands[0]
+            if i.opcode in ("add", "subtract", "multiply") and _type_name(i) == "s4":
+                out[(c.name, i.name)] = i
+    return out
 
 
 def _int_f8_unsigned(module) -> dict:

@@ -256,19 +256,22 @@ def test_a_saturating_f4e2m1fn_convert_is_the_filed_bug(dtype, value, want):
     assert known_difference(report) == want
 
 
-@pytest.mark.parametrize("op,values,want", [
-    ("multiply", [6, 2, 7], "s4-arithmetic-does-not-wrap"),  # 36, 4, 49 leave s4's range
-    ("add", [3, -4, 2], None),                               # 6, -8, 4 stay inside
+@pytest.mark.parametrize("op,values,want,between", [
+    ("multiply", [6, 2, 7], "s4-arithmetic-does-not-wrap", "r"),  # 36, 4, 49 leave s4
+    ("add", [3, -4, 2], None, "r"),                               # 6, -8, 4 stay inside
+    ("add", [2, 4, 1], "s4-arithmetic-does-not-wrap", "b"),       # 8 wraps; a broadcast
 ])
-def test_s4_arithmetic_that_wraps_before_a_widening_convert(op, values, want):
+def test_s4_arithmetic_that_wraps_before_a_widening_convert(op, values, want, between):
     """XLA:CPU's float-normalization-s4 keeps s4 sums and products unwrapped when they are
-    converted to s8 (the stored add finding; a campaign found multiply): a mismatch of a
-    module whose s4 arithmetic leaves [-8, 7] (by hand) is that difference."""
+    converted to s8 (the stored add finding; a campaign found multiply, and, seed 71, an
+    add read through a broadcast): a mismatch of a module whose s4 arithmetic leaves
+    [-8, 7] (by hand) is that difference."""
     text = f"""HloModule m
 ENTRY e {{
   p = s4[3] parameter(0)
   r = s4[3] {op}(p, p)
-  ROOT c = s8[3] convert(r)
+  b = s4[3] broadcast(r), dimensions={{0}}
+  ROOT c = s8[3] convert({between})
 }}
 """
     report = SimpleNamespace(verdict="mismatch", culprit=None)
@@ -935,4 +938,43 @@ def test_a_complex_power_exactly_on_its_branch_cut_may_take_either_side(base, ac
     if want:
         assert np.isclose(expected[0], 1j * np.sqrt(2))
     report = _localized("power", [z, w], expected, np.array([actual], np.complex128))
+    assert known_difference(report) == want
+
+
+@pytest.mark.parametrize("x,mean,want", [
+    (-22.33, -8136.0, "accumulation-overflow"),  # the campaign's values (seed 71)
+    (-22.33, -1.0, None),                        # every term of the expansion stays small
+])
+def test_batch_norm_inference_terms_that_overflow_f16_are_the_accumulation_difference(
+        x, mean, want):
+    """f16 batch-norm-inference with scale = offset = mean = -8136, variance 1.687,
+    epsilon 0.5 (a campaign, seed 71): by hand y = -8136 (x + 8136) / sqrt(2.187) - 8136
+    = -4.46e7, beyond f16's 65,504: -inf, as hloref rounds it once. XLA's expansion
+    computes x·t + (offset - mean·t), t = scale / sqrt(var + eps) = -5501: x·t = +122,840
+    is +inf in f16 and offset - mean·t = -inf, so NaN. With mean = -1 (and scale = -1)
+    no term leaves f16's range (by hand: 22.33 / 1.48 = 15), so a mismatch there is not
+    this difference."""
+    big = want is not None
+    s = np.array([-8136.0 if big else -1.0], np.float16)
+    operands = [np.array([[x]], np.float16), s, s, np.array([mean], np.float16),
+                np.array([1.687], np.float16)]
+    report = _localized("batch-norm-inference", operands, np.array([[-np.inf]], np.float16),
+                        np.array([[np.nan]], np.float16))
+    report.culprit.text = ("ROOT b = f16[1,1] batch-norm-inference(x, s, s, m, v), "
+                           "epsilon=0.5, feature_index=1")
+    assert known_difference(report) == want
+
+
+@pytest.mark.parametrize("ours,want", [
+    (complex(-np.inf, np.inf), "complex-special"),  # z^z overflows: infinite parts
+    (complex(-3.2e37, 1.1e38), None),               # a finite result XLA got wrong
+])
+def test_a_complex_power_whose_result_overflows_is_a_complex_special_value(ours, want):
+    """z^z for z = 77.76 + 122.31i (a campaign, seed 71): z log z = 264.1 + 686.8i by
+    hand, |z^z| = e^264 overflows c64 (e^88.7 at most), so hloref gives infinite parts
+    (C99 G.6.3.1: cexp of a huge real part) and XLA:CPU NaN, the complex-special class;
+    a finite result XLA gets wrong is not excused."""
+    z = np.array([77.76276 + 122.3119j], np.complex64)
+    report = _localized("power", [z, z], np.array([ours], np.complex64),
+                        np.array([complex(np.nan, np.nan)], np.complex64))
     assert known_difference(report) == want
