@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from hloref.ir import Module
 
-from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, sample
+from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, confirmed, sample
 
 __all__ = ["CheckReport", "Reference", "check_modules"]
 
@@ -57,7 +57,14 @@ class Reference:
         self._per_instruction: dict | None = None
 
     def check(self, value) -> EnvelopeVerdict:
-        return self.envelope.check(value)
+        """``value`` against the envelope; a marginal miss is judged again with more
+        runs (``envelope.confirmed``), whose envelope then serves every later check."""
+        envelope, verdict, policy = confirmed(self.module, self.args, value, self.envelope,
+                                              self.envelope.check(value), self.policy,
+                                              limits=self.limits)
+        if envelope is not self.envelope:
+            self.envelope, self.policy, self._per_instruction = envelope, policy, None
+        return verdict
 
     def instruction_envelopes(self) -> dict:
         """name -> (opcode, Envelope) for every entry instruction of BEFORE (sampled

@@ -40,7 +40,7 @@ from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
 from .compare import Verdict, accumulation_atol, compare_values
 from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
 from .known_gaps import KNOWN_DIFFERENCES, KNOWN_GAPS, culprit_gap, known_difference, known_gap
-from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, sample
+from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, confirmed, sample
 from .perturb import flushed_terms
 from .workers import OracleResult, OracleWorker
 
@@ -549,8 +549,10 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
             t1 = time.perf_counter()
             try:
                 s = sample(module, coerced, policy, limits=limits)
-                report.envelope_model = Envelope.of(s, policy, module)
-                report.envelope = report.envelope_model.check(result.value)
+                model = Envelope.of(s, policy, module)
+                report.envelope_model, report.envelope, report.policy = confirmed(
+                    module, coerced, result.value, model, model.check(result.value), policy,
+                    limits=limits)
             except HloError as exc:
                 report.verdict = "error"
                 report.message = f"hloref (envelope): {exc}"

@@ -1083,6 +1083,51 @@ def test_a_sum_may_lose_the_terms_flush_to_zero_flushes(worker):
     assert off.verdict == "mismatch", off.summary()
 
 
+def _attention(q, k, v):
+    """bf16 causal attention as XLA's fused-attention tests write it: scores q·k
+    times 2, future positions masked with -2.366e38, softmax with an f32 sum."""
+    import jax.numpy as jnp
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) * jnp.bfloat16(2)
+    n = q.shape[2]
+    future = (jnp.arange(n)[:, None] < jnp.arange(n)[None, :]).astype(jnp.bfloat16)
+    s = s + future * jnp.bfloat16(-2.366e38)
+    p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+    total = jnp.sum(p.astype(jnp.float32), axis=-1, keepdims=True).astype(jnp.bfloat16)
+    return jnp.einsum("bhqk,bhkd->bhqd", p / total, v)
+
+
+def test_a_marginal_miss_is_judged_again_with_more_runs(worker):
+    """bf16 attention, batch 2, 6 heads, 512 positions, head size 128 (XLA's
+    gpu_fused_mha_test.cc configurations; N(0, 1) inputs, seed 1): scores of spread
+    ~22 make each softmax row nearly one-hot, so an output moves in jumps where two
+    scores nearly tie, and for a few of the 786,432 outputs the 8 runs all land on one
+    side: XLA:CPU's correct answer was outside that envelope, by at most a few widths.
+    Such a marginal miss is judged again with CONFIRM_SAMPLES runs, where it is inside;
+    an output moved by 3.0 (24 widths) is no marginal miss and stays a mismatch of the
+    8 runs (moved by 1.0, 7.5 widths, it was judged again, and was still outside)."""
+    import jax
+    import jax.numpy as jnp
+    import ml_dtypes
+    from hloref.fuzz.envelope import CONFIRM_SAMPLES, MARGINAL_WIDTHS
+    shape = (2, 6, 512, 128)
+    zeros = jnp.zeros(shape, jnp.bfloat16)
+    text = jax.jit(_attention).lower(zeros, zeros, zeros).as_text(dialect="hlo")
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(shape).astype(ml_dtypes.bfloat16) for _ in range(3)]
+    report = diff(text, args, worker=worker)
+    assert report.verdict == "match", report.summary()
+    assert report.policy.samples == CONFIRM_SAMPLES
+    module = hloref.parse(text)
+    policy = EnvelopePolicy()
+    eight = Envelope.of(sample(module, args, policy), policy, module)
+    assert not eight.check(report.actual).ok
+    assert eight.check(report.actual, stretch=MARGINAL_WIDTHS).ok
+    wrong = np.array(report.actual)
+    wrong[0, 0, 5, 0] = np.asarray(report.expected)[0, 0, 5, 0].astype(np.float32) + 3.0
+    off = diff(text, args, worker=worker, oracle_value=wrong)
+    assert off.verdict == "mismatch" and off.policy.samples == 8, off.summary()
+
+
 def test_a_complex_modulus_carries_xla_cpus_accuracy_budget(worker):
     """XLA:CPU's c64 abs is up to 1.84 ULP off the exact modulus (here: within
     COMPLEX_ABS_ULPS = 2 on 20,000 N(0,1) values, and over 1 ULP somewhere), so the
