@@ -376,8 +376,9 @@ def _check_leaf(leaf: _Leaf, a: np.ndarray, policy: EnvelopePolicy,
 #: farthest 3.5 widths, with 8 runs; all inside with 32, at most 0.43 of the half-width;
 #: the same attention from JAX on other inputs: 196 out, the farthest 4.4 widths).
 MARGINAL_WIDTHS = 10.0
-#: How many runs a marginal miss is judged again with.
-CONFIRM_SAMPLES = 32
+#: How many runs a marginal miss is judged again with, by default
+#: (``EnvelopePolicy.confirm_samples``).
+CONFIRM_SAMPLES = EnvelopePolicy.confirm_samples
 
 
 def confirmed(module: Module, args: list, value, envelope: "Envelope",
@@ -385,13 +386,13 @@ def confirmed(module: Module, args: list, value, envelope: "Envelope",
               ) -> tuple["Envelope", EnvelopeVerdict, EnvelopePolicy]:
     """The verdict on ``value`` that stands: a marginal miss (inside the envelope
     stretched by ``MARGINAL_WIDTHS``) is judged again against an envelope of
-    ``CONFIRM_SAMPLES`` runs, which then replaces it; anything else is returned as
-    it is. A miscompilation stays outside the larger sample's envelope; a sampling
+    ``policy.confirm_samples`` runs, which then replaces it; anything else is returned
+    as it is. A miscompilation stays outside the larger sample's envelope; a sampling
     accident does not."""
-    if verdict.ok or policy.samples >= CONFIRM_SAMPLES or \
+    if verdict.ok or policy.samples >= policy.confirm_samples or \
             not envelope.check(value, stretch=MARGINAL_WIDTHS).ok:
         return envelope, verdict, policy
-    more = replace(policy, samples=CONFIRM_SAMPLES)
+    more = replace(policy, samples=policy.confirm_samples)
     env = Envelope.of(sample(module, args, more, limits=limits), more, module)
     return env, env.check(value), more
 

@@ -34,11 +34,13 @@ class Freedoms:
 @dataclass(frozen=True)
 class EnvelopePolicy:
     """How the envelope is sampled: ``samples`` perturbed runs, deviations widened by
-    ``widen`` around the nominal value, random numbers from ``seed``."""
+    ``widen`` around the nominal value, random numbers from ``seed``; a marginal miss
+    is judged again with ``confirm_samples`` runs (``envelope.confirmed``)."""
 
     samples: int = 8
     widen: float = 2.0
     seed: int = 0
+    confirm_samples: int = 32
     freedoms: Freedoms = field(default_factory=Freedoms)
 
     def with_debug_options(self, debug_options: dict | None) -> "EnvelopePolicy":
