@@ -22,7 +22,8 @@ from .control import run_conditional, run_while
 from .dynamic import CONTROL_OPCODES, DYNAMIC_SOURCES, HOST_ARRAYS, is_partial, trim, dynamic_step
 from .registry import OPS, UNSUPPORTED, Called, load_all
 
-__all__ = ["Limits", "Interpreter", "PreparedStep", "topological_order", "live_instructions"]
+__all__ = ["Limits", "Interpreter", "PreparedStep", "topological_order", "live_instructions",
+           "forwarded"]
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,11 @@ class Interpreter:
                     instruction=instr.name)
             operands = [env[i] for i in step.operand_index]
             try:
-                if dyn is not None and instr.opcode in CONTROL_OPCODES:
+                if step.fn is _same:  # a forwarded tuple element: its value and sizes
+                    value = operands[0]
+                    if dyn is not None:
+                        dyn[index] = dyn[step.operand_index[0]]
+                elif dyn is not None and instr.opcode in CONTROL_OPCODES:
                     value, dyn[index] = self._control_step(
                         step, operands, [dyn[i] for i in step.operand_index])
                 elif dyn is not None and (instr.opcode in DYNAMIC_SOURCES or any(
@@ -237,7 +242,7 @@ class Interpreter:
         cached = self._plans.get(comp.name)
         if cached is not None:
             return cached
-        live = live_instructions(self.module, comp)
+        live = live_instructions(self.module, comp, forward_tuples=True)
         order = [i for i in topological_order(comp) if id(i) in live]
         position = {id(instr): i for i, instr in enumerate(order)}
         plan = [self._prepare(instr, position) for instr in order]
@@ -267,6 +272,9 @@ class Interpreter:
         return result
 
     def _prepare(self, instr: Instruction, position) -> PreparedStep:
+        target = forwarded(instr)
+        if target is not None:  # the element itself (the tuple may be dead code)
+            return PreparedStep(instr, _same, {}, [position[id(target)]])
         operand_index = [position[id(o)] for o in instr.operands]
         if instr.opcode == "parameter":
             return PreparedStep(instr, None, {}, operand_index)
@@ -364,11 +372,32 @@ def _has_side_effect(module: Module, instr: Instruction, memo: dict) -> bool:
     return False
 
 
-def live_instructions(module: Module, comp: Computation) -> set[int]:
+def _same(value):
+    return value
+
+
+def forwarded(instr: Instruction) -> Instruction | None:
+    """The instruction a ``get-tuple-element`` of a ``tuple`` instruction reads (through
+    nested ones), or ``None`` for any other instruction: its value is that operand's."""
+    if instr.opcode != "get-tuple-element" or not instr.operands:
+        return None
+    source = instr.operands[0]
+    source = forwarded(source) or source  # itself an element of a tuple instruction
+    index = int(instr.attrs.get("index", -1))
+    if source.opcode != "tuple" or not 0 <= index < len(source.operands):
+        return None
+    target = source.operands[index]
+    return forwarded(target) or target
+
+
+def live_instructions(module: Module, comp: Computation, *,
+                      forward_tuples: bool = False) -> set[int]:
     """Ids of the instructions evaluation needs: what the root and the instructions
     with side effects depend on (operands and control predecessors), and every
     parameter. Dead code is not evaluated, as XLA removes it (an unused infinite
-    ``while`` must not hang)."""
+    ``while`` must not hang). ``forward_tuples``: a ``get-tuple-element`` of a
+    ``tuple`` instruction needs only the element it reads (``forwarded``), as XLA's
+    simplifier makes it, so the tuple's other operands may be dead."""
     memo: dict = {}
     stack = [comp.root] + [i for i in comp.instructions
                            if i.opcode == "parameter" or _has_side_effect(module, i, memo)]
@@ -378,7 +407,8 @@ def live_instructions(module: Module, comp: Computation) -> set[int]:
         if instr is None or id(instr) in live:
             continue
         live.add(id(instr))
-        stack.extend(instr.operands)
+        target = forwarded(instr) if forward_tuples else None
+        stack.extend([target] if target is not None else instr.operands)
         stack.extend(instr.control_predecessors)
     return live
 

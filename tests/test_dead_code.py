@@ -44,6 +44,57 @@ def test_unused_infinite_while_matches_xla():
     assert hloref.evaluate(INFINITE_WHILE, np.int32(7)) == -7
 
 
+DEAD_TUPLE_ELEMENTS = {
+    # an rng-bit-generator with an f32[4] state, which no algorithm takes (hloref refuses
+    # to run it), behind get-tuple-element(tuple(a, b), 1): XLA's hlo_extractor_test.cc
+    "invalid-rng": """HloModule m
+ENTRY e {
+  p = f32[4] parameter(0)
+  g = (f32[4], f32[4]) rng-bit-generator(p), algorithm=rng_default
+  n = f32[4] negate(p)
+  t = ((f32[4], f32[4]), f32[4]) tuple(g, n)
+  e1 = f32[4] get-tuple-element(t), index=1
+  ROOT r = f32[4] add(e1, p)
+}
+""",
+    # an infinite loop in a dead element, two tuples deep
+    "infinite-while": """HloModule m
+cond {
+  c = f32[4] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+body {
+  ROOT b = f32[4] parameter(0)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  w = f32[4] while(p), condition=cond, body=body
+  n = f32[4] negate(p)
+  inner = (f32[4], f32[4]) tuple(w, n)
+  outer = ((f32[4], f32[4]), f32[4]) tuple(inner, p)
+  i = (f32[4], f32[4]) get-tuple-element(outer), index=0
+  e1 = f32[4] get-tuple-element(i), index=1
+  ROOT r = f32[4] add(e1, p)
+}
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEAD_TUPLE_ELEMENTS))
+def test_a_tuple_element_nothing_reads_is_dead_code(name):
+    """get-tuple-element of a tuple instruction is that operand (XLA's simplifier makes
+    it so, then removes the rest as dead code): the tuple's other elements are not
+    evaluated. By hand -p + p = 0; XLA:CPU gives the same."""
+    text = DEAD_TUPLE_ELEMENTS[name]
+    x = np.array([1.5, -2.0, 3.25, 0.0], np.float32)
+    limits = hloref.Limits(max_while_iterations=1000)
+    out = hloref.evaluate(text, x, limits=limits)
+    np.testing.assert_array_equal(out, np.zeros(4, np.float32))
+    xla = pytest.importorskip("hloref.fuzz.oracles.xla")
+    if xla.available():
+        np.testing.assert_array_equal(np.asarray(xla.run_hlo(text, x)), out)
+
+
 def test_unused_side_effects_still_happen():
     text = """HloModule m
 ENTRY e {
