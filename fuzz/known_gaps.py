@@ -162,8 +162,9 @@ def _is_identity(kind: str, value: np.ndarray) -> bool:
     v = np.asarray(value)
     et = from_dtype(v.dtype)
     if kind in ("add", "or", "xor"):
-        return bool(np.all(v.astype(np.float64) == 0)) if et.is_float or et.is_complex \
-            else bool(np.all(v == 0))
+        if et.is_complex:  # both parts (a float cast would drop the imaginary one)
+            return bool(np.all(v.astype(np.complex128) == 0))
+        return bool(np.all(v.astype(np.float64) == 0)) if et.is_float else bool(np.all(v == 0))
     if kind in ("multiply",):
         return bool(np.all(v.astype(np.complex128) == 1))
     if kind == "and":
