@@ -1007,3 +1007,46 @@ ENTRY e {{
     module = parse(text)
     x = np.array([1 + 2j, 3, 4j, -1], np.complex64)
     assert known_gap(module, {("e", "x"): x}) == want
+
+
+def test_complex_special_and_overflow_classes_of_a_campaign_seed_79():
+    """Three findings of a campaign (seed 79), each a catalogued class once seen whole:
+
+    * atan2(y = 0, x = -0.478 - 0.325i) is on atan2's cut (y = 0, Re x < 0): pi in
+      hloref, -pi - 1.2e-7i in XLA:CPU; the off-cut elements where XLA:CPU is 6e-8 from
+      hloref's 0 (within 4 ULPs) no longer hide the class;
+    * c128 z / (0 + 0i) with a constant divisor: by C99 Annex G (and XLA:CPU's divide of
+      a zero parameter) an infinity; the simplifier's z * (1 / 0) gives NaN;
+    * a convolution whose product (-1.7e37)(-9.1e35) overflows f32 to +inf beside an
+      infinite operand element, where the exact sum is -inf: opposite infinities."""
+    y = np.array([0j, 0j], np.complex64)
+    x = np.array([-0.47823247 - 0.3247416j, 1.0058099 + 1.0600473j], np.complex64)
+    report = _localized("atan2", [y, x], np.array([np.pi + 0j, 0j], np.complex64),
+                        np.array([-np.pi - 1.1920928e-07j, 6.2852756e-08 + 0j], np.complex64))
+    assert known_difference(report) == "complex-special"
+    far = _localized("atan2", [y, x], np.array([np.pi + 0j, 0j], np.complex64),
+                     np.array([-np.pi + 0j, 0.5 + 0j], np.complex64))
+    assert known_difference(far) is None  # 0.5 off the cut is no cut effect
+
+    text = """HloModule m
+ENTRY e {
+  p = c128[2] parameter(0)
+  z = c128[] constant((0, 0))
+  b = c128[2] broadcast(z), dimensions={}
+  ROOT d = c128[2] divide(p, b)
+}
+"""
+    num = np.array([-9.13 + 17.17j, 28.0 - 25.0j])
+    inf = np.array([complex(-np.inf, np.inf), complex(np.inf, -np.inf)])
+    nan = np.full(2, complex(np.nan, np.nan))
+    report = SimpleNamespace(verdict="mismatch", culprit=None, expected=inf, actual=nan)
+    assert known_folding(report, text, [num]) == "complex-special"
+    finite = SimpleNamespace(verdict="mismatch", culprit=None, expected=inf,
+                             actual=np.array([1 + 1j, 2 + 2j]))
+    assert known_folding(finite, text, [num]) is None
+
+    lhs = np.array([[-np.inf, 3.4028235e38, -1.6718064e37]], np.float32)
+    rhs = np.full((3, 1), -9.108927e35, np.float32)
+    report = _localized("dot", [lhs, rhs], np.array([[-np.inf]], np.float32),
+                        np.array([[np.inf]], np.float32))
+    assert known_difference(report) == "accumulation-overflow"
