@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hloref.errors import HloUnsupportedError
-from hloref.evaluator.interpreter import Interpreter, Limits, PreparedStep
+from hloref.evaluator.interpreter import Interpreter, Limits, PreparedStep, forwarded
 from hloref.evaluator.rng import INTERPRETER_STATE
 
 from .computation import LOOP_RUN, LoopRun
@@ -119,8 +119,8 @@ class GpuInterpreter(Interpreter):
     # -- planning -------------------------------------------------------------
     def _prepare(self, instr, position) -> PreparedStep:
         step = super()._prepare(instr, position)  # CPU fn, kwargs bound to this interpreter
-        if instr.opcode == "parameter":
-            return step
+        if instr.opcode == "parameter" or forwarded(instr) is not None:
+            return step  # (a tuple element read straight from its producer: no kernel)
         if instr.opcode == "async-start":
             # the CPU interpreter's async-start, whose wrapped op or called computation was
             # prepared by this interpreter (GPU ops); its context zeros go to the device

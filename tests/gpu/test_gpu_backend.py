@@ -421,3 +421,30 @@ ENTRY e {
                                      fallback=False))
     assert yields and all(s == 0 for s in yields)
     assert (out >= 2).all() and (out < 5).all()
+
+
+def test_a_tuple_element_nothing_reads_is_dead_code_on_the_gpu_too():
+    """get-tuple-element of a tuple instruction reads the element itself, on the GPU
+    backend as on the CPU: the tuple's other elements (an infinite loop here) are dead
+    code; -p + p = 0 by hand, bit for bit with the CPU backend and XLA:CPU."""
+    text = """HloModule m
+cond {
+  c = f32[4] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+body {
+  ROOT b = f32[4] parameter(0)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  w = f32[4] while(p), condition=cond, body=body
+  n = f32[4] negate(p)
+  t = (f32[4], f32[4]) tuple(w, n)
+  e1 = f32[4] get-tuple-element(t), index=1
+  ROOT r = f32[4] add(e1, p)
+}
+"""
+    x = np.array([1.5, -2.0, 3.25, 0.0], np.float32)
+    check(text, x, xla="required")
+    assert np.array_equal(hloref.evaluate(text, x, backend="gpu", fallback=False),
+                          np.zeros(4, np.float32))
