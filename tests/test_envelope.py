@@ -1128,6 +1128,34 @@ def test_a_marginal_miss_is_judged_again_with_more_runs(worker):
     assert off.verdict == "mismatch" and off.policy.samples == 8, off.summary()
 
 
+def test_a_confirmation_that_would_not_fit_the_memory_budget_is_not_run(worker):
+    """An answer 1.5 envelope widths out (a marginal miss, and a real one: 32 runs keep
+    it outside) is judged again with 32 runs; under a memory budget too small for 33
+    copies of the output in f64 with their sorted copies (Limits.max_bytes, here 200 KB
+    for 1,000 outputs), the 8-run verdict stands instead (a bf16 layer norm of 24
+    million outputs took 23 GB before the process was killed)."""
+    from hloref.evaluator.interpreter import Limits
+    text = """HloModule m
+ENTRY e {
+  x = f32[1000] parameter(0)
+  y = f32[1000] parameter(1)
+  ROOT p = f32[1000] multiply(x, y)
+}
+"""
+    rng = np.random.default_rng(3)
+    x, y = (rng.standard_normal(1000).astype(np.float32) for _ in range(2))
+    module = hloref.parse(text)
+    policy = EnvelopePolicy()
+    env = Envelope.of(sample(module, [x, y], policy), policy, module)
+    leaf = env.leaves[()]
+    off = (leaf.hi + 1.5 * (leaf.hi - leaf.lo)).astype(np.float32)
+    full = diff(text, [x, y], worker=worker, oracle_value=off)
+    assert full.verdict == "mismatch" and full.policy.samples == 32, full.summary()
+    small = diff(text, [x, y], worker=worker, oracle_value=off,
+                 limits=Limits(max_bytes=200_000))
+    assert small.verdict == "mismatch" and small.policy.samples == 8, small.summary()
+
+
 def test_a_complex_modulus_carries_xla_cpus_accuracy_budget(worker):
     """XLA:CPU's c64 abs is up to 1.84 ULP off the exact modulus (here: within
     COMPLEX_ABS_ULPS = 2 on 20,000 N(0,1) values, and over 1 ULP somewhere), so the
