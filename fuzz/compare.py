@@ -25,7 +25,7 @@ from hloref.types import ElementType, from_dtype
 
 __all__ = ["Verdict", "Tolerance", "compare_values", "tolerance_for", "accumulation_atol",
            "ulp_of", "part_format", "smallest_normal", "largest_finite", "leaves", "DTYPE_ULPS",
-           "OPCODE_ULPS",
+           "OPCODE_ULPS", "differs", "infinity_became_nan",
            "NARROW_OPCODE_ULPS"]
 
 #: Default ULP budget per float type: one rounding of a result that the two sides
@@ -148,6 +148,30 @@ def accumulation_atol(n_terms: int, abs_sum: np.ndarray | float, et: ElementType
     fmt = part_format(et) if (et.is_float or et.is_complex) else None
     eps = 2.0 ** -fmt.mantissa_bits if fmt else 0.0
     return 2.0 * max(n_terms, 1) * eps * np.asarray(abs_sum, np.float64)
+
+
+def differs(expected, actual) -> np.ndarray:
+    """Where two arrays of one shape hold different values, a NaN equal to any NaN (float,
+    complex: either part NaN, and ml_dtypes' narrow floats, widened to f64)."""
+    e, a = np.asarray(expected), np.asarray(actual)
+    if e.dtype.kind == "V":  # ml_dtypes' narrow floats
+        e, a = e.astype(np.float64), a.astype(np.float64)
+    if e.dtype.kind not in "fc":
+        return e != a
+    with np.errstate(invalid="ignore"):
+        return ~((e == a) | (np.isnan(e) & np.isnan(a)))
+
+
+def infinity_became_nan(expected, actual) -> bool:
+    """Whether every element where the complex ``actual`` differs from ``expected`` is an
+    infinity there (a part infinite, C99 Annex G) and a NaN in ``actual``, and some
+    element does (XLA's complex formulas that lose an overflow or a division by zero)."""
+    e, a = np.asarray(expected), np.asarray(actual)
+    if e.dtype.kind != "c" or a.dtype.kind != "c" or e.shape != a.shape:
+        return False
+    bad = differs(e, a)
+    lost = (np.isinf(e.real) | np.isinf(e.imag)) & np.isnan(a)
+    return bool(np.any(bad)) and not bool(np.any(bad & ~lost))
 
 
 def leaves(value, path=()):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .compare import differs, infinity_became_nan
+
 __all__ = ["FILED", "known_crash", "known_folding"]
 
 #: ``KNOWN_DIFFERENCES`` entries that are filed findings (a bug of XLA's, stored under
@@ -180,7 +182,7 @@ def known_folding(report, module, args) -> str | None:
     divides = {(c.name, i.name): i for c in module.computations.values()
                for i in c.instructions if i.opcode == "divide" and
                getattr(getattr(i.shape, "element_type", None), "is_complex", False)}
-    if not divides or not _complex_inf_became_nan(report):
+    if not divides or not _infinities_became_nan(report):
         divides = {}
     suspects = {**s4, **powers, **e8m0, **clz, **f4, **chains, **atan2, **arcs, **arcs8,
                 **divides}
@@ -309,20 +311,11 @@ def _negated_only(report) -> bool:
     return seen
 
 
-def _complex_inf_became_nan(report) -> bool:
-    """Whether every element where the oracle's complex result differs from hloref's has
-    an infinite part in hloref's and a NaN part in the oracle's, and some element does."""
-    seen = False
-    for e, a in _result_pairs(report):
-        if e.dtype.kind != "c" or a.dtype.kind != "c" or e.shape != a.shape:
-            return False
-        with np.errstate(invalid="ignore"):
-            differ = ~((e == a) | (np.isnan(e) & np.isnan(a)))
-        inf_to_nan = (np.isinf(e.real) | np.isinf(e.imag)) & np.isnan(a)
-        if np.any(differ & ~inf_to_nan):
-            return False
-        seen = seen or bool(np.any(differ))
-    return seen
+def _infinities_became_nan(report) -> bool:
+    """``compare.infinity_became_nan`` over the result's leaves: each leaf that differs
+    does so only there, and some leaf differs."""
+    pairs = [(e, a) for e, a in _result_pairs(report) if np.any(differs(e, a))]
+    return bool(pairs) and all(infinity_became_nan(e, a) for e, a in pairs)
 
 
 def _result_pairs(report) -> list:

@@ -13,7 +13,7 @@ from hloref.opcodes import ACCUMULATING, EXPANDED
 from hloref.types import from_dtype
 
 from .compare import leaves as _paths_and_leaves
-from .compare import largest_finite, smallest_normal, ulp_of
+from .compare import differs, infinity_became_nan, largest_finite, smallest_normal, ulp_of
 from .reducers import reorder_free
 from .window_order import same_under_another_order
 
@@ -153,7 +153,7 @@ def _off_cut_differs(culprit, arrays) -> bool:
     # atan2(0, 1 + i) is 0 in hloref, 6e-8 in XLA:CPU)
     with np.errstate(all="ignore"):
         near = np.abs(a - e) <= 4 * ulp_of(np.abs(e), from_dtype(exp[0].dtype))
-    differ = (_differs(e.real, a.real) | _differs(e.imag, a.imag)) & ~near
+    differ = (differs(e.real, a.real) | differs(e.imag, a.imag)) & ~near
     # the other side of the cut: the imaginary part's sign flipped (log: +-i pi) or,
     # for atan2, the real part's (+-pi); nothing else
     eps = float(np.finfo(np.real(exp[0]).dtype).eps)
@@ -538,7 +538,7 @@ def _flushed_only(expected, actual) -> bool:
             continue
         tiny = smallest_normal(et)
         for x, y in zip(_parts(e, et), _parts(a, et)):
-            differ = _differs(x, y)
+            differ = differs(x, y)
             # f8e8m0fnu has no zero: a flushed value reads as its NaN
             zero = np.isnan(y) if et.name == "f8e8m0fnu" else (y == 0)
             flushed = (np.abs(x) > 0) & (np.abs(x) < tiny) & zero
@@ -546,11 +546,6 @@ def _flushed_only(expected, actual) -> bool:
                 return False
             any_flushed = any_flushed or bool(np.any(differ & flushed))
     return any_flushed
-
-
-def _differs(e: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """Where two float arrays hold different values (a NaN equal to a NaN)."""
-    return ~((e == a) | (np.isnan(e) & np.isnan(a)))
 
 
 def _products_bound(lhs: np.ndarray, rhs: np.ndarray) -> float:
@@ -597,20 +592,6 @@ def _grad_terms_overflow(operands) -> bool:
         s = x.size * np.nanmax(np.abs(dy), initial=0.0) * d
         v = np.nanmin(np.abs(var), initial=np.inf)
         return bool(d * s / max(v, np.finfo(np.float64).tiny) >= top)
-
-
-def _overflows_where_differs(culprit) -> bool:
-    """Whether hloref's complex result has an infinite part at every element where the
-    oracle's differs (the operands being finite: the result overflowed)."""
-    ours = np.asarray(culprit.expected)
-    theirs = np.asarray(culprit.actual)
-    if ours.dtype.kind != "c" or ours.shape != theirs.shape:
-        return False
-    with np.errstate(invalid="ignore"):
-        same = (ours == theirs) | (np.isnan(ours) & np.isnan(theirs))
-    differs = ~same
-    return bool(np.any(differs)) and bool(np.all(
-        np.isinf(ours.real[differs]) | np.isinf(ours.imag[differs])))
 
 
 def _feature_index(culprit) -> int:
@@ -671,7 +652,7 @@ def _flushed_to_e8m0_nan(arrays, expected, actual) -> bool:
     x = arrays[0]
     with np.errstate(all="ignore"):
         ev, av = exp[0].astype(np.float64), act[0].astype(np.float64)
-        differ = _differs(ev, av)
+        differ = differs(ev, av)
         flushed = (x > 0) & (x < 2.0 ** -127) & np.isnan(av)
     return bool(np.any(differ)) and bool(np.all(flushed[differ]))
 
@@ -723,7 +704,7 @@ def _infinity_meets_overflow(culprit, arrays) -> bool:
         return False
     for e, a in pairs:
         e, a = np.asarray(e, np.float64), np.asarray(a, np.float64)
-        differ = _differs(e, a)
+        differ = differs(e, a)
         swapped = (np.isnan(e) & np.isinf(a)) | (np.isinf(e) & np.isnan(a)) | \
             (np.isinf(e) & np.isinf(a) & (e != a))
         if np.any(differ & ~swapped):
@@ -820,7 +801,8 @@ def known_difference(report) -> str | None:
                     not np.all(np.isfinite(x)) or np.max(np.abs(x)) > 1e15 or
                     _squares_underflow(x)):
                 return "complex-special"
-        if culprit.opcode in ("power", "exponential") and _overflows_where_differs(culprit):
+        if culprit.opcode in ("power", "exponential") and \
+                infinity_became_nan(culprit.expected, culprit.actual):
             return "complex-special"  # a result that overflows (z^z, z = 78 + 122i): NaN
     # last: the more specific classes above name a mismatch better than subnormals do
     if any(_has_subnormal(o) for o in ops) or _flushed_only(culprit.expected, culprit.actual):
@@ -858,7 +840,7 @@ def _in_log1p_band(opcode: str, operands, expected, actual) -> bool:
             arg = x
         ulps = np.abs(e - a) / np.spacing(np.abs(e))
         # the elements off by more than the op's own budget (a few ULP anywhere)
-        differ = _differs(e, a) & ~(ulps <= _LOG1P_BUDGET)
+        differ = differs(e, a) & ~(ulps <= _LOG1P_BUDGET)
         if not np.any(differ):
             return False
         inside = (arg > _LOG1P_BAND[0]) & (arg < _LOG1P_BAND[1])
