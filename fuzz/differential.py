@@ -37,7 +37,7 @@ from hloref.ir import Computation, Instruction, Module
 from hloref.opcodes import ACCUMULATING, CATALOGUE, STRUCTURAL
 from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
 
-from .compare import Verdict, accumulation_atol, compare_values
+from .compare import Verdict, accumulation_atol, compare_values, differs
 from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
 from .known_gaps import KNOWN_DIFFERENCES, KNOWN_GAPS, culprit_gap, known_difference, known_gap
 from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, confirmed, sample
@@ -337,23 +337,29 @@ def isolate(module: Module, values: dict, worker: OracleWorker, *,
             continue
         results.append(entry)
         if not verdict.ok:
-            opened = _opened(instr, operands, values[key], result.value) if recurse else None
             if recurse and instr.opcode == "while" and oracle_instr.opcode == "while":
                 entry.inner = _open_loop(module, comp.name, instr, oracle_instr, operands[0],
-                                         worker,
-                                         oracle_module=oracle_module,
+                                         worker, oracle_module=oracle_module,
                                          debug_options=debug_options, policy=policy)
-            elif opened is not None:
-                callee, callee_args = module.computations[opened[0]], opened[1]
-                inner_values = _trace_computation(module, callee, callee_args)
-                inner = isolate(module, inner_values, worker, computation=callee,
-                                stop_at_first=True, recurse=True, oracle_module=oracle_module,
-                                debug_options=debug_options, policy=policy)
-                bad = [r for r in inner if not r.verdict.ok]
-                entry.inner = bad[0] if bad else None
+            elif recurse:
+                opened = _opened(instr, operands, values[key], result.value)
+                if opened is not None:
+                    entry.inner = _first_inside(module, module.computations[opened[0]],
+                                                opened[1], worker, oracle_module=oracle_module,
+                                                debug_options=debug_options, policy=policy)
             if stop_at_first:
                 break
     return results + crashed_alone
+
+
+def _first_inside(module: Module, comp: Computation, args: list, worker: OracleWorker, *,
+                  oracle_module: Module, debug_options, policy) -> IsolatedInstruction | None:
+    """The first instruction of ``comp``, run by hloref on ``args``, that is outside its
+    own envelope alone on the oracle (itself opened in turn), or ``None``."""
+    inner = isolate(module, _trace_computation(module, comp, args), worker, computation=comp,
+                    stop_at_first=True, recurse=True, oracle_module=oracle_module,
+                    debug_options=debug_options, policy=policy)
+    return next((r for r in inner if not r.verdict.ok), None)
 
 
 #: How many iterations of a mismatching ``while`` are stepped on the oracle to find the
@@ -397,12 +403,9 @@ def _open_loop(module: Module, where: str, loop: Instruction, oracle_loop: Instr
                                             expected, result.value, iteration=iteration,
                                             step=("condition %" if comp is cond else "body %")
                                             + comp.name)
-                inner = isolate(module, _trace_computation(module, comp, [state]), worker,
-                                computation=comp, stop_at_first=True, recurse=True,
-                                oracle_module=oracle_module, debug_options=debug_options,
-                                policy=policy)
-                bad = [r for r in inner if not r.verdict.ok]
-                entry.inner = bad[0] if bad else None
+                entry.inner = _first_inside(module, comp, [state], worker,
+                                            oracle_module=oracle_module,
+                                            debug_options=debug_options, policy=policy)
                 return entry
             if comp is cond and not bool(np.asarray(expected)):
                 return None
@@ -441,18 +444,11 @@ def _opened(instr: Instruction, operands: list, expected=None, actual=None
 
 
 def _first_difference(expected, actual) -> tuple | None:
-    """The first index where two arrays of one shape differ bit for bit (NaNs of any
-    payload alike), or ``None``."""
+    """The first index where two arrays of one shape differ (NaNs alike), or ``None``."""
     if not isinstance(expected, np.ndarray) or not isinstance(actual, np.ndarray) or \
             expected.shape != actual.shape or expected.dtype != actual.dtype:
         return None
-    differs = expected != actual
-    if expected.dtype.kind in "fcV":  # (ml_dtypes' narrow floats are kind V)
-        wide = np.complex128 if expected.dtype.kind == "c" else np.float64
-        with np.errstate(invalid="ignore"):
-            both_nan = np.isnan(expected.astype(wide)) & np.isnan(actual.astype(wide))
-        differs = differs & ~both_nan
-    found = np.argwhere(differs)
+    found = np.argwhere(differs(expected, actual))
     return tuple(int(i) for i in found[0]) if len(found) else None
 
 
