@@ -33,8 +33,7 @@ from .freedoms import EnvelopePolicy, Freedoms
 from .perturb import Perturber, Sampled, float_type, is_narrow, program_computations, sample, ulp_at
 
 __all__ = ["Freedoms", "EnvelopePolicy", "Envelope", "EnvelopeVerdict", "Perturber", "Sampled",
-           "sample", "envelope_of", "program_computations", "confirmed", "MARGINAL_WIDTHS",
-           "CONFIRM_SAMPLES"]
+           "sample", "envelope_of", "program_computations", "confirmed", "MARGINAL_WIDTHS"]
 
 
 # ---------------------------------------------------------------- the envelope
@@ -376,9 +375,6 @@ def _check_leaf(leaf: _Leaf, a: np.ndarray, policy: EnvelopePolicy,
 #: farthest 3.5 widths, with 8 runs; all inside with 32, at most 0.43 of the half-width;
 #: the same attention from JAX on other inputs: 196 out, the farthest 4.4 widths).
 MARGINAL_WIDTHS = 10.0
-#: How many runs a marginal miss is judged again with, by default
-#: (``EnvelopePolicy.confirm_samples``).
-CONFIRM_SAMPLES = EnvelopePolicy.confirm_samples
 
 
 def confirmed(module: Module, args: list, value, envelope: "Envelope",

@@ -286,8 +286,8 @@ def _terms(instr: Instruction, operands: list, value: np.ndarray,
 
 
 #: Arithmetic that XLA:CPU's DAZ bit lets read a subnormal operand as zero (data
-#: movement, control flow and accumulations are left out: a flushed term of a sum
-#: moves it by less than the smallest normal, which the output's ``ftz`` floor covers).
+#: movement, control flow and accumulations are left out: the terms of a sum XLA may
+#: flush are in the accumulation budget, ``flushed_terms``).
 _DAZ_READERS = frozenset({
     "add", "subtract", "multiply", "divide", "remainder", "power", "atan2", "compare",
     "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even", "maximum",
@@ -800,8 +800,9 @@ def flushed_terms(n_terms: int, et: ElementType) -> float:
     """How far XLA:CPU's flush to zero may move a sum of ``n_terms`` terms: each term
     (a product of a dot or convolution, a summand) that is subnormal where it is
     computed, f32 for the narrow floats, f32 or f64 otherwise, may be flushed to zero,
-    and each is below that type's smallest normal (a campaign, seed 71: one product of
-    a convolution, 2.2e-20 x 2e-22, flushed, moved a -3.7e-38 result by 4.5e-42)."""
+    and each is below that type's smallest normal (a campaign, seed 71: a convolution's
+    -3.7e-38 result moved by 4.5e-42; tests/test_envelope.py: a dot whose first partial
+    sum, 1e-40, XLA:CPU flushes)."""
     from hloref.types import F32
     return max(n_terms, 1) * smallest_normal(F32 if is_narrow(et) else et)
 

@@ -1102,13 +1102,13 @@ def test_a_marginal_miss_is_judged_again_with_more_runs(worker):
     ~22 make each softmax row nearly one-hot, so an output moves in jumps where two
     scores nearly tie, and for a few of the 786,432 outputs the 8 runs all land on one
     side: XLA:CPU's correct answer was outside that envelope, by at most a few widths.
-    Such a marginal miss is judged again with CONFIRM_SAMPLES runs, where it is inside;
+    Such a marginal miss is judged again with confirm_samples (32) runs, where it is inside;
     an output moved by 3.0 (24 widths) is no marginal miss and stays a mismatch of the
     8 runs (moved by 1.0, 7.5 widths, it was judged again, and was still outside)."""
     import jax
     import jax.numpy as jnp
     import ml_dtypes
-    from hloref.fuzz.envelope import CONFIRM_SAMPLES, MARGINAL_WIDTHS
+    from hloref.fuzz.envelope import MARGINAL_WIDTHS
     shape = (2, 6, 512, 128)
     zeros = jnp.zeros(shape, jnp.bfloat16)
     text = jax.jit(_attention).lower(zeros, zeros, zeros).as_text(dialect="hlo")
@@ -1116,7 +1116,7 @@ def test_a_marginal_miss_is_judged_again_with_more_runs(worker):
     args = [rng.standard_normal(shape).astype(ml_dtypes.bfloat16) for _ in range(3)]
     report = diff(text, args, worker=worker)
     assert report.verdict == "match", report.summary()
-    assert report.policy.samples == CONFIRM_SAMPLES
+    assert report.policy.samples == EnvelopePolicy().confirm_samples == 32
     module = hloref.parse(text)
     policy = EnvelopePolicy()
     eight = Envelope.of(sample(module, args, policy), policy, module)
