@@ -423,27 +423,22 @@ ENTRY e {
     assert (out >= 2).all() and (out < 5).all()
 
 
-def test_a_tuple_element_nothing_reads_is_dead_code_on_the_gpu_too():
+def _dead_tuple_elements() -> dict:
+    """The modules of tests/test_dead_code.py (written once, there)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from test_dead_code import DEAD_TUPLE_ELEMENTS
+    return DEAD_TUPLE_ELEMENTS
+
+
+@pytest.mark.parametrize("name", sorted(_dead_tuple_elements()))
+def test_a_tuple_element_nothing_reads_is_dead_code_on_the_gpu_too(name):
     """get-tuple-element of a tuple instruction reads the element itself, on the GPU
-    backend as on the CPU: the tuple's other elements (an infinite loop here) are dead
-    code; -p + p = 0 by hand, bit for bit with the CPU backend and XLA:CPU."""
-    text = """HloModule m
-cond {
-  c = f32[4] parameter(0)
-  ROOT t = pred[] constant(true)
-}
-body {
-  ROOT b = f32[4] parameter(0)
-}
-ENTRY e {
-  p = f32[4] parameter(0)
-  w = f32[4] while(p), condition=cond, body=body
-  n = f32[4] negate(p)
-  t = (f32[4], f32[4]) tuple(w, n)
-  e1 = f32[4] get-tuple-element(t), index=1
-  ROOT r = f32[4] add(e1, p)
-}
-"""
+    backend as on the CPU (tests/test_dead_code.py's modules): the tuple's other elements
+    (an infinite loop, an rng-bit-generator no algorithm takes) are dead code; -p + p = 0
+    by hand, bit for bit with the CPU backend and XLA:CPU."""
+    text = _dead_tuple_elements()[name]
     x = np.array([1.5, -2.0, 3.25, 0.0], np.float32)
     check(text, x, xla="required")
     assert np.array_equal(hloref.evaluate(text, x, backend="gpu", fallback=False),
