@@ -380,16 +380,18 @@ def _open_loop(module: Module, where: str, loop: Instruction, oracle_loop: Instr
     from hloref.evaluator.interpreter import Interpreter
     from hloref.printer import module_to_text
     cond, body = (module.computations[str(loop.attrs[k])] for k in ("condition", "body"))
-    oracle_steps = [str(oracle_loop.attrs[k]) for k in ("condition", "body")]
+    steps = []  # (computation, its step as a call, the oracle's step module), built once
+    for comp, key in ((cond, "condition"), (body, "body")):
+        step = Instruction(name=loop.name, opcode="call", shape=comp.root.shape,
+                           operands=list(loop.operands[:1]),
+                           attrs={"to_apply": ComputationRef(comp.name)})
+        oracle_step = dataclasses.replace(
+            step, attrs={"to_apply": ComputationRef(str(oracle_loop.attrs[key]))})
+        steps.append((comp, step, module_to_text(isolated_module(oracle_module, oracle_step))))
     interp, state = Interpreter(module), init
     for iteration in range(LOOP_OPEN_ITERATIONS):
-        for comp, oracle_name in zip((cond, body), oracle_steps):
+        for comp, step, text in steps:
             expected = interp.call(comp, [state])
-            step = Instruction(name=loop.name, opcode="call", shape=comp.root.shape,
-                               operands=list(loop.operands[:1]),
-                               attrs={"to_apply": ComputationRef(comp.name)})
-            oracle_step = dataclasses.replace(step, attrs={"to_apply": ComputationRef(oracle_name)})
-            text = module_to_text(isolated_module(oracle_module, oracle_step))
             result = worker.run(text, [state], debug_options=debug_options)
             if not result.ok:
                 if result.kind in ("unsupported", "error"):
