@@ -5,8 +5,6 @@ is reported as ``known-gap``, never as a miscompilation."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from hloref.opcodes import ACCUMULATING, EXPANDED
@@ -594,10 +592,16 @@ def _grad_terms_overflow(operands) -> bool:
         return bool(d * s / max(v, np.finfo(np.float64).tiny) >= top)
 
 
-def _feature_index(culprit) -> int:
-    """A batch-norm culprit's ``feature_index``, read from its one-instruction module."""
-    found = re.search(r"feature_index=(\d+)", getattr(culprit, "text", "") or "")
-    return int(found.group(1)) if found else 0
+def _feature_index(culprit) -> int | None:
+    """A batch-norm culprit's ``feature_index``, from its one-instruction module (the
+    module's root), or None where that module is not at hand."""
+    from hloref import parse
+    from hloref.errors import HloError
+    try:
+        root = parse(getattr(culprit, "text", "") or "").entry.root
+    except (HloError, AttributeError):
+        return None
+    return int(root.attrs["feature_index"]) if "feature_index" in root.attrs else None
 
 
 def _inference_terms_overflow(operands, feature_index: int) -> bool:
@@ -755,6 +759,7 @@ def known_difference(report) -> str | None:
     if culprit.opcode.startswith("batch-norm") and arrays and _squares_overflow(arrays[0]):
         return "accumulation-overflow"  # XLA's expansion sums x² in the type (inf - inf)
     if culprit.opcode == "batch-norm-inference" and len(arrays) >= 5 and \
+            _feature_index(culprit) is not None and \
             _inference_terms_overflow(arrays, _feature_index(culprit)):
         return "accumulation-overflow"  # its x·t + (offset - mean·t) in the type
     if culprit.opcode == "batch-norm-grad" and _grad_terms_overflow(arrays) and any(

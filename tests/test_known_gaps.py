@@ -960,8 +960,15 @@ def test_batch_norm_inference_terms_that_overflow_f16_are_the_accumulation_diffe
                 np.array([1.687], np.float16)]
     report = _localized("batch-norm-inference", operands, np.array([[-np.inf]], np.float16),
                         np.array([[np.nan]], np.float16))
-    report.culprit.text = ("ROOT b = f16[1,1] batch-norm-inference(x, s, s, m, v), "
-                           "epsilon=0.5, feature_index=1")
+    report.culprit.text = """HloModule isolated
+ENTRY e {
+  x = f16[1,1] parameter(0)
+  s = f16[1] parameter(1)
+  m = f16[1] parameter(2)
+  v = f16[1] parameter(3)
+  ROOT b = f16[1,1] batch-norm-inference(x, s, s, m, v), epsilon=0.5, feature_index=1
+}
+"""
     assert known_difference(report) == want
 
 
