@@ -7,6 +7,6 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[oracles,test,gpu,plot,ray]' 2>&1 \
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[oracles,test,gpu,ptx,plot,ray]' 2>&1 \
   | grep -v -E "^WARNING: Location .* is ignored" || true
 .venv/bin/python -c "import hloref, numba, ml_dtypes; print('hloref', hloref.__version__, '| numba', numba.__version__, '| ml_dtypes', ml_dtypes.__version__)"

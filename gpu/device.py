@@ -42,6 +42,9 @@ except ImportError:  # pragma: no cover - older numba-cuda
 if SIMULATOR:
     from .simulator import poll_politely
     poll_politely()
+else:  # NVVM: no fused multiply-add unless the source has one (``gpu/contraction.py``)
+    from .contraction import no_contraction
+    no_contraction()
 
 __all__ = ["DArray", "SIMULATOR", "device_fn", "storage_dtype", "type_class", "type_params",
            "to_device", "to_host", "empty", "available"]
