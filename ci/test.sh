@@ -9,4 +9,5 @@ export PYTHONHASHSEED=0
 .venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/gpu tests "$@"
 if [ -d tests/gpu ]; then
   bash ci/run_gpu_sim_tests.sh
+  bash ci/gpu_ptx_check.sh   # the same kernels compiled to PTX for sm_80 (no GPU needed)
 fi
