@@ -452,12 +452,13 @@ def rendezvous(ctx, comp, joint: Unrolled, operands: list) -> list[list]:
 
 
 def compiled_for(joint: Unrolled):
-    """The unrolled computation as a device function (``gpu/computation.py``), or
-    :class:`Unsupported` when it has ops without one."""
+    """The unrolled computation as a device function (``gpu/computation.py``);
+    ``GpuFallback`` when it has ops without one."""
     from .computation import compile_computation
     compiled = compile_computation(joint.computation, joint.module)
     if compiled is None:
-        raise Unsupported("the computation has ops without a device form")
+        raise GpuFallback("collectives on several devices: the computation has ops without "
+                          "a device form")
     return compiled
 
 
@@ -525,10 +526,7 @@ def map_on_devices(operands, shape, comp, ctx):
     if out.size == 0:  # the CPU calls it never: no rendezvous
         return out
     joint = _joint(ctx, comp)
-    try:
-        compiled = compiled_for(joint)
-    except Unsupported as exc:
-        raise GpuFallback(str(exc)) from None
+    compiled = compiled_for(joint)
     if compiled.results[joint.me] != shape.element_type or \
             compiled.params[:len(operands)] != [o.et for o in operands]:
         raise GpuFallback("map computation types differ from the operands' or the result's")
@@ -556,10 +554,7 @@ def reduce_on_devices(xs, inits, shape, dims, comp, ctx):
         return [broadcast(i, shape=s) for i, s in zip(inits, leaves)]
     n = len(xs)
     joint = _joint(ctx, comp, split=n)
-    try:
-        compiled = compiled_for(joint)
-    except Unsupported as exc:
-        raise GpuFallback(str(exc)) from None
+    compiled = compiled_for(joint)
     ets = [s.element_type for s in leaves]
     if compiled.results[joint.me * n:(joint.me + 1) * n] != ets or \
             [i.et for i in inits] != ets or [x.et for x in xs] != ets:

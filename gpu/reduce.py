@@ -205,7 +205,8 @@ def _general_kernel(compiled, dtypes):
 
 
 def _general_reduce(operands, shape, dims, comp, ctx):
-    """Any reducer the computation compiler accepts, variadic too, in the CPU's tree order."""
+    """Any reducer the computation compiler accepts, variadic too, in the CPU's tree order
+    (holding collectives on several devices: unrolled over them, ``gpu/computation_devices.py``)."""
     from .computation import compile_computation
     n = len(operands) // 2
     if len(operands) != 2 * n or n == 0:

@@ -461,7 +461,8 @@ def _map_kernel(compiled, arity: int):
 @gpu_op("map", note=FALLBACK_NOTE)
 def map_(*operands, shape, to_apply, ctx):
     """operation_semantics §Map: the computation compiled for the device
-    (``gpu/computation.py``), one thread per element."""
+    (``gpu/computation.py``), one thread per element; holding collectives on several
+    devices, unrolled over them (``gpu/computation_devices.py``)."""
     from .computation import compile_computation
     dims = tuple(shape.dims)
     if any(tuple(o.shape) != dims for o in operands):
