@@ -315,3 +315,43 @@ ENTRY e {
     for backend, kw in (("cpu", {}), ("gpu", {"fallback": False})):
         with pytest.raises(HloEvalError, match="name device 2, but the module runs on 2"):
             hloref.evaluate(m, xs, backend=backend, verify=False, **kw)
+
+
+def test_device_ids_in_called_computations_are_each_devices():
+    """replica-id read in a loop condition and in the all-reduce's reducer (the CPU
+    evaluates both on the calling device): each device's clone reads its own id. The
+    loop adds 1 until the value exceeds 10 x replica-id; the reducer adds the operands
+    and the caller's replica-id."""
+    text = """HloModule m, replica_count=2
+red {
+  a = s32[] parameter(0)  b = s32[] parameter(1)  s = s32[] add(a, b)
+  i = u32[] replica-id()  c = s32[] convert(i)
+  ROOT r = s32[] add(s, c)
+}
+cond {
+  v = s32[] parameter(0)  i = u32[] replica-id()  c = s32[] convert(i)
+  k = s32[] constant(10)  lim = s32[] multiply(c, k)
+  ROOT p = pred[] compare(v, lim), direction=LE
+}
+step { v = s32[] parameter(0)  one = s32[] constant(1)  ROOT n = s32[] add(v, one) }
+body {
+  x = s32[] parameter(0)
+  w = s32[] while(x), condition=cond, body=step
+  ROOT ar = s32[] all-reduce(w), replica_groups={}, to_apply=red
+}
+ENTRY e {
+  p = s32[3] parameter(0)
+  ROOT r = s32[3] map(p), dimensions={0}, to_apply=body
+}
+"""
+    xs = [np.array([-2, 3, 20], np.int32), np.array([1, 12, 5], np.int32)]
+    gpu = both(text, xs)
+
+    def looped(x, r):
+        while x <= 10 * r:
+            x += 1
+        return x
+
+    for d in range(2):
+        want = [looped(int(a), 0) + looped(int(b), 1) + d for a, b in zip(xs[0], xs[1])]
+        np.testing.assert_array_equal(gpu[d], want)
