@@ -45,7 +45,10 @@ The CPU's dots sum from +0, so a one-term float product of -0 gives +0, here too
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
 reduce-window then follow its tree order, else its sequential fold). Computations with
 other ops (``FALLBACK_NOTE``: custom-call, the safety net; host transfers, whose queue
-order is the CPU's sequential call order; collectives on several devices, a rendezvous
+order is the CPU's sequential call order; collectives on several devices other than in a
+``map`` body or a ``reduce`` reducer where each call runs each of them once (outside
+conditionals, loops and nested ops: those ops rendezvous once and run the computation
+unrolled over the devices, ``gpu/computation_devices.py``), a rendezvous
 per call; rng-get-and-update-state elsewhere, the CPU's global state advanced in a
 call order that depends on the data or the op (sort, scatter, select-and-scatter), on
 padding (reduce-window), or that the device does not follow (a loop, a conditional, a
@@ -114,7 +117,8 @@ __all__ = ["Compiled", "compile_computation", "FALLBACK_NOTE", "LOOP_RUN", "Loop
 #: the ``hloref ops`` note of every op that calls a computation: what still runs on the CPU
 FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net), infeed, "
                  "outfeed, send, recv (their queues are read in the CPU's call order), "
-                 "collectives other than the synchronous ones of a one-device module (a "
+                 "collectives on several devices other than in a map body or a reduce "
+                 "reducer outside conditionals, loops and nested ops (a "
                  "rendezvous per call), rng-get-and-update-state other than in a map body or "
                  "a reduce reducer outside loops, conditionals and nested ops (the CPU's "
                  "global state in its call order), "
@@ -796,7 +800,8 @@ class _Emitter:
         1``): the one participant's value, as the CPU's collectives give it (all-reduce,
         all-gather, reduce-scatter, all-to-all, collective-broadcast: the operands;
         collective-permute: the operand when the pairs hold ``{0,0}``, else zeros). On
-        several devices each call would be a rendezvous: the CPU's, in its order."""
+        several devices each call would be a rendezvous: the CPU's, in its order (a map body's
+        or a reduce reducer's are unrolled over the devices: ``gpu/computation_devices.py``)."""
         if self.device[2] != 1:
             raise _Unsupported(f"{op} on several devices")
         if any(isinstance(t, list) for t in op_types):

@@ -34,6 +34,7 @@ from hloref.evaluator.reduce import simple_reducer
 from hloref.evaluator.rng import next_rng_state
 from hloref.shapes import TupleShape
 
+from . import computation_devices
 from .computation import FALLBACK_NOTE
 from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
 from .elementwise import (add, and_pred, element_kind, fmax, fmin, imax, imin, launch, mul, or_pred,
@@ -204,12 +205,16 @@ def _general_kernel(compiled, dtypes):
 
 
 def _general_reduce(operands, shape, dims, comp, ctx):
-    """Any reducer the computation compiler accepts, variadic too, in the CPU's tree order."""
+    """Any reducer the computation compiler accepts, variadic too, in the CPU's tree order
+    (holding collectives on several devices: unrolled over them, ``gpu/computation_devices.py``)."""
     from .computation import compile_computation
     n = len(operands) // 2
     if len(operands) != 2 * n or n == 0:
         raise HloEvalError(f"reduce takes N inputs and N init values, got {len(operands)} operands")
     xs, inits = operands[:n], operands[n:]
+    if computation_devices.applies(ctx, comp):  # collectives on several devices
+        outs = computation_devices.reduce_on_devices(xs, inits, shape, dims, comp, ctx)
+        return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
     leaves = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
     # a reducer holding rng-get-and-update-state is not vectorisable: the CPU folds it
     # sequentially, output by output, a fixed call order (``sequential_source``)

@@ -41,6 +41,7 @@ from hloref.evaluator.reduce import simple_reducer
 from hloref.evaluator.rng import next_rng_state
 from hloref.shapes import TupleShape
 
+from . import computation_devices
 from .compare import DIRECTIONS
 from .computation import FALLBACK_NOTE
 from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
@@ -460,11 +461,14 @@ def _map_kernel(compiled, arity: int):
 @gpu_op("map", note=FALLBACK_NOTE)
 def map_(*operands, shape, to_apply, ctx):
     """operation_semantics §Map: the computation compiled for the device
-    (``gpu/computation.py``), one thread per element."""
+    (``gpu/computation.py``), one thread per element; holding collectives on several
+    devices, unrolled over them (``gpu/computation_devices.py``)."""
     from .computation import compile_computation
     dims = tuple(shape.dims)
     if any(tuple(o.shape) != dims for o in operands):
         raise HloEvalError("map operands must all have the result's dimensions")
+    if computation_devices.applies(ctx, to_apply.computation):  # collectives, several devices
+        return computation_devices.map_on_devices(operands, shape, to_apply.computation, ctx)
     compiled = compile_computation(to_apply.computation, ctx.module, call_index=True)
     if compiled is None or compiled.tuple_result:
         raise GpuFallback("the map computation has ops without GPU element functions")
