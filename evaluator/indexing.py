@@ -233,9 +233,20 @@ _INT_UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
                "xor": np.bitwise_xor}
 
 
+def simple_applies(kind: str, et) -> bool:
+    """Whether scatter applies the recognised combiner ``kind`` on ``et`` itself
+    (``_apply_simple``), without calling the combiner computation."""
+    return et.is_integer or ((et.is_float or et.is_complex) and not et.is_narrow_float
+                             and kind in ("add", "multiply")) or \
+        (et.is_float and kind in ("maximum", "minimum"))
+
+
 def _apply_simple(kind: str, out: np.ndarray, targets: np.ndarray, updates: np.ndarray) -> bool:
-    """Apply a recognised combiner in place on flat ``out``; False if not handled here."""
+    """Apply a recognised combiner in place on flat ``out``; False if not handled here
+    (``simple_applies``)."""
     et = element_type_of(out)
+    if not simple_applies(kind, et):
+        return False
     if et.is_integer:
         cd = int_compute_dtype(et)
         acc = out.astype(cd)
@@ -255,7 +266,7 @@ def _apply_simple(kind: str, out: np.ndarray, targets: np.ndarray, updates: np.n
         else:
             _scatter_max_min(out, targets, updates, kind == "maximum")
         return True
-    return False
+    return False  # pragma: no cover - simple_applies says which
 
 
 def _occurrence_rounds(targets: np.ndarray):

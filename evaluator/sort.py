@@ -33,13 +33,18 @@ order, checked by two comparator calls over all neighbours, ``_guessed_order``):
 comparator call evaluates one probe for every element of every row at once, so a
 row of n elements takes about (log2 n)**2 / 2 calls. If the comparator turns out not
 to be a strict weak ordering (the merged positions are not a permutation), or is not
-elementwise, rows are sorted one by one with Python's stable sort, one comparator
-call per comparison.
+elementwise, rows are sorted one by one (row-major) by libstdc++'s ``std::stable_sort``
+(``stable_sort`` below, run as plain Python: ``_python_sort``), one comparator call per
+comparison. The number and order of comparator calls is implementation-defined (XLA
+defines none); this one is the GPU's compiled-comparator sort's too, so a comparator
+with effects (rng-get-and-update-state advancing the evaluation's state) makes the
+same calls on both backends.
 """
 
 from __future__ import annotations
 
 import functools
+import types
 
 import numba
 import numpy as np
@@ -444,21 +449,55 @@ def _guessed_order(flat, compare) -> np.ndarray | None:
     return None
 
 
+def python_clone(fn, **overrides):
+    """A plain Python function with the body of ``fn`` (an njit dispatcher): the njit
+    dispatchers it calls are rebound to Python clones too, and the global names in
+    ``overrides`` to the functions given, in ``fn`` and in everything it calls (as
+    ``gpu.device.device_fn`` does for the device)."""
+    py = getattr(fn, "py_func", fn)
+    globs = dict(py.__globals__)
+    for name in py.__code__.co_names:
+        if name in overrides:
+            globs[name] = overrides[name]
+        elif isinstance(globs.get(name), numba.core.registry.CPUDispatcher):
+            globs[name] = python_clone(globs[name], **overrides)
+    clone = types.FunctionType(py.__code__, globs, py.__name__, py.__defaults__, py.__closure__)
+    clone.__doc__ = py.__doc__
+    return clone
+
+
+def _called_lt(keys, a, b, desc):
+    """The comparison of ``stable_sort`` for a comparator computation: ``keys`` is
+    ``(compare, row values of each operand)``; one comparator call, ``compare(x0[a],
+    x0[b], x1[a], x1[b], ...)``."""
+    compare, values = keys
+    args = []
+    for v in values:
+        args.append(np.asarray(v[a]))
+        args.append(np.asarray(v[b]))
+    return bool(compare(*args))
+
+
+@functools.cache
+def _called_stable_sort():
+    """libstdc++'s ``std::stable_sort`` (``stable_sort``'s own source) in plain Python,
+    comparing through ``_called_lt``."""
+    return python_clone(stable_sort, _lt=_called_lt)
+
+
 def _python_sort(flat, compare) -> np.ndarray:
+    """Row by row (row-major), libstdc++'s ``std::stable_sort`` (the source of
+    ``stable_sort``, run as Python) with one comparator call per comparison: the calls
+    the GPU's compiled-comparator sort makes too (``gpu/sort.py``), in the same order,
+    so a comparator with effects (rng-get-and-update-state) sees the same sequence."""
     rows, n = flat[0].shape
     perm = np.empty((rows, n), dtype=np.int64)
+    run = _called_stable_sort()
+    buf = np.empty(max(n, 1), dtype=np.int64)
     for r in range(rows):
-        values = [f[r] for f in flat]
-
-        def lt(i, j, values=values):
-            args = []
-            for v in values:
-                args.append(np.asarray(v[i]))
-                args.append(np.asarray(v[j]))
-            return -1 if bool(compare(*args)) else 0
-
-        # Python's sort only asks "less than?": a stable merge sort (timsort)
-        perm[r] = sorted(range(n), key=functools.cmp_to_key(lt))
+        p = np.arange(n, dtype=np.int64)
+        run(p, n, (compare, [f[r] for f in flat]), False, buf)
+        perm[r] = p
     return perm
 
 

@@ -93,9 +93,16 @@ def _copy(x: DArray) -> DArray:
 def _reducer(ctx, to_apply, xs):
     """The combining function ``(values) -> DArray`` on the device for each operand of
     ``xs``, checked before any exchange (a fallback then runs the CPU op from the
-    start, on every device alike)."""
+    start, on every device alike). On one device every group has one participant and
+    the CPU's ``_combine`` never calls the computation, so none is compiled (whatever
+    it holds: rng-get-and-update-state too); on several, the CPU calls it on whole
+    arrays, once per pair, which a per-element map of it matches only for a
+    computation without effects (one with rng-get-and-update-state falls back)."""
     from .computation import compile_computation
     from .windows import map_
+    dev = device_of(ctx)
+    if dev.replica_count * dev.num_partitions == 1:
+        return lambda values: _copy(values[0])
     compiled = compile_computation(to_apply.computation, ctx.module)
     for x in xs:
         if compiled is None or compiled.tuple_result or compiled.params != [x.et, x.et] \

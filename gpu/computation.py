@@ -34,13 +34,29 @@ a select holding a loop or a draw called where the CPU calls it: ``select_calls`
 rng-bit-generator of one element of bits (the CPU's generator of one counter, bit for
 bit; its ``u64[2]``/``u64[3]`` state a small array value, ``_VecType``: a tuple of
 storage values that constant, broadcast, concatenate, reshape and slice make or read),
-and rng-get-and-update-state in a ``map`` body or a ``reduce`` reducer (``call_index``:
-the CPU calls them in a fixed order, map element by element row-major, reduce output by
-output folding the reduced elements in order, so call ``k`` at a site reads the state
-before the op plus ``k`` times one call's deltas plus the deltas of the call's earlier
-sites, ``_state_sites``: the CPU's order, nested calls and dead sites included; the op
-passes ``k`` and the state to the device function and advances the evaluation's state
-once by all its calls' deltas; its ``u64[2]`` value a small array value).
+and rng-get-and-update-state (its ``u64[2]`` value a small array value) in every
+computation an op calls per element. In a ``map`` body or a ``reduce`` reducer with
+every site at a static place in the call (``call_index``, ``_state_sites``: none under a
+loop, a conditional or a nested op) the CPU's calls come in a fixed order, map element
+by element row-major, reduce output by output folding the reduced elements in order,
+so call ``k`` at a site reads the state before the op plus ``k`` times one call's deltas
+plus the deltas of the call's earlier sites (the CPU's order, nested calls and dead
+sites included); the op passes ``k`` and the state to the device function and advances
+the evaluation's state once by all its calls' deltas, the calls running in parallel.
+Anywhere else (sites under a while loop, in a conditional's branches, in nested
+one-element ops; the computations of reduce-window, sort, scatter, select-and-scatter,
+and of map and reduce beyond the static case) the *serial mode* (``gpu/serial.py``):
+the instructions are emitted in the CPU interpreter's order (its live instructions,
+dead side effects included, in ``topological_order``: ``_cpu_order``), a conditional
+whose branches hold sites runs only the selected one, and each site reads the state
+before the op plus the deltas consumed so far from the state channel's device buffer
+and adds its own (``gpu/rng.py``: ``take_state``, ``StateChannel``); the op makes all its
+calls from one thread in the CPU's call order (``Compiled.serial``; each op's docstring
+writes its order down) and then advances the evaluation's state by the sum the buffer
+holds (16 bytes read back). A ``while`` that reads the state is not declared endless
+when its loop state comes back unchanged (a later read may change it). On one device
+a collective's reducer is never called (the CPU's group of one), so it may hold
+anything.
 The CPU's dots sum from +0, so a one-term float product of -0 gives +0, here too.
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
 reduce-window then follow its tree order, else its sequential fold). Computations with
@@ -49,10 +65,7 @@ order is the CPU's sequential call order; collectives on several devices other t
 ``map`` body or a ``reduce`` reducer where each call runs each of them once (outside
 conditionals, loops and nested ops: those ops rendezvous once and run the computation
 unrolled over the devices, ``gpu/computation_devices.py``), a rendezvous
-per call; rng-get-and-update-state elsewhere, the CPU's global state advanced in a
-call order that depends on the data or the op (sort, scatter, select-and-scatter), on
-padding (reduce-window), or that the device does not follow (a loop, a conditional, a
-nested op in the computation); dynamic-reshape and
+per call; dynamic-reshape and
 set-dimension-size, whose runtime sizes the CPU's interpreter tracks; a small array
 value passed through a call, loop or conditional, or to other ops) and the CPU's
 own errors (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
@@ -119,9 +132,7 @@ FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net),
                  "outfeed, send, recv (their queues are read in the CPU's call order), "
                  "collectives on several devices other than in a map body or a reduce "
                  "reducer outside conditionals, loops and nested ops (a "
-                 "rendezvous per call), rng-get-and-update-state other than in a map body or "
-                 "a reduce reducer outside loops, conditionals and nested ops (the CPU's "
-                 "global state in its call order), "
+                 "rendezvous per call), "
                  "or an op without a one-element device form (dynamic-reshape and "
                  "set-dimension-size: runtime dimension sizes; an rng-bit-generator state "
                  "passed through a call, loop or conditional): "
@@ -256,6 +267,11 @@ class Compiled:
     #: index and the state before the first call (low, high words, uint64), and the
     #: caller advances the interpreter's state by ``calls * state_delta``
     state_delta = None
+    #: compiled in the serial mode (``gpu/serial.py``): the op must make all its calls
+    #: from one thread in the CPU's call order, between :meth:`begin` and :meth:`finish`
+    serial = False
+    #: the serial mode's channels (``gpu/serial.Channel``), in argument order
+    channels: tuple = ()
 
     def __init__(self, fn, params, results, tuple_result: bool, source: str):
         self.fn = fn
@@ -264,26 +280,53 @@ class Compiled:
         self.tuple_result = tuple_result
         self.source = source
 
+    @property
+    def extra_params(self) -> list:
+        """The names of the device function's arguments after its parameters (one per
+        channel): kernels calling it take them last and pass them on."""
+        return [c.name for c in self.channels]
+
+    def begin(self, ctx) -> tuple:
+        """Before the op's launch: the channels' device arguments, staged from the
+        evaluation ``ctx`` (``gpu/serial.py``)."""
+        return tuple(c.begin(ctx) for c in self.channels)
+
+    def finish(self, ctx) -> None:
+        """After the op's launch: each channel settles what the calls consumed."""
+        for c in self.channels:
+            c.finish(ctx)
+
 
 _CACHE: dict = {}
 
 
-def compile_computation(comp, module, *, call_index: bool = False) -> Compiled | None:
+def compile_computation(comp, module, *, call_index: bool = False,
+                        serial: bool = False) -> Compiled | None:
     """``comp`` as a device function, or None when it does not qualify (see above).
-    ``call_index``: the caller calls it in the CPU's fixed order and passes the call
-    index (``map``: element by element, row-major; ``reduce``'s sequential fold: output
-    by output), so rng-get-and-update-state qualifies (``Compiled.state_delta``)."""
+    For a computation holding rng-get-and-update-state: ``call_index``, the caller
+    calls it in the CPU's fixed order and passes the call index (``map``: element by
+    element, row-major; ``reduce``'s sequential fold: output by output), used when the
+    sites' call count is static (``Compiled.state_delta``); else ``serial``, the caller
+    takes the serial mode (``gpu/serial.py``: ``Compiled.serial``, one thread in the
+    CPU's call order, the channels' arguments); neither: None (the CPU runs it)."""
     run = LOOP_RUN.get()
     limit = run.limit if run is not None else Limits().max_while_iterations
     device = run.device if run is not None else (0, 0, 1)
-    call_index = bool(call_index) and _holds_state(comp, module, {})
-    key = (id(comp), limit, device, call_index)
+    mode = None
+    if _holds_state(comp, module, {}):
+        if call_index and _static_sites(comp, module):
+            mode = "index"
+        elif serial:
+            mode = "serial"
+        else:  # its calls advance the state (a dead site too): the CPU runs the op
+            return None
+    key = (id(comp), limit, device, mode)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is comp:
         compiled = hit[1]
     else:
         try:
-            compiled = _compile(comp, module, limit, device, call_index)
+            compiled = _compile(comp, module, limit, device, mode)
             compiled.vectorizable = is_vectorizable(comp, module)
         except (_Unsupported, GpuFallback, HloEvalError):  # no device form: the CPU runs it
             compiled = None
@@ -365,6 +408,26 @@ def _state_sites(comp, module):
     return sites, total
 
 
+def _static_sites(comp, module) -> bool:
+    """Whether every rng-get-and-update-state one call of ``comp`` evaluates has a static
+    place in the call (``_state_sites``: none under a loop, a conditional, a nested op)."""
+    try:
+        _state_sites(comp, module)
+    except _Unsupported:
+        return False
+    return True
+
+
+def _cpu_order(module, comp):
+    """``comp``'s instructions as the CPU's interpreter plans them (``Interpreter._plan``):
+    the live ones (what the root and the side effects need, a tuple's unread elements
+    not: ``forward_tuples``) in ``topological_order``, each with the instruction whose
+    value it forwards (``forwarded``: a get-tuple-element of a tuple), else None."""
+    from hloref.evaluator.interpreter import forwarded, live_instructions, topological_order
+    live = live_instructions(module, comp, forward_tuples=True)
+    return [(i, forwarded(i)) for i in topological_order(comp) if id(i) in live]
+
+
 def _order(comp):
     """The instructions reachable from the root, operands first."""
     seen, out = set(), []
@@ -412,7 +475,7 @@ class _Emitter:
     value), or a list of them for a tuple; nested ``call``/``fusion`` are inlined."""
 
     def __init__(self, module, limit: int = Limits().max_while_iterations, name: str = "",
-                 device=(0, 0, 1)):
+                 device=(0, 0, 1), serial: bool = False):
         self.module = module
         self.device = device
         self.name = name
@@ -420,6 +483,10 @@ class _Emitter:
         #: ``_state_sites`` of a computation compiled with a call index, else None
         self.state_sites = None
         self.state_delta = 0
+        #: the serial mode (``gpu/serial.py``): instructions in the CPU's order, and each
+        #: rng-get-and-update-state reads and counts in the state channel (``state_io``)
+        self.serial = bool(serial)
+        self.state_count = 0  # rng-get-and-update-state sites emitted in the serial mode
         self.call_path: tuple = ()  # ids of the call/fusion instructions being inlined
         self.ns: dict = {}
         self.lines: list[str] = []
@@ -472,8 +539,13 @@ class _Emitter:
             types[id(p)] = arg_types[p.parameter_number]
             if _value_type(p.shape, rank0=False) != types[id(p)]:
                 raise _Unsupported("parameter type")
-        for instr in _order(comp):
+        order = _cpu_order(self.module, comp) if self.serial else \
+            [(i, None) for i in _order(comp)]
+        for instr, target in order:
             if instr.opcode == "parameter":
+                continue
+            if target is not None:  # the CPU forwards the element (its tuple may be dead)
+                names[id(instr)], types[id(instr)] = names[id(target)], types[id(target)]
                 continue
             ops = [names[id(o)] for o in instr.operands]
             op_types = [types[id(o)] for o in instr.operands]
@@ -603,7 +675,8 @@ class _Emitter:
         """Every branch computed (scalar computations have no effects, and an unselected
         branch's value is dropped), then the selected one: a pred selector picks the
         true or the false branch; an s32 index picks its branch, any index outside
-        [0, N) the last one (the CPU's ``run_conditional``)."""
+        [0, N) the last one (the CPU's ``run_conditional``). Branches holding a loop or
+        (serial mode) a state site: the selected one only (``conditional_blocks``)."""
         attrs = instr.attrs
         branches = attrs.get("branch_computations")
         if branches is not None:
@@ -613,14 +686,15 @@ class _Emitter:
         sel, args, arg_types = ops[0], ops[1:], op_types[1:]
         if len(args) != len(names) or isinstance(op_types[0], list):
             raise _Unsupported("conditional operands")
-        loops = len(self.loops)
+        loops, sites = len(self.loops), self.state_count
         start = len(self.lines)
         results = [self.emit(self.module.computations[n], [a], [t])
                    for n, a, t in zip(names, args, arg_types)]
         rtype = results[0][1]
         if any(t != rtype for _, t in results):
             raise _Unsupported("conditional branches of different types")
-        if len(self.loops) > loops and len(names) > 1:  # no loop of an unselected branch
+        # no loop of an unselected branch runs, and no state site of one counts
+        if (len(self.loops) > loops or self.state_count > sites) and len(names) > 1:
             del self.lines[start:]
             del self.loops[loops:]
             return self.conditional_blocks(names, sel, args, arg_types, branches is None), rtype
@@ -684,7 +758,7 @@ class _Emitter:
         stype = op_types[0]
         types = _leaves(stype)
         k = len(self.loops)
-        draws = self.rng_sites
+        draws, sites = self.rng_sites, self.state_count
         self.loops.append((instr.name, self.limit))
         if "LOOP_STATUS" not in self.ns:
             self.ns["LOOP_STATUS"] = cuda.to_device(np.zeros(1, np.int64))
@@ -709,7 +783,8 @@ class _Emitter:
             raise _Unsupported("while body result type")
         new = [self.line(self.normal(v, t)) for v, t in zip(_leaves(new), types)]
         same = " and ".join(self.same_bits(a, b, t) for a, b, t in zip(new, state, types))
-        if same and self.rng_sites == draws:  # a loop that draws may change state later
+        # a loop that draws or reads the rng state may change its state later
+        if same and self.rng_sites == draws and self.state_count == sites:
             self.statement(f"if {same}:")
             self.statement(f"    cuda.atomic.max(LOOP_STATUS, 0, {LOOP_STATUS_TOP - (2 * k + 2)})")
             self.statement("    break")
@@ -1081,11 +1156,12 @@ class _Emitter:
                int(getattr(d, "window_dilation", 1) or 1) != 1 for d in dims):
             raise _Unsupported("select-and-scatter with dilations")
         select = self.module.computations[str(instr.attrs.get("select"))]
-        probe = _Emitter(self.module, self.limit, self.name + "/select", self.device)
+        probe = _Emitter(self.module, self.limit, self.name + "/select", self.device,
+                         self.serial)
         probe.emit(select, ["a", "b"], [et, et])
         covers = _window_covers_element(window, instr.operands[0].shape.rank)
         calls = select_calls(dims) if covers else 0
-        if (probe.loops or probe.rng_sites) and calls:
+        if (probe.loops or probe.rng_sites or probe.state_count) and calls:
             zero = self.bind("C", _storage_constant(np.zeros(1), et))
             self.statement(f"for {self.fresh()} in range({calls}):")
             outer = self.indent
@@ -1223,19 +1299,32 @@ class _Emitter:
         return self.line(f"{fn}({a}, {b}, RNG_COUNTS, {site}, {self.bind('P', type_params(et))})")
 
     def rng_state(self, instr):
-        """rng-get-and-update-state (only with a call index, at a site ``_state_sites``
-        found): ``u64[2]`` ``[low, high]`` of the state before the first call, plus the
-        call index times one call's deltas, plus the deltas of this call's earlier
-        sites (``gpu/rng.py``: ``state_at``), a small array value."""
-        from .rng import state_at
+        """rng-get-and-update-state as a small ``u64[2]`` ``[low, high]`` value. With a
+        call index, at a site ``_state_sites`` found: the state before the first call,
+        plus the call index times one call's deltas, plus the deltas of this call's
+        earlier sites (``gpu/rng.py``: ``state_at``). In the serial mode: the state
+        before the op plus the deltas consumed so far, read from the state channel,
+        this site's delta then added (``gpu/rng.py``: ``take_state``)."""
+        from .rng import state_at, take_state
+        vec = _vec_shape(instr.shape)
+        m = 2**64 - 1
+        if self.serial:
+            delta = instr.attrs.get("delta")
+            if delta is None:
+                raise _Unsupported("rng-get-and-update-state without delta")
+            if vec is None or vec.n != 2 or vec.et.name != "u64":
+                raise _Unsupported("rng-get-and-update-state shape")
+            delta = int(str(delta)) % 2**128
+            words = [self.bind("C", np.uint64(v)) for v in (delta & m, delta >> 64)]
+            self.state_count += 1
+            r = self.line(f"{self.bind('F', take_state)}(state_io, {', '.join(words)})")
+            return (self.line(f"{r}[0]"), self.line(f"{r}[1]")), vec
         offset = None if self.state_sites is None else \
             self.state_sites.get((self.call_path, id(instr)))
         if offset is None:
             raise _Unsupported("rng-get-and-update-state (the CPU's global state)")
-        vec = _vec_shape(instr.shape)
         if vec is None or vec.n != 2 or vec.et.name != "u64":
             raise _Unsupported("rng-get-and-update-state shape")
-        m = 2**64 - 1
         words = [self.bind("C", np.uint64(v)) for v in (
             self.state_delta & m, self.state_delta >> 64, offset & m, offset >> 64)]
         r = self.line(f"{self.bind('F', state_at)}(state_k, state_lo, state_hi, "
@@ -1487,13 +1576,16 @@ def _unflatten(leaves, like):
 
 
 def _compile(comp, module, limit: int = Limits().max_while_iterations,
-             device=(0, 0, 1), call_index: bool = False) -> Compiled:
-    emitter = _Emitter(module, limit, comp.name, device)
+             device=(0, 0, 1), mode=None) -> Compiled:
+    """``mode``: None, ``"index"`` (rng-get-and-update-state at static sites, the call
+    index given) or ``"serial"`` (``gpu/serial.py``)."""
+    from .rng import StateChannel
+    emitter = _Emitter(module, limit, comp.name, device, serial=mode == "serial")
     params = sorted(comp.parameters, key=lambda p: p.parameter_number)
     ptypes = [_value_type(p.shape) for p in params]
     if any(isinstance(t, list) for t in ptypes):
         raise _Unsupported("tuple parameter")
-    if call_index:
+    if mode == "index":
         emitter.state_sites, emitter.state_delta = _state_sites(comp, module)
     args = [f"v{p.parameter_number}" for p in params]
     root, rtype = emitter.emit(comp, args, ptypes)
@@ -1506,6 +1598,8 @@ def _compile(comp, module, limit: int = Limits().max_while_iterations,
         results, ret, tuple_result = [rtype], root, False
     if emitter.state_sites:  # every site counts, dead ones too (the CPU evaluates them)
         args += ["state_k", "state_lo", "state_hi"]
+    channels = (StateChannel(),) if emitter.state_count else ()
+    args += [c.name for c in channels]
     header = "def f(" + ", ".join(args) + "):"
     source = "\n".join([header] + emitter.lines + [f"    return {ret}"]) + "\n"
     ns = emitter.ns
@@ -1519,6 +1613,8 @@ def _compile(comp, module, limit: int = Limits().max_while_iterations,
         compiled.rng_counts = ns["RNG_COUNTS"]
     if emitter.state_sites:
         compiled.state_delta = emitter.state_delta
+    if channels:
+        compiled.serial, compiled.channels = True, channels
     return compiled
 
 

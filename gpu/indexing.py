@@ -21,8 +21,9 @@ to the host.
   integer, pred and real float types, overwrite (``ROOT`` the update parameters,
   variadic too) on every element type, and any combiner the computation compiler
   (``gpu/computation.py``) accepts: complex ones, and variadic ones (one thread per
-  element of all the operands, applying the tuple-valued combiner); combiners the CPU
-  does not evaluate elementwise run on the CPU.
+  element of all the operands, applying the tuple-valued combiner). A serial combiner
+  (``gpu/serial.py``: one holding rng-get-and-update-state) is called from one thread in
+  the CPU's per-update order (scatter indices in order, each window row-major).
 * ``dynamic-slice`` / ``dynamic-update-slice``: the start scalars are loaded into one
   int64 device array, then one thread per result (update) element clamps and moves.
 """
@@ -35,7 +36,7 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.reduce import simple_reducer
+from hloref.evaluator.reduce import is_vectorizable, simple_reducer
 from hloref.shapes import TupleShape
 
 from .computation import FALLBACK_NOTE
@@ -43,9 +44,10 @@ from .device import LOAD, STORE, DArray, empty, to_device, type_class, type_para
 from .elementwise import launch
 from .reduce import combiner
 from .registry import GpuFallback, gpu_op
+from .serial import run_calls
 from .shape_ops import int_tuple, row_major_strides, strided_offset, strided_offsets2
 
-from hloref.evaluator.indexing import overwrite_combiner  # noqa: E402 - shared with the cpu
+from hloref.evaluator.indexing import overwrite_combiner, simple_applies  # noqa: E402 - shared with the cpu
 
 OP_FAMILY = True
 
@@ -411,6 +413,44 @@ def _scatter_variadic_kernel(compiled, n: int):
     return hit[1]
 
 
+_SERIAL: dict = {}
+
+
+def _scatter_serial_kernel(compiled, n: int):
+    """The CPU's per-update loop for a serial combiner (``gpu/serial.py``), in one
+    thread: scatter indices in order, each valid one's window elements row-major (over
+    the operand's window dimensions), ``outs[t]... = f(outs[t]..., updates[u]...)``."""
+    key = (id(compiled), n)
+    hit = _SERIAL.get(key)
+    if hit is None:
+        outs = [f"o{j}" for j in range(n)]
+        upds = [f"u{j}" for j in range(n)]
+        extras = "".join(", " + e for e in compiled.extra_params)
+        put = [f"                {o}[t] = c[{j}]" for j, o in enumerate(outs)] \
+            if compiled.tuple_result else [f"                {outs[0]}[t] = c"]
+        source = "\n".join(
+            [f"def k({', '.join(outs + upds)}, count, rank, odims, n_scatter, starts, valid, "
+             f"ubase, fullw, uwstr, ostrides, nwin{extras}):",
+             "    for i in range(n_scatter):",
+             "        if valid[i] != 0:",
+             "            for w in range(nwin):",
+             "                rem = w",
+             "                t = 0",
+             "                u = ubase[i]",
+             "                for d in range(rank - 1, -1, -1):",
+             "                    q = rem // fullw[d]",
+             "                    wd = rem - q * fullw[d]",
+             "                    rem = q",
+             "                    t += (starts[i * rank + d] + wd) * ostrides[d]",
+             "                    u += wd * uwstr[d]",
+             f"                c = f({', '.join(o + '[t]' for o in outs)}, "
+             f"{', '.join(x + '[u]' for x in upds)}{extras})"] + put) + "\n"
+        ns = {"f": compiled.fn}
+        exec(compile(source, "<gpu serial scatter>", "exec"), ns)
+        hit = _SERIAL[key] = (compiled, cuda.jit(ns["k"]))
+    return hit[1]
+
+
 @gpu_op("scatter", note=FALLBACK_NOTE)
 def scatter(*args, shape, update_window_dims, inserted_window_dims,
             scatter_dims_to_operand_dims, index_vector_dim, to_apply, ctx, input_batching_dims=(),
@@ -423,18 +463,25 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims,
     overwrite = overwrite_combiner(comp, n)
     op, op_class, variadic = None, None, None
     if not overwrite:
+        # the combiner fast path where the CPU takes its own (``simple_applies``: no
+        # calls), or for a computation without effects (the CPU's calls change nothing
+        # else); one with effects besides its root (a dead rng-get-and-update-state)
+        # the CPU calls update by update, and so the compiled path here
         kind = simple_reducer(comp) if n == 1 and not operands[0].et.is_complex else None
+        if kind is not None and not (simple_applies(kind, operands[0].et)
+                                     or is_vectorizable(comp, ctx.module)):
+            kind = None
         if kind is not None and comp.parameters[0].shape.element_type == operands[0].et:
             op = combiner(kind, operands[0].et)[0]
         else:  # any other combiner the computation compiler accepts (variadic, complex)
             from .computation import compile_computation
-            compiled = compile_computation(comp, ctx.module)
+            compiled = compile_computation(comp, ctx.module, serial=True)
             ets = [o.et for o in operands]
             if compiled is None or compiled.params != ets + [u.et for u in updates] \
                     or compiled.results != ets or compiled.tuple_result != (n > 1):
                 raise GpuFallback("the scatter combiner is not an overwrite, and not a "
                                   "computation with GPU element functions of the operand types")
-            if n == 1:
+            if n == 1 and not compiled.serial:
                 op, op_class = compiled.fn, "raw"
             else:
                 variadic = compiled
@@ -476,6 +523,11 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims,
     geometry = (rank, int_tuple(dims), ix.n, starts, valid, ubase, int_tuple(fullw),
                 int_tuple(uwstr))
     size = operands[0].size
+    if variadic is not None and variadic.serial:
+        run_calls(variadic, ctx, _scatter_serial_kernel(variadic, n), size,
+                  *[o.data for o in outs], *[u.data for u in updates], size, *geometry,
+                  int_tuple(row_major_strides(dims)), n_window)
+        return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
     if variadic is not None:
         launch(_scatter_variadic_kernel(variadic, n), size, *[o.data for o in outs],
                *[u.data for u in updates], size, *geometry)

@@ -18,8 +18,12 @@ results are bit-exact; a reducer the CPU does not apply to whole arrays
 (``reduce.is_vectorizable``: one with shape ops on one-element arrays, say) folds
 sequentially from the init, as the CPU's ``sequential_reduce``. Complex add/multiply reduces accumulate in f64 parts
 (``_complex_kernel``; the CPU's c128 numpy reduce in another order: the accumulation
-bound); other complex reducers (maximum, minimum...) run compiled. Reducers with ops
-that have no scalar device form (while, rng, custom-call...) run on the CPU.
+bound); other complex reducers (maximum, minimum...) run compiled. A reducer holding
+rng-get-and-update-state folds sequentially too, given the call index where its sites
+are static, else in the serial mode (``gpu/serial.py``): one thread, outputs row-major
+over the kept dimensions, each over the reduced elements row-major in the order of
+``dimensions`` as written. Reducers with ops that have no scalar device form
+(custom-call...) run on the CPU.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
 from .elementwise import (add, and_pred, element_kind, fmax, fmin, imax, imin, launch, mul, or_pred,
                           xor)
 from .registry import GpuFallback, gpu_op
+from .serial import run_calls
 from .shape_ops import int_tuple as _t, row_major_strides, strided_offset
 
 OP_FAMILY = True
@@ -151,7 +156,8 @@ def _general_source(n: int, tuple_result: bool) -> str:
     return "\n".join(body) + "\n"
 
 
-def sequential_source(n: int, tuple_result: bool, windowed: bool, state: bool = False) -> str:
+def sequential_source(n: int, tuple_result: bool, windowed: bool, state: bool = False,
+                      extras=()) -> str:
     """A kernel folding each output's elements of ``n`` inputs with device function ``f``
     left to right from the inits, ``f(...f(f(inits, x0), x1)..., xk)``: the CPU's
     ``reduce.sequential_reduce`` for reducers it does not apply to whole arrays.
@@ -159,18 +165,22 @@ def sequential_source(n: int, tuple_result: bool, windowed: bool, state: bool = 
     holes skipped), else reduce's strided offsets. ``state`` (reduce only): ``f`` holds
     rng-get-and-update-state and also takes its call index in the CPU's order (output
     ``o``'s ``r``-th call is call ``o * total + r``) and the state before the reduce
-    (``slo``, ``shi``)."""
+    (``slo``, ``shi``). ``extras``: the argument names of a serial computation's
+    channels (``Compiled.extra_params``), the kernel's last arguments, passed to ``f``
+    after the values; the kernel then runs in one thread (``serial.run_calls``), its loop
+    walking the outputs in order."""
     xs, ins, outs = ([f"{p}{j}" for j in range(n)] for p in ("x", "i", "o"))
     a = [f"a{j}" for j in range(n)]
+    tail = "".join(", " + e for e in extras)
     if windowed:
         head = [f"def k({', '.join(xs + ins + outs)}, count, rank, xdims, xstrides, odims, "
-                "ostrides, size, kstrides, stride, wdil, bdil, padlo, total):"]
+                f"ostrides, size, kstrides, stride, wdil, bdil, padlo, total{tail}):"]
         locate = ["            off = window_offset(o, r, rank, xdims, xstrides, odims, "
                   "ostrides, size, kstrides, stride, wdil, bdil, padlo)",
                   "            if off >= 0:"]
     else:
         head = [f"def k({', '.join(xs + ins + outs)}, count, kept_dims, kept_strides, "
-                f"red_dims, red_strides, total{', slo, shi' if state else ''}):"]
+                f"red_dims, red_strides, total{', slo, shi' if state else ''}{tail}):"]
         locate = ["            off = strided_offset(r, red_dims, red_strides, base)",
                   "            if True:"]
     body = head + ["    o = cuda.grid(1)", "    step = cuda.gridsize(1)", "    while o < count:"]
@@ -178,7 +188,7 @@ def sequential_source(n: int, tuple_result: bool, windowed: bool, state: bool = 
         body += ["        base = strided_offset(o, kept_dims, kept_strides, 0)"]
     body += [f"        {a[j]} = {ins[j]}[0]" for j in range(n)]
     body += ["        for r in range(total):"] + locate
-    extra = ", o * total + r, slo, shi" if state else ""
+    extra = (", o * total + r, slo, shi" if state else "") + tail
     body += [f"                c = f({', '.join(a)}, {', '.join(x + '[off]' for x in xs)}{extra})"]
     body += ([f"                {t} = c[{j}]" for j, t in enumerate(a)] if tuple_result
              else [f"                {a[0]} = c"])
@@ -198,7 +208,7 @@ def _general_kernel(compiled, dtypes):
         ns.update({f"D{j}": d for j, d in enumerate(dtypes)})
         source = _general_source(len(dtypes), compiled.tuple_result) if compiled.vectorizable \
             else sequential_source(len(dtypes), compiled.tuple_result, False,
-                                   compiled.state_delta is not None)
+                                   compiled.state_delta is not None, compiled.extra_params)
         exec(compile(source, "<gpu general reduce>", "exec"), ns)
         hit = _GENERAL[key] = (compiled, cuda.jit(ns["k"]))
     return hit[1]
@@ -217,8 +227,11 @@ def _general_reduce(operands, shape, dims, comp, ctx):
         return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
     leaves = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
     # a reducer holding rng-get-and-update-state is not vectorisable: the CPU folds it
-    # sequentially, output by output, a fixed call order (``sequential_source``)
-    compiled = compile_computation(comp, ctx.module, call_index=True)
+    # sequentially, output by output (row-major over the kept dimensions), each over the
+    # reduced elements in order (row-major over ``dimensions`` in the attribute's order)
+    # from the init (``sequential_source``): a call index where the sites are static,
+    # else the serial mode, one thread walking that order
+    compiled = compile_computation(comp, ctx.module, call_index=True, serial=True)
     if compiled is None:
         raise GpuFallback("the reducer has ops without GPU element functions")
     ets = [s.element_type for s in leaves]
@@ -239,10 +252,11 @@ def _general_reduce(operands, shape, dims, comp, ctx):
     if compiled.state_delta is not None:  # the CPU calls it size * total times
         lo, hi = next_rng_state(ctx, outs[0].size * total * compiled.state_delta % 2**128)
         state = [np.uint64(lo), np.uint64(hi)]
-    launch(kernel, outs[0].size, *[x.data for x in xs], *[i.data for i in inits],
-           *[o.data for o in outs], outs[0].size, _t(x0.shape[d] for d in kept),
-           _t(st[d] for d in kept) if kept else (0,), _t(x0.shape[d] for d in dims),
-           _t(st[d] for d in dims) if dims else (0,), total, *state)
+    run_calls(compiled, ctx, kernel, outs[0].size, *[x.data for x in xs],
+              *[i.data for i in inits], *[o.data for o in outs], outs[0].size,
+              _t(x0.shape[d] for d in kept), _t(st[d] for d in kept) if kept else (0,),
+              _t(x0.shape[d] for d in dims), _t(st[d] for d in dims) if dims else (0,),
+              total, *state)
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
 
 

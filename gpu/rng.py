@@ -35,6 +35,7 @@ from .device import (LOAD, SIMULATOR, STORE, device_fn, empty, to_device, type_c
                      type_params)
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
+from .serial import Channel
 
 OP_FAMILY = True
 
@@ -203,6 +204,49 @@ def state_at(k, slo, shi, dlo, dhi, olo, ohi):
     hi, _ = _add64(hi, shi)
     hi, _ = _add64(hi, c)
     return lo, hi
+
+
+# The serial call mode (``gpu/serial.py``): a computation whose calls the op makes from
+# one thread in the CPU's order reads the state at each site from a channel buffer.
+
+@cuda.jit(device=True)
+def take_state(io, dlo, dhi):
+    """One rng-get-and-update-state of ``delta = (dlo, dhi)`` in a serial computation:
+    ``io`` is ``u64[4]`` ``[state low, high, consumed low, high]`` (the evaluation's state
+    before the op, and the deltas of the calls so far); returns the state it reads
+    (``state + consumed`` mod 2**128) and adds ``delta`` to ``consumed``."""
+    lo, c = _add64(io[0], io[2])
+    hi, _ = _add64(io[1], io[3])
+    hi, _ = _add64(hi, c)
+    nlo, c = _add64(io[2], dlo)
+    nhi, _ = _add64(io[3], dhi)
+    nhi, _ = _add64(nhi, c)
+    io[2] = nlo
+    io[3] = nhi
+    return lo, hi
+
+
+class StateChannel(Channel):
+    """rng-get-and-update-state's channel: ``begin`` sends ``[state low, high, 0, 0]``
+    (the evaluation's state, not advanced) to a fresh ``u64[4]`` device buffer that the
+    sites read and count in (``take_state``); ``finish`` reads back the two consumed
+    words (16 bytes: the sum of the deltas of the calls made, a count, not data) and
+    advances the evaluation's state by it, as the CPU's calls did one by one."""
+
+    name = "state_io"
+
+    def __init__(self):
+        self.buffer = None
+
+    def begin(self, ctx):
+        lo, hi = next_rng_state(ctx, 0)
+        self.buffer = cuda.to_device(np.array([lo, hi, 0, 0], np.uint64))
+        return self.buffer
+
+    def finish(self, ctx):
+        words = self.buffer.copy_to_host()
+        self.buffer = None
+        next_rng_state(ctx, int(words[2]) | (int(words[3]) << 64))
 
 
 # ----------------------------------------------------------------- rng (hloref's own stream)

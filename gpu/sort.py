@@ -22,7 +22,10 @@ parameters flip the direction), on any operand ``k``, through keys as above; any
 comparator the computation compiler (``gpu/computation.py``) accepts (lexicographic
 multi-key chains) runs compiled as the comparison of the same stable sort on row copies
 of the operands: for a strict weak ordering that is the CPU's result (for one that is
-not, the CPU's merge-then-Python-sort fallback may order differently). Complex values
+not, the CPU's vectorised merge sort may order differently; a comparator the CPU does
+not apply to whole arrays it sorts by the same libstdc++ stable sort, comparison by
+comparison, and a serial one, holding rng-get-and-update-state, runs here from one
+thread, rows in order, so that both make the same calls). Complex values
 have no order: a comparator comparing them LT/GT raises the CPU's error, and so does
 ``topk`` of complex values; compiled comparators may use complex EQ/NE.
 """
@@ -43,6 +46,7 @@ from .computation import FALLBACK_NOTE
 from .device import LOAD, device_fn, empty, type_class, type_params
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
+from .serial import run_calls
 from .shape_ops import int_tuple, row_major_strides, strided_offset
 
 OP_FAMILY = True
@@ -185,18 +189,22 @@ _GENERAL: dict = {}
 
 def _general_kernel(compiled, arity: int):
     """A per-row stable sort whose comparison is the compiled comparator
-    ``f(x0[a], x0[b], x1[a], x1[b], ...) != 0`` over row buffers ``x0, x1, ...``."""
+    ``f(x0[a], x0[b], x1[a], x1[b], ...) != 0`` over row buffers ``x0, x1, ...``. A
+    serial comparator's channel arguments (``gpu/serial.py``) ride in the keys tuple
+    after the rows, to ``f`` after the values."""
     key = (id(compiled), arity)
     hit = _GENERAL.get(key)
     if hit is None:
-        args = ", ".join(f"keys[{j}][a], keys[{j}][b]" for j in range(arity))
+        extras = compiled.extra_params
+        args = ", ".join([f"keys[{j}][a], keys[{j}][b]" for j in range(arity)]
+                         + [f"keys[{arity + j}]" for j in range(len(extras))])
         xs = [f"x{j}" for j in range(arity)]
-        rows = ", ".join(f"{x}[r * n:(r + 1) * n]" for x in xs)
+        rows = ", ".join([f"{x}[r * n:(r + 1) * n]" for x in xs] + extras)
         source = "\n".join([
             "def lt(keys, a, b, desc):",
             f"    return f({args}) != 0",
             "",
-            f"def k({', '.join(xs)}, perm, rows, n, buf):",
+            f"def k({', '.join(xs)}, perm, rows, n, buf{''.join(', ' + e for e in extras)}):",
             "    r = cuda.grid(1)",
             "    step = cuda.gridsize(1)",
             "    while r < rows:",
@@ -212,9 +220,14 @@ def _general_kernel(compiled, arity: int):
 
 def _general_sort(operands, shape, d, comp, ctx):
     """Any comparator the computation compiler accepts (lexicographic multi-key sorts):
-    a stable sort, which for a strict weak ordering is the CPU's result."""
+    libstdc++'s stable sort, which for a strict weak ordering is the CPU's result. A
+    serial comparator (``gpu/serial.py``: one holding rng-get-and-update-state) runs
+    from one thread: rows in order (row-major over the other dimensions), each by the
+    same stable sort the CPU runs for a comparator it does not apply to whole arrays
+    (``evaluator.sort._python_sort``), so the same comparator calls in the same order.
+    Rows of fewer than two elements call no comparator (the CPU copies them)."""
     from .computation import compile_computation
-    compiled = compile_computation(comp, ctx.module)
+    compiled = compile_computation(comp, ctx.module, serial=True)
     want = [o.et for o in operands for _ in range(2)]
     if compiled is None or compiled.tuple_result or compiled.params != want or \
             [r.name for r in compiled.results] != ["pred"]:
@@ -231,8 +244,8 @@ def _general_sort(operands, shape, d, comp, ctx):
         launch(_rows_of, rows.total, o.data, r.data, perm, rows.total, rows.n, *rows.args)
         laid.append(r.data)
     buf = cuda.device_array(rows.total, dtype=np.int64)
-    launch(_general_kernel(compiled, len(operands)), rows.rows, *laid, perm, rows.rows, rows.n,
-           buf)
+    run_calls(compiled, ctx, _general_kernel(compiled, len(operands)), rows.rows, *laid, perm,
+              rows.rows, rows.n, buf)
     for o, out in zip(operands, outs):
         launch(_permute, rows.total, o.data, out.data, perm, rows.total, rows.n, *rows.args)
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]

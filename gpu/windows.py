@@ -9,7 +9,12 @@ window dilation, stride; padding and holes are skipped, not filled with the init
   integers wrap), the window's value is combined with the init value last; a window on
   no operand element gives the init value. Any other reducer (variadic too) that the
   computation compiler (``gpu/computation.py``) accepts runs the CPU's masked pairwise
-  tree over the window positions, bit-exact; the rest runs on the CPU. Complex
+  tree over the window positions, bit-exact; one it does not apply to whole arrays
+  (``reduce.is_vectorizable``) folds each window from the init in row-major order,
+  skipping padding and holes, as its ``sequential_reduce``; a serial one
+  (``gpu/serial.py``: holding rng-get-and-update-state) makes those calls from one
+  thread in the CPU's order, windows row-major, each window's positions row-major (a
+  position on padding or a hole calls nothing); the rest runs on the CPU. Complex
   add/multiply accumulate the window in f64 parts with the CPU's identity (-0-0j, 1+0j)
   on padding and holes, then the init, rounded once; other complex reducers (maximum,
   minimum...) run compiled.
@@ -22,9 +27,16 @@ window dilation, stride; padding and holes are skipped, not filled with the init
   ``compare`` of its two parameters (either order, FLOAT or TOTALORDER) or any
   computation the computation compiler (``gpu/computation.py``) accepts, and so is
   ``scatter``; other computations run on the CPU. Complex operands (or results) always
-  take the compiled computations.
+  take the compiled computations. The compare and combiner fast paths only take a
+  computation the CPU applies to whole arrays (one holding an effect besides its root,
+  a dead rng-get-and-update-state, it calls element by element). A serial ``select`` or
+  ``scatter`` (``gpu/serial.py``) is called from one thread in the CPU's order:
+  ``select`` window position outer, windows inner (row-major), from each window's
+  second position on the operand (the candidate a zero where the position is
+  padding); ``scatter`` in rounds, round ``q`` applying the ``q``-th window choosing
+  each element, windows in source order.
 * ``map``: the computation compiled to a device function (``gpu/computation.py``), one
-  thread per element.
+  thread per element; a serial one from one thread, element by element row-major.
 * ``scan``: the body in the GPU interpreter per position, inputs sliced and outputs
   stacked by device kernels.
 """
@@ -37,7 +49,7 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.reduce import simple_reducer
+from hloref.evaluator.reduce import is_vectorizable, simple_reducer
 from hloref.evaluator.rng import next_rng_state
 from hloref.shapes import TupleShape
 
@@ -48,6 +60,7 @@ from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
 from .elementwise import launch
 from .reduce import combiner, complex_combine, complex_fast, sequential_source
 from .registry import GpuFallback, gpu_op
+from .serial import run_calls
 from .shape_ops import dilated_index, int_tuple, row_major_strides
 from hloref.evaluator.windows import scan_plan, scan_step_results, window_dims
 
@@ -194,7 +207,7 @@ def _general_reduce_window(operands, shape, comp, window, ctx):
     xs, inits = operands[:n], operands[n:]
     leaves = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
     ets = [s.element_type for s in leaves]
-    compiled = compile_computation(comp, ctx.module)
+    compiled = compile_computation(comp, ctx.module, serial=True)
     if compiled is None or compiled.results != ets or compiled.params != ets + [x.et for x in xs] \
             or any(i.et != e for i, e in zip(inits, ets)) or any(x.et != e for x, e in zip(xs, ets)):
         raise GpuFallback("the reducer has ops without GPU element functions, or its types "
@@ -210,13 +223,14 @@ def _general_reduce_window(operands, shape, comp, window, ctx):
         ns = {"cuda": cuda, "np": np, "f": compiled.fn, "window_offset": _window_offset}
         ns.update({f"D{j}": d for j, d in enumerate(dtypes)})
         source = _general_window_source(n, compiled.tuple_result) if compiled.vectorizable \
-            else sequential_source(n, compiled.tuple_result, True)
+            else sequential_source(n, compiled.tuple_result, True,
+                                   extras=compiled.extra_params)
         exec(compile(source, "<gpu reduce-window>", "exec"), ns)
         hit = _GENERAL_WINDOWS[key] = (compiled, cuda.jit(ns["k"]))
     outs = [empty(s.dims, s.element_type) for s in leaves]
     geo = _Geometry(x0.shape, leaves[0].dims, wdims)
-    launch(hit[1], outs[0].size, *[x.data for x in xs], *[i.data for i in inits],
-           *[o.data for o in outs], outs[0].size, *geo.args())
+    run_calls(compiled, ctx, hit[1], outs[0].size, *[x.data for x in xs],
+              *[i.data for i in inits], *[o.data for o in outs], outs[0].size, *geo.args())
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
 
 
@@ -378,9 +392,87 @@ def _scatter_windows_kernel(op, cls):
     return k
 
 
+_SERIAL_SELECTS: dict = {}
+
+
+def _serial_select_kernel(compiled):
+    """The CPU's select loop for a serial ``select`` (``gpu/serial.py``), in one thread:
+    window position ``r`` outer (row-major in the window), windows ``s`` inner (row-major
+    over the source); a window with no choice yet takes position ``r`` if it is on the
+    operand; one with a choice calls ``select(choice, candidate)``, the candidate a zero
+    of the storage type where ``r`` falls on padding (the CPU's padded window values),
+    and takes ``r`` if it is on the operand and the answer is false."""
+    hit = _SERIAL_SELECTS.get(id(compiled))
+    if hit is None:
+        extras = "".join(", " + e for e in compiled.extra_params)
+        source = "\n".join([
+            "def k(x, chosen, zero, n, rank, xdims, xstrides, odims, ostrides, size, kstrides, "
+            f"stride, wdil, bdil, padlo, total{extras}):",
+            "    for s in range(n):",
+            "        chosen[s] = -1",
+            "    for r in range(total):",
+            "        for s in range(n):",
+            "            off = window_offset(s, r, rank, xdims, xstrides, odims, ostrides, size, "
+            "kstrides, stride, wdil, bdil, padlo)",
+            "            if chosen[s] < 0:",
+            "                if off >= 0:",
+            "                    chosen[s] = off",
+            "            else:",
+            "                cand = x[off] if off >= 0 else zero[0]",
+            f"                keep = f(x[chosen[s]], cand{extras})",
+            "                if off >= 0 and keep == 0:",
+            "                    chosen[s] = off"]) + "\n"
+        ns = {"f": compiled.fn, "window_offset": _window_offset}
+        exec(compile(source, "<gpu serial select>", "exec"), ns)
+        hit = _SERIAL_SELECTS[id(compiled)] = (compiled, cuda.jit(ns["k"]))
+    return hit[1]
+
+
+_SERIAL_SCATTERS: dict = {}
+
+
+def _serial_scatter_kernel(compiled):
+    """The CPU's scatter rounds for a serial ``scatter`` (``gpu/serial.py``), in one
+    thread: every element starts as ``init``; each chosen window gets its rank among the
+    windows choosing the same element (in source order); round ``q`` applies, in source
+    order, the windows of rank ``q``: ``out[t] = scatter(out[t], source)``."""
+    hit = _SERIAL_SCATTERS.get(id(compiled))
+    if hit is None:
+        extras = "".join(", " + e for e in compiled.extra_params)
+        source = "\n".join([
+            f"def k(src, init, chosen, out, seen, order, n, size{extras}):",
+            "    for t in range(size):",
+            "        out[t] = init[0]",
+            "        seen[t] = 0",
+            "    rounds = 0",
+            "    for s in range(n):",
+            "        t = chosen[s]",
+            "        if t >= 0:",
+            "            order[s] = seen[t]",
+            "            seen[t] += 1",
+            "            if seen[t] > rounds:",
+            "                rounds = seen[t]",
+            "    for q in range(rounds):",
+            "        for s in range(n):",
+            "            t = chosen[s]",
+            "            if t >= 0 and order[s] == q:",
+            f"                out[t] = f(out[t], src[s]{extras})"]) + "\n"
+        ns = {"f": compiled.fn}
+        exec(compile(source, "<gpu serial scatter>", "exec"), ns)
+        hit = _SERIAL_SCATTERS[id(compiled)] = (compiled, cuda.jit(ns["k"]))
+    return hit[1]
+
+
 @gpu_op("select-and-scatter", note=FALLBACK_NOTE)
 def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=None):
+    """The CPU's ``select_and_scatter`` (its docstring fixes the semantics). A serial
+    ``select`` or ``scatter`` (``gpu/serial.py``: one holding rng-get-and-update-state)
+    is called from one thread in the CPU's order of its element-by-element loops
+    (``_serial_select_kernel``, ``_serial_scatter_kernel``), all of select's calls
+    before scatter's, each computation's channels around its own launch; the other
+    phase runs in parallel as usual."""
     from .computation import compile_computation
+    sel_serial = sc_serial = None
     et = shape.element_type
     if source.et != et or init.et != et:
         raise GpuFallback("select-and-scatter whose source, init and result types differ")
@@ -389,26 +481,34 @@ def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=N
         raise GpuFallback(f"select-and-scatter of {x.et.name} has no GPU kernel")
     # complex operands or results: the compiled computations (complex_elementwise's part
     # functions), as the CPU applies them element by element
-    sel = select_compare(select.computation) if xcls != "complex" else None
+    # the compare and combiner fast paths only where the CPU applies the computation
+    # to whole arrays (``is_vectorizable``): one with effects besides its root (a dead
+    # rng-get-and-update-state) the CPU calls element by element, and so the compiled
+    # path here, which makes those calls
+    sel = select_compare(select.computation) \
+        if xcls != "complex" and is_vectorizable(select.computation, ctx.module) else None
     if sel is not None:
         direction, total_order, swapped = sel
         cmp = DIRECTIONS[direction]
         key = LOAD["key_" + xcls] if total_order and xcls in ("f32", "f64", "narrow") \
             else LOAD[xcls]
     else:  # any select computation the compiler accepts, on the storage values
-        compiled = compile_computation(select.computation, ctx.module)
+        compiled = compile_computation(select.computation, ctx.module, serial=True)
         if compiled is None or compiled.params != [x.et, x.et] or \
                 [r.name for r in compiled.results] != ["pred"]:
             raise GpuFallback("the select computation has ops without GPU element functions")
         cmp, key, swapped = compiled.fn, LOAD["raw"], False
-    kind = simple_reducer(scatter.computation) if not et.is_complex else None
+        sel_serial = compiled if compiled.serial else None
+    kind = simple_reducer(scatter.computation) \
+        if not et.is_complex and is_vectorizable(scatter.computation, ctx.module) else None
     if kind is not None:
         op, op_class = combiner(kind, et)[0], type_class(et)
     else:
-        compiled = compile_computation(scatter.computation, ctx.module)
+        compiled = compile_computation(scatter.computation, ctx.module, serial=True)
         if compiled is None or compiled.params != [et, et] or compiled.results != [et]:
             raise GpuFallback("the scatter computation has ops without GPU element functions")
         op, op_class = compiled.fn, "raw"
+        sc_serial = compiled if compiled.serial else None
     wdims = window_dims(window, x.ndim)
     if any(w.base_dilation != 1 or w.window_dilation != 1 for w in wdims):
         raise HloEvalError("select-and-scatter does not take window dilations")
@@ -421,9 +521,20 @@ def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=N
         raise HloEvalError(f"select-and-scatter: windows give dimensions {spans}, the source "
                            f"has {list(source.shape)}")
     chosen = cuda.device_array(max(source.size, 1), dtype=np.int64)
-    launch(_select_kernel(cmp, key, swapped), source.size, x.data, chosen,
-           source.size, type_params(x.et), *geo.args())
+    if sel_serial is not None:
+        zero = cuda.to_device(np.zeros(1, x.data.dtype))
+        run_calls(sel_serial, ctx, _serial_select_kernel(sel_serial), source.size, x.data,
+                  chosen, zero, source.size, *geo.args())
+    else:
+        launch(_select_kernel(cmp, key, swapped), source.size, x.data, chosen,
+               source.size, type_params(x.et), *geo.args())
     out = empty(shape.dims, et)
+    if sc_serial is not None:
+        seen = cuda.device_array(max(out.size, 1), dtype=np.int64)
+        order = cuda.device_array(max(source.size, 1), dtype=np.int64)
+        run_calls(sc_serial, ctx, _serial_scatter_kernel(sc_serial), out.size, source.data,
+                  init.data, chosen, out.data, seen, order, source.size, out.size)
+        return out
     launch(_scatter_windows_kernel(op, op_class), out.size, source.data, init.data,
            chosen, out.data, out.size, type_params(et), geo.rank, geo.xdims, geo.xstrides,
            geo.odims, geo.ostrides, geo.size, geo.stride, geo.padlo)
@@ -438,15 +549,18 @@ _MAPS: dict = {}
 def _map_kernel(compiled, arity: int):
     """One thread per element; a computation holding rng-get-and-update-state
     (``compiled.state_delta``) also gets the element's index, its call index in the
-    CPU's row-major order, and the state before the map (``slo``, ``shi``)."""
+    CPU's row-major order, and the state before the map (``slo``, ``shi``). A serial
+    computation (``gpu/serial.py``) gets its channels' arguments, the kernel's last."""
     key = (id(compiled), arity)
     hit = _MAPS.get(key)
     if hit is None:
         xs = [f"x{j}" for j in range(arity)]
         state = compiled.state_delta is not None
-        args = [x + "[i]" for x in xs] + (["i", "slo", "shi"] if state else [])
+        extras = compiled.extra_params
+        args = [x + "[i]" for x in xs] + (["i", "slo", "shi"] if state else []) + extras
         source = "\n".join([
-            f"def k(out, count{', slo, shi' if state else ''}{''.join(', ' + x for x in xs)}):",
+            f"def k(out, count{', slo, shi' if state else ''}{''.join(', ' + x for x in xs)}"
+            f"{''.join(', ' + e for e in extras)}):",
             "    i = cuda.grid(1)",
             "    step = cuda.gridsize(1)",
             "    while i < count:",
@@ -461,15 +575,18 @@ def _map_kernel(compiled, arity: int):
 @gpu_op("map", note=FALLBACK_NOTE)
 def map_(*operands, shape, to_apply, ctx):
     """operation_semantics §Map: the computation compiled for the device
-    (``gpu/computation.py``), one thread per element; holding collectives on several
-    devices, unrolled over them (``gpu/computation_devices.py``)."""
+    (``gpu/computation.py``), one thread per element. A serial computation
+    (``gpu/serial.py``) is called from one thread in the CPU's order: element by
+    element, row-major (its ``np.ndindex`` loop over the result). Holding collectives on
+    several devices, unrolled over them (``gpu/computation_devices.py``)."""
     from .computation import compile_computation
     dims = tuple(shape.dims)
     if any(tuple(o.shape) != dims for o in operands):
         raise HloEvalError("map operands must all have the result's dimensions")
     if computation_devices.applies(ctx, to_apply.computation):  # collectives, several devices
         return computation_devices.map_on_devices(operands, shape, to_apply.computation, ctx)
-    compiled = compile_computation(to_apply.computation, ctx.module, call_index=True)
+    compiled = compile_computation(to_apply.computation, ctx.module, call_index=True,
+                                   serial=True)
     if compiled is None or compiled.tuple_result:
         raise GpuFallback("the map computation has ops without GPU element functions")
     if compiled.params != [o.et for o in operands] or compiled.results != [shape.element_type]:
@@ -479,8 +596,8 @@ def map_(*operands, shape, to_apply, ctx):
     if compiled.state_delta is not None:  # the CPU calls it out.size times, row-major
         lo, hi = next_rng_state(ctx, out.size * compiled.state_delta % 2**128)
         state = [np.uint64(lo), np.uint64(hi)]
-    launch(_map_kernel(compiled, len(operands)), out.size, out.data, out.size, *state,
-           *[o.data for o in operands])
+    run_calls(compiled, ctx, _map_kernel(compiled, len(operands)), out.size, out.data,
+              out.size, *state, *[o.data for o in operands])
     return out
 
 

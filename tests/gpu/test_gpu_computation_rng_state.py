@@ -11,9 +11,10 @@ deltas`` further on. Results against the CPU backend bit for bit (maps called tw
 inside a while loop, nested calls, dead sites, a variadic reduce, deltas that carry
 into and wrap the high word) and by hand.
 
-Ops whose calls depend on the data or padding (conditional, while, sort, scatter,
-reduce-window...) keep the CPU fallback; that fallback advances the GPU evaluation's
-own state (``gpu/interpreter.py``: ``_SHARED_STATE``), checked here too.
+Sites whose calls depend on the data or padding (under a conditional or a while, in
+sort, scatter, reduce-window...) run in the serial mode instead
+(test_gpu_computation_rng_state_serial.py); the two modules that fell back to the CPU
+before run on the device here too.
 
 No XLA here: XLA:CPU (jaxlib 0.10.2) aborts compiling a map whose computation holds
 rng-get-and-update-state (see test_gpu_computation_rng.py).
@@ -27,7 +28,6 @@ import numpy as np
 import pytest
 
 import hloref
-from hloref.errors import HloUnsupportedError
 from hloref.evaluator.rng import RNG_STATE_INITIAL
 
 from gpu_check import bits_equal
@@ -36,13 +36,13 @@ S0 = RNG_STATE_INITIAL
 M64 = 2**64 - 1
 
 
-def both(text, *args, fallback=False):
-    """(cpu, gpu) values of ``text``; the gpu without fallback unless asked."""
+def both(text, *args):
+    """(cpu, gpu) values of ``text``, the gpu without fallback."""
     m = hloref.parse(text)
     cpu = hloref.evaluate(m, *args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        gpu = hloref.evaluate(m, *args, backend="gpu", fallback=fallback)
+        gpu = hloref.evaluate(m, *args, backend="gpu", fallback=False)
     return cpu, gpu
 
 
@@ -265,7 +265,7 @@ def test_reduce_state_by_hand(delta):
     assert [int(cpu[-2]), int(cpu[-1])] == [after & M64, after >> 64]
 
 
-FALLBACKS = {
+DATA_DEPENDENT = {
     "reduce-window": """HloModule m
 red {
   a = u64[] parameter(0)
@@ -313,15 +313,13 @@ ENTRY e {
 }
 
 
-@pytest.mark.parametrize("name", sorted(FALLBACKS))
-def test_data_dependent_calls_fall_back(name):
+@pytest.mark.parametrize("name", sorted(DATA_DEPENDENT))
+def test_data_dependent_calls_on_the_device(name):
     """A site in a conditional branch (calls depend on the data) or in a reduce-window's
-    reducer (not given a call index): the CPU runs the op; with fallback the GPU
-    evaluation's state goes on from where the CPU op left it (reads before and after
-    agree)."""
-    text = FALLBACKS[name]
+    reducer (calls depend on the padding): the serial mode, no fallback; the results
+    and the state reads before and after agree with the CPU's."""
+    text = DATA_DEPENDENT[name]
     p = np.array([0, 1, 2, 3], np.uint64)
-    with pytest.raises(HloUnsupportedError):
-        both(text, p)
-    cpu, gpu = both(text, p, fallback=True)
+    cpu, gpu = both(text, p)
     assert bits_equal(gpu, cpu), (gpu, cpu)
+    assert int(cpu[-2]) > int(cpu[0]) + 100
