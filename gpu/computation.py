@@ -32,8 +32,7 @@ product in c128, as the CPU); fft of length 1; batch-norm-inference, -training a
 shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the init,
 a select holding a loop or a draw called where the CPU calls it: ``select_calls``), and
 rng-bit-generator of one element of bits (the CPU's generator of one counter, bit for
-bit; its ``u64[2]``/``u64[3]`` state a small array value, ``_VecType``: a tuple of
-storage values that constant, broadcast, concatenate, reshape and slice make or read),
+bit; its ``u64[2]``/``u64[3]`` state a small array value, see below),
 and rng-get-and-update-state in a ``map`` body or a ``reduce`` reducer (``call_index``:
 the CPU calls them in a fixed order, map element by element row-major, reduce output by
 output folding the reduced elements in order, so call ``k`` at a site reads the state
@@ -51,11 +50,27 @@ call order that depends on the data or the op (sort, scatter, select-and-scatter
 padding (reduce-window), or that the device does not follow (a loop, a conditional, a
 nested op in the computation); dynamic-reshape and
 set-dimension-size, whose runtime sizes the CPU's interpreter tracks; a small array
-value passed through a call, loop or conditional, or to other ops) and the CPU's
+value given to another op (reduce, gather, sort, pad, map, rng...), or an array of more
+than ``_VEC_MAX`` elements) and the CPU's
 own errors (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
 (jaxlib 0.10.2) accepts such modules in its verifier but aborts compiling a reduce or
 map whose computation holds rng, a collective, infeed, outfeed, send or a while (its
 loop-fusion emitter cannot index them), so no XLA backend gives their values.
+
+Small array values (2 to ``_VEC_MAX`` elements, ``_VecType``: a rng-bit-generator state,
+or any array the computation builds) are tuples of storage values at compile time, in
+row-major order. The CPU evaluates them as numpy arrays; here they pass through
+everything that only moves values: ``call``/``fusion`` parameters and results
+(inlined), tuples, copy, opt-barrier, ``while`` state (one loop variable per element;
+the endless-loop check compares every element), ``conditional`` operands and branch
+results (chosen element by element, or assigned in the if/elif block); constant and
+iota give their elements; broadcast, concatenate, reshape, slice, transpose, reverse and
+bitcast (in the operand's and result's layouts; another type of the same width
+element by element) move them by a static index map, the CPU's numpy rule applied to
+element indices (``_move_map``); dynamic-slice and dynamic-update-slice pick each
+element among its few possible sources by the clamped run-time starts; elementwise ops
+(select with a scalar pred, clamp with scalar bounds) run element by element through the
+scalar path (``_Emitter.vec_elementwise``). A result of one element is that storage value.
 
 A ``while`` is bounded by the same ``Limits.max_while_iterations`` as the CPU's (the
 limit of the evaluation that compiles it, :data:`LOOP_RUN`): a thread whose loop
@@ -119,8 +134,10 @@ FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net),
                  "a reduce reducer outside loops, conditionals and nested ops (the CPU's "
                  "global state in its call order), "
                  "or an op without a one-element device form (dynamic-reshape and "
-                 "set-dimension-size: runtime dimension sizes; an rng-bit-generator state "
-                 "passed through a call, loop or conditional): "
+                 "set-dimension-size: runtime dimension sizes; a small array value of 2 to "
+                 "4 elements given to an op other than control flow, tuples, moves, "
+                 "dynamic-slice, dynamic-update-slice and elementwise ops, or of more "
+                 "elements): "
                  "cpu fallback")
 
 
@@ -196,7 +213,8 @@ _VEC_MAX = 4
 class _VecType:
     """The type of a small array value of 2 to ``_VEC_MAX`` elements (an rng-bit-generator
     state, ``u64[2]`` or ``u64[3]``): its value is a Python tuple of storage values in
-    row-major order (an HLO tuple is a list). Only the ops in ``_VEC_OPS`` take one."""
+    row-major order (an HLO tuple is a list). Only the ops in ``_VEC_OPS`` and the
+    elementwise ops (``_vec_elementwise``) take one."""
 
     def __init__(self, et, n: int):
         self.et, self.n = et, int(n)
@@ -227,9 +245,29 @@ def _holds_vec(t) -> bool:
     return isinstance(t, _VecType)
 
 
-#: ops that take or make small array values (``_Emitter.vec_op``, ``rng_bit_generator``)
+#: ops that take or make small array values (``_Emitter.vec_op``, ``rng_bit_generator``;
+#: the ops that only move values: ``call``/``fusion`` inline them, a ``while`` loops over
+#: their elements, a ``conditional`` selects them element by element), besides the
+#: elementwise ops (``_vec_elementwise``: element by element)
 _VEC_OPS = ("tuple", "get-tuple-element", "copy", "opt-barrier", "constant", "broadcast",
-            "concatenate", "reshape", "slice", "rng-bit-generator")
+            "concatenate", "reshape", "slice", "rng-bit-generator", "call", "fusion",
+            "conditional", "while", "bitcast", "transpose", "reverse", "iota",
+            "dynamic-slice", "dynamic-update-slice")
+
+#: ops that move the elements of small arrays by a static index map (``_move_map``)
+_VEC_MOVES = ("broadcast", "concatenate", "reshape", "slice", "bitcast", "transpose", "reverse")
+
+#: elementwise ops besides the element function tables: on small arrays, element by element
+_VEC_ELEMENTWISE = ("compare", "select", "clamp", "convert", "bitcast-convert",
+                    "reduce-precision", "real", "imag", "complex", "stochastic-convert")
+
+
+def _vec_elementwise(op) -> bool:
+    """Whether ``op`` applies element by element (HLO's elementwise ops), so that on small
+    arrays each element goes through the scalar path."""
+    return op in _VEC_ELEMENTWISE or op in ELEMENT_TABLES or op in WIDTH_OPS or (
+        op in complex_elementwise.BINARY or op in complex_elementwise.UNARY or
+        op in complex_elementwise.TO_REAL)
 
 
 class Compiled:
@@ -312,6 +350,15 @@ def _value_type(shape, *, rank0=True):
     if isinstance(shape, TupleShape):
         return [_value_type(s, rank0=rank0) for s in shape.elements]
     return _scalar_type(shape, rank0=rank0)
+
+
+def _any_type(shape):
+    """The type of a value inside a computation: an element type (one element), a
+    ``_VecType`` (2 to ``_VEC_MAX`` elements), or a list of them for a tuple."""
+    if isinstance(shape, TupleShape):
+        return [_any_type(s) for s in shape.elements]
+    vec = _vec_shape(shape)
+    return vec if vec is not None else _scalar_type(shape, rank0=False)
 
 
 def _holds_state(comp, module, memo) -> bool:
@@ -466,7 +513,7 @@ class _Emitter:
         for p in comp.parameters:
             names[id(p)] = args[p.parameter_number]
             types[id(p)] = arg_types[p.parameter_number]
-            if _value_type(p.shape, rank0=False) != types[id(p)]:
+            if _any_type(p.shape) != types[id(p)]:
                 raise _Unsupported("parameter type")
         for instr in _order(comp):
             if instr.opcode == "parameter":
@@ -485,15 +532,18 @@ class _Emitter:
             return ops[0][k], op_types[0][k]
         if op in ("copy", "opt-barrier", "add-dependency", "domain"):
             return ops[0], op_types[0]  # add-dependency: the value, its token dropped
-        if op not in _VEC_OPS and any(_holds_vec(t) for t in op_types):
+        vec = _vec_shape(instr.shape)
+        holds_vec = any(_holds_vec(t) for t in op_types)
+        if (vec is not None or holds_vec) and _vec_elementwise(op):
+            return self.vec_elementwise(instr, ops, op_types, vec)
+        if op not in _VEC_OPS and holds_vec:
             raise _Unsupported(f"{op} of a small array")
         if op == "rng-bit-generator":
             return self.rng_bit_generator(instr, ops, op_types)
         if op == "rng-get-and-update-state":
             return self.rng_state(instr)
-        vec = _vec_shape(instr.shape)
-        if op in ("constant", "broadcast", "concatenate", "reshape", "slice") and (
-                vec is not None or any(_holds_vec(t) for t in op_types)):
+        if op in ("constant", "iota", "dynamic-slice", "dynamic-update-slice") + _VEC_MOVES \
+                and (vec is not None or holds_vec):
             return self.vec_op(instr, op, ops, op_types, vec)
         if op == "after-all":  # a token: no value, only an order the device does not need
             return "0", TOKEN
@@ -607,7 +657,7 @@ class _Emitter:
         else:
             names = [str(attrs.get("true_computation")), str(attrs.get("false_computation"))]
         sel, args, arg_types = ops[0], ops[1:], op_types[1:]
-        if len(args) != len(names) or isinstance(op_types[0], list):
+        if len(args) != len(names) or isinstance(op_types[0], (list, _VecType)):
             raise _Unsupported("conditional operands")
         loops = len(self.loops)
         start = len(self.lines)
@@ -640,7 +690,7 @@ class _Emitter:
             outer = self.indent
             self.indent += "    "
             value, vtype = self.emit(self.module.computations[name], [a], [t])
-            leaves, types = _leaves(value), _leaves(vtype)
+            leaves, types = _flat(value, vtype)
             if TOKEN in types:
                 raise _Unsupported("conditional with a token result")
             if result is None:
@@ -648,7 +698,7 @@ class _Emitter:
             for r, v, lt in zip(result, leaves, types):
                 self.statement(f"{r} = {self.normal(v, lt)}")
             self.indent = outer
-        return _unflatten(result, vtype)
+        return _rebuild(result, vtype)
 
     def normal(self, name, et):
         """Storage value ``name`` of ``et`` through its type's load and store, so that
@@ -678,7 +728,7 @@ class _Emitter:
         cond = self.module.computations[str(attrs.get("condition"))]
         body = self.module.computations[str(attrs.get("body"))]
         stype = op_types[0]
-        types = _leaves(stype)
+        leaves, types = _flat(ops[0], stype)  # small arrays: one variable per element
         k = len(self.loops)
         draws = self.rng_sites
         self.loops.append((instr.name, self.limit))
@@ -687,12 +737,12 @@ class _Emitter:
             self.ns["cuda"] = cuda
         if TOKEN in types:
             raise _Unsupported("while with a token in its state")
-        state = [self.line(self.normal(v, t)) for v, t in zip(_leaves(ops[0]), types)]
+        state = [self.line(self.normal(v, t)) for v, t in zip(leaves, types)]
         count = self.line("0")
         self.statement("while True:")
         outer = self.indent
         self.indent += "    "
-        pred, ptype = self.emit(cond, [_unflatten(state, stype)], [stype])
+        pred, ptype = self.emit(cond, [_rebuild(state, stype)], [stype])
         if isinstance(ptype, list) or not ptype.is_pred:
             raise _Unsupported("while condition result")
         self.statement(f"if {pred} == 0:")
@@ -700,10 +750,10 @@ class _Emitter:
         self.statement(f"if {count} >= {self.limit}:")
         self.statement(f"    cuda.atomic.max(LOOP_STATUS, 0, {LOOP_STATUS_TOP - (2 * k + 1)})")
         self.statement("    break")
-        new, ntype = self.emit(body, [_unflatten(state, stype)], [stype])
+        new, ntype = self.emit(body, [_rebuild(state, stype)], [stype])
         if ntype != stype:
             raise _Unsupported("while body result type")
-        new = [self.line(self.normal(v, t)) for v, t in zip(_leaves(new), types)]
+        new = [self.line(self.normal(v, t)) for v, t in zip(_flat(new, ntype)[0], types)]
         same = " and ".join(self.same_bits(a, b, t) for a, b, t in zip(new, state, types))
         if same and self.rng_sites == draws:  # a loop that draws may change state later
             self.statement(f"if {same}:")
@@ -713,7 +763,7 @@ class _Emitter:
             self.statement(f"{a} = {b}")
         self.statement(f"{count} = {count} + 1")
         self.indent = outer
-        return _unflatten(state, stype), stype
+        return _rebuild(state, stype), stype
 
     def one_element(self, instr, op, ops, op_types):
         """Ops that call a computation or move elements, on one-element arrays (every
@@ -1238,44 +1288,160 @@ class _Emitter:
         return (self.line(f"{r}[0]"), self.line(f"{r}[1]")), vec
 
     def vec_op(self, instr, op, ops, op_types, vec):
-        """Small array values (``_VecType``: a tuple of storage values, row-major): a
-        constant; a broadcast of one element; a concatenate of one-element and small
-        arrays along a rank-1 dimension; reshape (row-major order kept); a slice of a
-        rank-1 one (one element: that storage value)."""
-        if op == "constant":
-            flat = np.asarray(instr.literal).reshape(-1)
+        """Small array values (``_VecType``: a tuple of storage values, row-major) made or
+        moved: a constant; iota (the CPU's values); the moves (``_VEC_MOVES``: broadcast,
+        concatenate, reshape, slice, transpose, reverse, bitcast in the operand's and the
+        result's layouts) by their static index map (``_move_map``: the CPU's numpy
+        rule on element indices), a bitcast to another type of the same width then
+        element by element; dynamic-slice and dynamic-update-slice (``dynamic_slice``).
+        A result of one element is that storage value."""
+        if op in ("constant", "iota"):
+            if vec is None:
+                raise _Unsupported(f"{op} of a small array")
+            if op == "constant":
+                flat = np.asarray(instr.literal).reshape(-1)
+            else:
+                from hloref.evaluator.shape_ops import iota
+                flat = np.asarray(iota(shape=instr.shape,
+                                       iota_dimension=int(instr.attrs.get("iota_dimension"))))
+                flat = flat.reshape(-1)
+            if flat.size != vec.n:
+                raise _Unsupported(f"{op} size")
             return tuple(self.bind("C", _storage_constant(flat[i:i + 1], vec.et))
                          for i in range(vec.n)), vec
-        t = op_types[0]
-        if op == "broadcast":
-            if isinstance(t, (list, _VecType)) or t != vec.et:
-                raise _Unsupported("broadcast to a small array")
-            return tuple(ops[0] for _ in range(vec.n)), vec
-        if op == "reshape":
-            if t != vec:
-                raise _Unsupported(f"{op} of a small array")
-            return ops[0], vec
-        if op == "concatenate":
-            if vec is None or instr.shape.rank != 1 or any(isinstance(x, list) for x in op_types):
-                raise _Unsupported("concatenate to a small array")
-            out = []
-            for x, xt in zip(ops, op_types):
-                if (xt.et if isinstance(xt, _VecType) else xt) != vec.et:
-                    raise _Unsupported("concatenate changing the element type")
-                out += list(x) if isinstance(x, tuple) else [x]
-            if len(out) != vec.n:
-                raise _Unsupported("concatenate sizes")
-            return tuple(out), vec
-        # slice
-        if not isinstance(t, _VecType) or instr.operands[0].shape.rank != 1:
-            raise _Unsupported("slice of a small array")
-        (d,) = instr.attrs.get("slice")
-        picked = list(ops[0])[int(d.start):int(d.limit):int(d.stride)]
+        et = _any_type(instr.shape)
+        if isinstance(et, list):
+            raise _Unsupported(f"{op} to a tuple")
+        et = et.et if isinstance(et, _VecType) else et
+        if op in ("dynamic-slice", "dynamic-update-slice"):
+            picked = self.dynamic_slice(instr, op, ops, op_types, et)
+        else:
+            flat, ftypes = self.operand_elements(instr.operands, ops, op_types)
+            picked = [flat[i] for i in _move_map(instr, op)]
+            src = ftypes[0]
+            if any(t != src for t in ftypes):
+                raise _Unsupported(f"{op} of different element types")
+            if src != et:  # a same-width bitcast: element by element
+                if op != "bitcast":
+                    raise _Unsupported(f"{op} changing the element type")
+                picked = [self.bitcast_convert(x, src, et) for x in picked]
         if len(picked) == 1:
-            return picked[0], _scalar_type(instr.shape, rank0=False)
+            return picked[0], et
         if vec is None or len(picked) != vec.n:
-            raise _Unsupported("slice of a small array")
+            raise _Unsupported(f"{op} of a small array")
         return tuple(picked), vec
+
+    def operand_elements(self, operands, ops, op_types):
+        """The storage values of operand instructions ``operands`` (values ``ops``)
+        concatenated (each row-major) and their element types; each operand's element
+        count checked against its shape."""
+        flat, types = [], []
+        for o, x, t in zip(operands, ops, op_types):
+            if isinstance(t, list) or not isinstance(o.shape, ArrayShape) or \
+                    any(o.shape.dynamic) or TOKEN == t:
+                raise _Unsupported(f"{o.opcode} operands")
+            names, ts = _flat(x, t)
+            if len(names) != o.shape.size:
+                raise _Unsupported(f"{o.opcode} operand size")
+            flat += names
+            types += ts
+        return flat, types
+
+    def dynamic_slice(self, instr, op, ops, op_types, et):
+        """dynamic-slice and dynamic-update-slice on small arrays, the CPU's rule: each
+        start (a scalar, or one rank-1 array of them) clamped to ``[0, dim - size]``,
+        computed at run time as the count of ``1..dim - size`` it reaches (no
+        arithmetic on the index type); each result element picks, by the clamped
+        starts' offset, its source among the few possible ones."""
+        import itertools
+        shape = instr.operands[0].shape
+        nfix = 1 if op == "dynamic-slice" else 2
+        (xs, xtypes) = self.operand_elements(instr.operands[:1], ops[:1], op_types[:1])
+        if any(t != et for t in xtypes):
+            raise _Unsupported(f"{op} changing the element type")
+        if op == "dynamic-slice":
+            sizes = tuple(int(v) for v in instr.attrs.get("dynamic_slice_sizes"))
+            upd = None
+        else:
+            ushape = instr.operands[1].shape
+            upd, utypes = self.operand_elements(instr.operands[1:2], ops[1:2], op_types[1:2])
+            if any(t != et for t in utypes) or not isinstance(ushape, ArrayShape):
+                raise _Unsupported(f"{op} changing the element type")
+            sizes = tuple(ushape.dims)
+        starts, stypes = [], []
+        for x, t in zip(ops[nfix:], op_types[nfix:]):
+            n, ts = _flat(x, t)
+            starts += n
+            stypes += ts
+        dims = tuple(shape.dims)
+        if len(starts) != len(dims) or len(sizes) != len(dims) or any(
+                t == TOKEN or not t.is_integer for t in stypes) or any(
+                s > d or s < 0 for s, d in zip(sizes, dims)):
+            raise _Unsupported(f"{op} starts")
+        his = [d - s for d, s in zip(dims, sizes)]
+        strides = [int(np.prod(dims[k + 1:])) for k in range(len(dims))]
+        offset = []
+        for x, t, hi, stride in zip(starts, stypes, his, strides):
+            if hi == 0:
+                continue
+            v = self.load(x, t)
+            clamped = "0"
+            for k in range(1, hi + 1):
+                clamped = f"({k} if {v} >= {k} else {clamped})"
+            offset.append(f"{self.line(clamped)} * {stride}")
+        o = self.line(" + ".join(offset)) if offset else None
+        combos = list(itertools.product(*(range(h + 1) for h in his)))
+
+        def pick(candidates):  # [(offset, value)]: the value of the run-time offset
+            value = candidates[-1][1]
+            for off, v in reversed(candidates[:-1]):
+                value = f"({v} if {o} == {off} else {value})"
+            return value if len(candidates) == 1 else self.line(value)
+
+        out = []
+        if op == "dynamic-slice":
+            for j in np.ndindex(*sizes):
+                base = sum(a * b for a, b in zip(j, strides))
+                out.append(pick([(sum(k * b for k, b in zip(c, strides)),
+                                  xs[base + sum(k * b for k, b in zip(c, strides))])
+                                 for c in combos]))
+            return out
+        ustrides = [int(np.prod(sizes[k + 1:])) for k in range(len(sizes))]
+        for p in np.ndindex(*dims):
+            cands = []
+            for c in combos:
+                inside = all(k <= q < k + s for k, q, s in zip(c, p, sizes))
+                v = upd[sum((q - k) * b for q, k, b in zip(p, c, ustrides))] if inside else \
+                    xs[sum(q * b for q, b in zip(p, strides))]
+                cands.append((sum(k * b for k, b in zip(c, strides)), v))
+            out.append(pick(cands))
+        return out
+
+    def vec_elementwise(self, instr, ops, op_types, vec):
+        """An elementwise op on small arrays: each element through the scalar path (the
+        same instruction on one element); a one-element operand (select's scalar pred,
+        clamp's scalar bounds) goes to every element."""
+        import dataclasses
+        n = vec.n if vec is not None else None
+        for t in op_types:
+            if isinstance(t, list) or t == TOKEN:
+                raise _Unsupported(f"{instr.opcode} of a tuple")
+            if isinstance(t, _VecType):
+                if n is not None and t.n != n:
+                    raise _Unsupported(f"{instr.opcode} sizes")
+                n = t.n
+        if vec is None or vec.n != n:
+            raise _Unsupported(f"{instr.opcode} of a small array")
+        inner = dataclasses.replace(instr, shape=ArrayShape(vec.et, ()))
+        out = []
+        for i in range(n):
+            value, vtype = self.instruction(
+                inner, [x[i] if isinstance(t, _VecType) else x for x, t in zip(ops, op_types)],
+                [t.et if isinstance(t, _VecType) else t for t in op_types])
+            if vtype != vec.et:
+                raise _Unsupported(f"{instr.opcode} element type")
+            out.append(value)
+        return tuple(out), vec
 
     def rng_bit_generator(self, instr, ops, op_types):
         """One element of bits from a ``u64[2]``/``u64[3]`` state (a small array value):
@@ -1316,9 +1482,12 @@ class _Emitter:
         return [tuple(new), value], [stype, et]
 
     def choose(self, cond, a, b):
-        """``a`` where ``cond`` holds, else ``b`` (tuples element by element)."""
+        """``a`` where ``cond`` holds, else ``b`` (tuples and small arrays element by
+        element)."""
         if isinstance(a, list):
             return [self.choose(cond, x, y) for x, y in zip(a, b)]
+        if isinstance(a, tuple):
+            return tuple(self.choose(cond, x, y) for x, y in zip(a, b))
         return self.line(f"({a} if {cond} else {b})")
 
     def convert_value(self, x, src, et):
@@ -1453,6 +1622,59 @@ def _window_covers_element(window, rank: int) -> bool:
     return True
 
 
+def _move_map(instr, op):
+    """For a static move of small arrays (``_VEC_MOVES``): the result's elements
+    (row-major) as indices into the operands' elements concatenated (each row-major),
+    by the CPU's numpy rule of the op (``evaluator/shape_ops.py``) applied to the
+    indices; a result of other dimensions than the instruction's (the CPU's error), a
+    packed sub-byte layout: unsupported."""
+    shapes = [o.shape for o in instr.operands]
+    idx, off = [], 0
+    for s in shapes:
+        idx.append(np.arange(off, off + s.size, dtype=np.int64).reshape(s.dims))
+        off += s.size
+    x = idx[0]
+    attrs = instr.attrs
+    dims = tuple(int(d) for d in (attrs.get("dimensions") or ()))
+    try:
+        if op == "reshape":
+            out = x.reshape(instr.shape.dims)
+        elif op == "bitcast":
+            def physical(a, shape):
+                order = tuple(reversed(shape.minor_to_major()))
+                return np.transpose(a, order).reshape(-1), order
+            for s in (shapes[0], instr.shape):
+                if s.layout is not None and 0 < s.layout.element_size_bits < 8:
+                    raise _Unsupported("bitcast of a packed layout")
+            flat, _ = physical(x, shapes[0])
+            order = tuple(reversed(instr.shape.minor_to_major()))
+            out = np.transpose(flat.reshape([instr.shape.dims[d] for d in order]),
+                               np.argsort(order))
+        elif op == "transpose":
+            out = np.transpose(x, dims)
+        elif op == "reverse":
+            out = np.flip(x, axis=dims) if dims else x
+        elif op == "slice":
+            out = x[tuple(np.s_[d.start:d.limit:d.stride] for d in attrs.get("slice"))]
+        elif op == "broadcast":
+            if x.ndim != len(dims):
+                raise _Unsupported("broadcast rank")
+            order = np.argsort(dims, kind="stable")
+            x = np.transpose(x, order)
+            expanded = [1] * len(instr.shape.dims)
+            for k, d in enumerate(dims[i] for i in order):
+                expanded[d] = x.shape[k]
+            out = np.broadcast_to(x.reshape(expanded), instr.shape.dims)
+        else:  # concatenate
+            (dim,) = dims
+            out = np.concatenate(idx, axis=dim)
+    except (ValueError, IndexError, TypeError) as e:  # the CPU's error
+        raise _Unsupported(f"{op}: {e}") from None
+    if tuple(out.shape) != tuple(instr.shape.dims):
+        raise _Unsupported(f"{op} dimensions")
+    return [int(i) for i in out.reshape(-1)]
+
+
 def select_calls(dims) -> int:
     """How many times the CPU's select-and-scatter calls a ``select`` that holds a loop or
     a draw (one it applies element by element) for a one-element operand whose window
@@ -1479,6 +1701,37 @@ def _leaves(value):
 
 def _unflatten(leaves, like):
     return list(leaves) if isinstance(like, list) else leaves[0]
+
+
+def _flat(value, vtype):
+    """``(storage values, element types)`` of a value: a tuple's elements in order (nested
+    tuples too), a small array's elements row-major, else the one value."""
+    if isinstance(vtype, list):
+        names, types = [], []
+        for v, t in zip(value, vtype):
+            n, ts = _flat(v, t)
+            names += n
+            types += ts
+        return names, types
+    if isinstance(vtype, _VecType):
+        return list(value), [vtype.et] * vtype.n
+    return [value], [vtype]
+
+
+def _rebuild(names, vtype):
+    """The value of type ``vtype`` whose ``_flat`` storage values are ``names``."""
+    names = list(names)
+
+    def take(t):
+        if isinstance(t, list):
+            return [take(x) for x in t]
+        if isinstance(t, _VecType):
+            out = tuple(names[:t.n])
+            del names[:t.n]
+            return out
+        return names.pop(0)
+
+    return take(vtype)
 
 
 def _compile(comp, module, limit: int = Limits().max_while_iterations,
