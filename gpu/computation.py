@@ -48,8 +48,8 @@ order is the CPU's sequential call order; collectives on several devices, a rend
 per call; rng-get-and-update-state elsewhere, the CPU's global state advanced in a
 call order that depends on the data or the op (sort, scatter, select-and-scatter), on
 padding (reduce-window), or that the device does not follow (a loop, a conditional, a
-nested op in the computation); dynamic-reshape and
-set-dimension-size, whose runtime sizes the CPU's interpreter tracks; a small array
+nested op in the computation); runtime dimension sizes
+beyond the one-element forms below; a small array
 value given to another op (reduce, gather, sort, pad, map, rng...), or an array of more
 than ``_VEC_MAX`` elements) and the CPU's
 own errors (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
@@ -71,6 +71,19 @@ element indices (``_move_map``); dynamic-slice and dynamic-update-slice pick eac
 element among its few possible sources by the clamped run-time starts; elementwise ops
 (select with a scalar pred, clamp with scalar bounds) run element by element through the
 scalar path (``_Emitter.vec_elementwise``). A result of one element is that storage value.
+
+Runtime dimension sizes, which the CPU's interpreter keeps in a side table beside the
+values (``evaluator/dynamic.py``), exist here for one-element arrays (sizes 0 or 1:
+``_SizedType``, a value ``(storage value, sizes)`` with one int or int64 local per
+dimension; the storage value is the element, valid or padding, as the CPU keeps it):
+``set-dimension-size`` and ``dynamic-reshape`` make them, ``get-dimension-size`` reads
+them, elementwise ops carry the smallest of their same-rank operands', ``reduce`` gives
+the init where a reduced dimension is empty (``_Emitter.sized_op``). The CPU's errors on
+them (a size outside its bound; a dynamic-reshape that cannot hold the valid elements)
+are recorded like a loop's (``error_site``) and raised after the evaluation, naming the
+instruction (the CPU's message also names the offending size, which the record does
+not keep). Any other op given one, a size through a call, loop or conditional, or an
+array of more elements with runtime sizes runs on the CPU.
 
 A ``while`` is bounded by the same ``Limits.max_while_iterations`` as the CPU's (the
 limit of the evaluation that compiles it, :data:`LOOP_RUN`): a thread whose loop
@@ -133,11 +146,12 @@ FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net),
                  "rendezvous per call), rng-get-and-update-state other than in a map body or "
                  "a reduce reducer outside loops, conditionals and nested ops (the CPU's "
                  "global state in its call order), "
-                 "or an op without a one-element device form (dynamic-reshape and "
-                 "set-dimension-size: runtime dimension sizes; a small array value of 2 to "
-                 "4 elements given to an op other than control flow, tuples, moves, "
-                 "dynamic-slice, dynamic-update-slice and elementwise ops, or of more "
-                 "elements): "
+                 "or an op without a one-element device form (runtime dimension sizes "
+                 "beyond one element, or given to an op other than set-dimension-size, "
+                 "get-dimension-size, dynamic-reshape, elementwise ops, reduce, tuples and "
+                 "copy; a small array value of 2 to 4 elements given to an op other than "
+                 "control flow, tuples, moves, dynamic-slice, dynamic-update-slice and "
+                 "elementwise ops, or of more elements): "
                  "cpu fallback")
 
 
@@ -169,7 +183,9 @@ class LoopRun:
             compiled.loop_status.copy_to_device(np.zeros(1, np.int64))
             if error is None:
                 name, limit = compiled.loops[(code - 1) // 2]
-                if code % 2:
+                if isinstance(limit, Exception):  # a recorded error site (``error_site``)
+                    error = limit
+                elif code % 2:
                     error = HloLimitError(f"while loop still running after {limit} iterations "
                                           f"(Limits.max_while_iterations)", instruction=name)
                 else:
@@ -245,6 +261,37 @@ def _holds_vec(t) -> bool:
     return isinstance(t, _VecType)
 
 
+class _SizedType:
+    """The type of a one-element array with runtime dimension sizes (the CPU's side
+    table, ``evaluator/dynamic.py``): its value is ``(storage value, sizes)``, one size
+    per dimension (an int, or the name of an int64 local), each 0 or 1 when no error was
+    recorded; the storage value is the element, valid or padding."""
+
+    def __init__(self, et, dims):
+        self.et, self.dims = et, tuple(int(d) for d in dims)
+        self.name = f"{et.name}[{','.join(f'<={d}' for d in self.dims)}]"
+
+    def __eq__(self, other):
+        return isinstance(other, _SizedType) and (self.et, self.dims) == (other.et, other.dims)
+
+    def __hash__(self):
+        return hash((self.et.name, self.dims))
+
+    def __repr__(self):
+        return self.name
+
+
+def _holds_sized(t) -> bool:
+    if isinstance(t, list):
+        return any(_holds_sized(x) for x in t)
+    return isinstance(t, _SizedType)
+
+
+#: families of the CPU's ops (``evaluator/registry.py``) whose result carries its
+#: operands' runtime sizes dimension by dimension (``evaluator/dynamic.py``)
+_SIZED_FAMILIES = ("elementwise", "compare", "convert")
+
+
 #: ops that take or make small array values (``_Emitter.vec_op``, ``rng_bit_generator``;
 #: the ops that only move values: ``call``/``fusion`` inline them, a ``while`` loops over
 #: their elements, a ``conditional`` selects them element by element), besides the
@@ -278,7 +325,8 @@ class Compiled:
     #: reduce-window then combine in its pairwise tree order, else in a sequential fold
     vectorizable = True
 
-    #: ``(while instruction name, iteration limit)`` of each loop, in code order
+    #: ``(while instruction name, iteration limit)`` of each loop, in code order, and
+    #: ``(instruction name, error)`` of each run-time error site (``_Emitter.error_site``)
     loops: list = []
     #: int64[1] device array: 0, or ``2k + 1`` (loop ``k`` reached its limit) or ``2k + 2``
     #: (loop ``k``'s state came back unchanged with the condition holding)
@@ -521,6 +569,8 @@ class _Emitter:
             ops = [names[id(o)] for o in instr.operands]
             op_types = [types[id(o)] for o in instr.operands]
             names[id(instr)], types[id(instr)] = self.instruction(instr, ops, op_types)
+        if _holds_sized(types[id(comp.root)]):  # sizes stay inside one computation
+            raise _Unsupported("a computation returning runtime sizes")
         return names[id(comp.root)], types[id(comp.root)]
 
     def instruction(self, instr, ops, op_types):
@@ -532,6 +582,9 @@ class _Emitter:
             return ops[0][k], op_types[0][k]
         if op in ("copy", "opt-barrier", "add-dependency", "domain"):
             return ops[0], op_types[0]  # add-dependency: the value, its token dropped
+        if op in ("set-dimension-size", "dynamic-reshape") or \
+                any(_holds_sized(t) for t in op_types):
+            return self.sized_op(instr, op, ops, op_types)
         vec = _vec_shape(instr.shape)
         holds_vec = any(_holds_vec(t) for t in op_types)
         if (vec is not None or holds_vec) and _vec_elementwise(op):
@@ -1286,6 +1339,159 @@ class _Emitter:
         r = self.line(f"{self.bind('F', state_at)}(state_k, state_lo, state_hi, "
                       f"{', '.join(words)})")
         return (self.line(f"{r}[0]"), self.line(f"{r}[1]")), vec
+
+    def error_site(self, name, error):
+        """The status code of a run-time error of instruction ``name`` (recorded with the
+        loops' codes, ``LoopRun.check`` raises ``error``): code ``2k + 1``."""
+        if "LOOP_STATUS" not in self.ns:
+            self.ns["LOOP_STATUS"] = cuda.to_device(np.zeros(1, np.int64))
+            self.ns["cuda"] = cuda
+        self.loops.append((name, error))
+        return LOOP_STATUS_TOP - (2 * (len(self.loops) - 1) + 1)
+
+    def record_if(self, cond, name, error):
+        """Lines recording ``error`` when the expression ``cond`` holds."""
+        self.statement(f"if {cond}:")
+        self.statement(f"    cuda.atomic.max(LOOP_STATUS, 0, {self.error_site(name, error)})")
+
+    def sized_op(self, instr, op, ops, op_types):
+        """One-element arrays with runtime dimension sizes, by the CPU's rules
+        (``evaluator/dynamic.py``; sizes 0 or 1 here, 0: the element is padding):
+        ``set-dimension-size`` sets dimension ``d``'s size to the run-time ``n`` (outside
+        ``[0, bound]``: the CPU's HloEvalError, recorded and raised after the evaluation);
+        ``get-dimension-size`` reads it; elementwise ops compute on the element, the
+        result's size the smallest of its same-rank operands'; ``reduce`` gives
+        ``to_apply(init, x)`` when every reduced dimension has its element, else the
+        init (the combiner is not called), kept dimensions keep their sizes;
+        ``dynamic-reshape`` lays the valid elements (0 or 1) out in the run-time sizes
+        (each in ``[0, bound]``, their product the valid count, else the CPU's errors),
+        a zero where none is valid (the CPU embeds the valid part in zeros); tuples and
+        ``copy`` pass them. Any other op given one runs on the CPU."""
+        plain, sizes, types = [], [], []
+        for x, t in zip(ops, op_types):
+            if isinstance(t, _SizedType):
+                plain.append(x[0])
+                sizes.append(list(x[1]))
+                types.append(t.et)
+            elif isinstance(t, (list, _VecType)) or t == TOKEN or _holds_sized(t):
+                raise _Unsupported(f"{op} of a tuple with runtime sizes")
+            else:
+                plain.append(x)
+                sizes.append(None)
+                types.append(t)
+        i64 = self.bind("N", np.int64)
+        shapes = [o.shape for o in instr.operands]
+
+        if op in ("set-dimension-size", "dynamic-reshape"):
+            x, shape = plain[0], shapes[0]
+            if shape.size != 1 or any(s is not None for s in sizes[1:]) or \
+                    not all(t.is_integer for t in types[1:]):
+                raise _Unsupported(f"{op} operands")
+            ns = [self.line(f"{i64}({self.load(v, t)})") for v, t in zip(plain[1:], types[1:])]
+            if op == "set-dimension-size":
+                (d,) = tuple(int(v) for v in instr.attrs.get("dimensions"))
+                bound = shape.dims[d]
+                self.record_if(f"{ns[0]} < 0 or {ns[0]} > {bound}", instr.name, HloEvalError(
+                    f"set-dimension-size: size outside [0, {bound}] for dimension {d}",
+                    instruction=instr.name))
+                out = list(sizes[0] or shape.dims)
+                out[d] = ns[0]
+                return self.sized_value(x, types[0], shape.dims, out)
+            dims = tuple(instr.shape.dims)
+            if instr.shape.size != 1 or len(ns) != len(dims):
+                raise _Unsupported("dynamic-reshape to more than one element")
+            self.record_if(" or ".join(f"{n} < 0 or {n} > {b}" for n, b in zip(ns, dims)),
+                           instr.name, HloEvalError(
+                               f"dynamic-reshape: a size outside [0, bound] of {list(dims)}",
+                               instruction=instr.name))
+            count = " * ".join(str(v) for v in (sizes[0] or [1])) or "1"
+            valid = self.line(f"{i64}({count})")
+            prod = " * ".join(ns) or "1"
+            self.record_if(f"{prod} != {valid}", instr.name, HloEvalError(
+                "dynamic-reshape: the valid elements cannot take the dimensions",
+                instruction=instr.name))
+            zero = self.bind("C", _storage_constant(np.zeros(1), types[0]))
+            value = self.line(f"({x} if {valid} == 1 else {zero})")
+            return self.sized_value(value, types[0], dims, ns)
+        if op == "get-dimension-size":
+            (d,) = tuple(int(v) for v in instr.attrs.get("dimensions"))
+            et = _scalar_type(instr.shape)
+            if sizes[0] is None or et.name != "s32":
+                raise _Unsupported("get-dimension-size")
+            return self.line(self.store(f"{i64}({sizes[0][d]})", et)), et
+        if op == "copy":
+            return ops[0], op_types[0]
+        if op == "reduce":
+            return self.sized_reduce(instr, plain, sizes, types)
+        from hloref.evaluator.registry import load_all
+        entry = load_all().get(op)
+        if not _vec_elementwise(op) or entry is None or (
+                entry.family not in _SIZED_FAMILIES and op not in (
+                    "reduce-precision", "stochastic-convert", "bitcast-convert")):
+            raise _Unsupported(f"{op} of a value with runtime sizes")
+        rank = len(instr.shape.dims)
+        if op == "bitcast-convert" and shapes[0].rank != rank:
+            raise _Unsupported("bitcast-convert changing the rank of a sized value")
+        merged = None
+        for s, shape in zip(sizes, shapes):
+            if s is None or shape.rank != rank:
+                continue
+            merged = list(s) if merged is None else [
+                a if a is b else self.line(f"min({a}, {b})") for a, b in zip(merged, s)]
+        value, et = self.instruction(instr, plain, types)
+        if merged is None:
+            return value, et
+        return self.sized_value(value, et, instr.shape.dims, merged)
+
+    def sized_reduce(self, instr, xs_inits, sizes, types):
+        """``reduce`` of one-element operands with runtime sizes (``sized_op``)."""
+        n = len(xs_inits) // 2
+        if len(xs_inits) != 2 * n or n == 0 or any(s is not None for s in sizes[n:]):
+            raise _Unsupported("reduce of sized inits")
+        given = [s for s in sizes[:n] if s is not None]
+        if any(any(a is not b for a, b in zip(s, given[0])) for s in given[1:]):
+            raise _Unsupported("reduce of operands with different runtime sizes")
+        merged = given[0]
+        dims = tuple(int(d) for d in instr.attrs.get("dimensions"))
+        reduced = [str(merged[d]) for d in dims if not isinstance(merged[d], int)]
+        if any(isinstance(merged[d], int) and merged[d] != 1 for d in dims):
+            raise _Unsupported("reduce of a zero-size dimension")
+        (callee,) = instr.called_computation_names()
+        xs, inits = xs_inits[:n], xs_inits[n:]
+        rtypes = types[n:]
+        result = [self.fresh() for _ in inits]
+        cond = " and ".join(f"{r} == 1" for r in reduced) or "True"
+        self.statement(f"if {cond}:")
+        outer = self.indent
+        self.indent += "    "
+        value, vtype = self.emit(self.module.computations[callee], inits + xs,
+                                 rtypes + types[:n])
+        if _leaves(vtype) != list(rtypes):
+            raise _Unsupported("reduce combiner type")
+        for r, v, t in zip(result, _leaves(value), rtypes):
+            self.statement(f"{r} = {self.normal(v, t)}")
+        self.indent = outer
+        self.statement("else:")
+        self.indent += "    "
+        for r, v, t in zip(result, inits, rtypes):
+            self.statement(f"{r} = {self.normal(v, t)}")
+        self.indent = outer
+        kept = [merged[k] for k in range(len(merged)) if k not in dims]
+        leaves = result if n > 1 else result[:1]
+        shapes = result_shapes(instr.shape)
+        out = []
+        for r, t, shape in zip(leaves, rtypes, shapes):
+            out.append(self.sized_value(r, t, shape.dims, kept) if kept else (r, t))
+        if n > 1:
+            return [v for v, _ in out], [t for _, t in out]
+        return out[0]
+
+    def sized_value(self, value, et, dims, out):
+        """``value`` of ``et`` with runtime sizes ``out`` (ints or int64 locals) in
+        dimensions ``dims``; the full extent known at compile time: a static value."""
+        if all(isinstance(v, int) and v == d for v, d in zip(out, dims)):
+            return value, et
+        return (value, tuple(out)), _SizedType(et, dims)
 
     def vec_op(self, instr, op, ops, op_types, vec):
         """Small array values (``_VecType``: a tuple of storage values, row-major) made or
