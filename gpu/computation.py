@@ -32,8 +32,7 @@ product in c128, as the CPU); fft of length 1; batch-norm-inference, -training a
 shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the init,
 a select holding a loop or a draw called where the CPU calls it: ``select_calls``), and
 rng-bit-generator of one element of bits (the CPU's generator of one counter, bit for
-bit; its ``u64[2]``/``u64[3]`` state a small array value, ``_VecType``: a tuple of
-storage values that constant, broadcast, concatenate, reshape and slice make or read),
+bit; its ``u64[2]``/``u64[3]`` state a small array value, see below),
 and rng-get-and-update-state (its ``u64[2]`` value a small array value) in every
 computation an op calls per element. In a ``map`` body or a ``reduce`` reducer with
 every site at a static place in the call (``call_index``, ``_state_sites``: none under a
@@ -65,13 +64,42 @@ order is the CPU's sequential call order; collectives on several devices other t
 ``map`` body or a ``reduce`` reducer where each call runs each of them once (outside
 conditionals, loops and nested ops: those ops rendezvous once and run the computation
 unrolled over the devices, ``gpu/computation_devices.py``), a rendezvous
-per call; dynamic-reshape and
-set-dimension-size, whose runtime sizes the CPU's interpreter tracks; a small array
-value passed through a call, loop or conditional, or to other ops) and the CPU's
+per call; runtime dimension sizes
+beyond the one-element forms below; a small array
+value given to another op (reduce, gather, sort, pad, map, rng...), or an array of more
+than ``_VEC_MAX`` elements) and the CPU's
 own errors (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
 (jaxlib 0.10.2) accepts such modules in its verifier but aborts compiling a reduce or
 map whose computation holds rng, a collective, infeed, outfeed, send or a while (its
 loop-fusion emitter cannot index them), so no XLA backend gives their values.
+
+Small array values (2 to ``_VEC_MAX`` elements, ``_VecType``: a rng-bit-generator state,
+or any array the computation builds) are tuples of storage values at compile time, in
+row-major order. The CPU evaluates them as numpy arrays; here they pass through
+everything that only moves values: ``call``/``fusion`` parameters and results
+(inlined), tuples, copy, opt-barrier, ``while`` state (one loop variable per element;
+the endless-loop check compares every element), ``conditional`` operands and branch
+results (chosen element by element, or assigned in the if/elif block); constant and
+iota give their elements; broadcast, concatenate, reshape, slice, transpose, reverse and
+bitcast (in the operand's and result's layouts; another type of the same width
+element by element) move them by a static index map, the CPU's numpy rule applied to
+element indices (``_move_map``); dynamic-slice and dynamic-update-slice pick each
+element among its few possible sources by the clamped run-time starts; elementwise ops
+(select with a scalar pred, clamp with scalar bounds) run element by element through the
+scalar path (``_Emitter.vec_elementwise``). A result of one element is that storage value.
+
+Runtime dimension sizes, which the CPU's interpreter keeps in a side table beside the
+values (``evaluator/dynamic.py``), exist here for one-element arrays (sizes 0 or 1:
+``_SizedType``, a value ``(storage value, sizes)`` with one int or int64 local per
+dimension; the storage value is the element, valid or padding, as the CPU keeps it):
+``set-dimension-size`` and ``dynamic-reshape`` make them, ``get-dimension-size`` reads
+them, elementwise ops carry the smallest of their same-rank operands', ``reduce`` gives
+the init where a reduced dimension is empty (``_Emitter.sized_op``). The CPU's errors on
+them (a size outside its bound; a dynamic-reshape that cannot hold the valid elements)
+are recorded like a loop's (``error_site``) and raised after the evaluation, naming the
+instruction (the CPU's message also names the offending size, which the record does
+not keep). Any other op given one, a size through a call, loop or conditional, or an
+array of more elements with runtime sizes runs on the CPU.
 
 A ``while`` is bounded by the same ``Limits.max_while_iterations`` as the CPU's (the
 limit of the evaluation that compiles it, :data:`LOOP_RUN`): a thread whose loop
@@ -133,9 +161,12 @@ FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net),
                  "collectives on several devices other than in a map body or a reduce "
                  "reducer outside conditionals, loops and nested ops (a "
                  "rendezvous per call), "
-                 "or an op without a one-element device form (dynamic-reshape and "
-                 "set-dimension-size: runtime dimension sizes; an rng-bit-generator state "
-                 "passed through a call, loop or conditional): "
+                 "or an op without a one-element device form (runtime dimension sizes "
+                 "beyond one element, or given to an op other than set-dimension-size, "
+                 "get-dimension-size, dynamic-reshape, elementwise ops, reduce, tuples and "
+                 "copy; a small array value of 2 to 4 elements given to an op other than "
+                 "control flow, tuples, moves, dynamic-slice, dynamic-update-slice and "
+                 "elementwise ops, or of more elements): "
                  "cpu fallback")
 
 
@@ -167,7 +198,9 @@ class LoopRun:
             compiled.loop_status.copy_to_device(np.zeros(1, np.int64))
             if error is None:
                 name, limit = compiled.loops[(code - 1) // 2]
-                if code % 2:
+                if isinstance(limit, Exception):  # a recorded error site (``error_site``)
+                    error = limit
+                elif code % 2:
                     error = HloLimitError(f"while loop still running after {limit} iterations "
                                           f"(Limits.max_while_iterations)", instruction=name)
                 else:
@@ -211,7 +244,8 @@ _VEC_MAX = 4
 class _VecType:
     """The type of a small array value of 2 to ``_VEC_MAX`` elements (an rng-bit-generator
     state, ``u64[2]`` or ``u64[3]``): its value is a Python tuple of storage values in
-    row-major order (an HLO tuple is a list). Only the ops in ``_VEC_OPS`` take one."""
+    row-major order (an HLO tuple is a list). Only the ops in ``_VEC_OPS`` and the
+    elementwise ops (``_vec_elementwise``) take one."""
 
     def __init__(self, et, n: int):
         self.et, self.n = et, int(n)
@@ -242,9 +276,60 @@ def _holds_vec(t) -> bool:
     return isinstance(t, _VecType)
 
 
-#: ops that take or make small array values (``_Emitter.vec_op``, ``rng_bit_generator``)
+class _SizedType:
+    """The type of a one-element array with runtime dimension sizes (the CPU's side
+    table, ``evaluator/dynamic.py``): its value is ``(storage value, sizes)``, one size
+    per dimension (an int, or the name of an int64 local), each 0 or 1 when no error was
+    recorded; the storage value is the element, valid or padding."""
+
+    def __init__(self, et, dims):
+        self.et, self.dims = et, tuple(int(d) for d in dims)
+        self.name = f"{et.name}[{','.join(f'<={d}' for d in self.dims)}]"
+
+    def __eq__(self, other):
+        return isinstance(other, _SizedType) and (self.et, self.dims) == (other.et, other.dims)
+
+    def __hash__(self):
+        return hash((self.et.name, self.dims))
+
+    def __repr__(self):
+        return self.name
+
+
+def _holds_sized(t) -> bool:
+    if isinstance(t, list):
+        return any(_holds_sized(x) for x in t)
+    return isinstance(t, _SizedType)
+
+
+#: families of the CPU's ops (``evaluator/registry.py``) whose result carries its
+#: operands' runtime sizes dimension by dimension (``evaluator/dynamic.py``)
+_SIZED_FAMILIES = ("elementwise", "compare", "convert")
+
+
+#: ops that take or make small array values (``_Emitter.vec_op``, ``rng_bit_generator``;
+#: the ops that only move values: ``call``/``fusion`` inline them, a ``while`` loops over
+#: their elements, a ``conditional`` selects them element by element), besides the
+#: elementwise ops (``_vec_elementwise``: element by element)
 _VEC_OPS = ("tuple", "get-tuple-element", "copy", "opt-barrier", "constant", "broadcast",
-            "concatenate", "reshape", "slice", "rng-bit-generator")
+            "concatenate", "reshape", "slice", "rng-bit-generator", "call", "fusion",
+            "conditional", "while", "bitcast", "transpose", "reverse", "iota",
+            "dynamic-slice", "dynamic-update-slice")
+
+#: ops that move the elements of small arrays by a static index map (``_move_map``)
+_VEC_MOVES = ("broadcast", "concatenate", "reshape", "slice", "bitcast", "transpose", "reverse")
+
+#: elementwise ops besides the element function tables: on small arrays, element by element
+_VEC_ELEMENTWISE = ("compare", "select", "clamp", "convert", "bitcast-convert",
+                    "reduce-precision", "real", "imag", "complex", "stochastic-convert")
+
+
+def _vec_elementwise(op) -> bool:
+    """Whether ``op`` applies element by element (HLO's elementwise ops), so that on small
+    arrays each element goes through the scalar path."""
+    return op in _VEC_ELEMENTWISE or op in ELEMENT_TABLES or op in WIDTH_OPS or (
+        op in complex_elementwise.BINARY or op in complex_elementwise.UNARY or
+        op in complex_elementwise.TO_REAL)
 
 
 class Compiled:
@@ -255,7 +340,8 @@ class Compiled:
     #: reduce-window then combine in its pairwise tree order, else in a sequential fold
     vectorizable = True
 
-    #: ``(while instruction name, iteration limit)`` of each loop, in code order
+    #: ``(while instruction name, iteration limit)`` of each loop, in code order, and
+    #: ``(instruction name, error)`` of each run-time error site (``_Emitter.error_site``)
     loops: list = []
     #: int64[1] device array: 0, or ``2k + 1`` (loop ``k`` reached its limit) or ``2k + 2``
     #: (loop ``k``'s state came back unchanged with the condition holding)
@@ -359,6 +445,15 @@ def _value_type(shape, *, rank0=True):
     if isinstance(shape, TupleShape):
         return [_value_type(s, rank0=rank0) for s in shape.elements]
     return _scalar_type(shape, rank0=rank0)
+
+
+def _any_type(shape):
+    """The type of a value inside a computation: an element type (one element), a
+    ``_VecType`` (2 to ``_VEC_MAX`` elements), or a list of them for a tuple."""
+    if isinstance(shape, TupleShape):
+        return [_any_type(s) for s in shape.elements]
+    vec = _vec_shape(shape)
+    return vec if vec is not None else _scalar_type(shape, rank0=False)
 
 
 def _holds_state(comp, module, memo) -> bool:
@@ -537,7 +632,7 @@ class _Emitter:
         for p in comp.parameters:
             names[id(p)] = args[p.parameter_number]
             types[id(p)] = arg_types[p.parameter_number]
-            if _value_type(p.shape, rank0=False) != types[id(p)]:
+            if _any_type(p.shape) != types[id(p)]:
                 raise _Unsupported("parameter type")
         order = _cpu_order(self.module, comp) if self.serial else \
             [(i, None) for i in _order(comp)]
@@ -550,6 +645,8 @@ class _Emitter:
             ops = [names[id(o)] for o in instr.operands]
             op_types = [types[id(o)] for o in instr.operands]
             names[id(instr)], types[id(instr)] = self.instruction(instr, ops, op_types)
+        if _holds_sized(types[id(comp.root)]):  # sizes stay inside one computation
+            raise _Unsupported("a computation returning runtime sizes")
         return names[id(comp.root)], types[id(comp.root)]
 
     def instruction(self, instr, ops, op_types):
@@ -561,15 +658,21 @@ class _Emitter:
             return ops[0][k], op_types[0][k]
         if op in ("copy", "opt-barrier", "add-dependency", "domain"):
             return ops[0], op_types[0]  # add-dependency: the value, its token dropped
-        if op not in _VEC_OPS and any(_holds_vec(t) for t in op_types):
+        if op in ("set-dimension-size", "dynamic-reshape") or \
+                any(_holds_sized(t) for t in op_types):
+            return self.sized_op(instr, op, ops, op_types)
+        vec = _vec_shape(instr.shape)
+        holds_vec = any(_holds_vec(t) for t in op_types)
+        if (vec is not None or holds_vec) and _vec_elementwise(op):
+            return self.vec_elementwise(instr, ops, op_types, vec)
+        if op not in _VEC_OPS and holds_vec:
             raise _Unsupported(f"{op} of a small array")
         if op == "rng-bit-generator":
             return self.rng_bit_generator(instr, ops, op_types)
         if op == "rng-get-and-update-state":
             return self.rng_state(instr)
-        vec = _vec_shape(instr.shape)
-        if op in ("constant", "broadcast", "concatenate", "reshape", "slice") and (
-                vec is not None or any(_holds_vec(t) for t in op_types)):
+        if op in ("constant", "iota", "dynamic-slice", "dynamic-update-slice") + _VEC_MOVES \
+                and (vec is not None or holds_vec):
             return self.vec_op(instr, op, ops, op_types, vec)
         if op == "after-all":  # a token: no value, only an order the device does not need
             return "0", TOKEN
@@ -684,7 +787,7 @@ class _Emitter:
         else:
             names = [str(attrs.get("true_computation")), str(attrs.get("false_computation"))]
         sel, args, arg_types = ops[0], ops[1:], op_types[1:]
-        if len(args) != len(names) or isinstance(op_types[0], list):
+        if len(args) != len(names) or isinstance(op_types[0], (list, _VecType)):
             raise _Unsupported("conditional operands")
         loops, sites = len(self.loops), self.state_count
         start = len(self.lines)
@@ -718,7 +821,7 @@ class _Emitter:
             outer = self.indent
             self.indent += "    "
             value, vtype = self.emit(self.module.computations[name], [a], [t])
-            leaves, types = _leaves(value), _leaves(vtype)
+            leaves, types = _flat(value, vtype)
             if TOKEN in types:
                 raise _Unsupported("conditional with a token result")
             if result is None:
@@ -726,7 +829,7 @@ class _Emitter:
             for r, v, lt in zip(result, leaves, types):
                 self.statement(f"{r} = {self.normal(v, lt)}")
             self.indent = outer
-        return _unflatten(result, vtype)
+        return _rebuild(result, vtype)
 
     def normal(self, name, et):
         """Storage value ``name`` of ``et`` through its type's load and store, so that
@@ -756,7 +859,7 @@ class _Emitter:
         cond = self.module.computations[str(attrs.get("condition"))]
         body = self.module.computations[str(attrs.get("body"))]
         stype = op_types[0]
-        types = _leaves(stype)
+        leaves, types = _flat(ops[0], stype)  # small arrays: one variable per element
         k = len(self.loops)
         draws, sites = self.rng_sites, self.state_count
         self.loops.append((instr.name, self.limit))
@@ -765,12 +868,12 @@ class _Emitter:
             self.ns["cuda"] = cuda
         if TOKEN in types:
             raise _Unsupported("while with a token in its state")
-        state = [self.line(self.normal(v, t)) for v, t in zip(_leaves(ops[0]), types)]
+        state = [self.line(self.normal(v, t)) for v, t in zip(leaves, types)]
         count = self.line("0")
         self.statement("while True:")
         outer = self.indent
         self.indent += "    "
-        pred, ptype = self.emit(cond, [_unflatten(state, stype)], [stype])
+        pred, ptype = self.emit(cond, [_rebuild(state, stype)], [stype])
         if isinstance(ptype, list) or not ptype.is_pred:
             raise _Unsupported("while condition result")
         self.statement(f"if {pred} == 0:")
@@ -778,10 +881,10 @@ class _Emitter:
         self.statement(f"if {count} >= {self.limit}:")
         self.statement(f"    cuda.atomic.max(LOOP_STATUS, 0, {LOOP_STATUS_TOP - (2 * k + 1)})")
         self.statement("    break")
-        new, ntype = self.emit(body, [_unflatten(state, stype)], [stype])
+        new, ntype = self.emit(body, [_rebuild(state, stype)], [stype])
         if ntype != stype:
             raise _Unsupported("while body result type")
-        new = [self.line(self.normal(v, t)) for v, t in zip(_leaves(new), types)]
+        new = [self.line(self.normal(v, t)) for v, t in zip(_flat(new, ntype)[0], types)]
         same = " and ".join(self.same_bits(a, b, t) for a, b, t in zip(new, state, types))
         # a loop that draws or reads the rng state may change its state later
         if same and self.rng_sites == draws and self.state_count == sites:
@@ -792,7 +895,7 @@ class _Emitter:
             self.statement(f"{a} = {b}")
         self.statement(f"{count} = {count} + 1")
         self.indent = outer
-        return _unflatten(state, stype), stype
+        return _rebuild(state, stype), stype
 
     def one_element(self, instr, op, ops, op_types):
         """Ops that call a computation or move elements, on one-element arrays (every
@@ -1331,45 +1434,314 @@ class _Emitter:
                       f"{', '.join(words)})")
         return (self.line(f"{r}[0]"), self.line(f"{r}[1]")), vec
 
+    def error_site(self, name, error):
+        """The status code of a run-time error of instruction ``name`` (recorded with the
+        loops' codes, ``LoopRun.check`` raises ``error``): code ``2k + 1``."""
+        if "LOOP_STATUS" not in self.ns:
+            self.ns["LOOP_STATUS"] = cuda.to_device(np.zeros(1, np.int64))
+            self.ns["cuda"] = cuda
+        self.loops.append((name, error))
+        return LOOP_STATUS_TOP - (2 * (len(self.loops) - 1) + 1)
+
+    def record_if(self, cond, name, error):
+        """Lines recording ``error`` when the expression ``cond`` holds."""
+        self.statement(f"if {cond}:")
+        self.statement(f"    cuda.atomic.max(LOOP_STATUS, 0, {self.error_site(name, error)})")
+
+    def sized_op(self, instr, op, ops, op_types):
+        """One-element arrays with runtime dimension sizes, by the CPU's rules
+        (``evaluator/dynamic.py``; sizes 0 or 1 here, 0: the element is padding):
+        ``set-dimension-size`` sets dimension ``d``'s size to the run-time ``n`` (outside
+        ``[0, bound]``: the CPU's HloEvalError, recorded and raised after the evaluation);
+        ``get-dimension-size`` reads it; elementwise ops compute on the element, the
+        result's size the smallest of its same-rank operands'; ``reduce`` gives
+        ``to_apply(init, x)`` when every reduced dimension has its element, else the
+        init (the combiner is not called), kept dimensions keep their sizes;
+        ``dynamic-reshape`` lays the valid elements (0 or 1) out in the run-time sizes
+        (each in ``[0, bound]``, their product the valid count, else the CPU's errors),
+        a zero where none is valid (the CPU embeds the valid part in zeros); tuples and
+        ``copy`` pass them. Any other op given one runs on the CPU."""
+        plain, sizes, types = [], [], []
+        for x, t in zip(ops, op_types):
+            if isinstance(t, _SizedType):
+                plain.append(x[0])
+                sizes.append(list(x[1]))
+                types.append(t.et)
+            elif isinstance(t, (list, _VecType)) or t == TOKEN or _holds_sized(t):
+                raise _Unsupported(f"{op} of a tuple with runtime sizes")
+            else:
+                plain.append(x)
+                sizes.append(None)
+                types.append(t)
+        i64 = self.bind("N", np.int64)
+        shapes = [o.shape for o in instr.operands]
+
+        if op in ("set-dimension-size", "dynamic-reshape"):
+            x, shape = plain[0], shapes[0]
+            if shape.size != 1 or any(s is not None for s in sizes[1:]) or \
+                    not all(t.is_integer for t in types[1:]):
+                raise _Unsupported(f"{op} operands")
+            ns = [self.line(f"{i64}({self.load(v, t)})") for v, t in zip(plain[1:], types[1:])]
+            if op == "set-dimension-size":
+                (d,) = tuple(int(v) for v in instr.attrs.get("dimensions"))
+                bound = shape.dims[d]
+                self.record_if(f"{ns[0]} < 0 or {ns[0]} > {bound}", instr.name, HloEvalError(
+                    f"set-dimension-size: size outside [0, {bound}] for dimension {d}",
+                    instruction=instr.name))
+                out = list(sizes[0] or shape.dims)
+                out[d] = ns[0]
+                return self.sized_value(x, types[0], shape.dims, out)
+            dims = tuple(instr.shape.dims)
+            if instr.shape.size != 1 or len(ns) != len(dims):
+                raise _Unsupported("dynamic-reshape to more than one element")
+            self.record_if(" or ".join(f"{n} < 0 or {n} > {b}" for n, b in zip(ns, dims)),
+                           instr.name, HloEvalError(
+                               f"dynamic-reshape: a size outside [0, bound] of {list(dims)}",
+                               instruction=instr.name))
+            count = " * ".join(str(v) for v in (sizes[0] or [1])) or "1"
+            valid = self.line(f"{i64}({count})")
+            prod = " * ".join(ns) or "1"
+            self.record_if(f"{prod} != {valid}", instr.name, HloEvalError(
+                "dynamic-reshape: the valid elements cannot take the dimensions",
+                instruction=instr.name))
+            zero = self.bind("C", _storage_constant(np.zeros(1), types[0]))
+            value = self.line(f"({x} if {valid} == 1 else {zero})")
+            return self.sized_value(value, types[0], dims, ns)
+        if op == "get-dimension-size":
+            (d,) = tuple(int(v) for v in instr.attrs.get("dimensions"))
+            et = _scalar_type(instr.shape)
+            if sizes[0] is None or et.name != "s32":
+                raise _Unsupported("get-dimension-size")
+            return self.line(self.store(f"{i64}({sizes[0][d]})", et)), et
+        if op == "copy":
+            return ops[0], op_types[0]
+        if op == "reduce":
+            return self.sized_reduce(instr, plain, sizes, types)
+        from hloref.evaluator.registry import load_all
+        entry = load_all().get(op)
+        if not _vec_elementwise(op) or entry is None or (
+                entry.family not in _SIZED_FAMILIES and op not in (
+                    "reduce-precision", "stochastic-convert", "bitcast-convert")):
+            raise _Unsupported(f"{op} of a value with runtime sizes")
+        rank = len(instr.shape.dims)
+        if op == "bitcast-convert" and shapes[0].rank != rank:
+            raise _Unsupported("bitcast-convert changing the rank of a sized value")
+        merged = None
+        for s, shape in zip(sizes, shapes):
+            if s is None or shape.rank != rank:
+                continue
+            merged = list(s) if merged is None else [
+                a if a is b else self.line(f"min({a}, {b})") for a, b in zip(merged, s)]
+        value, et = self.instruction(instr, plain, types)
+        if merged is None:
+            return value, et
+        return self.sized_value(value, et, instr.shape.dims, merged)
+
+    def sized_reduce(self, instr, xs_inits, sizes, types):
+        """``reduce`` of one-element operands with runtime sizes (``sized_op``)."""
+        n = len(xs_inits) // 2
+        if len(xs_inits) != 2 * n or n == 0 or any(s is not None for s in sizes[n:]):
+            raise _Unsupported("reduce of sized inits")
+        given = [s for s in sizes[:n] if s is not None]
+        if any(any(a is not b for a, b in zip(s, given[0])) for s in given[1:]):
+            raise _Unsupported("reduce of operands with different runtime sizes")
+        merged = given[0]
+        dims = tuple(int(d) for d in instr.attrs.get("dimensions"))
+        reduced = [str(merged[d]) for d in dims if not isinstance(merged[d], int)]
+        if any(isinstance(merged[d], int) and merged[d] != 1 for d in dims):
+            raise _Unsupported("reduce of a zero-size dimension")
+        (callee,) = instr.called_computation_names()
+        xs, inits = xs_inits[:n], xs_inits[n:]
+        rtypes = types[n:]
+        result = [self.fresh() for _ in inits]
+        cond = " and ".join(f"{r} == 1" for r in reduced) or "True"
+        self.statement(f"if {cond}:")
+        outer = self.indent
+        self.indent += "    "
+        value, vtype = self.emit(self.module.computations[callee], inits + xs,
+                                 rtypes + types[:n])
+        if _leaves(vtype) != list(rtypes):
+            raise _Unsupported("reduce combiner type")
+        for r, v, t in zip(result, _leaves(value), rtypes):
+            self.statement(f"{r} = {self.normal(v, t)}")
+        self.indent = outer
+        self.statement("else:")
+        self.indent += "    "
+        for r, v, t in zip(result, inits, rtypes):
+            self.statement(f"{r} = {self.normal(v, t)}")
+        self.indent = outer
+        kept = [merged[k] for k in range(len(merged)) if k not in dims]
+        leaves = result if n > 1 else result[:1]
+        shapes = result_shapes(instr.shape)
+        out = []
+        for r, t, shape in zip(leaves, rtypes, shapes):
+            out.append(self.sized_value(r, t, shape.dims, kept) if kept else (r, t))
+        if n > 1:
+            return [v for v, _ in out], [t for _, t in out]
+        return out[0]
+
+    def sized_value(self, value, et, dims, out):
+        """``value`` of ``et`` with runtime sizes ``out`` (ints or int64 locals) in
+        dimensions ``dims``; the full extent known at compile time: a static value."""
+        if all(isinstance(v, int) and v == d for v, d in zip(out, dims)):
+            return value, et
+        return (value, tuple(out)), _SizedType(et, dims)
+
     def vec_op(self, instr, op, ops, op_types, vec):
-        """Small array values (``_VecType``: a tuple of storage values, row-major): a
-        constant; a broadcast of one element; a concatenate of one-element and small
-        arrays along a rank-1 dimension; reshape (row-major order kept); a slice of a
-        rank-1 one (one element: that storage value)."""
-        if op == "constant":
-            flat = np.asarray(instr.literal).reshape(-1)
+        """Small array values (``_VecType``: a tuple of storage values, row-major) made or
+        moved: a constant; iota (the CPU's values); the moves (``_VEC_MOVES``: broadcast,
+        concatenate, reshape, slice, transpose, reverse, bitcast in the operand's and the
+        result's layouts) by their static index map (``_move_map``: the CPU's numpy
+        rule on element indices), a bitcast to another type of the same width then
+        element by element; dynamic-slice and dynamic-update-slice (``dynamic_slice``).
+        A result of one element is that storage value."""
+        if op in ("constant", "iota"):
+            if vec is None:
+                raise _Unsupported(f"{op} of a small array")
+            if op == "constant":
+                flat = np.asarray(instr.literal).reshape(-1)
+            else:
+                from hloref.evaluator.shape_ops import iota
+                flat = np.asarray(iota(shape=instr.shape,
+                                       iota_dimension=int(instr.attrs.get("iota_dimension"))))
+                flat = flat.reshape(-1)
+            if flat.size != vec.n:
+                raise _Unsupported(f"{op} size")
             return tuple(self.bind("C", _storage_constant(flat[i:i + 1], vec.et))
                          for i in range(vec.n)), vec
-        t = op_types[0]
-        if op == "broadcast":
-            if isinstance(t, (list, _VecType)) or t != vec.et:
-                raise _Unsupported("broadcast to a small array")
-            return tuple(ops[0] for _ in range(vec.n)), vec
-        if op == "reshape":
-            if t != vec:
-                raise _Unsupported(f"{op} of a small array")
-            return ops[0], vec
-        if op == "concatenate":
-            if vec is None or instr.shape.rank != 1 or any(isinstance(x, list) for x in op_types):
-                raise _Unsupported("concatenate to a small array")
-            out = []
-            for x, xt in zip(ops, op_types):
-                if (xt.et if isinstance(xt, _VecType) else xt) != vec.et:
-                    raise _Unsupported("concatenate changing the element type")
-                out += list(x) if isinstance(x, tuple) else [x]
-            if len(out) != vec.n:
-                raise _Unsupported("concatenate sizes")
-            return tuple(out), vec
-        # slice
-        if not isinstance(t, _VecType) or instr.operands[0].shape.rank != 1:
-            raise _Unsupported("slice of a small array")
-        (d,) = instr.attrs.get("slice")
-        picked = list(ops[0])[int(d.start):int(d.limit):int(d.stride)]
+        et = _any_type(instr.shape)
+        if isinstance(et, list):
+            raise _Unsupported(f"{op} to a tuple")
+        et = et.et if isinstance(et, _VecType) else et
+        if op in ("dynamic-slice", "dynamic-update-slice"):
+            picked = self.dynamic_slice(instr, op, ops, op_types, et)
+        else:
+            flat, ftypes = self.operand_elements(instr.operands, ops, op_types)
+            picked = [flat[i] for i in _move_map(instr, op)]
+            src = ftypes[0]
+            if any(t != src for t in ftypes):
+                raise _Unsupported(f"{op} of different element types")
+            if src != et:  # a same-width bitcast: element by element
+                if op != "bitcast":
+                    raise _Unsupported(f"{op} changing the element type")
+                picked = [self.bitcast_convert(x, src, et) for x in picked]
         if len(picked) == 1:
-            return picked[0], _scalar_type(instr.shape, rank0=False)
+            return picked[0], et
         if vec is None or len(picked) != vec.n:
-            raise _Unsupported("slice of a small array")
+            raise _Unsupported(f"{op} of a small array")
         return tuple(picked), vec
+
+    def operand_elements(self, operands, ops, op_types):
+        """The storage values of operand instructions ``operands`` (values ``ops``)
+        concatenated (each row-major) and their element types; each operand's element
+        count checked against its shape."""
+        flat, types = [], []
+        for o, x, t in zip(operands, ops, op_types):
+            if isinstance(t, list) or not isinstance(o.shape, ArrayShape) or \
+                    any(o.shape.dynamic) or TOKEN == t:
+                raise _Unsupported(f"{o.opcode} operands")
+            names, ts = _flat(x, t)
+            if len(names) != o.shape.size:
+                raise _Unsupported(f"{o.opcode} operand size")
+            flat += names
+            types += ts
+        return flat, types
+
+    def dynamic_slice(self, instr, op, ops, op_types, et):
+        """dynamic-slice and dynamic-update-slice on small arrays, the CPU's rule: each
+        start (a scalar, or one rank-1 array of them) clamped to ``[0, dim - size]``,
+        computed at run time as the count of ``1..dim - size`` it reaches (no
+        arithmetic on the index type); each result element picks, by the clamped
+        starts' offset, its source among the few possible ones."""
+        import itertools
+        shape = instr.operands[0].shape
+        nfix = 1 if op == "dynamic-slice" else 2
+        (xs, xtypes) = self.operand_elements(instr.operands[:1], ops[:1], op_types[:1])
+        if any(t != et for t in xtypes):
+            raise _Unsupported(f"{op} changing the element type")
+        if op == "dynamic-slice":
+            sizes = tuple(int(v) for v in instr.attrs.get("dynamic_slice_sizes"))
+            upd = None
+        else:
+            ushape = instr.operands[1].shape
+            upd, utypes = self.operand_elements(instr.operands[1:2], ops[1:2], op_types[1:2])
+            if any(t != et for t in utypes) or not isinstance(ushape, ArrayShape):
+                raise _Unsupported(f"{op} changing the element type")
+            sizes = tuple(ushape.dims)
+        starts, stypes = [], []
+        for x, t in zip(ops[nfix:], op_types[nfix:]):
+            n, ts = _flat(x, t)
+            starts += n
+            stypes += ts
+        dims = tuple(shape.dims)
+        if len(starts) != len(dims) or len(sizes) != len(dims) or any(
+                t == TOKEN or not t.is_integer for t in stypes) or any(
+                s > d or s < 0 for s, d in zip(sizes, dims)):
+            raise _Unsupported(f"{op} starts")
+        his = [d - s for d, s in zip(dims, sizes)]
+        strides = [int(np.prod(dims[k + 1:])) for k in range(len(dims))]
+        offset = []
+        for x, t, hi, stride in zip(starts, stypes, his, strides):
+            if hi == 0:
+                continue
+            v = self.load(x, t)
+            clamped = "0"
+            for k in range(1, hi + 1):
+                clamped = f"({k} if {v} >= {k} else {clamped})"
+            offset.append(f"{self.line(clamped)} * {stride}")
+        o = self.line(" + ".join(offset)) if offset else None
+        combos = list(itertools.product(*(range(h + 1) for h in his)))
+
+        def pick(candidates):  # [(offset, value)]: the value of the run-time offset
+            value = candidates[-1][1]
+            for off, v in reversed(candidates[:-1]):
+                value = f"({v} if {o} == {off} else {value})"
+            return value if len(candidates) == 1 else self.line(value)
+
+        out = []
+        if op == "dynamic-slice":
+            for j in np.ndindex(*sizes):
+                base = sum(a * b for a, b in zip(j, strides))
+                out.append(pick([(sum(k * b for k, b in zip(c, strides)),
+                                  xs[base + sum(k * b for k, b in zip(c, strides))])
+                                 for c in combos]))
+            return out
+        ustrides = [int(np.prod(sizes[k + 1:])) for k in range(len(sizes))]
+        for p in np.ndindex(*dims):
+            cands = []
+            for c in combos:
+                inside = all(k <= q < k + s for k, q, s in zip(c, p, sizes))
+                v = upd[sum((q - k) * b for q, k, b in zip(p, c, ustrides))] if inside else \
+                    xs[sum(q * b for q, b in zip(p, strides))]
+                cands.append((sum(k * b for k, b in zip(c, strides)), v))
+            out.append(pick(cands))
+        return out
+
+    def vec_elementwise(self, instr, ops, op_types, vec):
+        """An elementwise op on small arrays: each element through the scalar path (the
+        same instruction on one element); a one-element operand (select's scalar pred,
+        clamp's scalar bounds) goes to every element."""
+        import dataclasses
+        n = vec.n if vec is not None else None
+        for t in op_types:
+            if isinstance(t, list) or t == TOKEN:
+                raise _Unsupported(f"{instr.opcode} of a tuple")
+            if isinstance(t, _VecType):
+                if n is not None and t.n != n:
+                    raise _Unsupported(f"{instr.opcode} sizes")
+                n = t.n
+        if vec is None or vec.n != n:
+            raise _Unsupported(f"{instr.opcode} of a small array")
+        inner = dataclasses.replace(instr, shape=ArrayShape(vec.et, ()))
+        out = []
+        for i in range(n):
+            value, vtype = self.instruction(
+                inner, [x[i] if isinstance(t, _VecType) else x for x, t in zip(ops, op_types)],
+                [t.et if isinstance(t, _VecType) else t for t in op_types])
+            if vtype != vec.et:
+                raise _Unsupported(f"{instr.opcode} element type")
+            out.append(value)
+        return tuple(out), vec
 
     def rng_bit_generator(self, instr, ops, op_types):
         """One element of bits from a ``u64[2]``/``u64[3]`` state (a small array value):
@@ -1410,9 +1782,12 @@ class _Emitter:
         return [tuple(new), value], [stype, et]
 
     def choose(self, cond, a, b):
-        """``a`` where ``cond`` holds, else ``b`` (tuples element by element)."""
+        """``a`` where ``cond`` holds, else ``b`` (tuples and small arrays element by
+        element)."""
         if isinstance(a, list):
             return [self.choose(cond, x, y) for x, y in zip(a, b)]
+        if isinstance(a, tuple):
+            return tuple(self.choose(cond, x, y) for x, y in zip(a, b))
         return self.line(f"({a} if {cond} else {b})")
 
     def convert_value(self, x, src, et):
@@ -1547,6 +1922,59 @@ def _window_covers_element(window, rank: int) -> bool:
     return True
 
 
+def _move_map(instr, op):
+    """For a static move of small arrays (``_VEC_MOVES``): the result's elements
+    (row-major) as indices into the operands' elements concatenated (each row-major),
+    by the CPU's numpy rule of the op (``evaluator/shape_ops.py``) applied to the
+    indices; a result of other dimensions than the instruction's (the CPU's error), a
+    packed sub-byte layout: unsupported."""
+    shapes = [o.shape for o in instr.operands]
+    idx, off = [], 0
+    for s in shapes:
+        idx.append(np.arange(off, off + s.size, dtype=np.int64).reshape(s.dims))
+        off += s.size
+    x = idx[0]
+    attrs = instr.attrs
+    dims = tuple(int(d) for d in (attrs.get("dimensions") or ()))
+    try:
+        if op == "reshape":
+            out = x.reshape(instr.shape.dims)
+        elif op == "bitcast":
+            def physical(a, shape):
+                order = tuple(reversed(shape.minor_to_major()))
+                return np.transpose(a, order).reshape(-1), order
+            for s in (shapes[0], instr.shape):
+                if s.layout is not None and 0 < s.layout.element_size_bits < 8:
+                    raise _Unsupported("bitcast of a packed layout")
+            flat, _ = physical(x, shapes[0])
+            order = tuple(reversed(instr.shape.minor_to_major()))
+            out = np.transpose(flat.reshape([instr.shape.dims[d] for d in order]),
+                               np.argsort(order))
+        elif op == "transpose":
+            out = np.transpose(x, dims)
+        elif op == "reverse":
+            out = np.flip(x, axis=dims) if dims else x
+        elif op == "slice":
+            out = x[tuple(np.s_[d.start:d.limit:d.stride] for d in attrs.get("slice"))]
+        elif op == "broadcast":
+            if x.ndim != len(dims):
+                raise _Unsupported("broadcast rank")
+            order = np.argsort(dims, kind="stable")
+            x = np.transpose(x, order)
+            expanded = [1] * len(instr.shape.dims)
+            for k, d in enumerate(dims[i] for i in order):
+                expanded[d] = x.shape[k]
+            out = np.broadcast_to(x.reshape(expanded), instr.shape.dims)
+        else:  # concatenate
+            (dim,) = dims
+            out = np.concatenate(idx, axis=dim)
+    except (ValueError, IndexError, TypeError) as e:  # the CPU's error
+        raise _Unsupported(f"{op}: {e}") from None
+    if tuple(out.shape) != tuple(instr.shape.dims):
+        raise _Unsupported(f"{op} dimensions")
+    return [int(i) for i in out.reshape(-1)]
+
+
 def select_calls(dims) -> int:
     """How many times the CPU's select-and-scatter calls a ``select`` that holds a loop or
     a draw (one it applies element by element) for a one-element operand whose window
@@ -1573,6 +2001,37 @@ def _leaves(value):
 
 def _unflatten(leaves, like):
     return list(leaves) if isinstance(like, list) else leaves[0]
+
+
+def _flat(value, vtype):
+    """``(storage values, element types)`` of a value: a tuple's elements in order (nested
+    tuples too), a small array's elements row-major, else the one value."""
+    if isinstance(vtype, list):
+        names, types = [], []
+        for v, t in zip(value, vtype):
+            n, ts = _flat(v, t)
+            names += n
+            types += ts
+        return names, types
+    if isinstance(vtype, _VecType):
+        return list(value), [vtype.et] * vtype.n
+    return [value], [vtype]
+
+
+def _rebuild(names, vtype):
+    """The value of type ``vtype`` whose ``_flat`` storage values are ``names``."""
+    names = list(names)
+
+    def take(t):
+        if isinstance(t, list):
+            return [take(x) for x in t]
+        if isinstance(t, _VecType):
+            out = tuple(names[:t.n])
+            del names[:t.n]
+            return out
+        return names.pop(0)
+
+    return take(vtype)
 
 
 def _compile(comp, module, limit: int = Limits().max_while_iterations,
