@@ -41,6 +41,7 @@ from hloref.shapes import TupleShape
 from hloref.values import TOKEN_VALUE
 
 from .numeric import contiguous
+from .reduce import is_vectorizable
 from .registry import op
 
 OP_FAMILY = True
@@ -195,7 +196,22 @@ def exchange(ctx, name, group, value, channel_id=None):
     return dev.hub.exchange(key, dev.id, group, value)
 
 
-def _combine(to_apply, values: list):
+def _combine(to_apply, values: list, module=None):
+    """The group's values combined in group order, ``f(f(v0, v1), v2)...``. The reducer
+    is a scalar computation: one of elementwise ops (``is_vectorizable``) is applied to
+    whole arrays, any other element by element (row-major), pair after pair, so its
+    other ops see scalars and its effects (a draw, an outfeed) come once per element."""
+    comp = getattr(to_apply, "computation", None)
+    if comp is not None and module is not None and not isinstance(values[0], tuple) \
+            and not is_vectorizable(comp, module):
+        acc = np.asarray(values[0])
+        for v in values[1:]:
+            v = np.asarray(v)
+            out = np.empty_like(acc)
+            for index in np.ndindex(*acc.shape):
+                out[index] = np.asarray(to_apply(np.asarray(acc[index]), np.asarray(v[index])))
+            acc = out
+        return acc
     acc = values[0]
     for v in values[1:]:
         acc = to_apply(*acc, *v) if isinstance(acc, tuple) else to_apply(acc, v)
@@ -247,13 +263,13 @@ def all_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_groups=None,
     values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     ordered = [values[d] for d in group]
     if len(xs) == 1:
-        out = _combine(to_apply, [v[0] for v in ordered])
+        out = _combine(to_apply, [v[0] for v in ordered], ctx.module)
         return contiguous(np.asarray(out).astype(xs[0].dtype, copy=False))
     comp = getattr(to_apply, "computation", None)
     if comp is not None and len(comp.parameters) == 2:
         # a combined all-reduce (AllReduceCombiner's form): the binary reducer reduces
         # each operand on its own
-        return tuple(contiguous(np.asarray(_combine(to_apply, [v[i] for v in ordered]))
+        return tuple(contiguous(np.asarray(_combine(to_apply, [v[i] for v in ordered], ctx.module))
                                 .astype(x.dtype, copy=False)) for i, x in enumerate(xs))
     acc = ordered[0]
     for v in ordered[1:]:
@@ -324,7 +340,7 @@ def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, repl
     me = group.index(device_of(ctx).id)
     outs = []
     for i, x in enumerate(xs):
-        reduced = np.asarray(_combine(to_apply, [values[d][i] for d in group]))
+        reduced = np.asarray(_combine(to_apply, [values[d][i] for d in group], ctx.module))
         declared = (shape.elements[i] if isinstance(shape, TupleShape) else shape).dims
         chunk = check_scattered(instruction_name, group, x.shape[dim], declared[dim], dim)
         index = [slice(None)] * x.ndim
@@ -475,7 +491,7 @@ def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_group
     outs = []
     for i, x in enumerate(reduced_operands(xs, has_dynamic_root)):
         if at_root[i]:
-            reduced = _combine(to_apply, operands[i])
+            reduced = _combine(to_apply, operands[i], ctx.module)
             outs.append(contiguous(np.asarray(reduced).astype(x.dtype, copy=False)))
         else:
             outs.append(np.zeros_like(x))

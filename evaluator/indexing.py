@@ -56,7 +56,7 @@ from hloref.errors import HloEvalError
 from hloref.shapes import TupleShape
 
 from .numeric import contiguous, element_type_of, int_compute_dtype, wrap_int
-from .reduce import is_vectorizable, simple_reducer
+from .reduce import is_vectorizable, reads_everything, simple_reducer
 from .registry import op
 
 OP_FAMILY = True
@@ -195,7 +195,7 @@ def overwrite_combiner(comp, n: int) -> bool:
     root = comp.root
     while root is not None and root.opcode == "copy":
         root = root.operands[0]
-    if root is None:
+    if root is None or not reads_everything(comp):
         return False
     if n == 1 and root.opcode == "parameter":
         return root.parameter_number == 1
@@ -302,6 +302,24 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims, scatter_dims
         raise HloEvalError(f"scatter takes N operands, indices and N updates, got {len(args)}")
     operands, indices, updates = args[:n], args[n], args[n + 1:]
     dims = operands[0].shape
+    outs = [np.array(o, copy=True).reshape(-1) for o in operands]
+    targets, taken = scatter_plan(dims, indices, updates[0].shape, update_window_dims,
+                                  inserted_window_dims, scatter_dims_to_operand_dims,
+                                  index_vector_dim, input_batching_dims,
+                                  scatter_indices_batching_dims)
+    ups = [np.asarray(u).reshape(-1)[taken] for u in updates]
+    if targets.size:
+        _combine(outs, targets, ups, to_apply, ctx, n)
+    return _pack([o.reshape(dims) for o in outs], shape)
+
+
+def scatter_plan(dims, indices, update_dims, update_window_dims, inserted_window_dims,
+                 scatter_dims_to_operand_dims, index_vector_dim, input_batching_dims=(),
+                 scatter_indices_batching_dims=()):
+    """Where a scatter's updates go: ``(targets, taken)``, int64 vectors of one entry per
+    applied update element, in the order the combiner is applied (scatter index by index,
+    each window row-major; windows out of bounds skipped whole): the flat offset into
+    the operand (``dims``) and the flat offset into the updates (``update_dims``)."""
     rank = len(dims)
     uwd = tuple(update_window_dims)
     inserted, ibd = set(inserted_window_dims), tuple(input_batching_dims)
@@ -310,15 +328,14 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims, scatter_dims
     window_operand_dims = [d for d in range(rank) if d not in inserted and d not in ibd]
     if len(window_operand_dims) != len(uwd):
         raise HloEvalError("scatter: update_window_dims do not match the operand's window dims")
-    window_sizes = [updates[0].shape[d] for d in uwd]
+    window_sizes = [update_dims[d] for d in uwd]
     full_window = np.ones(rank, dtype=np.int64)
     for d, s in zip(window_operand_dims, window_sizes):
         full_window[d] = s
-    outs = [np.array(o, copy=True).reshape(-1) for o in operands]
     n_window = int(np.prod(window_sizes, dtype=np.int64))
-    if n_scatter == 0 or n_window == 0 or operands[0].size == 0:
-        return _pack([o.reshape(dims) for o in outs], shape)
-
+    empty = np.zeros(0, dtype=np.int64)
+    if n_scatter == 0 or n_window == 0 or int(np.prod(dims, dtype=np.int64)) == 0:
+        return empty, empty
     starts = np.zeros((n_scatter, rank), dtype=np.int64)
     for k, d in enumerate(scatter_dims_to_operand_dims):
         starts[:, d] += idx[:, k]
@@ -330,12 +347,12 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims, scatter_dims
     base = (starts[valid] * strides).sum(axis=1)
     off = _window_offsets(dims, strides, window_operand_dims, window_sizes)
     targets = (base[:, None] + off[None, :]).reshape(-1)
-    scatter_update_dims = [d for d in range(updates[0].ndim) if d not in uwd]
+    scatter_update_dims = [d for d in range(len(update_dims)) if d not in uwd]
     perm = scatter_update_dims + list(uwd)
-    ups = [np.transpose(u, perm).reshape(n_scatter, n_window)[valid].reshape(-1) for u in updates]
-    if targets.size:
-        _combine(outs, targets, ups, to_apply, ctx, n)
-    return _pack([o.reshape(dims) for o in outs], shape)
+    update_index = np.arange(int(np.prod(update_dims, dtype=np.int64)),
+                             dtype=np.int64).reshape(tuple(update_dims))
+    taken = np.transpose(update_index, perm).reshape(n_scatter, n_window)[valid].reshape(-1)
+    return targets, taken
 
 
 def _pack(values, shape):

@@ -48,11 +48,30 @@ VECTORIZABLE = frozenset({
 })
 
 
+def reads_everything(computation) -> bool:
+    """Whether every instruction of ``computation`` but its parameters is one its root
+    reads. A fast path that replaces the computation by what its root computes
+    (``simple_reducer``, ``evaluator.sort.simple_comparator``,
+    ``evaluator.indexing.overwrite_combiner``) must not drop an instruction the
+    interpreter would evaluate for its effects (an outfeed whose token nothing reads)."""
+    seen: set[int] = set()
+    stack = [computation.root] if computation.root is not None else []
+    while stack:
+        instr = stack.pop()
+        if id(instr) not in seen:
+            seen.add(id(instr))
+            stack.extend(instr.operands)
+    return all(id(i) in seen or i.opcode == "parameter" for i in computation.instructions)
+
+
 def simple_reducer(computation) -> str | None:
-    """The opcode if ``computation`` is ``ROOT op(p0, p1)`` on two scalars, else None."""
+    """The opcode if ``computation`` is ``ROOT op(p0, p1)`` on two scalars (and nothing
+    else: ``reads_everything``), else None."""
     root = computation.root
     params = computation.parameters
     if len(params) != 2 or root is None or root.opcode not in _FAST_REDUCERS:
+        return None
+    if not reads_everything(computation):
         return None
     if {o.name for o in root.operands} != {p.name for p in params} or len(root.operands) != 2:
         return None
@@ -101,6 +120,17 @@ def _move_reduced_last(x: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     for d in dims:
         n *= x.shape[d]
     return moved.reshape(moved.shape[:len(kept)] + (n,))
+
+
+def reduced_positions(dims, reduced: tuple[int, ...]) -> np.ndarray:
+    """``(outputs, n)`` int64: the flat (row-major) offsets into an array of ``dims`` that
+    each output of a reduce over ``reduced`` folds, outputs row-major, each output's
+    elements in the order :func:`sequential_reduce` visits them (``_move_reduced_last``'s
+    layout, so the same order by construction). For a backend calling the reducer per
+    element (``gpu/calls.py``)."""
+    index = np.arange(int(np.prod(dims, dtype=np.int64)), dtype=np.int64).reshape(tuple(dims))
+    moved = _move_reduced_last(index, tuple(reduced))
+    return moved.reshape(-1, moved.shape[-1]) if moved.ndim else moved.reshape(1, 1)
 
 
 def fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.ndarray | None:
@@ -167,6 +197,14 @@ def fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.n
                 acc = ufunc.reduce(x.astype(dt), axis=axes)
             return finish(np.asarray(ufunc(acc, start)), et)
     return None
+
+
+def mixed_precision(inputs, inits) -> bool:
+    """Whether an input's element type differs from its accumulator's (init's): a
+    reducer ``f(acc: f32, x: bf16)`` cannot combine two partial results (their types are
+    the accumulator's), so it is folded from the left, as XLA's loop emitters do, not in
+    the pairwise tree."""
+    return any(element_type_of(x) != element_type_of(i) for x, i in zip(inputs, inits))
 
 
 def tree_reduce(apply, xs: list[np.ndarray], inits: list[np.ndarray]):
@@ -261,8 +299,10 @@ def reduce(*operands, shape, dimensions, to_apply, ctx, reducer_order="tree"):
     vectorized = is_vectorizable(to_apply.computation, ctx.module)
     if not vectorized:
         outs = sequential_reduce(to_apply, moved, inits)
+    elif reducer_order == "left" or mixed_precision(inputs, inits):
+        outs = fold_reduce(to_apply, moved, inits)
     else:
-        outs = (fold_reduce if reducer_order == "left" else tree_reduce)(to_apply, moved, inits)
+        outs = tree_reduce(to_apply, moved, inits)
     outs = [contiguous(o.reshape(s.dims)).astype(s.element_type.dtype, copy=False)
             for o, s in zip(outs, result_shapes)]
     return outs[0] if n == 1 else tuple(outs)

@@ -54,7 +54,7 @@ from hloref.shapes import TupleShape
 
 from .compare import total_order_keys
 from .numeric import compute_array, contiguous, element_type_of, int_compute_dtype
-from .reduce import is_vectorizable
+from .reduce import is_vectorizable, reads_everything
 from .registry import op
 
 OP_FAMILY = True
@@ -66,9 +66,11 @@ _FLIP = {"LT": "GT", "GT": "LT"}
 
 def simple_comparator(comp):
     """``(operand k, direction, type)`` when the comparator is ``compare(p2k, p2k+1)``
-    with direction LT or GT (swapped parameters flip it), else None."""
+    with direction LT or GT (swapped parameters flip it) and nothing else
+    (``reads_everything``), else None."""
     root = comp.root
-    if root is None or root.opcode != "compare" or len(root.operands) != 2:
+    if root is None or root.opcode != "compare" or len(root.operands) != 2 \
+            or not reads_everything(comp):
         return None
     a, b = root.operands
     if a.opcode != "parameter" or b.opcode != "parameter":

@@ -36,8 +36,8 @@ from hloref.geometry import dilate_pad_slices, window_positions, window_span
 from hloref.shapes import TupleShape
 
 from .numeric import compute_array, contiguous, element_type_of
-from .reduce import (fast_reduce, fold_reduce, is_vectorizable, reducer_outputs,
-                     sequential_reduce, simple_reducer, tree_reduce)
+from .reduce import (fast_reduce, fold_reduce, is_vectorizable, mixed_precision,
+                     reducer_outputs, sequential_reduce, simple_reducer, tree_reduce)
 from .registry import op
 
 OP_FAMILY = True
@@ -114,6 +114,16 @@ def _windows(x: np.ndarray, wdims, fill) -> np.ndarray:
     for k, offs in enumerate(np.ndindex(*sizes)):
         flat[k] = view[(Ellipsis,) + offs]
     return np.moveaxis(flat, 0, -1)
+
+
+def window_sources(dims, window) -> np.ndarray:
+    """``(out..., K)`` int64: for every window (row-major) and window position (row-major),
+    the flat offset of the operand element of ``dims`` it lands on, -1 on padding and
+    base-dilation holes: the positions :func:`sequential_reduce` (reduce-window) and
+    select-and-scatter visit, in their order (``_windows`` of the offsets themselves).
+    For a backend calling the computation per element (``gpu/calls.py``)."""
+    index = np.arange(int(np.prod(dims, dtype=np.int64)), dtype=np.int64).reshape(tuple(dims))
+    return _windows(index, window_dims(window, len(dims)), -1)
 
 
 #: the largest copy of a reduce-window's windows (bytes) the fast path makes; past it, an
@@ -245,7 +255,8 @@ def reduce_window(*operands, shape, to_apply, ctx, window=None, reducer_order="t
     mask = _valid_mask(in_shape, wdims)
     if mask is None:
         mask = np.ones(xs[0].shape, bool)
-    if is_vectorizable(to_apply.computation, ctx.module) and reducer_order == "left":
+    if is_vectorizable(to_apply.computation, ctx.module) and (
+            reducer_order == "left" or mixed_precision(inputs, inits)):
         outs = fold_reduce(to_apply, xs, inits, None if mask.all() else mask)
     elif is_vectorizable(to_apply.computation, ctx.module):
         outs = _masked_tree(to_apply, xs, inits, mask) if not mask.all() \
