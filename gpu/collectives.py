@@ -92,23 +92,16 @@ def _copy(x: DArray) -> DArray:
 
 def _reducer(ctx, to_apply, xs):
     """The combining function ``(values) -> DArray`` on the device for each operand of
-    ``xs``, checked before any exchange (a fallback then runs the CPU op from the
-    start, on every device alike). On one device every group has one participant and
-    the CPU's ``_combine`` never calls the computation, so none is compiled (whatever
-    it holds: rng-get-and-update-state too); on several, the CPU calls it on whole
-    arrays, once per pair, which a per-element map of it matches only for a
-    computation without effects (one with rng-get-and-update-state falls back)."""
-    from .computation import compile_computation
+    ``xs``. On one device every group has one participant and the CPU's ``_combine``
+    never calls the computation (whatever it holds); on several it applies the scalar
+    reducer pair after pair, element by element (to whole arrays when it is made of
+    elementwise ops, the same values), as a per-element ``map`` does here (compiled, or
+    one call at a time through the GPU interpreter, ``gpu/calls.py``), in the same
+    order, effects included."""
     from .windows import map_
     dev = device_of(ctx)
     if dev.replica_count * dev.num_partitions == 1:
         return lambda values: _copy(values[0])
-    compiled = compile_computation(to_apply.computation, ctx.module)
-    for x in xs:
-        if compiled is None or compiled.tuple_result or compiled.params != [x.et, x.et] \
-                or compiled.results != [x.et]:
-            raise GpuFallback("the reduction computation is variadic or has ops without GPU "
-                              "element functions")
 
     def combine(values):
         acc = values[0]
@@ -278,6 +271,17 @@ def _u32_zero():
     return to_device(np.zeros((), np.uint32))
 
 
+def _loops_settled() -> None:
+    """Raise a loop error a computation compiled for the device recorded in an earlier op
+    (``gpu/computation.py``: read once at the end of the evaluation for pure ops): the
+    CPU stops at that op, so an effect the host sees (a queue read or written) must not
+    happen after it."""
+    from .computation import LOOP_RUN
+    run = LOOP_RUN.get()
+    if run is not None and run.used:
+        run.check()
+
+
 @gpu_op("send")
 def send(data, token, *, shape, ctx, channel_id=None, is_host_transfer=None,
          frontend_attributes=None):
@@ -285,6 +289,7 @@ def send(data, token, *, shape, ctx, channel_id=None, is_host_transfer=None,
     to each peer's mailbox (the same device on one device)."""
     dev = device_of(ctx)
     if flag(is_host_transfer):
+        _loops_settled()
         dev.io.host_send.setdefault(int(channel_id or 0), []).append(data.to_host())
     else:
         send_to_peers(ctx, channel_id, frontend_attributes, lambda: _copy(data), "mailbox")
@@ -299,16 +304,17 @@ def recv(token, *, shape, ctx, channel_id=None, is_host_transfer=None, frontend_
     dev = device_of(ctx)
     data_shape = shape.elements[0]
     if flag(is_host_transfer):
+        _loops_settled()
         value = host_received(dev, channel_id)
         value = to_device(value.astype(data_shape.element_type.dtype, copy=False)
                           .reshape(data_shape.dims))
     else:
         value = receive(ctx, channel_id, "mailbox")
-        if value.et != data_shape.element_type or value.size != int(
-                np.prod(data_shape.dims, dtype=np.int64)):
-            raise HloEvalError(f"recv on channel {channel_id}: {value.et.name}{list(value.shape)} "
-                               f"was sent, {data_shape} is expected")
-        value = value.reshape(data_shape.dims)
+        if value.et != data_shape.element_type:  # the CPU's numpy conversion, on the host
+            value = to_device(value.to_host().astype(data_shape.element_type.dtype))
+        value = value.reshape(tuple(data_shape.dims)) if value.size == int(
+            np.prod(data_shape.dims, dtype=np.int64)) else to_device(
+            value.to_host().reshape(data_shape.dims))  # the CPU's reshape error
     return (value, _u32_zero(), TOKEN_VALUE)
 
 
@@ -318,6 +324,7 @@ gpu_op("recv-done")(recv_done)  # the CPU's (the received data, a token)
 @gpu_op("infeed")
 def infeed(token, *, shape, ctx, infeed_config=None):
     """The next host value of the device's infeed queue, sent to the device."""
+    _loops_settled()
     return (to_device(infeed_value(ctx, shape)), TOKEN_VALUE)
 
 
@@ -325,6 +332,7 @@ def infeed(token, *, shape, ctx, infeed_config=None):
 def outfeed(data, token, *, shape, ctx, outfeed_config=None, outfeed_shape=None):
     """A host copy of ``data`` appended to the device's outfeed list."""
     from .device import to_host
+    _loops_settled()
     device_of(ctx).io.outfeed.append(to_host(data))
     return TOKEN_VALUE
 

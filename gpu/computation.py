@@ -58,20 +58,23 @@ a collective's reducer is never called (the CPU's group of one), so it may hold
 anything.
 The CPU's dots sum from +0, so a one-term float product of -0 gives +0, here too.
 ``Compiled.vectorizable`` says whether the CPU applies it to whole arrays (reduce and
-reduce-window then follow its tree order, else its sequential fold). Computations with
-other ops (``FALLBACK_NOTE``: custom-call, the safety net; host transfers, whose queue
-order is the CPU's sequential call order; collectives on several devices other than in a
-``map`` body or a ``reduce`` reducer where each call runs each of them once (outside
-conditionals, loops and nested ops: those ops rendezvous once and run the computation
-unrolled over the devices, ``gpu/computation_devices.py``), a rendezvous
-per call; runtime dimension sizes
-beyond the one-element forms below; a small array
-value given to another op (reduce, gather, sort, pad, map, rng...), or an array of more
-than ``_VEC_MAX`` elements) and the CPU's
-own errors (``subtract`` of pred, complex compare other than EQ/NE...) run on the CPU. XLA:CPU
-(jaxlib 0.10.2) accepts such modules in its verifier but aborts compiling a reduce or
-map whose computation holds rng, a collective, infeed, outfeed, send or a while (its
-loop-fusion emitter cannot index them), so no XLA backend gives their values.
+reduce-window then follow its tree order, else its sequential fold). A computation
+with other ops (a custom-call; host transfers, whose queue order is the CPU's
+sequential call order; collectives on several devices other than in a ``map`` body or
+a ``reduce`` reducer where each call runs each of them once (outside conditionals,
+loops and nested ops: those ops rendezvous once and run the computation unrolled over
+the devices, ``gpu/computation_devices.py``); runtime dimension sizes beyond the
+one-element forms below; a small array value given to another op (reduce, gather,
+sort, pad, map, rng...), or an array of more than ``_VEC_MAX`` elements), or one
+holding an instruction its root does not read that the CPU evaluates for its effects
+(``_drops_effects``), or the CPU's own errors (``subtract`` of pred, complex compare
+other than EQ/NE...), is not compiled (:func:`compile_computation` returns None): its
+op calls it one call at a time through the GPU interpreter instead
+(``gpu/calls.py``), on the device, in the CPU's order, with the interpreter's own
+effects and errors. XLA:CPU (jaxlib 0.10.2) accepts such modules in its verifier but
+aborts compiling a reduce or map whose computation holds rng, a collective, infeed,
+outfeed, send or a while (its loop-fusion emitter cannot index them), so no XLA
+backend gives their values.
 
 Small array values (2 to ``_VEC_MAX`` elements, ``_VecType``: a rng-bit-generator state,
 or any array the computation builds) are tuples of storage values at compile time, in
@@ -125,7 +128,7 @@ bodies are inlined.
 The function's Python source is generated from the instructions (one line each, in
 dependency order) and compiled with ``cuda.jit(device=True)``; compiled functions are
 cached per computation. :func:`compile_computation` returns None when the computation
-does not qualify (the caller then falls back to the CPU).
+does not qualify (the caller then calls it through the GPU interpreter, ``gpu/calls.py``).
 
 (Over 600 lines on purpose: one concept, the compiler of a scalar computation into
 device code; its emitter has a short case per op form, and the forms share its naming,
@@ -153,22 +156,7 @@ from .device import LOAD, STORE, f32_bits, f64_bits, storage_dtype, type_class, 
 from .elementwise import ELEMENT_TABLES, WIDTH_OPS, element_fn, width_fn, zero
 from .registry import GpuFallback
 
-__all__ = ["Compiled", "compile_computation", "FALLBACK_NOTE", "LOOP_RUN", "LoopRun"]
-
-#: the ``hloref ops`` note of every op that calls a computation: what still runs on the CPU
-FALLBACK_NOTE = ("computations holding custom-call (the custom-call safety net), infeed, "
-                 "outfeed, send, recv (their queues are read in the CPU's call order), "
-                 "collectives on several devices other than in a map body or a reduce "
-                 "reducer outside conditionals, loops and nested ops (a "
-                 "rendezvous per call), "
-                 "or an op without a one-element device form (runtime dimension sizes "
-                 "beyond one element, or given to an op other than set-dimension-size, "
-                 "get-dimension-size, dynamic-reshape, elementwise ops, reduce, tuples and "
-                 "copy; a small array value of 2 to 4 elements given to an op other than "
-                 "control flow, tuples, moves, dynamic-slice, dynamic-update-slice and "
-                 "elementwise ops, or of more elements): "
-                 "cpu fallback")
-
+__all__ = ["Compiled", "compile_computation", "LOOP_RUN", "LoopRun"]
 
 class LoopRun:
     """One evaluation's loop bookkeeping: the iteration limit its ``while`` loops in
@@ -412,9 +400,11 @@ def compile_computation(comp, module, *, call_index: bool = False,
         compiled = hit[1]
     else:
         try:
+            if _drops_effects(comp, module, {}):
+                raise _Unsupported("an instruction with effects the root does not read")
             compiled = _compile(comp, module, limit, device, mode)
             compiled.vectorizable = is_vectorizable(comp, module)
-        except (_Unsupported, GpuFallback, HloEvalError):  # no device form: the CPU runs it
+        except (_Unsupported, GpuFallback, HloEvalError):  # no device form: ``gpu/calls.py``
             compiled = None
         _CACHE[key] = (comp, compiled)
     if compiled is not None and compiled.loops and run is not None:
@@ -424,6 +414,30 @@ def compile_computation(comp, module, *, call_index: bool = False,
         run.rng[id(compiled)] = compiled
         compiled.rng_counts.copy_to_device(np.zeros(compiled.rng_counts.shape[0], np.uint64))
     return compiled
+
+
+def _drops_effects(comp, module, memo) -> bool:
+    """Whether ``comp`` (or a computation it calls) holds an instruction its root does not
+    read that the CPU's interpreter evaluates all the same for its effects
+    (``live_instructions``: an outfeed, a send, a side-effecting custom-call, a call of
+    one...), other than the draws the device function accounts for itself (``rng``, and
+    rng-get-and-update-state: the serial mode emits dead sites). The device function
+    computes what the root reads, so it would drop that effect: such a computation is
+    called one call at a time through the GPU interpreter instead (``gpu/calls.py``)."""
+    from hloref.evaluator.interpreter import live_instructions
+    if comp.name in memo:
+        return memo[comp.name]
+    memo[comp.name] = False  # recursion guard
+    live = live_instructions(module, comp)
+    read = {id(i) for i in _order(comp)}
+    drops = any(id(i) in live and id(i) not in read
+                and i.opcode not in ("rng", "rng-get-and-update-state")
+                for i in comp.instructions) or any(
+        _drops_effects(module.computations[n], module, memo)
+        for i in comp.instructions for n in i.called_computation_names()
+        if n in module.computations)
+    memo[comp.name] = drops
+    return drops
 
 
 _CLASSES = ("sint", "uint", "pred", "f32", "f64", "narrow", "complex")

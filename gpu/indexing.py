@@ -39,11 +39,11 @@ from hloref.errors import HloEvalError
 from hloref.evaluator.reduce import is_vectorizable, simple_reducer
 from hloref.shapes import TupleShape
 
-from .computation import FALLBACK_NOTE
+from . import calls
 from .device import LOAD, STORE, DArray, empty, to_device, type_class, type_params
 from .elementwise import launch
 from .reduce import combiner
-from .registry import GpuFallback, gpu_op
+from .registry import gpu_op
 from .serial import run_calls
 from .shape_ops import int_tuple, row_major_strides, strided_offset, strided_offsets2
 
@@ -451,7 +451,7 @@ def _scatter_serial_kernel(compiled, n: int):
     return hit[1]
 
 
-@gpu_op("scatter", note=FALLBACK_NOTE)
+@gpu_op("scatter")
 def scatter(*args, shape, update_window_dims, inserted_window_dims,
             scatter_dims_to_operand_dims, index_vector_dim, to_apply, ctx, input_batching_dims=(),
             scatter_indices_batching_dims=()):
@@ -479,8 +479,13 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims,
             ets = [o.et for o in operands]
             if compiled is None or compiled.params != ets + [u.et for u in updates] \
                     or compiled.results != ets or compiled.tuple_result != (n > 1):
-                raise GpuFallback("the scatter combiner is not an overwrite, and not a "
-                                  "computation with GPU element functions of the operand types")
+                # one call at a time through the GPU interpreter (``gpu/calls.py``)
+                return calls.scatter_calls(operands, indices, updates, shape, dict(
+                    update_window_dims=update_window_dims,
+                    inserted_window_dims=inserted_window_dims,
+                    scatter_dims_to_operand_dims=scatter_dims_to_operand_dims,
+                    index_vector_dim=index_vector_dim, input_batching_dims=input_batching_dims,
+                    scatter_indices_batching_dims=scatter_indices_batching_dims), to_apply)
             if n == 1 and not compiled.serial:
                 op, op_class = compiled.fn, "raw"
             else:

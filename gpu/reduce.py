@@ -34,12 +34,11 @@ import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.evaluator.reduce import simple_reducer
+from hloref.evaluator.reduce import is_vectorizable, simple_reducer
 from hloref.evaluator.rng import next_rng_state
 from hloref.shapes import TupleShape
 
-from . import computation_devices
-from .computation import FALLBACK_NOTE
+from . import calls, computation_devices
 from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
 from .elementwise import (add, and_pred, element_kind, fmax, fmin, imax, imin, launch, mul, or_pred,
                           xor)
@@ -200,13 +199,15 @@ def sequential_source(n: int, tuple_result: bool, windowed: bool, state: bool = 
 _GENERAL: dict = {}
 
 
-def _general_kernel(compiled, dtypes):
-    key = (id(compiled), tuple(str(d) for d in dtypes))
+def _general_kernel(compiled, dtypes, tree: bool):
+    """``tree``: the CPU's pairwise tree (a reducer it applies to whole arrays, one type),
+    else its left fold (``sequential_source``)."""
+    key = (id(compiled), tuple(str(d) for d in dtypes), tree)
     hit = _GENERAL.get(key)
     if hit is None:
         ns = {"cuda": cuda, "np": np, "f": compiled.fn, "strided_offset": strided_offset}
         ns.update({f"D{j}": d for j, d in enumerate(dtypes)})
-        source = _general_source(len(dtypes), compiled.tuple_result) if compiled.vectorizable \
+        source = _general_source(len(dtypes), compiled.tuple_result) if tree \
             else sequential_source(len(dtypes), compiled.tuple_result, False,
                                    compiled.state_delta is not None, compiled.extra_params)
         exec(compile(source, "<gpu general reduce>", "exec"), ns)
@@ -214,16 +215,20 @@ def _general_kernel(compiled, dtypes):
     return hit[1]
 
 
-def _general_reduce(operands, shape, dims, comp, ctx):
+def _general_reduce(operands, shape, dims, to_apply, ctx):
     """Any reducer the computation compiler accepts, variadic too, in the CPU's tree order
     (holding collectives on several devices: unrolled over them, ``gpu/computation_devices.py``)."""
     from .computation import compile_computation
+    comp = to_apply.computation
     n = len(operands) // 2
     if len(operands) != 2 * n or n == 0:
         raise HloEvalError(f"reduce takes N inputs and N init values, got {len(operands)} operands")
     xs, inits = operands[:n], operands[n:]
     if computation_devices.applies(ctx, comp):  # collectives on several devices
-        outs = computation_devices.reduce_on_devices(xs, inits, shape, dims, comp, ctx)
+        try:
+            outs = computation_devices.reduce_on_devices(xs, inits, shape, dims, comp, ctx)
+        except GpuFallback:  # not unrolled: one call at a time, each device's own
+            return _per_call(xs, inits, shape, dims, to_apply, ctx)
         return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
     leaves = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
     # a reducer holding rng-get-and-update-state is not vectorisable: the CPU folds it
@@ -232,12 +237,13 @@ def _general_reduce(operands, shape, dims, comp, ctx):
     # from the init (``sequential_source``): a call index where the sites are static,
     # else the serial mode, one thread walking that order
     compiled = compile_computation(comp, ctx.module, call_index=True, serial=True)
-    if compiled is None:
-        raise GpuFallback("the reducer has ops without GPU element functions")
     ets = [s.element_type for s in leaves]
-    if (compiled.results != ets or compiled.params != ets + [x.et for x in xs]
-            or any(i.et != e for i, e in zip(inits, ets)) or any(x.et != e for x, e in zip(xs, ets))):
-        raise GpuFallback("reduce whose input, init and result types differ")
+    if compiled is None or (compiled.results != ets or compiled.params != ets + [x.et for x in xs]
+                            or any(i.et != e for i, e in zip(inits, ets))):
+        return _per_call(xs, inits, shape, dims, to_apply, ctx)
+    # mixed precision (an input type other than its accumulator's): the CPU's left fold
+    # (``evaluator.reduce.mixed_precision``), which the sequential kernel makes too
+    tree = compiled.vectorizable and all(x.et == e for x, e in zip(xs, ets))
     x0 = xs[0]
     if any(x.shape != x0.shape for x in xs):
         raise HloEvalError("reduce inputs must have the same dimensions")
@@ -247,7 +253,7 @@ def _general_reduce(operands, shape, dims, comp, ctx):
     total = 1
     for d in dims:
         total *= x0.shape[d]
-    kernel = _general_kernel(compiled, [storage_dtype(e).type for e in ets])
+    kernel = _general_kernel(compiled, [storage_dtype(e).type for e in ets], tree)
     state = []
     if compiled.state_delta is not None:  # the CPU calls it size * total times
         lo, hi = next_rng_state(ctx, outs[0].size * total * compiled.state_delta % 2**128)
@@ -258,6 +264,17 @@ def _general_reduce(operands, shape, dims, comp, ctx):
               _t(x0.shape[d] for d in dims), _t(st[d] for d in dims) if dims else (0,),
               total, *state)
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
+
+
+def _per_call(xs, inits, shape, dims, to_apply, ctx):
+    """A reducer the compiler refuses (or whose types are not the init's and result's):
+    one call at a time through the GPU interpreter (``gpu/calls.py``), the CPU's
+    sequential fold. A reducer of elementwise ops the CPU applies to whole arrays in its
+    tree: the compiler takes every such reducer, so this is the CPU's."""
+    if is_vectorizable(to_apply.computation, ctx.module):
+        raise GpuFallback("a reducer of elementwise ops the device-function compiler refuses "
+                          "(the CPU applies it to whole arrays)")
+    return calls.reduce_calls(xs, inits, shape, dims, to_apply)
 
 
 @cuda.jit(device=True)
@@ -297,7 +314,7 @@ def _complex_kernel(x, init, out, n, kept, ks, red, rs, total, multiply):
         o += step
 
 
-@gpu_op("reduce", note=FALLBACK_NOTE)
+@gpu_op("reduce")
 def reduce(*operands, shape, dimensions, to_apply, ctx):
     kind = simple_reducer(to_apply.computation)
     if complex_fast(operands, shape, kind):
@@ -317,7 +334,7 @@ def reduce(*operands, shape, dimensions, to_apply, ctx):
         return out
     if len(operands) != 2 or isinstance(shape, TupleShape) or kind is None \
             or operands[0].et != shape.element_type or operands[0].et.is_complex:
-        return _general_reduce(operands, shape, tuple(dimensions), to_apply.computation, ctx)
+        return _general_reduce(operands, shape, tuple(dimensions), to_apply, ctx)
     x, init = operands
     et = shape.element_type
     op, widen = combiner(kind, et)

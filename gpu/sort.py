@@ -41,11 +41,11 @@ from hloref.errors import HloEvalError
 from hloref.evaluator.sort import introsort_stack_size, simple_comparator, stable_sort, std_sort
 from hloref.shapes import TupleShape
 
+from . import calls
 from . import compare  # noqa: F401  (registers the TOTALORDER key loads LOAD["key_*"])
-from .computation import FALLBACK_NOTE
 from .device import LOAD, device_fn, empty, type_class, type_params
 from .elementwise import launch
-from .registry import GpuFallback, gpu_op
+from .registry import gpu_op
 from .serial import run_calls
 from .shape_ops import int_tuple, row_major_strides, strided_offset
 
@@ -218,7 +218,7 @@ def _general_kernel(compiled, arity: int):
     return hit[1]
 
 
-def _general_sort(operands, shape, d, comp, ctx):
+def _general_sort(operands, shape, d, to_apply, ctx):
     """Any comparator the computation compiler accepts (lexicographic multi-key sorts):
     libstdc++'s stable sort, which for a strict weak ordering is the CPU's result. A
     serial comparator (``gpu/serial.py``: one holding rng-get-and-update-state) runs
@@ -227,11 +227,12 @@ def _general_sort(operands, shape, d, comp, ctx):
     (``evaluator.sort._python_sort``), so the same comparator calls in the same order.
     Rows of fewer than two elements call no comparator (the CPU copies them)."""
     from .computation import compile_computation
-    compiled = compile_computation(comp, ctx.module, serial=True)
+    compiled = compile_computation(to_apply.computation, ctx.module, serial=True)
     want = [o.et for o in operands for _ in range(2)]
     if compiled is None or compiled.tuple_result or compiled.params != want or \
             [r.name for r in compiled.results] != ["pred"]:
-        raise GpuFallback("the comparator has ops without GPU element functions")
+        # one comparison at a time through the GPU interpreter (``gpu/calls.py``)
+        return calls.sort_calls(operands, shape, d, to_apply)
     x0 = operands[0]
     rows = _Rows(x0.shape, d)
     outs = [empty(o.shape, o.et) for o in operands]
@@ -251,7 +252,7 @@ def _general_sort(operands, shape, d, comp, ctx):
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
 
 
-@gpu_op("sort", note=FALLBACK_NOTE)
+@gpu_op("sort")
 def sort(*operands, shape, dimensions, to_apply, ctx, is_stable=False):
     if not operands:
         raise HloEvalError("sort needs at least one operand")
@@ -260,7 +261,7 @@ def sort(*operands, shape, dimensions, to_apply, ctx, is_stable=False):
         (d,) = tuple(dimensions)
         if any(o.shape != operands[0].shape for o in operands):
             raise HloEvalError("sort operands must have the same dimensions")
-        return _general_sort(operands, shape, d, to_apply.computation, ctx)
+        return _general_sort(operands, shape, d, to_apply, ctx)
     k, direction, kind = simple
     if k >= len(operands):
         raise HloEvalError(f"sort comparator compares operand {k} of {len(operands)}")

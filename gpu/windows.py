@@ -53,9 +53,8 @@ from hloref.evaluator.reduce import is_vectorizable, simple_reducer
 from hloref.evaluator.rng import next_rng_state
 from hloref.shapes import TupleShape
 
-from . import computation_devices
+from . import calls, computation_devices
 from .compare import DIRECTIONS
-from .computation import FALLBACK_NOTE
 from .device import LOAD, STORE, empty, storage_dtype, type_class, type_params
 from .elementwise import launch
 from .reduce import combiner, complex_combine, complex_fast, sequential_source
@@ -198,8 +197,9 @@ def _general_window_source(n: int, tuple_result: bool) -> str:
 _GENERAL_WINDOWS: dict = {}
 
 
-def _general_reduce_window(operands, shape, comp, window, ctx):
+def _general_reduce_window(operands, shape, to_apply, window, ctx):
     from .computation import compile_computation
+    comp = to_apply.computation
     n = len(operands) // 2
     if len(operands) != 2 * n or n == 0:
         raise HloEvalError(f"reduce-window takes N inputs and N init values, got "
@@ -209,20 +209,28 @@ def _general_reduce_window(operands, shape, comp, window, ctx):
     ets = [s.element_type for s in leaves]
     compiled = compile_computation(comp, ctx.module, serial=True)
     if compiled is None or compiled.results != ets or compiled.params != ets + [x.et for x in xs] \
-            or any(i.et != e for i, e in zip(inits, ets)) or any(x.et != e for x, e in zip(xs, ets)):
-        raise GpuFallback("the reducer has ops without GPU element functions, or its types "
-                          "differ from the inputs'")
+            or any(i.et != e for i, e in zip(inits, ets)):
+        # one call at a time through the GPU interpreter (``gpu/calls.py``), the CPU's
+        # sequential fold; the compiler takes every reducer of elementwise ops (which the
+        # CPU applies to whole arrays), so such a one here is the CPU's
+        if is_vectorizable(comp, ctx.module):
+            raise GpuFallback("a reducer of elementwise ops the device-function compiler "
+                              "refuses (the CPU applies it to whole arrays)")
+        return calls.reduce_window_calls(xs, inits, shape, window, to_apply)
+    # mixed precision (an input type other than its accumulator's): the CPU's left fold
+    # (``evaluator.reduce.mixed_precision``), the sequential kernel's order
+    tree = compiled.vectorizable and all(x.et == e for x, e in zip(xs, ets))
     x0 = xs[0]
     if any(x.shape != x0.shape for x in xs):
         raise HloEvalError("reduce-window inputs must have the same dimensions")
     wdims = window_dims(window, x0.ndim)
     dtypes = [storage_dtype(e).type for e in ets]
-    key = (id(compiled), tuple(str(d) for d in dtypes))
+    key = (id(compiled), tuple(str(d) for d in dtypes), tree)
     hit = _GENERAL_WINDOWS.get(key)
     if hit is None:
         ns = {"cuda": cuda, "np": np, "f": compiled.fn, "window_offset": _window_offset}
         ns.update({f"D{j}": d for j, d in enumerate(dtypes)})
-        source = _general_window_source(n, compiled.tuple_result) if compiled.vectorizable \
+        source = _general_window_source(n, compiled.tuple_result) if tree \
             else sequential_source(n, compiled.tuple_result, True,
                                    extras=compiled.extra_params)
         exec(compile(source, "<gpu reduce-window>", "exec"), ns)
@@ -269,14 +277,14 @@ def _complex_window_kernel(x, init, out, n, multiply, rank, xdims, xstrides, odi
         o += step
 
 
-@gpu_op("reduce-window", note=FALLBACK_NOTE)
+@gpu_op("reduce-window")
 def reduce_window(*operands, shape, to_apply, ctx, window=None):
     kind = simple_reducer(to_apply.computation)
     fast = complex_fast(operands, shape, kind)
     if len(operands) != 2 or isinstance(shape, TupleShape) or kind is None \
             or operands[0].et != shape.element_type or \
             (operands[0].et.is_complex and not fast):
-        return _general_reduce_window(operands, shape, to_apply.computation, window, ctx)
+        return _general_reduce_window(operands, shape, to_apply, window, ctx)
     x, init = operands
     et = shape.element_type
     if fast:
@@ -463,7 +471,7 @@ def _serial_scatter_kernel(compiled):
     return hit[1]
 
 
-@gpu_op("select-and-scatter", note=FALLBACK_NOTE)
+@gpu_op("select-and-scatter")
 def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=None):
     """The CPU's ``select_and_scatter`` (its docstring fixes the semantics). A serial
     ``select`` or ``scatter`` (``gpu/serial.py``: one holding rng-get-and-update-state)
@@ -474,11 +482,15 @@ def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=N
     from .computation import compile_computation
     sel_serial = sc_serial = None
     et = shape.element_type
+
+    def per_call():  # ``gpu/calls.py``: both computations one call at a time, the CPU's order
+        return calls.select_and_scatter_calls(x, source, init, shape, window, select, scatter)
+
     if source.et != et or init.et != et:
-        raise GpuFallback("select-and-scatter whose source, init and result types differ")
+        return per_call()
     xcls = type_class(x.et)
     if xcls not in ("sint", "uint", "pred", "f32", "f64", "narrow", "complex"):
-        raise GpuFallback(f"select-and-scatter of {x.et.name} has no GPU kernel")
+        return per_call()
     # complex operands or results: the compiled computations (complex_elementwise's part
     # functions), as the CPU applies them element by element
     # the compare and combiner fast paths only where the CPU applies the computation
@@ -496,7 +508,7 @@ def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=N
         compiled = compile_computation(select.computation, ctx.module, serial=True)
         if compiled is None or compiled.params != [x.et, x.et] or \
                 [r.name for r in compiled.results] != ["pred"]:
-            raise GpuFallback("the select computation has ops without GPU element functions")
+            return per_call()
         cmp, key, swapped = compiled.fn, LOAD["raw"], False
         sel_serial = compiled if compiled.serial else None
     kind = simple_reducer(scatter.computation) \
@@ -506,7 +518,7 @@ def select_and_scatter(x, source, init, *, shape, select, scatter, ctx, window=N
     else:
         compiled = compile_computation(scatter.computation, ctx.module, serial=True)
         if compiled is None or compiled.params != [et, et] or compiled.results != [et]:
-            raise GpuFallback("the scatter computation has ops without GPU element functions")
+            return per_call()
         op, op_class = compiled.fn, "raw"
         sc_serial = compiled if compiled.serial else None
     wdims = window_dims(window, x.ndim)
@@ -572,7 +584,7 @@ def _map_kernel(compiled, arity: int):
     return hit[1]
 
 
-@gpu_op("map", note=FALLBACK_NOTE)
+@gpu_op("map")
 def map_(*operands, shape, to_apply, ctx):
     """operation_semantics §Map: the computation compiled for the device
     (``gpu/computation.py``), one thread per element. A serial computation
@@ -584,13 +596,15 @@ def map_(*operands, shape, to_apply, ctx):
     if any(tuple(o.shape) != dims for o in operands):
         raise HloEvalError("map operands must all have the result's dimensions")
     if computation_devices.applies(ctx, to_apply.computation):  # collectives, several devices
-        return computation_devices.map_on_devices(operands, shape, to_apply.computation, ctx)
+        try:
+            return computation_devices.map_on_devices(operands, shape, to_apply.computation, ctx)
+        except GpuFallback:  # not unrolled: one call at a time, each device's own
+            return calls.map_calls(operands, shape, to_apply)
     compiled = compile_computation(to_apply.computation, ctx.module, call_index=True,
                                    serial=True)
-    if compiled is None or compiled.tuple_result:
-        raise GpuFallback("the map computation has ops without GPU element functions")
-    if compiled.params != [o.et for o in operands] or compiled.results != [shape.element_type]:
-        raise GpuFallback("map computation types differ from the operands' or the result's")
+    if compiled is None or compiled.tuple_result or compiled.params != [
+            o.et for o in operands] or compiled.results != [shape.element_type]:
+        return calls.map_calls(operands, shape, to_apply)  # one call at a time (gpu/calls.py)
     out = empty(dims, shape.element_type)
     state = []
     if compiled.state_delta is not None:  # the CPU calls it out.size times, row-major

@@ -268,42 +268,56 @@ def test_while_device_state():
 
 
 def test_fallback_counted_and_warned():
-    # a reducer with a custom-call (the safety net: no device form): the op runs on the
-    # CPU, reported
-    a = (RNG.standard_normal(6) + 1j * RNG.standard_normal(6)).astype(np.complex64)
-    add = ("mx {\n  x = c64[] parameter(0)\n  y = c64[] parameter(1)\n"
-           "  i = u32[] replica-id()\n  f = c64[] convert(i)\n  c = c64[] add(x, f)\n"
-           "  e = c64[] custom-call(c), custom_call_target=\"Sharding\"\n"
-           "  d = c64[] multiply(e, y)\n  ROOT s = c64[] add(d, y)\n}\n")
-    text = module(["c64[6]", "c64[]"], "reduce(p0, p1), dimensions={0}, to_apply=mx", "c64[]",
-                  extra=add)
-    zero = np.complex64(0)
-    check(text, a, zero, fallbacks=1, exact=False, opcode="reduce", xla=False)
+    # a custom-call target without a device version (the safety net) in a reducer: the
+    # reducer runs one call at a time through the GPU interpreter (gpu/calls.py), whose
+    # custom-call runs on the CPU at each call, each counted and warned; GetRngSeed
+    # gives the low word of the evaluation's state and advances it by one, so each of
+    # the 6 calls adds another seed (by hand: S0, S0 + 1, ... low words, as u64)
+    from hloref.evaluator.rng import RNG_STATE_INITIAL
+    a = np.arange(6, dtype=np.uint64)
+    red = ("red {\n  x = u64[] parameter(0)\n  y = u64[] parameter(1)\n"
+           "  g = u64[] custom-call(), custom_call_target=\"GetRngSeed\"\n"
+           "  s = u64[] add(x, y)\n  ROOT t = u64[] add(s, g)\n}\n")
+    text = module(["u64[6]", "u64[]"], "reduce(p0, p1), dimensions={0}, to_apply=red", "u64[]",
+                  extra=red)
+    zero = np.uint64(0)
+    out = check(text, a, zero, fallbacks=6, opcode="reduce", xla=False)
+    low = RNG_STATE_INITIAL & (2**64 - 1)
+    assert int(out) == (int(a.sum()) + sum(low + k for k in range(6))) % 2**64
     report = hloref.gpu.last_report
-    assert report.counts == {"reduce": 1}
+    assert report.counts == {"custom-call": 6}
     m = hloref.parse(text)
     with pytest.raises(HloUnsupportedError):
         hloref.gpu.evaluate_gpu(m, [a, zero], fallback=False)
 
 
-def test_fallback_reducer_runs_on_cpu():
-    # a reducer with an op without a device form (a custom-call, the safety net): the reduce
-    # falls back, its reducer runs on the CPU
+def test_reducer_with_ops_the_compiler_refuses_runs_on_the_device():
+    # a reducer with an array of four elements and a sort of it (no scalar device form):
+    # one call at a time through the GPU interpreter (gpu/calls.py), no fallback
     red = """
 red {
   x = s32[] parameter(0)
   y = s32[] parameter(1)
-  s = s32[] add(x, y)
-  i = u32[] partition-id()
-  w = s32[] convert(i)
-  v = s32[] add(s, w)
-  c = s32[] custom-call(v), custom_call_target="Sharding"
-  ROOT m = s32[] add(c, c)
+  b = s32[4] broadcast(y), dimensions={}
+  i = s32[4] iota(), iota_dimension=0
+  m = s32[4] multiply(b, i)
+  s = s32[4] sort(m), dimensions={0}, to_apply=lt
+  l = s32[1] slice(s), slice={[3:4]}
+  v = s32[] reshape(l)
+  ROOT a = s32[] add(x, v)
+}
+lt {
+  p = s32[] parameter(0)
+  q = s32[] parameter(1)
+  ROOT c = pred[] compare(p, q), direction=LT
 }
 """
     text = module(["s32[3,4]", "s32[]"], "reduce(p0, p1), dimensions={1}, to_apply=red", "s32[3]",
                   extra=red)
-    check(text, values("s32", (3, 4), kind="small"), np.int32(1), fallbacks=1, xla=False)
+    x = values("s32", (3, 4), kind="small")
+    out = check(text, x, np.int32(1), xla=False)
+    # by hand: each element y contributes max(0, 3 y) (the largest of 0, y, 2y, 3y)
+    np.testing.assert_array_equal(out, 1 + np.maximum(0, 3 * x).sum(axis=1))
 
 
 def test_opcode_without_gpu_kernel_falls_back():
@@ -320,17 +334,13 @@ def test_opcode_without_gpu_kernel_falls_back():
 
 def test_ops_table_fallback_notes():
     """What ``hloref ops`` still lists as running on the CPU: custom-call targets without
-    a device version and computations with ops that have no scalar device form; every
-    other opcode runs on the device in every element type
-    (a new per-type fallback note fails here)."""
+    a device version (the safety net), and nothing else: every other opcode runs on the
+    device in every element type, and so does every computation an op calls (compiled,
+    or one call at a time through the GPU interpreter). A new fallback note fails here."""
     from hloref.evaluator.registry import load_all
-    from hloref.gpu.computation import FALLBACK_NOTE
     noted = {op: hloref.gpu.gpu_status(op) for op in load_all()}
     noted = {op: s for op, s in noted.items() if "fallback" in s}
-    calls = {"map", "reduce", "reduce-window", "scatter", "select-and-scatter", "sort"}
-    assert set(noted) == calls | {"custom-call"}
-    for op in calls:
-        assert noted[op] == f"yes ({FALLBACK_NOTE})"
+    assert set(noted) == {"custom-call"}
 
 
 def test_conditional():

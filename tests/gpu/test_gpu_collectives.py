@@ -157,10 +157,10 @@ ENTRY e {
     np.testing.assert_array_equal(gpu_out[1][1], xs[0])
 
 
-def test_fallback_collective_rendezvous_on_two_devices():
-    """A reducer the device compiler does not take (a custom-call, the safety
-    net, has no device form): the all-reduce's CPU op runs per device (counted) and meets the
-    other device through the same rendezvous."""
+def test_reducer_the_compiler_refuses_on_two_devices():
+    """A reducer the device compiler does not take (a tuple-shaped custom-call): the
+    all-reduce applies it element by element through the GPU interpreter
+    (``gpu/calls.py``), on the device, as the CPU's ``_combine`` applies it."""
     text = """HloModule m, replica_count=2
 red { a = s32[] parameter(0)  b = s32[] parameter(1)  s = s32[] add(a, b)  i = u32[] partition-id()  z = s32[] convert(i)  w = s32[] add(s, z)  t = (s32[], s32[]) custom-call(w, w), custom_call_target="Sharding"  c = s32[] get-tuple-element(t), index=0  ROOT m = s32[] add(c, c) }
 ENTRY e {
@@ -170,12 +170,12 @@ ENTRY e {
 """
     xs = [np.array([1, 2, 3], np.int32), np.array([4, 5, 6], np.int32)]
     m = hloref.parse(text)
-    gpu = hloref.evaluate(m, xs, backend="gpu")
-    assert dict(hloref.gpu.last_report.counts) == {"all-reduce": 2}
+    cpu = hloref.evaluate(m, xs)
+    gpu = hloref.evaluate(m, xs, backend="gpu", fallback=False)
+    assert hloref.gpu.last_report.total == 0
     for d in range(2):
+        assert bits_equal(gpu[d], cpu[d])
         np.testing.assert_array_equal(gpu[d], [10, 14, 18])  # (a + b) * 2
-    with pytest.raises(hloref.errors.HloUnsupportedError):
-        hloref.evaluate(m, xs, backend="gpu", fallback=False)
 
 
 def test_feeds_on_one_device():

@@ -200,18 +200,17 @@ def test_no_runtime_size_fallback_left():
             fallback=False)
 
 
-def test_fallback_of_an_op_on_a_valid_part():
-    """An op on a valid part that falls back (a comparator with a custom-call, the
-    safety net, which has no device form) runs on the CPU with the valid part's shape, as the CPU
-    would."""
+def test_a_comparator_the_compiler_refuses_sorts_a_valid_part_on_the_device():
+    """A comparator with an array inside (no scalar device form) runs one comparison at a
+    time through the GPU interpreter (``gpu/calls.py``) on the valid part: the first
+    four elements sorted, by hand."""
     text = """HloModule m
 lt {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
-  i = u32[] partition-id()
-  f = f32[] convert(i)
-  c = f32[] add(a, f)
-  d = f32[] custom-call(c), custom_call_target="Sharding"
+  v = f32[2] broadcast(a), dimensions={}
+  w = f32[1] slice(v), slice={[1:2]}
+  d = f32[] reshape(w)
   ROOT l = pred[] compare(d, b), direction=LT
 }
 ENTRY e {
@@ -222,6 +221,5 @@ ENTRY e {
 }
 """
     p = values("f32", (7,), kind="unit")
-    out = check(text, p, np.int32(4), fallbacks=1, xla=False)
+    out = check(text, p, np.int32(4), xla=False)
     np.testing.assert_array_equal(out, np.sort(p[:4]))
-    assert dict(hloref.gpu.last_report.counts) == {"sort": 1}
