@@ -39,7 +39,7 @@ from hloref.values import TOKEN_VALUE
 
 from .device import DArray, empty, to_device
 from .elementwise import launch, zeros
-from .registry import GpuFallback, gpu_op
+from .registry import gpu_op
 
 OP_FAMILY = True
 
@@ -162,22 +162,24 @@ def all_gather(*xs, shape, dimensions, ctx, instruction_name, opcode, replica_gr
 @gpu_op("reduce-scatter")
 def reduce_scatter(*xs, shape, dimensions, to_apply, ctx, instruction_name, replica_groups=None,
                    channel_id=None, use_global_device_ids=None):
+    """The CPU's ``reduce_scatter``: each operand reduced over the group in group order,
+    this device's block of it along ``dimensions`` kept (several operands: a tuple)."""
     (dim,) = tuple(dimensions)
-    if len(xs) != 1:
-        raise GpuFallback("reduce-scatter of several operands has no GPU kernel")
     combine = _reducer(ctx, to_apply, xs)
     group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
     values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     me = group.index(device_of(ctx).id)
-    (x,) = xs
-    reduced = combine([values[d][0] for d in group])
-    declared = (shape.elements[0] if isinstance(shape, TupleShape) else shape).dims
-    chunk = check_scattered(instruction_name, group, x.shape[dim], declared[dim], dim)
-    dims = list(x.shape)
-    dims[dim] = chunk
-    out = empty(tuple(dims), x.et)
-    _block(reduced, out, dim, me * chunk, 0, chunk)
-    return out
+    outs = []
+    for i, x in enumerate(xs):
+        reduced = combine([values[d][i] for d in group])
+        declared = (shape.elements[i] if isinstance(shape, TupleShape) else shape).dims
+        chunk = check_scattered(instruction_name, group, x.shape[dim], declared[dim], dim)
+        dims = list(x.shape)
+        dims[dim] = chunk
+        out = empty(tuple(dims), x.et)
+        _block(reduced, out, dim, me * chunk, 0, chunk)
+        outs.append(out)
+    return outs[0] if len(xs) == 1 else tuple(outs)
 
 
 @gpu_op("all-to-all")
@@ -203,15 +205,21 @@ def all_to_all(*xs, shape, ctx, instruction_name, dimensions=None, replica_group
 @gpu_op("collective-permute", "collective-permute-start")
 def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_name, opcode,
                        channel_id=None, slice_sizes=None):
-    if rest or not isinstance(x, DArray):
-        raise GpuFallback("collective-permute with in-place operands has no GPU kernel")
+    """The CPU's ``collective_permute``: every operand permuted (several: a tuple); the
+    in-place form (``slice_sizes``; operands input, output, offsets) permutes its input
+    whole."""
     dev = device_of(ctx)
     pairs = [tuple(int(v) for v in p) for p in source_target_pairs]
     source = permute_source(dev, pairs, channel_id)
+    xs = (x,) if slice_sizes is not None or not rest else (x, *rest)
     # every device reaches the rendezvous with its value; devices outside all pairs too
     everyone = list(range(dev.replica_count * dev.num_partitions))
-    values = exchange(ctx, instruction_name, everyone, x, channel_id)
-    result = _copy(values[source]) if source is not None else zeros(x.shape, x.et)
+    values = exchange(ctx, instruction_name, everyone, xs, channel_id)
+    results = tuple(_copy(v) for v in values[source]) if source is not None else \
+        tuple(zeros(v.shape, v.et) for v in xs)
+    result = results[0] if len(xs) == 1 else results
+    if len(xs) > 1:
+        x = xs
     if opcode == "collective-permute-start":
         contexts = [to_device(np.zeros((), np.uint32))
                     for _ in range(len(shape.elements) - 2)] \

@@ -258,3 +258,64 @@ ENTRY e {
     xs = [np.ones((1, 2, 4), np.float32)] * 2
     with pytest.raises(hloref.HloError, match=r"1 participant\(s\) give \[1, 2, 4\]"):
         hloref.evaluate(text, xs, backend="gpu", fallback=False, verify=False)
+
+
+def _gpu_equals_cpu(text, *args):
+    m = hloref.parse(text)
+    cpu = hloref.evaluate(m, *args)
+    gpu = hloref.evaluate(m, *args, backend="gpu", fallback=False)
+    assert hloref.gpu.last_report.total == 0
+    for g, c in zip(gpu, cpu):
+        for a, b in zip(g if isinstance(g, tuple) else (g,), c if isinstance(c, tuple) else (c,)):
+            assert bits_equal(a, b), (a, b)
+    return gpu
+
+
+def test_reduce_scatter_of_two_operands_by_hand():
+    """Each operand summed over the two replicas, replica d keeping block d."""
+    text = """HloModule m, replica_count=2
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = f32[4] parameter(0)
+  y = f32[2] parameter(1)
+  ROOT rs = (f32[2], f32[1]) reduce-scatter(x, y), dimensions={0}, replica_groups={}, to_apply=add
+}
+"""
+    xs = [np.array([1, 2, 3, 4], np.float32), np.array([10, 20, 30, 40], np.float32)]
+    ys = [np.array([0.5, 1.5], np.float32), np.array([-1, 8], np.float32)]
+    gpu = _gpu_equals_cpu(text, xs, ys)
+    np.testing.assert_array_equal(gpu[0][0], [11, 22])
+    np.testing.assert_array_equal(gpu[1][0], [33, 44])
+    np.testing.assert_array_equal(gpu[0][1], [-0.5])
+    np.testing.assert_array_equal(gpu[1][1], [9.5])
+
+
+def test_collective_permute_of_several_operands_and_in_place_by_hand():
+    """Several operands: a tuple, each permuted (replica 0 has no source: zeros); the
+    in-place form (``slice_sizes``) permutes its input whole."""
+    several = """HloModule m, replica_count=3
+ENTRY e {
+  x = f32[2] parameter(0)
+  y = s32[3] parameter(1)
+  ROOT cp = (f32[2], s32[3]) collective-permute(x, y), source_target_pairs={{0,1},{1,2}}
+}
+"""
+    xs = [np.array([d, d + 0.5], np.float32) for d in range(3)]
+    ys = [np.array([10 * d, -d, 7], np.int32) for d in range(3)]
+    gpu = _gpu_equals_cpu(several, xs, ys)
+    np.testing.assert_array_equal(gpu[0][0], [0, 0])
+    np.testing.assert_array_equal(gpu[2][0], xs[1])
+    np.testing.assert_array_equal(gpu[1][1], ys[0])
+    in_place = """HloModule m, replica_count=2
+ENTRY e {
+  x = f32[4] parameter(0)
+  o = f32[4] parameter(1)
+  c = s32[] constant(0)
+  i = (s32[]) tuple(c)
+  ROOT cp = f32[4] collective-permute(x, o, i, i), source_target_pairs={{0,1},{1,0}}, slice_sizes={{4}}
+}
+"""
+    xs = [np.arange(4, dtype=np.float32) + 10 * d for d in range(2)]
+    gpu = _gpu_equals_cpu(in_place, xs, [np.zeros(4, np.float32)] * 2)
+    np.testing.assert_array_equal(gpu[0], xs[1])
+    np.testing.assert_array_equal(gpu[1], xs[0])
