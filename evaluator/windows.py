@@ -279,6 +279,20 @@ def _finish_shape(value, s):
 # select-and-scatter
 # ---------------------------------------------------------------------------
 
+def occurrence_rank(targets: np.ndarray) -> np.ndarray:
+    """For each entry of ``targets`` (in order), how many earlier entries have the same
+    target: select-and-scatter's rounds, in which every target is distinct (round ``r``
+    holds the ``r``-th update, in source order, of each target, so order is kept per
+    target)."""
+    order = np.argsort(targets, kind="stable")
+    sorted_t = targets[order]
+    first = np.r_[0, np.nonzero(np.diff(sorted_t))[0] + 1]
+    starts = np.repeat(first, np.diff(np.r_[first, sorted_t.size]))
+    rank = np.empty(targets.size, np.int64)
+    rank[order] = np.arange(sorted_t.size) - starts
+    return rank
+
+
 @op("select-and-scatter")
 def select_and_scatter(operand, source, init, *, shape, select, scatter, ctx, window=None):
     """operation_semantics §SelectAndScatter, as HloEvaluator/XLA:CPU do it.
@@ -325,14 +339,7 @@ def select_and_scatter(operand, source, init, *, shape, select, scatter, ctx, wi
     chosen = np.nonzero(targets >= 0)[0]  # row-major source order
     targets, src = targets[chosen], src[chosen]
     if targets.size:
-        # Group the updates into rounds in which every target is distinct: round r holds
-        # the r-th update (in source order) of each target, so order is kept per target.
-        order = np.argsort(targets, kind="stable")
-        sorted_t = targets[order]
-        first = np.r_[0, np.nonzero(np.diff(sorted_t))[0] + 1]
-        starts = np.repeat(first, np.diff(np.r_[first, sorted_t.size]))
-        rank_in_group = np.empty(targets.size, np.int64)
-        rank_in_group[order] = np.arange(sorted_t.size) - starts
+        rank_in_group = occurrence_rank(targets)
         sc_vec = is_vectorizable(scatter.computation, ctx.module)
         with np.errstate(all="ignore"):
             for r in range(int(rank_in_group.max()) + 1):

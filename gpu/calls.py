@@ -186,7 +186,7 @@ def select_and_scatter_calls(operand, source, init, shape, window, select, scatt
     ``r``-th window choosing each element, in source order) ``out[c] = scatter(out[c],
     source)``, every element starting as ``init``. The choices are host indices; each
     select answer is read back (one ``pred``)."""
-    from hloref.evaluator.windows import window_dims, window_sources
+    from hloref.evaluator.windows import occurrence_rank, window_dims, window_sources
     if any(w.base_dilation != 1 or w.window_dilation != 1
            for w in window_dims(window, operand.ndim)):
         raise HloEvalError("select-and-scatter does not take window dilations")
@@ -214,12 +214,7 @@ def select_and_scatter_calls(operand, source, init, shape, window, select, scatt
     chosen = np.nonzero(best >= 0)[0]
     targets = best[chosen]
     if targets.size:
-        order = np.argsort(targets, kind="stable")
-        sorted_t = targets[order]
-        first = np.r_[0, np.nonzero(np.diff(sorted_t))[0] + 1]
-        starts = np.repeat(first, np.diff(np.r_[first, sorted_t.size]))
-        rank = np.empty(targets.size, np.int64)
-        rank[order] = np.arange(sorted_t.size) - starts
+        rank = occurrence_rank(targets)
         for r in range(int(rank.max()) + 1):
             for i in np.nonzero(rank == r)[0]:
                 t, s = targets[i], chosen[i]
