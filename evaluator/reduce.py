@@ -23,6 +23,7 @@ import weakref
 import numpy as np
 
 from hloref.errors import HloEvalError
+from hloref.opcodes import SIDE_EFFECTING
 from hloref.shapes import ArrayShape, TupleShape
 
 from .numeric import contiguous, compute_array, element_type_of, finish, int_compute_dtype, to_float64
@@ -49,11 +50,12 @@ VECTORIZABLE = frozenset({
 
 
 def reads_everything(computation) -> bool:
-    """Whether every instruction of ``computation`` but its parameters is one its root
-    reads. A fast path that replaces the computation by what its root computes
-    (``simple_reducer``, ``evaluator.sort.simple_comparator``,
-    ``evaluator.indexing.overwrite_combiner``) must not drop an instruction the
-    interpreter would evaluate for its effects (an outfeed whose token nothing reads)."""
+    """Whether every instruction of ``computation`` that its root does not read is inert
+    (no effect: not side-effecting, not a custom-call, calling no computation). A fast
+    path that replaces the computation by what its root computes (``simple_reducer``,
+    ``evaluator.sort.simple_comparator``, ``evaluator.indexing.overwrite_combiner``)
+    must not drop an instruction the interpreter would evaluate for its effects (an
+    outfeed whose token nothing reads); unread pure code changes nothing."""
     seen: set[int] = set()
     stack = [computation.root] if computation.root is not None else []
     while stack:
@@ -61,7 +63,9 @@ def reads_everything(computation) -> bool:
         if id(instr) not in seen:
             seen.add(id(instr))
             stack.extend(instr.operands)
-    return all(id(i) in seen or i.opcode == "parameter" for i in computation.instructions)
+    return all(id(i) in seen or (i.opcode not in SIDE_EFFECTING and i.opcode != "custom-call"
+                                 and not i.called_computation_names())
+               for i in computation.instructions)
 
 
 def simple_reducer(computation) -> str | None:

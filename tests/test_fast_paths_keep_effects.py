@@ -84,3 +84,24 @@ def test_an_overwriting_combiner_with_an_outfeed_is_called_for_every_update():
                          np.array([[1], [9], [1]], np.int32), np.array([7, 8, 5], np.int32))
     np.testing.assert_array_equal(value, [0, 5, 0, 0])
     assert out == [7, 5]
+
+
+def test_unread_pure_code_keeps_the_fast_path():
+    """An unread constant has no effect: ``ROOT add(p0, p1)`` still takes the fast path,
+    which sums f32 in f64 and rounds once: 2**24 + 3 rounds to 2**24 + 4 (the pairwise
+    tree in f32 would give 2**24 + 2)."""
+    text = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  unused = f32[] constant(7)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=add
+}
+"""
+    out = hloref.evaluate(text, np.array([2**24, 1, 1, 1], np.float32))
+    assert float(out) == 2**24 + 4
