@@ -382,7 +382,8 @@ def compile_computation(comp, module, *, call_index: bool = False,
     element, row-major; ``reduce``'s sequential fold: output by output), used when the
     sites' call count is static (``Compiled.state_delta``); else ``serial``, the caller
     takes the serial mode (``gpu/serial.py``: ``Compiled.serial``, one thread in the
-    CPU's call order, the channels' arguments); neither: None (the CPU runs it)."""
+    CPU's call order, the channels' arguments); neither: None (the op calls it through
+    the GPU interpreter, ``gpu/calls.py``)."""
     run = LOOP_RUN.get()
     limit = run.limit if run is not None else Limits().max_while_iterations
     device = run.device if run is not None else (0, 0, 1)
@@ -392,7 +393,7 @@ def compile_computation(comp, module, *, call_index: bool = False,
             mode = "index"
         elif serial:
             mode = "serial"
-        else:  # its calls advance the state (a dead site too): the CPU runs the op
+        else:  # its calls advance the state (a dead site too): ``gpu/calls.py`` runs the op
             return None
     key = (id(comp), limit, device, mode)
     hit = _CACHE.get(key)

@@ -28,14 +28,17 @@ op launches it over all participants' operands (the other devices' buffers are o
 same GPU), and keeps its own device's result. Every device computes the whole
 component's values, so no data moves between devices but the rendezvous' handles.
 
-Scope (:class:`Unsupported`, and the op runs on the CPU): collectives only where every
+Scope (:class:`Unsupported`; the op then calls the computation one call at a time
+through each device's GPU interpreter, ``gpu/calls.py``, whose collectives meet the
+other devices' as the CPU's do): collectives only where every
 call of the computation runs each of them exactly once, uniformly on every device: in
 the computation and in the ``call``/``fusion`` bodies it inlines. A collective under a
 conditional branch, a ``while``, or any other op calling a computation (nested map,
 reduce, sort, scatter, async-start wrappers) runs a data-dependent number of times per
 call, and the CPU then pairs calls of different elements (device 0's element 0 with
-device 1's element 1 when only those take the branch): the CPU keeps that outcome (its
-values, or its rendezvous timeout error when the counts differ). So do computations
+device 1's element 1 when only those take the branch): the per-call path gives that
+outcome (its values, or its rendezvous timeout error when the counts differ). So do
+computations
 with ``rng``/``rng-get-and-update-state`` (their draws are per device and per call) and
 collectives of several operands of several elements each (only one-element values and
 the small arrays ``gpu/computation.py`` holds, up to four elements, are values here). The
