@@ -158,7 +158,15 @@ def _off_cut_differs(culprit, arrays) -> bool:
     with np.errstate(all="ignore"):
         tol = 8 * eps * np.abs(e)
         side = (np.abs(a - np.conj(e)) <= tol) | (np.abs(a + np.conj(e)) <= tol)
-    return bool(np.any(differ)) and bool(np.all((on_cut & side)[differ]))
+    flips = differ & on_cut & side
+    if bool(np.any(differ)) and bool(np.all(flips[differ])):
+        return True
+    # off-cut elements beyond 4 ULPs that the culprit's own verdict keeps inside its
+    # budget (a campaign, seed 83: atan2(1/64, 3.6 + 14.2i) is 2.6e-4 - 1.0e-3i, XLA:CPU's
+    # expansion 4.7e-8 off, within the verdict's bound): the elements the verdict counts
+    # outside are exactly the flipped ones (a flip by 2 pi is always outside)
+    count = getattr(getattr(culprit, "verdict", None), "count", None)
+    return count is not None and int(count) > 0 and int(count) == int(np.count_nonzero(flips))
 
 
 def _is_identity(kind: str, value: np.ndarray) -> bool:

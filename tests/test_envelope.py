@@ -1182,3 +1182,31 @@ def test_a_complex_modulus_carries_xla_cpus_accuracy_budget(worker):
     wrong = np.asarray(report.expected).copy()
     wrong[0, 0] += 1e-5  # ~650 ULP of 0.1775: no modulus within 2 ULP gives it
     assert diff(text, [x], worker=worker, oracle_value=wrong).verdict == "mismatch"
+
+
+F4_SINH_TWO_USERS = """HloModule m
+ENTRY e {
+  p = f4e2m1fn[3,1] parameter(0)
+  s = f4e2m1fn[3,1] sinh(p)
+  t = f4e2m1fn[1,3] transpose(s), dimensions={1,0}
+  c = f16[3,1] convert(s)
+  ROOT r = (f4e2m1fn[1,3], f16[3,1]) tuple(t, c)
+}
+"""
+
+
+def test_a_narrow_value_with_a_structural_user_may_reach_its_convert_unrounded(worker):
+    """sinh(-3) = -10.018 (by hand: (e^-3 - e^3) / 2), which f4e2m1fn saturates to -6.
+    XLA:CPU's float normalization computes the sinh in f32, rounds it for the
+    transpose (-6) and, with excess precision, removes the convert pair on the f16 use,
+    which reads -10.02 (a campaign, seed 83, through a stochastic-convert). The use is
+    inside; without excess precision it is outside."""
+    import ml_dtypes as md
+    p = np.array([[-3.0], [-1.5], [-2.0]]).astype(md.float4_e2m1fn)
+    report = diff(F4_SINH_TWO_USERS, [p], worker=worker)
+    assert float(report.actual[0][0, 0]) == -6.0
+    assert abs(float(report.actual[1][0, 0]) - np.sinh(-3.0)) < 0.01  # XLA kept f32
+    assert float(report.expected[1][0, 0]) == -6.0
+    assert report.verdict == "match", report.summary()
+    strict = EnvelopePolicy(freedoms=Freedoms(excess_precision=False))
+    assert diff(F4_SINH_TWO_USERS, [p], worker=worker, policy=strict).verdict == "mismatch"

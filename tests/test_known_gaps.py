@@ -1057,3 +1057,22 @@ ENTRY e {
     report = _localized("dot", [lhs, rhs], np.array([[-np.inf]], np.float32),
                         np.array([[np.inf]], np.float32))
     assert known_difference(report) == "accumulation-overflow"
+
+
+@pytest.mark.parametrize("count, want", [(1, "complex-special"), (2, None)])
+def test_atan2_cut_beside_an_off_cut_element_the_verdict_keeps_inside(count, want):
+    """A campaign (seed 83): c64 atan2(y, x) with y = (0, 1/64), x = (-23.92 + 8.82i,
+    3.60 + 14.16i). Element 0 is on the cut (y = 0, Re x < 0: x / sqrt(x^2) = -1 by hand,
+    so the angle is +-pi): pi in hloref, -pi + 6e-8i in XLA:CPU. Element 1 is off the cut,
+    2.6e-4 - 1.0e-3i, where XLA:CPU's expansion is 4.7e-8 away: beyond 4 ULPs of its
+    magnitude, inside the culprit's verdict (which counts 1 element outside). The class
+    holds when the verdict's count is the flipped elements alone, not when it also
+    counts the off-cut one."""
+    y = np.array([0j, 0.015625 + 0j], np.complex64)
+    x = np.array([-23.919586 + 8.822664j, 3.5968428 + 14.158512j], np.complex64)
+    report = _localized("atan2", [y, x],
+                        np.array([np.pi + 0j, 2.6335768e-04 - 1.036673e-03j], np.complex64),
+                        np.array([-np.pi + 5.9604645e-08j, 2.6339520e-04 - 1.0367024e-03j],
+                                 np.complex64))
+    report.culprit.verdict = SimpleNamespace(count=count)
+    assert known_difference(report) == want
