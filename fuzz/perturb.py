@@ -523,8 +523,8 @@ class Perturber:
         if instr.name in self._mixed_names(comp):
             with np.errstate(all="ignore"):
                 exact = fn(*[np.asarray(o).astype(np.float64) for o in operands])
-            self._unrounded[(comp.name, instr.name)] = np.asarray(exact, np.float64).astype(
-                np.float32)
+                self._unrounded[(comp.name, instr.name)] = np.asarray(
+                    exact, np.float64).astype(np.float32)
         return self._random_rounding(fn, operands, value, et, self._mode(comp, instr))
 
     def _mixed_names(self, comp) -> frozenset:

@@ -444,16 +444,18 @@ def test_c128_log_inherits_the_band_in_its_real_part(r, real_ulps, imag_off, wan
     assert known_difference(_localized("log", [z], e, a)) == want
 
 
-@pytest.mark.parametrize("t,x,want", [
-    ("f64", -0.374664685, "log-plus-one-f64-band"),
-    ("f64", -0.2, None),
-    ("c128", complex(-0.7676435096355178, 0), "log-plus-one-f64-band"),
+@pytest.mark.parametrize("t,op,x,want", [
+    ("f64", "log-plus-one", -0.374664685, "log-plus-one-f64-band"),
+    ("f64", "log-plus-one", -0.2, None),
+    ("c128", "log", complex(-0.7676435096355178, 0), "log-plus-one-f64-band"),
+    ("c128", "log-plus-one", complex(-0.231937134, -0.079277963), "log-plus-one-f64-band"),
 ])
-def test_xla_cpu_really_is_off_in_the_log1p_band(t, x, want, xla):
+def test_xla_cpu_really_is_off_in_the_log1p_band(t, op, x, want, xla):
     """XLA:CPU (jaxlib 0.10.2): f64 log-plus-one of -0.374664685 is 15 ULP from mpmath's
-    (the stored finding), c128 log of -0.7676435 103 ULP off in its real part; the
-    campaign's check calls both known. Outside the band (-0.2) XLA agrees: a match."""
-    op = "log-plus-one" if t == "f64" else "log"
+    (the stored finding), c128 log of -0.7676435 103 ULP off in its real part, c128
+    log-plus-one of -0.2319 - 0.0793i (2 Re z + |z|^2 = -0.404, a campaign, seed 89) off
+    in its real part; the campaign's check calls them known. Outside the band (-0.2) XLA
+    agrees: a match."""
     text = (f"HloModule m\n\nENTRY e {{\n  p = {t}[1] parameter(0)\n"
             f"  ROOT r = {t}[1] {op}(p)\n}}\n")
     value = np.array([x], np.float64 if t == "f64" else np.complex128)
@@ -463,6 +465,24 @@ def test_xla_cpu_really_is_off_in_the_log1p_band(t, x, want, xla):
     else:
         assert outcome.verdict == "mismatch"
         assert outcome.kind == "known" and outcome.known == want
+
+
+@pytest.mark.parametrize("z,real_ulps,imag_off,want", [
+    (complex(-0.231937134, -0.079277963), 63, 0.0, "log-plus-one-f64-band"),  # arg -0.404
+    (complex(-0.231937134, -0.079277963), 63, 1e-12, None),   # the angle wrong too
+    (complex(-0.1, -0.079277963), 63, 0.0, None),             # arg -0.19: not the band
+])
+def test_c128_log_plus_one_inherits_the_band_in_its_real_part(z, real_ulps, imag_off, want):
+    """log1p(z) = log|1 + z| + i arg(1 + z); its real part is log1p(2 Re z + |z|^2)/2, by
+    hand; mpmath gives both parts."""
+    import mpmath
+    with mpmath.workdps(100):
+        w = mpmath.log(1 + mpmath.mpc(z.real, z.imag))
+    exact = complex(float(w.real), float(w.imag))
+    e = np.array([exact])
+    a = np.array([complex(_ulps_off(exact.real, real_ulps), exact.imag + imag_off)])
+    report = _localized("log-plus-one", [np.array([z])], e, a)
+    assert known_difference(report) == want
 
 
 def _reduce_text(n):
