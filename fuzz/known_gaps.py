@@ -39,6 +39,13 @@ KNOWN_GAPS: dict[str, str] = {
         "hloref); XLA:CPU (f32, f16 and f8 alike, both oracles) skips the taps that fall "
         "in the padding, so an output window that lies wholly or partly in the padding "
         "sums only the real taps (0.0 for an all-padding window)."),
+    "conv-groups-nonfinite": (
+        "grouped convolution (feature_group_count or batch_group_count > 1) with an inf/NaN "
+        "input or kernel element: the spec keeps the groups apart (hloref); XLA:CPU's "
+        "convolution-group-converter rewrites it as one convolution whose kernel is "
+        "expanded with zeros for the other groups, so 0 * inf = NaN reaches the other "
+        "groups' outputs (a campaign, seed 89: an f64 -inf in group 0 made two outputs of "
+        "group 1 NaN)."),
     "dot-algorithm-ignored-by-xla-cpu": (
         "dot with a reduced-precision algorithm= (dot_bf16_bf16_f32*, dot_tf32*, dot_f16*): "
         "hloref computes what the algorithm computes (operands split into bf16/TF32/f16 "
@@ -232,6 +239,13 @@ def known_gap(module, values: dict, oracle: str = "xla") -> str | None:
                         (kernel is None or (kernel.dtype.kind in "fc" and
                                             not np.all(np.isfinite(kernel.astype(np.complex128))))):
                     return "conv-dilation-holes-nonfinite"
+                groups = max(int(instr.attrs.get("feature_group_count") or 1),
+                             int(instr.attrs.get("batch_group_count") or 1))
+                if groups > 1 and any(
+                        v is None or (v.dtype.kind in "fcV" and not np.all(np.isfinite(
+                            v.astype(np.complex128 if v.dtype.kind == "c" else np.float64))))
+                        for v in (values.get((comp.name, o.name)) for o in instr.operands[:2])):
+                    return "conv-groups-nonfinite"
                 if window is not None and any(d.padding_low > 0 or d.padding_high > 0
                                               for d in window.dims) and \
                         (kernel is None or (kernel.dtype.kind in "fcV" and not np.all(np.isfinite(

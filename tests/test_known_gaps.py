@@ -1096,3 +1096,34 @@ def test_atan2_cut_beside_an_off_cut_element_the_verdict_keeps_inside(count, wan
                                  np.complex64))
     report.culprit.verdict = SimpleNamespace(count=count)
     assert known_difference(report) == want
+
+
+GROUPED_CONV = """HloModule m
+
+ENTRY e {
+  p = f64[2,2,3] parameter(0)
+  k = f64[1,1,4] parameter(1)
+  ROOT c = f64[4,7,2] convolution(p, k), window={size=1 pad=2_2}, dim_labels=fb0_i0o->f0b, feature_group_count=2
+}
+"""
+
+
+@pytest.mark.parametrize("poison, want", [(-np.inf, "conv-groups-nonfinite"), (-3.0, None)])
+def test_grouped_convolution_with_an_infinity_is_xla_cpus_group_converter(poison, want, xla):
+    """A campaign (seed 89): a grouped f64 convolution (2 groups of one input feature,
+    two output features each) whose group-0 input holds -inf. By the spec group 1's
+    outputs read only input feature 1 (finite); XLA:CPU's convolution-group-converter
+    multiplies the zeros of its expanded kernel by the -inf: NaN in group 1. With a
+    finite value there, XLA agrees: a match."""
+    p = np.arange(12, dtype=np.float64).reshape(2, 2, 3) - 5.0
+    p[0, 0, 1] = poison
+    k = np.array([[[0.641139559, 0.076115964, 0.063821535, -0.043233575]]])
+    outcome = xla(GROUPED_CONV, [p, k])
+    if want is None:
+        assert outcome.verdict == "match"
+    else:
+        assert outcome.kind == "known" and outcome.known == want
+        # by hand: group 1 (output features 2, 3) stays finite in hloref's value
+        from hloref import evaluate
+        value = evaluate(GROUPED_CONV, p, k)
+        assert np.all(np.isfinite(value[2:]))
