@@ -293,7 +293,9 @@ def reduce(*operands, shape, dimensions, to_apply, ctx, reducer_order="tree"):
     inputs, inits = list(operands[:n]), list(operands[n:])
     dims = tuple(dimensions)
     result_shapes = shape.elements if isinstance(shape, TupleShape) else (shape,)
-    if n == 1:
+    # the left fold of a narrow float rounds each step to the type (the reducer as
+    # written, XLA:CPU's loop order); the fast path would sum wide and round once
+    if n == 1 and not (reducer_order == "left" and result_shapes[0].element_type.is_narrow_float):
         kind = simple_reducer(to_apply.computation)
         if kind is not None and element_type_of(inputs[0]) == result_shapes[0].element_type:
             out = fast_reduce(kind, inputs[0], inits[0], result_shapes[0].element_type, axis=dims)

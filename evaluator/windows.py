@@ -237,9 +237,9 @@ def reduce_window(*operands, shape, to_apply, ctx, window=None, reducer_order="t
     in_shape = inputs[0].shape
     if any(x.shape != in_shape for x in inputs):
         raise HloEvalError("reduce-window inputs must have the same dimensions")
-    if n == 1:
-        kind = simple_reducer(to_apply.computation)
-        et = result_shapes[0].element_type
+    if n == 1 and not (reducer_order == "left" and result_shapes[0].element_type.is_narrow_float):
+        kind = simple_reducer(to_apply.computation)  # (the left fold of a narrow float:
+        et = result_shapes[0].element_type           # each step rounded, see reduce)
         if kind is not None and element_type_of(inputs[0]) == et:
             x = compute_array(inputs[0])
             ident = _identity(kind, x.dtype)
