@@ -540,12 +540,7 @@ class Perturber:
         magnitude but, through a float-to-integer convert, almost never its exact value
         (a campaign, seed 89: 48 f8e5m2 values summing to -0.047, folded to 1 by
         XLA:CPU and by hand, then convert and shift-left)."""
-        key = ("left", comp.name, instr.name)
-        left = self._modes.get(key)
-        if left is None:
-            left = self._mode(comp, instr) is None and bool(self.rng.random() < 0.5)
-            self._modes[key] = left
-        return left
+        return self._coin("left", comp, instr)
 
     def _mixed_names(self, comp) -> frozenset:
         """Narrow results some of whose users read them arithmetically and some not (a
@@ -554,10 +549,7 @@ class Perturber:
         key = ("mixed", comp.name)
         names = self._modes.get(key)
         if names is None:
-            users: dict[str, list[str]] = defaultdict(list)
-            for i in comp.instructions:
-                for o in i.operands:
-                    users[o.name].append(i.opcode)
+            users = self._users(comp)
             names = frozenset(
                 i.name for i in comp.instructions
                 if any(u in _ARITHMETIC_USERS for u in users[i.name])
@@ -579,24 +571,41 @@ class Perturber:
             wide = self._unrounded.get((comp.name, o.name))
             if wide is None or k >= len(out) or np.shape(wide) != np.shape(out[k]):
                 continue
-            key = ("use", comp.name, instr.name, k)
-            use = self._modes.get(key)
-            if use is None:
-                use = self._mode(comp, instr) is None and bool(self.rng.random() < 0.5)
-                self._modes[key] = use
-            if use:
+            if self._coin("use", comp, instr, k):
                 out[k], changed = wide, True
         return out if changed else None
+
+    def _users(self, comp) -> dict:
+        """The opcodes of the users of each instruction of ``comp`` (by name); a user of
+        no elements reads nothing (an empty slice) and is left out."""
+        key = ("users", comp.name)
+        users = self._modes.get(key)
+        if users is None:
+            users = defaultdict(list)
+            for i in comp.instructions:
+                if getattr(i.shape, "is_array", False) and i.shape.size == 0:
+                    continue
+                for o in i.operands:
+                    users[o.name].append(i.opcode)
+            self._modes[key] = users
+        return users
+
+    def _coin(self, kind: str, comp, instr, *more) -> bool:
+        """A choice this run makes once per ``(kind, instruction, *more)``: true in half of
+        its independent runs, never in a directed one (which always rounds up or down,
+        else an element could go through all runs without ever moving by one narrow
+        ULP, which XLA's own rounding may do)."""
+        key = (kind, comp.name, instr.name) + more
+        choice = self._modes.get(key)
+        if choice is None:
+            choice = self._mode(comp, instr) is None and bool(self.rng.random() < 0.5)
+            self._modes[key] = choice
+        return choice
 
     def _skippable_names(self, comp) -> frozenset:
         names = self._skippable.get(comp.name)
         if names is None:
-            users: dict[str, list[str]] = defaultdict(list)
-            for i in comp.instructions:
-                if getattr(i.shape, "is_array", False) and i.shape.size == 0:
-                    continue  # a user of no elements reads nothing (an empty slice)
-                for o in i.operands:
-                    users[o.name].append(i.opcode)
+            users = self._users(comp)
             names = frozenset(i.name for i in comp.instructions
                               if i is not comp.root and users[i.name]
                               and all(u in _ARITHMETIC_USERS for u in users[i.name]))
@@ -604,16 +613,8 @@ class Perturber:
         return names
 
     def _skip(self, comp, instr) -> bool:
-        """Whether this run keeps the instruction's narrow result in f32: in half of
-        its independent runs only, so its directed runs always round it up or down
-        (else an element could go through all runs without ever moving by one narrow
-        ULP, which XLA's own rounding may do)."""
-        key = ("skip", comp.name, instr.name)
-        skip = self._modes.get(key)
-        if skip is None:
-            skip = self._mode(comp, instr) is None and bool(self.rng.random() < 0.5)
-            self._modes[key] = skip
-        return skip
+        """Whether this run keeps the instruction's narrow result in f32 (``_coin``)."""
+        return self._coin("skip", comp, instr)
 
     def _fma_sources(self, comp) -> frozenset:
         """Names of the multiplies an add or subtract of ``comp`` reads directly."""

@@ -38,14 +38,17 @@ computations the compiler refuses, not a fast path.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import cuda
 
 from hloref.errors import HloEvalError
-from hloref.shapes import TupleShape
+from hloref.shapes import ArrayShape, TupleShape
 
-from .device import DArray, empty, to_device
+from .device import DArray, device_copy, empty, to_device
 from .elementwise import launch
+from .shape_ops import broadcast
 
 __all__ = ["element", "map_calls", "reduce_calls", "reduce_window_calls", "scatter_calls",
            "select_and_scatter_calls", "sort_calls"]
@@ -94,13 +97,6 @@ def _outputs(shape) -> list:
 
 def _packed(outs, shape):
     return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
-
-
-def _copy(x: DArray) -> DArray:
-    out = empty(x.shape, x.et)
-    if x.size:
-        out.data.copy_to_device(x.data)
-    return out
 
 
 def _permuted(x: DArray, source) -> DArray:
@@ -166,7 +162,7 @@ def scatter_calls(operands, indices, updates, shape, attrs, to_apply):
     to_apply(*out[t], *update[u])``."""
     from hloref.evaluator.indexing import scatter_plan
     n = len(operands)
-    outs = [_copy(o) for o in operands]
+    outs = [device_copy(o) for o in operands]
     targets, taken = scatter_plan(tuple(operands[0].shape), indices.to_host(),
                                   tuple(updates[0].shape), **attrs)
     for t, u in zip(targets, taken):
@@ -210,7 +206,7 @@ def select_and_scatter_calls(operand, source, init, shape, window, select, scatt
                                   element(operand, cand) if cand >= 0 else zero), 1)[0]
             if cand >= 0 and not bool(keep.to_host()):
                 best[w] = cand
-    out = _filled(init, operand.shape)
+    out = broadcast(init, shape=ArrayShape(init.et, tuple(operand.shape)))  # all init
     chosen = np.nonzero(best >= 0)[0]
     targets = best[chosen]
     if targets.size:
@@ -223,20 +219,23 @@ def select_and_scatter_calls(operand, source, init, shape, window, select, scatt
     return out
 
 
-@cuda.jit
-def _fill(dst, src, n):
-    i = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while i < n:
-        dst[i] = src[0]
-        i += step
+def _less(keys, a, b, desc):
+    """``stable_sort``'s comparison here: ``keys`` is ``(compare, operands, row)`` (the
+    row's flat offsets); one comparator call on the device, its ``pred`` read back."""
+    compare, operands, row = keys
+    args = []
+    for x in operands:
+        args.append(element(x, row[a]))
+        args.append(element(x, row[b]))
+    return bool(_leaves(compare(*args), 1)[0].to_host())
 
 
-def _filled(value: DArray, dims) -> DArray:
-    out = empty(tuple(dims), value.et)
-    if out.size:
-        launch(_fill, out.size, out.data, value.data, out.size)
-    return out
+@functools.cache
+def _stable_sort():
+    """libstdc++'s ``std::stable_sort`` (``evaluator.sort.stable_sort``'s source) as
+    Python comparing through ``_less``: cloned once."""
+    from hloref.evaluator.sort import python_clone, stable_sort
+    return python_clone(stable_sort, _lt=_less)
 
 
 def sort_calls(operands, shape, d: int, compare):
@@ -244,27 +243,18 @@ def sort_calls(operands, shape, d: int, compare):
     (the CPU's Python run of ``evaluator.sort.stable_sort``) asking ``compare(x0[a],
     x0[b], x1[a], x1[b], ...)`` once per comparison and reading its answer; then every
     operand permuted on the device."""
-    from hloref.evaluator.sort import python_clone, stable_sort
     dims = tuple(operands[0].shape)
     size = int(np.prod(dims, dtype=np.int64))
     offsets = np.moveaxis(np.arange(size, dtype=np.int64).reshape(dims), d, -1)
     n = dims[d] if dims else 1
     rows = offsets.reshape(-1, n) if size else np.zeros((0, n), np.int64)
 
-    def less(keys, a, b, desc):
-        row = keys
-        args = []
-        for x in operands:
-            args.append(element(x, row[a]))
-            args.append(element(x, row[b]))
-        return bool(_leaves(compare(*args), 1)[0].to_host())
-
-    run = python_clone(stable_sort, _lt=less)
+    run = _stable_sort()
     source = np.empty(size, np.int64)
     buf = np.empty(max(n, 1), np.int64)
     for row in rows:
         p = np.arange(n, dtype=np.int64)
-        run(p, n, row, False, buf)
+        run(p, n, (compare, operands, row), False, buf)
         source[row] = row[p]
     outs = [_permuted(x, source) for x in operands]
     return _packed(outs, shape)

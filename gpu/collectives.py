@@ -37,7 +37,7 @@ from hloref.evaluator.collectives import (Device, DeviceIO, Hub, all_reduce_done
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.values import TOKEN_VALUE
 
-from .device import DArray, empty, to_device
+from .device import DArray, device_copy, empty, to_device
 from .elementwise import launch, zeros
 from .registry import gpu_op
 
@@ -84,10 +84,6 @@ def _block(src: DArray, out: DArray, dim: int, src_off: int, out_off: int, count
            out.shape[dim], out_off)
 
 
-def _copy(x: DArray) -> DArray:
-    out = empty(x.shape, x.et)
-    launch(_copy_block, x.size, x.data, out.data, x.size, 1, 1, 1, 0, 1, 0)
-    return out
 
 
 def _reducer(ctx, to_apply, xs):
@@ -101,14 +97,14 @@ def _reducer(ctx, to_apply, xs):
     from .windows import map_
     dev = device_of(ctx)
     if dev.replica_count * dev.num_partitions == 1:
-        return lambda values: _copy(values[0])
+        return lambda values: device_copy(values[0])
 
     def combine(values):
         acc = values[0]
         for v in values[1:]:
             acc = map_(acc, v, shape=ArrayShape(acc.et, tuple(acc.shape)), to_apply=to_apply,
                        ctx=ctx)
-        return acc if len(values) > 1 else _copy(acc)
+        return acc if len(values) > 1 else device_copy(acc)
 
     return combine
 
@@ -215,7 +211,7 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
     # every device reaches the rendezvous with its value; devices outside all pairs too
     everyone = list(range(dev.replica_count * dev.num_partitions))
     values = exchange(ctx, instruction_name, everyone, xs, channel_id)
-    results = tuple(_copy(v) for v in values[source]) if source is not None else \
+    results = tuple(device_copy(v) for v in values[source]) if source is not None else \
         tuple(zeros(v.shape, v.et) for v in xs)
     result = results[0] if len(xs) == 1 else results
     if len(xs) > 1:
@@ -233,7 +229,7 @@ def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None,
     group = group_without_global_ids(ctx, replica_groups, channel_id)
     values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     root = values[group[0]]
-    return _copy(root[0]) if len(xs) == 1 else tuple(_copy(v) for v in root)
+    return device_copy(root[0]) if len(xs) == 1 else tuple(device_copy(v) for v in root)
 
 
 @gpu_op("collective-reduce")
@@ -267,7 +263,7 @@ def ragged_all_to_all(data, output, input_offsets, send_sizes, output_offsets, r
     mine = (data, input_offsets.to_host().astype(np.int64), send_sizes.to_host().astype(np.int64),
             output_offsets.to_host().astype(np.int64))
     values = exchange(ctx, instruction_name, group, mine, channel_id)
-    out = _copy(output)
+    out = device_copy(output)
     for src, a, b, n in ragged_blocks(ctx, group, values, output.shape[0] if output.ndim else 0):
         _block(src, out, 0, a, b, n)
     return out
@@ -300,7 +296,7 @@ def send(data, token, *, shape, ctx, channel_id=None, is_host_transfer=None,
         _loops_settled()
         dev.io.host_send.setdefault(int(channel_id or 0), []).append(data.to_host())
     else:
-        send_to_peers(ctx, channel_id, frontend_attributes, lambda: _copy(data), "mailbox")
+        send_to_peers(ctx, channel_id, frontend_attributes, lambda: device_copy(data), "mailbox")
     return (data, _u32_zero(), TOKEN_VALUE)
 
 

@@ -46,7 +46,7 @@ else:  # NVVM: no fused multiply-add unless the source has one (``gpu/contractio
     from .contraction import no_contraction
     no_contraction()
 
-__all__ = ["DArray", "SIMULATOR", "device_fn", "storage_dtype", "type_class", "type_params",
+__all__ = ["DArray", "SIMULATOR", "device_copy", "device_fn", "storage_dtype", "type_class", "type_params",
            "to_device", "to_host", "empty", "available"]
 
 
@@ -110,6 +110,14 @@ def empty(shape, et: ElementType) -> DArray:
     for d in shape:
         n *= int(d)
     return DArray(cuda.device_array(max(n, 0), dtype=storage_dtype(et)), shape, et)
+
+
+def device_copy(x: DArray) -> DArray:
+    """A fresh device array with ``x``'s elements (a device-to-device copy)."""
+    out = empty(x.shape, x.et)
+    if x.size:
+        out.data.copy_to_device(x.data)
+    return out
 
 
 def to_device(value):

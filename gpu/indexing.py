@@ -40,7 +40,7 @@ from hloref.evaluator.reduce import is_vectorizable, simple_reducer
 from hloref.shapes import TupleShape
 
 from . import calls
-from .device import LOAD, STORE, DArray, empty, to_device, type_class, type_params
+from .device import LOAD, STORE, DArray, device_copy, empty, to_device, type_class, type_params
 from .elementwise import launch
 from .reduce import combiner
 from .registry import gpu_op
@@ -164,7 +164,7 @@ def dynamic_update_slice(x, update, *start_indices, shape):
     if update.ndim != x.ndim or any(u > d for u, d in zip(update.shape, x.shape)):
         raise HloEvalError(f"dynamic-update-slice: update {list(update.shape)} does not fit "
                            f"in operand {list(x.shape)}")
-    out = _copy(x)
+    out = device_copy(x)
     if update.size == 0:
         return out
     starts = device_starts(start_indices, "dynamic-update-slice")
@@ -172,13 +172,6 @@ def dynamic_update_slice(x, update, *start_indices, shape):
     launch(_dynamic_update, update.size, update.data, out.data, update.size,
            int_tuple(update.shape), int_tuple(row_major_strides(x.shape)) if x.ndim else (0,),
            starts, int_tuple(his), x.ndim)
-    return out
-
-
-def _copy(x: DArray) -> DArray:
-    out = empty(x.shape, x.et)
-    if x.size:
-        out.data.copy_to_device(x.data)  # device to device
     return out
 
 
@@ -508,7 +501,7 @@ def scatter(*args, shape, update_window_dims, inserted_window_dims,
     fullw = [1] * rank
     for d, s in zip(window_operand_dims, window_sizes):
         fullw[d] = s
-    outs = [_copy(o) for o in operands]
+    outs = [device_copy(o) for o in operands]
     n_window = int(np.prod(window_sizes, dtype=np.int64))
     if ix.n == 0 or n_window == 0 or operands[0].size == 0:
         return tuple(outs) if isinstance(shape, TupleShape) else outs[0]
