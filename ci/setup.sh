@@ -9,4 +9,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[oracles,test,gpu,ptx,plot,ray]' 2>&1 \
   | grep -v -E "^WARNING: Location .* is ignored" || true
+# gdb: native backtraces of XLA crashes in findings (docs/triage.md); best effort
+if ! command -v gdb >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gdb; } >/dev/null 2>&1 \
+    || echo "gdb could not be installed: crash reports keep XLA's own stack trace only"
+fi
 .venv/bin/python -c "import hloref, numba, ml_dtypes; print('hloref', hloref.__version__, '| numba', numba.__version__, '| ml_dtypes', ml_dtypes.__version__)"

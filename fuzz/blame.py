@@ -22,7 +22,7 @@ from .compare import Verdict, compare_values
 from .envelope import EnvelopePolicy, EnvelopeVerdict
 
 __all__ = ["Snapshot", "DumpModule", "read_dump", "SnapshotResult", "evaluate_snapshots",
-           "BlameReport", "blame", "first_divergent"]
+           "BlameReport", "blame", "first_divergent", "pass_of"]
 
 _SNAPSHOT = re.compile(r"^(module_\d+\.[^/]+?)\.(\d{4})\.(.+)\.txt$")
 _NOT_HLO = ("buffer-assignment", "memory-usage-report", "live-range", "debug_options",
@@ -118,15 +118,17 @@ class SnapshotResult:
 
 
 def evaluate_snapshots(dm: DumpModule, args, *, limits=None,
-                       policy: EnvelopePolicy | None = None) -> tuple[object, list[SnapshotResult]]:
-    """Evaluate ``before`` and every snapshot (and ``after``) with hloref on ``args``;
-    each judged against the before-optimizations envelope. Returns the reference
-    (``check.Reference``: nominal value and envelope) and the results."""
+                       policy: EnvelopePolicy | None = None,
+                       reference=None) -> tuple[object, list[SnapshotResult]]:
+    """Evaluate every snapshot (and ``after``) with hloref on ``args``; each judged
+    against ``reference`` (default: the before-optimizations envelope). Returns the
+    reference (``check.Reference``: nominal value and envelope) and the results."""
     import hloref
 
     from .check import Reference
-    before_module = hloref.parse(open(dm.before, encoding="utf-8").read(), filename=dm.before)
-    reference = Reference(before_module, args, policy, limits=limits)
+    if reference is None:
+        before_module = hloref.parse(open(dm.before, encoding="utf-8").read(), filename=dm.before)
+        reference = Reference(before_module, args, policy, limits=limits)
     results = []
     entries = [(s.label, s.path) for s in dm.snapshots]
     if dm.after:
@@ -192,7 +194,7 @@ def blame(text: str, args, worker, *, keep_dump: str | None = None,
         dm = max(candidates, key=lambda m: len(m.snapshots))
         reference, results = evaluate_snapshots(dm, args, policy=policy)
         bad = first_divergent(results)
-        report = BlameReport(bad and _pass_of(bad, dm), bad, results)
+        report = BlameReport(bad and pass_of(bad, dm), bad, results)
         if bad is None:
             report.message = "no pass snapshot differs from the module before optimizations"
             return report
@@ -206,7 +208,7 @@ def blame(text: str, args, worker, *, keep_dump: str | None = None,
             shutil.rmtree(directory, ignore_errors=True)
 
 
-def _pass_of(result: SnapshotResult, dm: DumpModule) -> str | None:
+def pass_of(result: SnapshotResult, dm: DumpModule) -> str | None:
     """The pass that produced the snapshot: its ``after_`` pass, or, for a snapshot taken
     at a pipeline's start, the pass that ran first after the previous snapshot."""
     previous = None

@@ -394,3 +394,6 @@ def add_fuzz_commands(sub) -> None:
     r.add_argument("--json", help="write the results as JSON here")
     r.set_defaults(fn=cmd_replay)
 
+    from .archive import add_report_command
+    add_report_command(sub)
+

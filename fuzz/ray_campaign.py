@@ -85,6 +85,9 @@ class _UnitRunner(Runner):
                 module, values, report, worker, out, oracle=oracle, seed=seed_info,
                 blame=self.opts.blame, extra_meta={"campaign_key": key},
                 still_fails=lambda r: not (r.verdict == "mismatch" and known_difference(r)))
+            if path.startswith("known-upstream:") or not os.path.isdir(path):
+                self.found.append({"pre_key": key, "name": None})  # known upstream
+                return
             self.learn_from(path, oracle)
             files = {}
             for name in sorted(os.listdir(path)):

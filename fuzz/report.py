@@ -16,7 +16,7 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["versions", "markdown_report", "write_finding"]
+__all__ = ["versions", "markdown_report", "write_finding", "show_value", "publish_directory"]
 
 
 def versions() -> dict[str, str]:
@@ -38,7 +38,8 @@ def _leaves(value):
         yield value
 
 
-def _show(value, limit: int = 16) -> str:
+def show_value(value, limit: int = 16) -> str:
+    """Each array leaf of ``value`` as ``dtype[shape] values`` (narrow floats as floats)."""
     parts = []
     for leaf in _leaves(value):
         shown = leaf.astype(np.float64) if leaf.dtype.kind not in "biufc" else leaf
@@ -68,9 +69,9 @@ def markdown_report(*, title: str, verdict: str, module_text: str, inputs: list,
                 None: "not checked"}[blame_confirmed]
         lines += [f"**First pass that changes the answer:** `{blamed_pass}` ({conf})", ""]
     lines += ["## Reproducer", "", "```", module_text.rstrip(), "```", "",
-              "## Inputs", "", "```", _show(tuple(inputs)), "```", "",
-              "## Expected (hloref reference)", "", "```", _show(expected), "```", "",
-              f"## Actual ({oracle})", "", "```", _show(actual), "```", "",
+              "## Inputs", "", "```", show_value(tuple(inputs)), "```", "",
+              "## Expected (hloref reference)", "", "```", show_value(expected), "```", "",
+              f"## Actual ({oracle})", "", "```", show_value(actual), "```", "",
               "## Details", "", "```", summary.rstrip(), "```", ""]
     if extra:
         lines += [extra.rstrip(), ""]
