@@ -82,7 +82,7 @@ from .errors import OracleError, OracleUnsupported
 from .xla import (ExecutableCache, OracleExecutable, flatten_argument,  # shared with XLA
                   load_program, loads, rebuild_result, xla_shape_text)
 
-__all__ = ["TfExecutable", "compile_hlo", "run_hlo", "available", "clear_cache",
+__all__ = ["TfExecutable", "compile_hlo", "run_hlo", "available", "clear_cache", "tf_stablehlo",
            "native_module", "native_function", "tf_modules", "OracleError", "OracleUnsupported",
            "UNSUPPORTED_TYPES", "TF_DTYPES", "BOUNDARY_TYPES", "CACHE_SIZE", "TARGET_VERSION"]
 
@@ -314,6 +314,49 @@ def _from_carrier(arr: np.ndarray, shape) -> np.ndarray:
 _JAXLIB_FFI_RE = re.compile(r'custom_call_target="((?:lapack_\w+_ffi)|tridiagonal_solve_perturbed_ffi)"')
 
 
+def _portable(proto: bytes, in_types: list[str], out_types: list[str]) -> bytes:
+    """The portable StableHLO artifact of an HLO module proto whose entry takes and
+    returns leaves of the HLO element types ``in_types`` / ``out_types``: jaxlib's
+    conversion, ``main`` wrapped for the boundary types, serialized for TARGET_VERSION."""
+    _xc, _jaxmod = _jaxlib()
+    try:
+        bytecode = _jaxmod.mlir.hlo_to_stablehlo(proto)
+    except Exception as e:
+        raise OracleError(f"XLA could not convert the module to StableHLO: "
+                          f"{_message(e)}") from e
+    if any(n in BOUNDARY_TYPES for n in in_types + out_types):
+        try:
+            bytecode = _wrap_main(bytecode, in_types, out_types)
+        except OracleError:
+            raise
+        except Exception as e:
+            raise OracleError(f"could not wrap main for the TF boundary types: "
+                              f"{_message(e)}") from e
+    try:
+        return _jaxmod.mlir.serialize_portable_artifact(bytecode, TARGET_VERSION)
+    except Exception as e:
+        m = _MHLO_ONLY_RE.search(str(e))
+        if m:  # an op with no StableHLO form (ragged-dot, stochastic-convert...)
+            raise OracleUnsupported(f"TF oracle cannot express {m.group(1)}: it has no "
+                                    f"portable StableHLO form, and XlaCallModule takes only "
+                                    f"portable StableHLO") from e
+        raise OracleError(f"could not serialize the StableHLO module for version "
+                          f"{TARGET_VERSION}: {_message(e)}") from e
+
+
+def tf_stablehlo(text: str) -> tuple[bytes, list[str], list[str]]:
+    """What TensorFlow is handed for the HLO ``text``, without importing TensorFlow:
+    ``(artifact, in_types, out_types)``, the portable StableHLO artifact XlaCallModule
+    runs and the HLO element types of the entry's input and output leaves (flattened).
+    A leaf whose type is in :data:`BOUNDARY_TYPES` crosses as its carrier type
+    (``_to_carrier``'s conversion). Raises as :class:`TfExecutable` does."""
+    xc, _jaxmod = _jaxlib()
+    proto, params, result = load_program(text, xc, "TF oracle", UNSUPPORTED_TYPES)
+    in_types = [_type_name(s) for p in params for s in _leaves(p, [])]
+    out_types = [_type_name(s) for s in _leaves(result, [])]
+    return _portable(proto, in_types, out_types), in_types, out_types
+
+
 class TfExecutable(OracleExecutable):
     """An HLO module compiled by TensorFlow's XLA (through XlaCallModule)."""
 
@@ -339,30 +382,8 @@ class TfExecutable(OracleExecutable):
         self._out_types = [_type_name(s) for s in self._out_leaves]
         in_dtypes = [_tf_dtype(_carrier(n)) for n in self._in_types]
         out_dtypes = [_tf_dtype(_carrier(n)) for n in self._out_types]
-        try:
-            bytecode = _jaxmod.mlir.hlo_to_stablehlo(proto)
-        except Exception as e:
-            raise OracleError(f"XLA could not convert the module to StableHLO: "
-                              f"{_message(e)}") from e
         self.wrapped = any(n in BOUNDARY_TYPES for n in self._in_types + self._out_types)
-        if self.wrapped:
-            try:
-                bytecode = _wrap_main(bytecode, self._in_types, self._out_types)
-            except OracleError:
-                raise
-            except Exception as e:
-                raise OracleError(f"could not wrap main for the TF boundary types: "
-                                  f"{_message(e)}") from e
-        try:
-            self._artifact = _jaxmod.mlir.serialize_portable_artifact(bytecode, TARGET_VERSION)
-        except Exception as e:
-            m = _MHLO_ONLY_RE.search(str(e))
-            if m:  # an op with no StableHLO form (ragged-dot, stochastic-convert...)
-                raise OracleUnsupported(f"TF oracle cannot express {m.group(1)}: it has no "
-                                        f"portable StableHLO form, and XlaCallModule takes only "
-                                        f"portable StableHLO") from e
-            raise OracleError(f"could not serialize the StableHLO module for version "
-                              f"{TARGET_VERSION}: {_message(e)}") from e
+        self._artifact = _portable(proto, self._in_types, self._out_types)
         self._specs = [tf.TensorSpec(tuple(s.dimensions()), dt)
                        for s, dt in zip(self._in_leaves, in_dtypes)]
         tfxla = st["tfxla"]
