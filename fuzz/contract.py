@@ -3,9 +3,10 @@ undefined or implementation-defined").
 
 A finding is only worth filing where it breaks a contract XLA makes. XLA's maintainers
 treat signed integer overflow as undefined behaviour (openxla/xla#41784), its documents
-leave integer division by zero, float-to-integer conversion of NaN and out-of-range
-values, the order of ties of an unstable sort and the default RNG algorithm to the
-implementation, and a reduce's init value must be its reducer's identity.
+leave integer division by zero, shifts by the bit width or more, float-to-integer
+conversion of NaN and out-of-range values, a NaN's sign and payload, the order of ties
+of an unstable sort and the default RNG algorithm to the implementation, and a
+reduce's init value must be its reducer's identity.
 ``contract_breaches(module, inputs)`` evaluates the module with hloref, watching every
 instruction's operands, and lists where these inputs step outside;
 ``unsigned_variant(module)`` is the same module with its signed integer types made
@@ -146,6 +147,23 @@ def _power(instr, operands, value):
              np.asarray((y < 0) & (np.abs(x) != 1), bool))]
 
 
+def _nan_bits(instr, operands, value):
+    """A NaN's sign and payload (IEEE 754 leaves them open; LLVM's are non-deterministic)
+    made visible: bitcast-convert of a float NaN, or a TOTALORDER compare of one."""
+    et = _et(operands[0]) if operands else None
+    if et is None or not (et.is_float or et.is_complex):
+        return []
+    if instr.opcode == "compare" and str(instr.attrs.get("type", "")) != "TOTALORDER":
+        return []
+    with np.errstate(invalid="ignore"):
+        nan = np.zeros(np.shape(value), bool)
+        for o in operands[:2]:
+            a = np.asarray(o)
+            if a.shape == nan.shape:
+                nan |= np.isnan(a.astype(np.complex128 if et.is_complex else np.float64))
+    return [("nan-bits-observed", "the sign or payload of a NaN is read (unspecified)", nan)]
+
+
 def _rng_default(instr, operands, value):
     algorithm = str(instr.attrs.get("algorithm", "rng_default"))
     if algorithm != "rng_default":
@@ -248,6 +266,8 @@ CHECKS: dict[str, list[Callable]] = {
     "convert": [_convert],
     "power": [_power],
     "rng-bit-generator": [_rng_default],
+    "bitcast-convert": [_nan_bits],
+    "compare": [_nan_bits],
 }
 
 

@@ -379,6 +379,7 @@ class RewriteRun:
         self.flush = flush
         self.applied: set[str] = set()
         self._operands: dict = {}
+        self._choices: dict = {}
 
     def _matches(self, comp: Computation) -> dict:
         key = ("rewrites", id(self.module), comp.name)
@@ -390,7 +391,16 @@ class RewriteRun:
         return found
 
     def _chosen(self, comp: Computation, instr: Instruction, n: int) -> int | None:
-        """Which of the ``n`` matching rewrites this run applies, or None (half the runs)."""
+        """Which of the ``n`` matching rewrites this run applies, or None (half the runs;
+        the same in every loop iteration)."""
+        cached = self._choices.get((comp.name, instr.name), False)
+        if cached is not False:
+            return cached
+        choice = self._choice(comp, instr, n)
+        self._choices[(comp.name, instr.name)] = choice
+        return choice
+
+    def _choice(self, comp: Computation, instr: Instruction, n: int) -> int | None:
         key = zlib.crc32(f"{comp.name}\x00{instr.name}\x00rewrite".encode())
         order = np.random.default_rng([self.seed, key]).permutation(max(self.runs, 2))
         position = int(np.nonzero(order == self.index % max(self.runs, 2))[0][0])

@@ -176,3 +176,21 @@ ENTRY e {
     assert "type=UNSIGNED" in variant.to_text()
     assert unsigned_variant(hloref.parse(text.replace("s8", "f32").replace(
         "constant(-1)", "constant(-1)").replace(", type=SIGNED", ""))) is None
+
+
+def test_a_nan_read_bit_for_bit_is_reported_and_an_ordinary_compare_is_not():
+    text = """HloModule m
+ENTRY e {
+  x = f32[3] parameter(0)
+  b = s32[3] bitcast-convert(x)
+  t = pred[3] compare(x, x), direction=LT, type=TOTALORDER
+  f = pred[3] compare(x, x), direction=LT
+  ROOT r = (s32[3], pred[3], pred[3]) tuple(b, t, f)
+}
+"""
+    x = np.array([1, np.nan, 2], np.float32)
+    found = _kinds(contract_breaches(hloref.parse(text), [x]))
+    assert found[("b", "nan-bits-observed")].index == (1,)
+    assert found[("t", "nan-bits-observed")].index == (1,)
+    assert ("f", "nan-bits-observed") not in found
+    assert contract_breaches(hloref.parse(text), [np.array([1, 2, 3], np.float32)]) == []
