@@ -159,7 +159,9 @@ class Envelope:
 
     def _rewrites_needed(self, actual, stretch: float) -> tuple:
         """The rewrites the runs took, when ``actual`` (inside) is outside the envelope of
-        the runs that took none (their names, sorted); ``()`` otherwise."""
+        the runs that took none, stretched by ``MARGINAL_WIDTHS`` (fewer runs give a
+        narrower envelope: only a value well outside it needed a rewrite); their names,
+        sorted, else ``()``."""
         if self._plain_args is None:
             return ()
         taken = sorted(set().union(*self._rewrites))
@@ -167,7 +169,8 @@ class Envelope:
             samples, module, peak = self._plain_args
             plain = [s for s, r in zip(samples, self._rewrites) if not r]
             self._plain = Envelope(self.nominal, plain, self.policy, module, peak)
-        return () if self._plain.check(actual, stretch=stretch).ok else tuple(taken)
+        wide = max(stretch, MARGINAL_WIDTHS)
+        return () if self._plain.check(actual, stretch=wide).ok else tuple(taken)
 
     def check_each(self, actual) -> list[tuple[tuple, EnvelopeVerdict]]:
         """``(path, verdict)`` for every result leaf of ``actual``, each against its own

@@ -173,3 +173,57 @@ def test_every_record_cites_its_line_in_the_simplifier():
     for r in REWRITES:
         assert re.search(r"algebraic_simplifier\.cc:\d+", r.source), r.name
         assert r.reason and r.pattern[0] and callable(r.form)
+
+
+def _h(body: str) -> str:
+    return "HloModule m\nENTRY e {\n" + body + "\n}\n"
+
+
+#: name -> (module, inputs): XLA:CPU returns the rewritten form's value, far from the
+#: written one (an intermediate overflows, or is NaN, in one form only)
+XLA_REWRITES = {
+    "log-of-exp": (_h("  x = f32[] parameter(0)\n  e = f32[] exponential(x)\n"
+                      "  ROOT r = f32[] log(e)"), [np.float32(89)]),
+    "exp-quotient": (_h("  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+                        "  ea = f32[] exponential(a)\n  eb = f32[] exponential(b)\n"
+                        "  ROOT r = f32[] divide(ea, eb)"), [np.float32(100), np.float32(100)]),
+    "divide-by-broadcast": (_h("  a = f32[3] parameter(0)\n  b = f32[] parameter(1)\n"
+                               "  bb = f32[3] broadcast(b), dimensions={}\n"
+                               "  ROOT r = f32[3] divide(a, bb)"),
+                            [np.full(3, 1e30, np.float32), np.float32(3e38)]),
+    "reciprocal-power": (_h("  a = s32[2] parameter(0)\n  c = s32[] constant(-1)\n"
+                            "  cb = s32[2] broadcast(c), dimensions={}\n"
+                            "  ROOT r = s32[2] power(a, cb)"), [np.array([0, 2], np.int32)]),
+    "power-of-exp": (_h("  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+                        "  ea = f32[] exponential(a)\n  ROOT r = f32[] power(ea, b)"),
+                     [np.float32(100), np.float32(0.01)]),
+    "log-of-power": (_h("  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+                        "  p = f32[] power(a, b)\n  ROOT r = f32[] log(p)"),
+                     [np.float32(10), np.float32(400)]),
+    "multiply-constants": (_h("  a = f32[] parameter(0)\n  c1 = f32[] constant(1e+30)\n"
+                              "  c2 = f32[] constant(1e+30)\n  m = f32[] multiply(a, c1)\n"
+                              "  ROOT r = f32[] multiply(m, c2)"), [np.float32(1e-30)]),
+    "divide-by-quotient": (_h("  a = f64[] parameter(0)\n  b = f64[] parameter(1)\n"
+                              "  c = f64[] parameter(2)\n  q = f64[] divide(b, c)\n"
+                              "  ROOT r = f64[] divide(a, q)"),
+                           [np.float64(1e200), np.float64(1e300), np.float64(1e200)]),
+    "exp-product": (_h("  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+                       "  ea = f32[] exponential(a)\n  eb = f32[] exponential(b)\n"
+                       "  ROOT r = f32[] multiply(ea, eb)"), [np.float32(100), np.float32(-100)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(XLA_REWRITES))
+def test_xla_returns_the_rewritten_form_and_the_verdict_names_the_rewrite(worker, name):
+    text, args = XLA_REWRITES[name]
+    report = diff(text, args, worker=worker)
+    actual, expected = np.asarray(report.actual, np.float64), np.asarray(report.expected,
+                                                                          np.float64)
+    with np.errstate(invalid="ignore"):
+        far = ~np.isclose(actual, expected, rtol=1e-3, atol=0, equal_nan=True)
+    assert np.any(far), (actual, expected)  # XLA:CPU does rewrite it
+    assert report.verdict == "match", report.summary()
+    assert any(r.startswith(name) for r in report.envelope.rewrites), report.summary()
+    strict = diff(text, args, worker=worker, policy=NO_REWRITES, oracle_value=report.actual,
+                  localize=False)
+    assert strict.verdict == "mismatch", strict.summary()
