@@ -58,6 +58,21 @@ def test_f64_divide_divide_that_xla_returns_as_zero_is_a_match_naming_the_rewrit
     assert strict.verdict == "mismatch", strict.summary()
 
 
+def test_without_the_algebraic_simplifier_xla_keeps_the_written_form_and_so_does_the_envelope(
+        worker):
+    # the rewrite is the simplifier's: disabled, XLA:CPU returns (x/x)/x = 1e-200, and the
+    # envelope drops the freedom, so XLA's rewritten 0 would now be a mismatch
+    options = {"xla_disable_hlo_passes": "algsimp"}
+    report = diff(DIVIDE_DIVIDE, [np.float64(1e200)], worker=worker, debug_options=options)
+    assert float(report.actual) == 1e-200 and report.verdict == "match"
+    assert report.policy.freedoms.rewrites is False
+    assert EnvelopePolicy().with_debug_options({"xla_disable_hlo_passes": "fusion"}
+                                               ).freedoms.rewrites is True
+    zero = diff(DIVIDE_DIVIDE, [np.float64(1e200)], worker=worker, debug_options=options,
+                oracle_value=np.float64(0.0), localize=False)
+    assert zero.verdict == "mismatch", zero.summary()
+
+
 def test_f16_shift_that_xla_folds_to_x_minus_one_is_a_match_naming_the_rewrite(worker):
     # x = 1 + 2^-10: (x - 1) + 2^-14 = 2^-10 + 2^-14 exactly; XLA folds -1 + 2^-14 in f16,
     # which rounds to -1 (half an f16 ULP below 1 is 2^-12), and returns x - 1 = 2^-10
