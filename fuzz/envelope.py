@@ -70,10 +70,16 @@ class EnvelopeVerdict:
     widths: float = 0.0  # how many envelope widths outside (0 inside)
     count: int = 0
     max_position: float = 0.0  # largest |actual - nominal| / half-width over elements
+    #: XLA rewrites (``rewrites.REWRITES``: name, source line, instruction) without which
+    #: the value would be outside: the runs that took none of them do not reach it
+    rewrites: tuple = ()
 
     def __str__(self) -> str:
         if self.ok:
-            return f"inside the envelope (at most {self.max_position:.2g} of its half-width)"
+            needed = f"; only with XLA's rewrite {', '.join(self.rewrites)}" \
+                if self.rewrites else ""
+            return (f"inside the envelope (at most {self.max_position:.2g} of its "
+                    f"half-width{needed})")
         where = f" at output {self.leaf}" if self.leaf else ""
         if self.index is None:
             return f"outside the envelope{where}: {self.message}"
@@ -88,12 +94,18 @@ class Envelope:
     """Allowed values for each output element of one module on one set of inputs."""
 
     def __init__(self, nominal, samples: list, policy: EnvelopePolicy,
-                 module: Module | None = None, peak: float = 0.0):
+                 module: Module | None = None, peak: float = 0.0, rewrites: list | None = None):
         """``peak``: ``Sampled.peak``, how close the program's values came to overflowing
         (where they came within :data:`OVERFLOW_REACH` of it, elements the runs left
-        without a correct bit may also be NaN or infinite)."""
+        without a correct bit may also be NaN or infinite). ``rewrites``: per sample, the
+        XLA rewrites it took (``Sampled.rewrites``), to name the ones a verdict needed."""
         self.nominal = nominal
         self.policy = policy
+        self._rewrites = list(rewrites or [])
+        # the runs are kept only where some took a rewrite (to rebuild the envelope
+        # without them), not for every envelope of a large output
+        self._plain_args = (samples, module, peak) if any(self._rewrites) else None
+        self._plain: "Envelope | None" = None
         self.leaves: dict[tuple, _Leaf] = {}
         sample_leaves = [dict(_leaves(s)) for s in samples]
         grids = _narrow_types(module) if module is not None and \
@@ -117,7 +129,8 @@ class Envelope:
     @classmethod
     def of(cls, sampled, policy: EnvelopePolicy, module: Module | None = None) -> "Envelope":
         """The envelope of a sampling's runs (``sample``'s nominal value, samples, peak)."""
-        return cls(sampled.nominal, sampled.samples, policy, module, peak=sampled.peak)
+        return cls(sampled.nominal, sampled.samples, policy, module, peak=sampled.peak,
+                   rewrites=getattr(sampled, "rewrites", None))
 
     def check(self, actual, *, stretch: float = 0.0) -> EnvelopeVerdict:
         """Is ``actual`` inside, element by element? ``stretch``: every float element's
@@ -141,7 +154,23 @@ class Envelope:
                 verdict.leaf = path
                 return verdict
             worst = max(worst, verdict.max_position)
-        return EnvelopeVerdict(True, max_position=worst)
+        return EnvelopeVerdict(True, max_position=worst,
+                               rewrites=self._rewrites_needed(actual, stretch))
+
+    def _rewrites_needed(self, actual, stretch: float) -> tuple:
+        """The rewrites the runs took, when ``actual`` (inside) is outside the envelope of
+        the runs that took none, stretched by ``MARGINAL_WIDTHS`` (fewer runs give a
+        narrower envelope: only a value well outside it needed a rewrite); their names,
+        sorted, else ``()``."""
+        if self._plain_args is None:
+            return ()
+        taken = sorted(set().union(*self._rewrites))
+        if self._plain is None:
+            samples, module, peak = self._plain_args
+            plain = [s for s, r in zip(samples, self._rewrites) if not r]
+            self._plain = Envelope(self.nominal, plain, self.policy, module, peak)
+        wide = max(stretch, MARGINAL_WIDTHS)
+        return () if self._plain.check(actual, stretch=wide).ok else tuple(taken)
 
     def check_each(self, actual) -> list[tuple[tuple, EnvelopeVerdict]]:
         """``(path, verdict)`` for every result leaf of ``actual``, each against its own

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-__all__ = ["Freedoms", "EnvelopePolicy"]
+__all__ = ["Freedoms", "EnvelopePolicy", "simplifier_enabled"]
 
 
 @dataclass(frozen=True)
@@ -22,13 +22,24 @@ class Freedoms:
     #: SimplifyFPConversions, in GPU pipelines with excess precision); XLA:CPU keeps
     #: them, so by default an explicit convert (a quantization) rounds as written
     elide_converts: bool = False
+    #: XLA's algebraic simplifier may rewrite the patterns of ``rewrites.REWRITES`` into
+    #: forms that differ in floating point (``(A / B) / C`` as ``A / (B * C)``)
+    rewrites: bool = True
 
     @classmethod
     def for_debug_options(cls, debug_options: dict | None) -> "Freedoms":
         """The freedoms XLA has under these debug options."""
         opts = debug_options or {}
         excess = opts.get("xla_allow_excess_precision", True)
-        return cls(excess_precision=bool(excess))
+        return cls(excess_precision=bool(excess), rewrites=simplifier_enabled(opts))
+
+
+def simplifier_enabled(debug_options: dict | None) -> bool:
+    """Whether XLA's algebraic simplifier runs under these debug options (it does unless
+    ``xla_disable_hlo_passes`` names ``algsimp``)."""
+    disabled = (debug_options or {}).get("xla_disable_hlo_passes", "")
+    names = disabled.split(",") if isinstance(disabled, str) else list(disabled)
+    return "algsimp" not in {str(n).strip() for n in names}
 
 
 @dataclass(frozen=True)
@@ -45,4 +56,6 @@ class EnvelopePolicy:
 
     def with_debug_options(self, debug_options: dict | None) -> "EnvelopePolicy":
         excess = (debug_options or {}).get("xla_allow_excess_precision", True)
-        return replace(self, freedoms=replace(self.freedoms, excess_precision=bool(excess)))
+        return replace(self, freedoms=replace(
+            self.freedoms, excess_precision=bool(excess),
+            rewrites=self.freedoms.rewrites and simplifier_enabled(debug_options)))

@@ -57,6 +57,7 @@ from .error_bounds import (COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_at
                            is_single_precision_lapack, lapack_atol)
 from .freedoms import EnvelopePolicy, Freedoms
 from .reducers import reorder_free
+from .rewrites import RewriteRun
 
 __all__ = ["Perturber", "Sampled", "sample", "sample_program", "RunHooks",
            "program_computations", "combiner_kinds",
@@ -373,10 +374,18 @@ class Perturber:
         #: this run's f32 values of narrow results rounded for their structural users
         #: that an arithmetic user may read unrounded (``_unrounded_operands``)
         self._unrounded: dict = {}
+        #: XLA's algebraic rewrites this run takes (``rewrites.py``; perturbed runs only)
+        self.rewrites = RewriteRun(module, schedule or (0, 0, 2), self.shared,
+                                   flush=_flush_subnormals if freedoms.ftz else None) \
+            if rng is not None and freedoms.rewrites else None
 
     def __call__(self, comp: Computation, instr: Instruction, operands: list, value, recompute):
         if comp.name not in self.program:
             return value
+        if self.rewrites is not None:
+            rewritten = self.rewrites.value(comp, instr, operands, value)
+            if rewritten is not None:
+                return rewritten
         return self._perturbed(comp, instr, operands, value, recompute)
 
     def _record_peak(self, value) -> None:
@@ -974,6 +983,8 @@ class Sampled:
     #: the largest finite magnitude an accumulation of the program reached in the nominal
     #: run, as a fraction of its type's largest finite value (``Perturber._record_peak``)
     peak: float = 0.0
+    #: per perturbed run, the XLA rewrites it took (``rewrites.RewriteRun.applied``)
+    rewrites: list = field(default_factory=list)
 
 
 class RunHooks:
@@ -991,6 +1002,12 @@ class RunHooks:
         self._budgets = budgets
         self.shared = shared if shared is not None else {}
         self._lock = threading.Lock()
+        self._perturbers: list = []
+
+    def rewrites(self) -> frozenset:
+        """The XLA rewrites this run's perturbers took."""
+        return frozenset(n for p in self._perturbers if p.rewrites is not None
+                         for n in p.rewrites.applied)
 
     def perturber(self, module: Module, key: str = "") -> Perturber:
         import zlib
@@ -1001,9 +1018,12 @@ class RunHooks:
             return Perturber(module, freedoms, None, budgets, shared=self.shared)
         seed = self.seed if not key else np.random.SeedSequence(
             self.seed.entropy, spawn_key=tuple(self.seed.spawn_key) + (zlib.crc32(key.encode()),))
-        return Perturber(module, freedoms, np.random.default_rng(seed), budgets,
-                         schedule=(self.policy.seed, self.index, self.policy.samples),
-                         shared=self.shared)
+        perturber = Perturber(module, freedoms, np.random.default_rng(seed), budgets,
+                              schedule=(self.policy.seed, self.index, self.policy.samples),
+                              shared=self.shared)
+        with self._lock:
+            self._perturbers.append(perturber)
+        return perturber
 
     def interpreter_options(self, module: Module, key: str = "") -> dict:
         options = {"perturb": self.perturber(module, key)}
@@ -1027,7 +1047,9 @@ def sample_program(run, policy: EnvelopePolicy | None = None) -> Sampled:
     out = Sampled(run(RunHooks(policy, None, budgets, shared=shared)), [])
     seeds = np.random.SeedSequence(policy.seed).spawn(policy.samples)
     for k, s in enumerate(seeds):
-        out.samples.append(run(RunHooks(policy, k, budgets, s, shared=shared)))
+        hooks = RunHooks(policy, k, budgets, s, shared=shared)
+        out.samples.append(run(hooks))
+        out.rewrites.append(hooks.rewrites())
     out.seconds = time.perf_counter() - t0
     out.peak = shared.get("peak", 0.0)
     return out
@@ -1059,5 +1081,5 @@ def sample(module: Module, args: list, policy: EnvelopePolicy | None = None, *, 
 
     runs = sample_program(run, policy)
     out.nominal, out.samples, out.seconds = runs.nominal, runs.samples, runs.seconds
-    out.peak = runs.peak
+    out.peak, out.rewrites = runs.peak, runs.rewrites
     return out
