@@ -62,10 +62,11 @@ import time
 from .batch import Refusals, check_alone, check_batch
 from .campaign_options import (CampaignOptions, CampaignSetupError, XLA_OPT_PRESETS, database,
                                hash_seed, parse_duration, xla_debug_options)
-from .findings import (claim, finding_dirs, load_program, pre_key, reduce_and_write, replay,
+from .findings import (claim, finding_dirs, load_program, pre_key, replay,
                        signature, write_pending)
 from .property import KNOWN_DIFFERENCES, Outcome, check_program, known_difference
 from .stats import Stats, aggregate, atomic_json, make_summary, progress_line, write_junit
+from .triage import reduce_and_write
 
 __all__ = ["CampaignOptions", "CampaignSetupError", "Runner", "run_campaign", "hash_seed",
            "XLA_OPT_PRESETS", "xla_debug_options",

@@ -110,7 +110,7 @@ def _report_json(report, blame, finding) -> dict:
 def _reduce_and_write(module, values, report, worker, out_dir, blame, oracle, seed=None) -> str:
     """``--reduce``: the campaign's shared reduction (``campaign.reduce_and_write``);
     pass blame already ran here when ``--blame`` was given, so it is not repeated."""
-    from .findings import reduce_and_write
+    from .triage import reduce_and_write
     extra = {"blamed_pass": blame.pass_name, "blame_confirmed": blame.confirmed} if blame else None
     path, _signature, _new = reduce_and_write(module, values, report, worker, out_dir,
                                               oracle=oracle, seed=seed, blame=blame is None,

@@ -30,7 +30,7 @@ from .known_bugs import FILED
 from .property import known_difference, leaves
 
 __all__ = ["signature", "signature_key", "pre_key", "claim", "write_pending", "load_program",
-           "reduce_and_write", "replay", "finding_dirs", "module_opcodes", "module_types",
+           "replay", "finding_dirs", "module_opcodes", "module_types",
            "has_narrow_float", "classify", "host_cpu_flags", "missing_cpu_flags"]
 
 #: Opcodes left out of a signature: they only move values.
@@ -90,73 +90,6 @@ def claim(path: str) -> bool:
         return False
     os.close(fd)
     return True
-
-
-def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: str = "xla",
-                     seed=None, blame: bool = True, extra_meta: dict | None = None,
-                     still_fails=None) -> tuple[str, dict, bool]:
-    """Reduce a failing program, blame a pass (xla mismatches), write the finding.
-
-    The shared form of ``hloref diff --reduce``: returns ``(directory, signature,
-    new)``; ``new`` is False when a finding with the same signature exists (its
-    directory is returned and nothing is written). ``still_fails(report)`` may veto a
-    reduction step (default: the same verdict, blamed on the same opcode)."""
-    from .differential import diff
-    from .reduce import reduce_failure
-    from .report import markdown_report, write_finding
-
-    want = report.culprit.innermost().opcode if report.culprit else None
-
-    def fails(m, a) -> bool:
-        r = diff(m, a, oracle=oracle, worker=worker)
-        if r.verdict != report.verdict:
-            return False
-        if still_fails is not None and not still_fails(r):
-            return False
-        return want is None or (r.culprit is not None and r.culprit.innermost().opcode == want)
-
-    try:
-        small, small_args = reduce_failure(module, values, fails)
-    except Exception:  # noqa: BLE001 - keep the unreduced program rather than lose it
-        import hloref
-        small, small_args = hloref.parse(module.to_text()), list(values)
-    final = diff(small, small_args, oracle=oracle, worker=worker)
-    if final.verdict != report.verdict:  # reduction lost it (flaky oracle): keep the original
-        import hloref
-        small, small_args = hloref.parse(module.to_text()), list(values)
-        final = diff(small, small_args, oracle=oracle, worker=worker)
-    blamed = None
-    confirmed = None
-    text = small.to_text()
-    if blame and oracle == "xla" and final.verdict == "mismatch":
-        try:
-            from .blame import blame as run_blame
-            b = run_blame(text, small_args, worker)
-            blamed, confirmed = b.pass_name, b.confirmed
-        except Exception:  # noqa: BLE001 - blame is best effort
-            pass
-    sig = signature(small, final.verdict, blamed)
-    key = signature_key(sig)
-    culprit = final.culprit.innermost() if final.culprit else None
-    name = f"{final.verdict}-{culprit.opcode if culprit else 'module'}-{key}"
-    path = os.path.join(out_dir, name)
-    if os.path.exists(path):
-        return path, sig, False
-    title = (f"XLA:CPU {final.verdict} in `{culprit.opcode}`" if culprit
-             else f"{oracle} {final.verdict} on a {len(small.entry.instructions)}-instruction module")
-    md = markdown_report(title=title, verdict=final.verdict, module_text=text, inputs=small_args,
-                         expected=final.expected, actual=final.actual, summary=final.summary(),
-                         blamed_pass=blamed, blame_confirmed=confirmed, seed=seed, oracle=oracle,
-                         debug_options=final.debug_options)
-    meta = {"verdict": final.verdict, "oracle": oracle, "seed": seed,
-            "debug_options": final.debug_options,
-            "culprit": culprit and {"opcode": culprit.opcode, "instruction": culprit.name},
-            "blamed_pass": blamed, "blame_confirmed": confirmed,
-            "instructions": len(small.entry.instructions), "signature": sig,
-            "signature_key": key, "message": final.message, **(extra_meta or {})}
-    write_finding(path, module_text=text, inputs=small_args, expected=final.expected,
-                  actual=final.actual, report_md=md, meta=meta)
-    return path, sig, True
 
 
 def write_pending(out_dir: str, key: str, module, args, meta: dict) -> str:

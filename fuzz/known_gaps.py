@@ -402,7 +402,7 @@ KNOWN_DIFFERENCES = {
     "acos-asin-f8e3m4-known-operand-inf": "XLA:CPU (jaxlib 0.10.2) gives inf for acos/asin "
                                           "of f8e3m4 values outside [-1, 1] known when the "
                                           "kernel is compiled (an iota), NaN when they are a "
-                                          "parameter (findings/xla-cpu-jaxlib-0.10.2/"
+                                          "parameter (findings/known-upstream/xla-cpu-jaxlib-0.10.2/"
                                           "acos-f8e3m4-iota-out-of-domain-inf)",
     "popcnt-s4": "XLA:CPU counts the 8 bits of the sign-extended storage byte of s4 (and "
                  "XLA's constant folder that of s2)",
@@ -423,7 +423,7 @@ KNOWN_DIFFERENCES = {
     "int-divide-by-constant-zero": "XLA:CPU (jaxlib 0.10.2) dies with SIGFPE when an integer "
                                    "divide or remainder whose operands constant folding "
                                    "evaluates has a zero divisor, in every "
-                                   "integer type (findings/xla-cpu-jaxlib-0.10.2/"
+                                   "integer type (findings/known-upstream/xla-cpu-jaxlib-0.10.2/"
                                    "divide-u2-constant-zero-sigfpe); XLA's semantics give "
                                    "x / 0 = -1 (all bits set), x % 0 = x",
     "concatenate-2bit-aborts": "XLA:CPU (jaxlib 0.10.2) aborts (SIGABRT in "
@@ -436,7 +436,7 @@ KNOWN_DIFFERENCES = {
                                          "to-s64-saturates; u32 seen too)",
     "s4-arithmetic-does-not-wrap": "XLA:CPU (jaxlib 0.10.2) returns unwrapped s4 sums and "
                                    "products when the result is converted to a wider type "
-                                   "(float-normalization-s4; findings/xla-cpu-jaxlib-0.10.2/"
+                                   "(float-normalization-s4; findings/known-upstream/xla-cpu-jaxlib-0.10.2/"
                                    "s4-add-does-not-wrap; multiply seen too)",
     "bf16-to-pred-cannot-select": "XLA:CPU (jaxlib 0.10.2, an AVX-512 host) aborts compiling "
                                   "a fusion that converts bf16 to pred and to a 16-bit "
@@ -461,10 +461,10 @@ KNOWN_DIFFERENCES = {
     "clz-negative-constant-folding": "XLA's constant folder (jaxlib 0.10.2) gives a negative "
                                      "count-leading-zeros for negative values (s8 -3 -> -56, "
                                      "s32 -2 -> -32); the run-time code gives 0 "
-                                     "(findings/xla-cpu-jaxlib-0.10.2/clz-s8-constant-folding)",
+                                     "(findings/known-upstream/xla-cpu-jaxlib-0.10.2/clz-s8-constant-folding)",
     "round-f8e3m4-folding": "XLA's constant folder (jaxlib 0.10.2) rounds every f8e3m4 "
                             "value to NaN in round-nearest-afz and round-nearest-even "
-                            "(findings/xla-cpu-jaxlib-0.10.2/round-nearest-afz-f8e3m4-"
+                            "(findings/known-upstream/xla-cpu-jaxlib-0.10.2/round-nearest-afz-f8e3m4-"
                             "constant-folding)",
     "asin-acos-of-integer-never-nan": "XLA:CPU (jaxlib 0.10.2) takes asin/acos of a "
                                       "converted integer for never NaN: isnan gives false "
@@ -473,7 +473,7 @@ KNOWN_DIFFERENCES = {
     "atan2-zero-zero-folding": "XLA:CPU (jaxlib 0.10.2) gives NaN for atan2(+0, +0) of "
                                "operands it folds or fuses from constants (iota, "
                                "subtract(x, x) of a folded compare), where parameters give "
-                               "+0 (findings/xla-cpu-jaxlib-0.10.2/atan2-iota-zero-zero-nan)",
+                               "+0 (findings/known-upstream/xla-cpu-jaxlib-0.10.2/atan2-iota-zero-zero-nan)",
     "f4e2m1fn-infinity-folding": "XLA's constant folder (jaxlib 0.10.2) turns an infinity "
                                  "into f4e2m1fn 0 (a convert of inf, atanh of ±1), where "
                                  "the run-time code and ml_dtypes saturate to ±6 "
@@ -485,7 +485,7 @@ KNOWN_DIFFERENCES = {
     "convert-int-f8-unsigned-nan": "XLA:CPU (jaxlib 0.10.2) turns the NaN of an integer "
                                    "converted to an f8 type into the unsigned maximum when "
                                    "it fuses that convert with one to u32/u64 (each alone: "
-                                   "NaN, then 0; findings/xla-cpu-jaxlib-0.10.2/convert-int-"
+                                   "NaN, then 0; findings/known-upstream/xla-cpu-jaxlib-0.10.2/convert-int-"
                                    "f8-unsigned-fused-nan-saturates; into 6 with one to "
                                    "f4e2m1fn, where the NaN's zero is due)",
     "accumulation-overflow": "an accumulating op (dot, convolution, reduce; batch norm, "

@@ -64,7 +64,8 @@ class _UnitRunner(Runner):
 
     def record(self, module, args, outcome, oracle: str, seed_info) -> None:
         from .differential import diff
-        from .findings import load_program, reduce_and_write
+        from .findings import load_program
+        from .triage import reduce_and_write
         key = pre_key(outcome.report, module, oracle)
         if key in self.seen:
             self.stats.duplicates += 1

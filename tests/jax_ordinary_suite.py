@@ -62,7 +62,7 @@ def test_sort_is_ordered():
 
 def test_int4_residual_is_requantized():
     """An int4 residual connection, requantized to int8. XLA:CPU forgets that int4
-    arithmetic wraps (findings/xla-cpu-jaxlib-0.10.2/s4-add-does-not-wrap)."""
+    arithmetic wraps (findings/known-upstream/xla-cpu-jaxlib-0.10.2/s4-add-does-not-wrap)."""
     q = jnp.array([[-8, 7, 3, -1], [1, 2, -3, 4]], dtype=jnp.int4)
 
     @jax.jit

@@ -302,7 +302,7 @@ def test_planted_wrong_result_is_flagged_at_its_pytree_path():
 
 
 def test_a_real_xla_wrong_result_is_found_localised_and_blamed():
-    """findings/xla-cpu-jaxlib-0.10.2/s4-add-does-not-wrap, reached from ordinary JAX."""
+    """findings/known-upstream/xla-cpu-jaxlib-0.10.2/s4-add-does-not-wrap, reached from ordinary JAX."""
     x = np.array([[-8, 7, 3, -1], [1, 2, -3, 4]], dtype=ml_dtypes.int4)
 
     def double(x):

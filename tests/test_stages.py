@@ -21,6 +21,8 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "findings")
 
 def _attribute(name: str) -> dict:
     d = os.path.join(ROOT, name)
+    if not os.path.isdir(d):  # reported or fixed upstream already
+        d = os.path.join(ROOT, "known-upstream", name)
     with open(os.path.join(d, "finding.json"), encoding="utf-8") as f:
         meta = json.load(f)
     _, args = load_program(d)

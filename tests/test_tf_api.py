@@ -182,7 +182,7 @@ def test_planted_wrong_result_is_flagged_at_its_path():
 
 
 def test_tf_xla_atan2_of_zero_is_nan():
-    """findings/tf-2.21/atan2-zero-zero-nan, from TF code: atan2(+0, +0) is +0 (C99,
+    """findings/known-upstream/tf-2.21/atan2-zero-zero-nan, from TF code: atan2(+0, +0) is +0 (C99,
     numpy), TensorFlow's XLA returns NaN when the zero comes from xor(p, p)."""
     @tf.function(jit_compile=True)
     def angle(p):
@@ -198,7 +198,7 @@ def test_tf_xla_atan2_of_zero_is_nan():
 
 
 def test_tf_xla_atanh_f64_is_104_ulp_off():
-    """findings/tf-2.21/atanh-f64-104-ulp, from TF code; the culprit is named."""
+    """findings/known-upstream/tf-2.21/atanh-f64-104-ulp, from TF code; the culprit is named."""
     @tf.function(jit_compile=True)
     def atanh(x):
         return tf.math.atanh(x)
