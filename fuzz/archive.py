@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 
-__all__ = ["finding_paths", "index_table", "known_root_keys", "cmd_report",
+__all__ = ["finding_paths", "index_table", "index_page", "known_root_keys", "cmd_report",
            "add_report_command", "KNOWN_STATUSES", "archive_root"]
 
 #: Upstream statuses that make a finding a duplicate of a known issue.
@@ -30,7 +30,8 @@ def finding_paths(paths) -> list[str]:
             out.append(p)
             continue
         for root, dirs, files in os.walk(p):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "pending")
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                             and d not in ("pending", "retired", "outside-contract"))
             if "finding.json" in files:
                 out.append(root)
                 dirs[:] = []
@@ -71,6 +72,7 @@ def _upstream(d: str) -> dict | None:
 
 def index_table(paths, base: str) -> str:
     """The Markdown table of the findings under ``paths`` (names relative to ``base``)."""
+    from .stage_table import component_of
     rows = ["| finding | verdict | component (measured stage) | upstream | user API reaches it |",
             "|---|---|---|---|---|"]
     for d in finding_paths(paths):
@@ -87,13 +89,33 @@ def index_table(paths, base: str) -> str:
         reach = ("yes: " + prog.get("api", "") if prog.get("reproduces") else
                  "no: " + (prog.get("reason") or "its program does not reproduce")[:90]
                  if prog else "not checked")
-        comp = a.get("component", "not attributed")
+        comp = component_of(a.get("stage"), a.get("pass")) if a else "not attributed"
         if a.get("stage"):
             conf = {True: "confirmed", False: "not confirmed", None: "unchecked"}[a.get("confirmed")]
             comp += f" (`{a['stage']}`, {conf})"
         rows.append(f"| `{os.path.relpath(d, base)}` | {meta.get('verdict')} | {comp} | {status} "
                     f"| {reach} |")
     return "\n".join(rows) + "\n"
+
+
+def index_page(paths, base: str) -> str:
+    """``findings/README.md``: what the archive is, then :func:`index_table`."""
+    dirs = finding_paths(paths)
+    known = sum(1 for d in dirs if (_upstream(d) or {}).get("status") in KNOWN_STATUSES)
+    return "\n".join([
+        "# Stored findings", "",
+        "Each directory is a finding as hloref's campaigns write them (docs/triage.md): the "
+        "reduced `module.hlo`, `inputs.npz`, `expected.npz` (hloref's value), `actual.npz` "
+        "(XLA's), `report.md` (the issue a maintainer files), `repro.py` (needs only "
+        "jax/jaxlib or TensorFlow), `user_program.py` where the user API reaches the bug, "
+        "`finding.json` (every record, with the measured stage attribution) and "
+        "`upstream.json` (the trackers searched, the queries, the threads found). "
+        "`known-upstream/` holds the findings already reported or fixed upstream; "
+        "`retired/` the ones that are not bugs under XLA's contract.", "",
+        f"{len(dirs)} findings, {known} of them known upstream. This page is written by "
+        "`hloref report findings --index findings/README.md`; `hloref report DIR --refresh` "
+        "measures a finding again.", "",
+        index_table(paths, base)])
 
 
 def cmd_report(args) -> int:
@@ -112,7 +134,7 @@ def cmd_report(args) -> int:
     if args.index:
         base = os.path.dirname(os.path.abspath(args.index))
         with open(args.index, "w", encoding="utf-8") as f:
-            f.write(index_table(args.dirs, base))
+            f.write(index_page(args.dirs, base))
         print(f"wrote the table of {len(dirs)} findings to {args.index}")
     return 0
 

@@ -341,7 +341,15 @@ def cmd_replay(args) -> int:
                   else f"not on this host (lacks {', '.join(r['host_lacks'])})"
                   if r.get("host_lacks") else "fixed/gone")
         print(f"{status:11s} {r['path']}: stored {r['stored_verdict']}, now {r['verdict']}: "
-              f"{r['classification']}")
+              f"{r['classification']}" + (f"; stage {r['stage']}" if r.get("stage") else "")
+              + (f"; upstream: {r['upstream']}" if r.get("upstream") else ""))
+    by_root: dict = {}
+    for r in results:
+        if r.get("root_key"):
+            by_root.setdefault(r["root_key"], []).append(r["path"])
+    for key, paths in sorted(by_root.items()):
+        if len(paths) > 1:  # one root cause stored twice
+            print(f"same root cause ({key}): {', '.join(paths)}")
     n = sum(r["reproduces"] for r in results)
     print(f"{n} of {len(results)} findings still reproduce")
     if args.json:

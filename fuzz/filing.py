@@ -231,14 +231,16 @@ def render(directory: str, fmt: str = "github") -> str:
     from .findings import load_program
     module, args = load_program(directory)
     text = open(os.path.join(directory, "module.hlo"), encoding="utf-8").read().rstrip()
-    a = meta.get("attribution") or {}
+    a = dict(meta.get("attribution") or {})
+    if a:  # whose code a stage is: from the stage table, as it is now
+        from .stage_table import component_of, stage
+        a["component"] = component_of(a.get("stage"), a.get("pass"))
+        a["repository"] = stage(a["stage"]).repository if a.get("stage") else None
     oracle = meta.get("oracle", "xla")
     system = "XLA:CPU (jaxlib)" if oracle == "xla" else "TensorFlow's XLA:CPU"
-    culprit = (meta.get("culprit") or {}).get("opcode") or "module"
     versions = meta.get("versions") or {}
     options = meta.get("debug_options") or {}
-    title = meta.get("title") or (f"[{system}] {meta.get('verdict')} in `{culprit}`: "
-                                  f"{a.get('component', 'component undetermined')}")
+    title = meta.get("title") or _title(meta, a, module, system)
     fold = fmt == "github"
     lines = [f"# {title}", "",
              f"**Component:** {a.get('component', 'undetermined (not attributed)')}"
@@ -308,6 +310,18 @@ def render(directory: str, fmt: str = "github") -> str:
         lines += ["", "## Variants (same root cause)", ""]
         lines += [f"- {v}" for v in meta["variants"]]
     return "\n".join(lines) + "\n"
+
+
+def _title(meta: dict, a: dict, module, system: str) -> str:
+    """``[system] component: crash / wrong result in `ops` (types)``."""
+    from .findings import module_opcodes, module_types
+    culprit = (meta.get("culprit") or {}).get("opcode")
+    ops = [culprit] if culprit else module_opcodes(module)[:3]
+    types = module_types(module)
+    what = {"crash": "crash", "timeout": "hang"}.get(meta.get("verdict"), "wrong result")
+    where = a.get("component") or "component undetermined"
+    return (f"[{system}] {where}: {what} in {', '.join(f'`{o}`' for o in ops) or 'the module'}"
+            f" ({', '.join(t for t in types if t != 'pred')[:40] or 'pred'})")
 
 
 def _block(text: str, lang: str, fold: bool, summary: str | None) -> list[str]:

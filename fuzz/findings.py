@@ -186,7 +186,13 @@ def replay(paths, *, worker_factory=None, timeout: float = 60.0) -> list[dict]:
             except Exception as exc:  # noqa: BLE001
                 verdict, reproduces, message = "error", False, f"{type(exc).__name__}: {exc}"
                 known = None
+            upstream = None
+            if os.path.exists(os.path.join(d, "upstream.json")):
+                with open(os.path.join(d, "upstream.json"), encoding="utf-8") as f:
+                    upstream = json.load(f).get("status")
             results.append({"path": d, "stored_verdict": meta.get("verdict"), "verdict": verdict,
+                            "root_key": meta.get("root_key"), "upstream": upstream,
+                            "stage": (meta.get("attribution") or {}).get("stage"),
                             "reproduces": reproduces, "known_difference": known,
                             "verdict_without_excess_precision": strict,
                             "classification": classify(verdict, known, strict),

@@ -351,8 +351,12 @@ class XlaExecutable(OracleExecutable):
         return [rebuild_result(self.result_shape, iter(device_leaves)) for device_leaves in leaves]
 
     def optimized_hlo(self) -> str:
-        """The HLO text of the module after XLA:CPU's optimization passes."""
-        return self._exe.hlo_modules()[0].to_string()
+        """The HLO text of the module after XLA:CPU's optimization passes (constants in
+        full, so that the text can be evaluated)."""
+        xc = _jax_state["xc"]
+        options = xc.hlo.HloPrintOptions()
+        options.print_large_constants = True
+        return self._exe.hlo_modules()[0].to_string(options)
 
 
 _DEVICE_COUNTS_RE = re.compile(r"\b(replica_count|num_partitions)\s*=\s*(\d+)")
