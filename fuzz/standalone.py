@@ -58,43 +58,53 @@ def _is_ml_dtype(dtype) -> bool:
     return dtype_expr(dtype).startswith("ml_dtypes.")
 
 
-def _py(x) -> str:
-    """A Python literal of a scalar from ``ndarray.tolist()`` (nested lists recursed)."""
-    if isinstance(x, list):
-        return "[" + ", ".join(_py(v) for v in x) + "]"
-    if isinstance(x, complex):
-        return f"complex({_py(x.real)}, {_py(x.imag)})"
-    if isinstance(x, float):
-        if x != x:
+def _scalar(x) -> str:
+    """A Python literal of a numpy scalar: the shortest decimal of its own type."""
+    if isinstance(x, (complex, np.complexfloating)):
+        return f"complex({_scalar(x.real)}, {_scalar(x.imag)})"
+    name = np.dtype(type(x)).name if isinstance(x, np.generic) else type(x).__name__
+    if "float" in name:
+        if np.isnan(x):
             return "np.nan"
-        if x in (float("inf"), float("-inf")):
+        if np.isinf(x):
             return "np.inf" if x > 0 else "-np.inf"
-    return repr(x)
+        return str(x)
+    if "bool" in name:
+        return repr(bool(x))
+    return repr(int(x))
+
+
+def _py(a: np.ndarray) -> str:
+    """A (nested) list literal of ``a``'s values."""
+    if a.ndim == 0:
+        return _scalar(a[()])
+    return "[" + ", ".join(_py(x) for x in a) + "]"
 
 
 def _bits_dtype(dtype) -> np.dtype:
     return np.dtype(f"u{min(dtype.itemsize, 8)}")
 
 
-def array_literal(a, *, numpy: str = "np") -> str:
-    """A Python expression that rebuilds the array ``a`` exactly (dtype, shape, bits of
-    floats; sub-byte integers by value).
+def array_literal(a, *, readable: bool = False) -> str:
+    """A Python expression (numpy as ``np``) that rebuilds the array ``a`` exactly: its
+    dtype, shape and bits (sub-byte integers by value).
 
     Standard types whose decimal literal gives back their bits are written as values
     (``np.array([1.5, -2.0], np.float32)``); narrow (ml_dtypes) types, and values such as a
     NaN payload or a signed NaN, as their raw bits viewed as the type
-    (``np.array([0x3c, 0x00], np.uint8).view(ml_dtypes.float8_e3m4)``). ``numpy`` is the
-    name the expression uses for numpy (``jnp`` makes a jax constant)."""
+    (``np.array([0x3c, 0x00], np.uint8).view(ml_dtypes.float8_e3m4)``). ``readable``
+    writes narrow types as values too where that gives back their bits."""
+    import ml_dtypes
     a = np.asarray(a)
     expr = dtype_expr(a.dtype)
-    if not _is_ml_dtype(a.dtype):
-        text = f"np.array({_py(a.tolist())}, {expr})"
-        back = eval(text, {"np": np})  # noqa: S307 - our own literal, to check the round trip
+    if readable or not _is_ml_dtype(a.dtype):
+        text = f"np.array({_py(a)}, {expr})"
+        back = eval(text, {"np": np, "ml_dtypes": ml_dtypes})  # noqa: S307 - our own literal
         if back.shape == a.shape and back.tobytes() == a.tobytes():
-            return text.replace("np.array(", f"{numpy}.array(", 1)
+            return text
     bits = np.ascontiguousarray(a).reshape(-1).view(_bits_dtype(a.dtype))
     words = ", ".join(hex(int(w)) for w in bits)
-    text = f"{numpy}.array([{words}], np.{bits.dtype.name}).view({expr})"
+    text = f"np.array([{words}], np.{bits.dtype.name}).view({expr})"
     if a.shape != (bits.size * bits.dtype.itemsize // a.dtype.itemsize,):
         text += f".reshape({tuple(a.shape)})"
     return text

@@ -5,60 +5,14 @@ or crashes as it did; literals rebuild their arrays exactly."""
 from __future__ import annotations
 
 import ast
-import json
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from stored_findings import DIRS, IDS, load
 
-import hloref
-from hloref.cli_common import read_npz
-from hloref.fuzz.findings import load_program
 from hloref.fuzz.standalone import (array_literal, first_difference, run_script,
                                     standalone_script)
-from hloref.shapes import flatten_shape
-
-FINDINGS = Path(__file__).resolve().parents[1] / "findings"
-DIRS = sorted(d for group in ("xla-cpu-jaxlib-0.10.2", "tf-2.21")
-              for d in (FINDINGS / group).iterdir() if (d / "finding.json").is_file())
-
-#: Findings whose stored actual value is not reproducible bit for bit: the reason, and
-#: the part of the result leaves that is (checked bit for bit against the stored value).
-NONDETERMINISTIC = {
-    "fusion-parameter-output-garbage": (
-        "the fusion's outputs past their first element are uninitialized memory (the "
-        "finding's point)", lambda leaves: [leaves[0], leaves[1][:1]]),
-    "sort-s2-not-a-permutation": (
-        "the last element varies from run to run (0, -1 or -2 seen: read from outside the "
-        "s2 data); the first four, {-2, -1, -2, -2}, are not sorted either",
-        lambda leaves: [leaves[0][0, :4]]),
-}
-
-
-def result_dtypes(module_text: str) -> list[np.dtype]:
-    module = hloref.parse(module_text)
-    return [s.element_type.dtype for s in flatten_shape(module.entry.root.shape)]
-
-
-def stored(path: Path, dtypes: list) -> list[np.ndarray] | None:
-    """An npz of result leaves, raw bits viewed as the result's element types."""
-    if not path.is_file():
-        return None
-    return [a.view(dt) if a.dtype != dt else a for a, dt in zip(read_npz(str(path)), dtypes)]
-
-
-def finding_script(d: Path, **kw):
-    meta = json.loads((d / "finding.json").read_text())
-    text = (d / "module.hlo").read_text()
-    _, inputs = load_program(str(d))
-    dtypes = result_dtypes(text)
-    expected = stored(d / "expected.npz", dtypes)
-    actual = stored(d / "actual.npz", dtypes)
-    script = standalone_script(text, inputs, oracle=meta["oracle"],
-                               debug_options=meta.get("debug_options"), expected=expected,
-                               actual=actual, **kw)
-    return meta, script, expected, actual
 
 
 def imported_modules(script: str) -> set[str]:
@@ -71,27 +25,27 @@ def imported_modules(script: str) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("d", DIRS, ids=[f"{d.parent.name}/{d.name}" for d in DIRS])
+@pytest.mark.parametrize("d", DIRS, ids=IDS)
 def test_stored_finding_reproduces_standalone(d):
-    meta, script, expected, actual = finding_script(d)
+    f = load(d)
+    script = standalone_script(f.text, f.inputs, oracle=f.oracle, debug_options=f.debug_options,
+                               expected=f.expected, actual=f.actual)
     allowed = {"json", "os", "numpy", "ml_dtypes"}
-    allowed |= {"jax", "jaxlib"} if meta["oracle"] == "xla" else {"tensorflow"}
+    allowed |= {"jax", "jaxlib"} if f.oracle == "xla" else {"tensorflow"}
     assert imported_modules(script) <= allowed, imported_modules(script) - allowed
     run = run_script(script)
     assert "expected[0]" in run.stdout  # printed before running, so a crash shows it too
-    if meta["verdict"] == "crash":
-        assert run.crashed and run.returncode != 0, run.stdout
+    if f.verdict == "crash":
+        assert run.crashed and run.returncode != 0 and run.signal is not None, run.stdout
+        assert f.signal in ("crash", run.signal)
         assert run.values == []
         return
     assert run.returncode == 0, run.stderr_tail
     assert run.verdict == "MISMATCH"
-    assert first_difference(run.values, expected) is not None
-    assert [(v.dtype, v.shape) for v in run.values] == [(a.dtype, a.shape) for a in actual]
-    if d.name in NONDETERMINISTIC:
-        _, part = NONDETERMINISTIC[d.name]
-        assert [v.tobytes() for v in part(run.values)] == [a.tobytes() for a in part(actual)]
-        return
-    assert [v.tobytes() for v in run.values] == [a.tobytes() for a in actual]
+    assert first_difference(run.values, f.expected) is not None
+    assert [(v.dtype, v.shape) for v in run.values] == [(a.dtype, a.shape) for a in f.actual]
+    pick = f.part or (lambda leaves: leaves)
+    assert [v.tobytes() for v in pick(run.values)] == [a.tobytes() for a in pick(f.actual)]
 
 
 def test_a_script_that_imports_hloref_fails_in_run_script():

@@ -1,0 +1,266 @@
+"""An HLO module written as a plain JAX program: ``jax.lax`` calls under ``jax.jit``.
+
+Each instruction becomes the ``jax.lax`` call that lowers to it (``count-leading-zeros``
+-> ``lax.clz``); parameters become the jitted function's arguments, constants stay
+constants (``jnp.asarray`` of a numpy literal inside the function, which JAX lowers to a
+StableHLO constant, so XLA's constant folding sees them). Where the jax function computes
+the op's value through other HLO ops (``lax.asin`` lowers to ``chlo.asin``, which XLA
+expands into ``atan2``/``sqrt`` arithmetic), the translator notes it; what jax cannot
+write at all (an element type ``jax.numpy`` lacks, an XLA-internal op such as
+``fusion``, a comparator or reducer that is not one plain op) raises
+:class:`~.user_translate.Unexpressible` with the reason. Checked against jax 0.10.2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .standalone import array_literal
+from .user_translate import Translator, Unexpressible
+
+__all__ = ["JaxTranslator", "UNARY", "BINARY", "EXPANDED"]
+
+UNARY = {
+    "abs": "lax.abs", "negate": "lax.neg", "sign": "lax.sign", "floor": "lax.floor",
+    "ceil": "lax.ceil", "exponential": "lax.exp", "exponential-minus-one": "lax.expm1",
+    "log": "lax.log", "log-plus-one": "lax.log1p", "sqrt": "lax.sqrt", "rsqrt": "lax.rsqrt",
+    "cbrt": "lax.cbrt", "tanh": "lax.tanh", "tan": "lax.tan", "sine": "lax.sin",
+    "cosine": "lax.cos", "is-finite": "lax.is_finite", "real": "lax.real", "imag": "lax.imag",
+    "count-leading-zeros": "lax.clz", "popcnt": "lax.population_count", "erf": "lax.erf",
+    "not": "lax.bitwise_not", "logistic": "lax.logistic", "asin": "lax.asin",
+    "acos": "lax.acos", "atanh": "lax.atanh", "asinh": "lax.asinh", "acosh": "lax.acosh",
+    "sinh": "lax.sinh", "cosh": "lax.cosh", "erf-inv": "lax.erf_inv",
+}
+
+#: Unary ops whose jax function reaches XLA as other HLO ops (checked on jax 0.10.2 with
+#: ``jax.jit(f).lower(x).as_text(dialect="hlo")``).
+EXPANDED = {
+    "asin": "chlo.asin, which XLA expands into atan2(x, 1 + sqrt((1 - x)(1 + x))) * 2",
+    "acos": "chlo.acos, which XLA expands into atan2(sqrt((1 - x)(1 + x)), x) arithmetic",
+    "atanh": "chlo.atanh, which XLA expands into (log1p(x) - log1p(-x)) / 2 with a select",
+    "asinh": "chlo.asinh, which XLA expands into log/sqrt arithmetic",
+    "acosh": "chlo.acosh, which XLA expands into log/sqrt arithmetic",
+    "sinh": "chlo.sinh, which XLA expands into expm1/exp arithmetic",
+    "cosh": "chlo.cosh, which XLA expands into exp arithmetic",
+    "erf-inv": "chlo.erf_inv, which XLA expands into a polynomial",
+    "logistic": "1 / (1 + exp(-x))",
+}
+
+BINARY = {
+    "add": "lax.add", "subtract": "lax.sub", "multiply": "lax.mul", "divide": "lax.div",
+    "remainder": "lax.rem", "power": "lax.pow", "maximum": "lax.max", "minimum": "lax.min",
+    "atan2": "lax.atan2", "and": "lax.bitwise_and", "or": "lax.bitwise_or",
+    "xor": "lax.bitwise_xor", "shift-left": "lax.shift_left",
+    "shift-right-arithmetic": "lax.shift_right_arithmetic",
+    "shift-right-logical": "lax.shift_right_logical", "complex": "lax.complex",
+}
+
+_COMPARE = {"EQ": "lax.eq", "NE": "lax.ne", "LT": "lax.lt", "LE": "lax.le", "GT": "lax.gt",
+            "GE": "lax.ge"}
+_ROUND = {"round-nearest-afz": "AWAY_FROM_ZERO", "round-nearest-even": "TO_NEAREST_EVEN"}
+_WIDE = {"s64", "u64", "f64", "c128"}
+
+
+def jnp_dtype(et) -> str:
+    """``jnp.int8`` for an hloref ElementType; Unexpressible where jax.numpy lacks it."""
+    import jax.numpy as jnp
+    name = "bool_" if et.name == "pred" else np.dtype(et.dtype).name
+    if not hasattr(jnp, name):
+        raise Unexpressible(f"jax.numpy has no dtype for the element type {et.name}")
+    return f"jnp.{name}"
+
+
+def _shape_of(instr):
+    if not instr.shape.is_array:
+        raise Unexpressible(f"%{instr.name} ({instr.opcode}) has a tuple shape")
+    return instr.shape
+
+
+class JaxTranslator(Translator):
+    api = "jax"
+
+    def header(self) -> list[str]:
+        lines = ["import jax", "import jax.numpy as jnp", "import numpy as np",
+                 "from jax import lax"]
+        types = {s.element_type.name for _, i in self.module.instructions()
+                 for s in _leaves(i.shape)}
+        for et_name in sorted(types):
+            from hloref.types import element_type
+            jnp_dtype(element_type(et_name))
+        if types & _WIDE:
+            lines += ["", 'jax.config.update("jax_enable_x64", True)']
+        return lines
+
+    def decorator(self) -> str:
+        return "@jax.jit"
+
+    def input_literal(self, value) -> str:
+        if isinstance(value, (tuple, list)):
+            return "(" + "".join(f"{self.input_literal(v)}, " for v in value).rstrip() + ")"
+        return array_literal(np.asarray(value), readable=True).replace("ml_dtypes.", "jnp.")
+
+    def constant(self, instr) -> str:
+        if not instr.shape.is_array:
+            raise Unexpressible(f"constant %{instr.name} is a tuple")
+        literal = array_literal(np.asarray(instr.literal), readable=True)
+        return f"jnp.asarray({literal.replace('ml_dtypes.', 'jnp.')})"
+
+    def op(self, instr, args: list[str]) -> str:
+        code = instr.opcode
+        a = instr.attrs
+        if code in UNARY:
+            if code in EXPANDED:
+                self.note(f"{UNARY[code]} lowers to {EXPANDED[code]}: no HLO `{code}` "
+                          f"reaches XLA")
+            return f"{UNARY[code]}({args[0]})"
+        if code in _ROUND:
+            return f"lax.round({args[0]}, lax.RoundingMethod.{_ROUND[code]})"
+        if code in BINARY:
+            return f"{BINARY[code]}({args[0]}, {args[1]})"
+        if code == "compare":
+            kind = str(a.get("type", ""))
+            if kind == "TOTALORDER" and instr.operands[0].shape.element_type.is_float:
+                raise Unexpressible("compare with type=TOTALORDER: jax.lax comparisons of "
+                                    "floats lower to the FLOAT comparison")
+            return f"{_COMPARE[str(a['direction'])]}({args[0]}, {args[1]})"
+        if code == "select":
+            return f"lax.select({args[0]}, {args[1]}, {args[2]})"
+        if code == "clamp":
+            return f"lax.clamp({args[0]}, {args[1]}, {args[2]})"
+        if code == "convert":
+            et = _shape_of(instr).element_type
+            if et.name == "pred" and instr.operands[0].shape.element_type.name != "pred":
+                self.note("lax.convert_element_type(x, bool) lowers to compare(x, 0, NE): no "
+                          "HLO `convert` to pred reaches XLA")
+            source = instr.operands[0]
+            if source.opcode == "constant" and source.shape.rank == 0:
+                self.note("jax folds lax.convert_element_type of a scalar constant itself, with "
+                          "numpy/ml_dtypes, while tracing (jax/_src/lax/lax.py "
+                          "_convert_elt_type_folding_rule): XLA never sees this `convert`")
+            return f"lax.convert_element_type({args[0]}, {jnp_dtype(et)})"
+        if code == "bitcast-convert":
+            return f"lax.bitcast_convert_type({args[0]}, {jnp_dtype(instr.shape.element_type)})"
+        if code == "iota":
+            s = _shape_of(instr)
+            return (f"lax.broadcasted_iota({jnp_dtype(s.element_type)}, {tuple(s.dims)}, "
+                    f"{a['iota_dimension']})")
+        if code == "broadcast":
+            return (f"lax.broadcast_in_dim({args[0]}, {tuple(_shape_of(instr).dims)}, "
+                    f"{tuple(a['dimensions'])})")
+        if code == "reshape":
+            return f"lax.reshape({args[0]}, {tuple(_shape_of(instr).dims)})"
+        if code == "transpose":
+            return f"lax.transpose({args[0]}, {tuple(a['dimensions'])})"
+        if code == "reverse":
+            return f"lax.rev({args[0]}, {tuple(a['dimensions'])})"
+        if code == "slice":
+            dims = a["slice"]
+            return (f"lax.slice({args[0]}, {tuple(d.start for d in dims)}, "
+                    f"{tuple(d.limit for d in dims)}, {tuple(d.stride for d in dims)})")
+        if code == "concatenate":
+            return f"lax.concatenate([{', '.join(args)}], {a['dimensions'][0]})"
+        if code == "pad":
+            config = [(d.low, d.high, d.interior) for d in a["padding"]]
+            return f"lax.pad({args[0]}, {args[1]}, {config})"
+        if code == "dynamic-slice":
+            return (f"lax.dynamic_slice({args[0]}, [{', '.join(args[1:])}], "
+                    f"{tuple(a['dynamic_slice_sizes'])}, allow_negative_indices=False)")
+        if code == "dynamic-update-slice":
+            return (f"lax.dynamic_update_slice({args[0]}, {args[1]}, [{', '.join(args[2:])}], "
+                    f"allow_negative_indices=False)")
+        if code == "reduce-precision":
+            return (f"lax.reduce_precision({args[0]}, exponent_bits={a['exponent_bits']}, "
+                    f"mantissa_bits={a['mantissa_bits']})")
+        if code == "reduce":
+            return self._reduce(instr, args)
+        if code == "sort":
+            return self._sort(instr, args)
+        if code == "dot":
+            return self._dot(instr, args)
+        if code == "convolution":
+            return self._convolution(instr, args)
+        if code == "rng-bit-generator":
+            return self._rng_bit_generator(instr, args)
+        if code in ("fusion", "call", "map", "while", "conditional", "custom-call"):
+            raise Unexpressible(f"`{code}` (%{instr.name}): jax.lax has no call that emits "
+                                f"this HLO instruction"
+                                + (" (XLA makes fusions itself)" if code == "fusion" else ""))
+        raise Unexpressible(f"`{code}` (%{instr.name}) is not in the JAX translator's table")
+
+    def _reduce(self, instr, args) -> str:
+        body = self.binary_body(instr.attrs["to_apply"])
+        if len(args) != 2 or body not in ("add", "maximum", "minimum", "multiply", "and",
+                                          "or", "xor"):
+            raise Unexpressible(f"reduce %{instr.name}: only a single-operand reduce whose "
+                                f"reducer is one add/max/min/mul/and/or/xor is translated")
+        return f"lax.reduce({args[0]}, {args[1]}, {BINARY[body]}, {tuple(instr.attrs['dimensions'])})"
+
+    def _sort(self, instr, args) -> str:
+        cmp = self.comparator(instr.attrs["to_apply"])
+        et = instr.operands[0].shape.element_type
+        if cmp is None or cmp[0] != "LT" or cmp[1] == "TOTALORDER":
+            raise Unexpressible(f"sort %{instr.name}: jax.lax.sort builds its own ascending "
+                                f"comparator; only a plain compare(p0, p1) LT one matches it")
+        if et.is_float or et.is_complex:
+            raise Unexpressible(f"sort %{instr.name} of {et.name}: jax.lax.sort compares "
+                                f"floats in a total order (NaN and -0 canonicalized), not "
+                                f"with the module's plain LT")
+        dim = instr.attrs["dimensions"][0]
+        stable = bool(instr.attrs.get("is_stable", False))
+        if len(args) == 1:
+            return f"lax.sort({args[0]}, dimension={dim}, is_stable={stable})"
+        return f"lax.sort(({', '.join(args)},), dimension={dim}, is_stable={stable}, num_keys=1)"
+
+    def _dot(self, instr, args) -> str:
+        a = instr.attrs
+        dims = ((tuple(a.get("lhs_contracting_dims", ())), tuple(a.get("rhs_contracting_dims", ()))),
+                (tuple(a.get("lhs_batch_dims", ())), tuple(a.get("rhs_batch_dims", ()))))
+        extra = ""
+        if "algorithm" in a:
+            from jax import lax
+            name = str(a["algorithm"]).upper().removeprefix("DOT_")
+            if name not in lax.DotAlgorithmPreset.__members__:
+                raise Unexpressible(f"dot algorithm {a['algorithm']}: no jax.lax."
+                                    f"DotAlgorithmPreset for it")
+            extra = f", precision=lax.DotAlgorithmPreset.{name}"
+        elif "operand_precision" in a:
+            precs = ", ".join(f"lax.Precision.{str(p).upper()}" for p in a["operand_precision"])
+            extra = f", precision=({precs})"
+        et = jnp_dtype(_shape_of(instr).element_type)
+        return f"lax.dot_general({args[0]}, {args[1]}, {dims}{extra}, preferred_element_type={et})"
+
+    def _convolution(self, instr, args) -> str:
+        a = instr.attrs
+        window = a.get("window")
+        wd = list(window.dims) if window is not None else []
+        if any(d.window_reversal for d in wd):
+            raise Unexpressible(f"convolution %{instr.name}: window reversal has no "
+                                f"jax.lax.conv_general_dilated argument")
+        dn = a["dim_labels"]
+        spec = (f"lax.ConvDimensionNumbers(lhs_spec={(dn.input_batch_dimension, dn.input_feature_dimension, *dn.input_spatial_dimensions)}, "
+                f"rhs_spec={(dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension, *dn.kernel_spatial_dimensions)}, "
+                f"out_spec={(dn.output_batch_dimension, dn.output_feature_dimension, *dn.output_spatial_dimensions)})")
+        et = jnp_dtype(_shape_of(instr).element_type)
+        return (f"lax.conv_general_dilated({args[0]}, {args[1]}, "
+                f"window_strides={tuple(d.stride for d in wd)}, "
+                f"padding={[(d.padding_low, d.padding_high) for d in wd]}, "
+                f"lhs_dilation={tuple(d.base_dilation for d in wd)}, "
+                f"rhs_dilation={tuple(d.window_dilation for d in wd)}, dimension_numbers={spec}, "
+                f"feature_group_count={a.get('feature_group_count', 1)}, "
+                f"batch_group_count={a.get('batch_group_count', 1)}, preferred_element_type={et})")
+
+    def _rng_bit_generator(self, instr, args) -> str:
+        bits = instr.shape.elements[1]
+        et = bits.element_type
+        if et.name not in ("u8", "u16", "u32", "u64"):
+            raise Unexpressible(f"rng-bit-generator %{instr.name} returns {et.name}: "
+                                f"jax.lax.rng_bit_generator returns only uint8/16/32/64 "
+                                f"(it raises 'unsupported dtype')")
+        algorithm = str(instr.attrs.get("algorithm", "rng_default")).upper()
+        return (f"lax.rng_bit_generator({args[0]}, {tuple(bits.dims)}, {jnp_dtype(et)}, "
+                f"algorithm=lax.RandomAlgorithm.{algorithm})")
+
+
+def _leaves(shape) -> list:
+    from hloref.shapes import ArrayShape, flatten_shape
+    return [s for s in flatten_shape(shape) if isinstance(s, ArrayShape)]

@@ -1,0 +1,261 @@
+"""An HLO module written as a plain TensorFlow program: ``tf`` ops and the tf2xla ones
+(``tensorflow.compiler.tf2xla.python.xla``: sort, pad, dynamic slices, dot_general,
+rng_bit_generator) under ``tf.function(jit_compile=True)``.
+
+Parameters become the function's arguments, constants stay ``tf.constant``. What TF
+cannot write (a type its ops or its XLA do not take, an op it lacks) raises
+:class:`~.user_translate.Unexpressible`. Checked against TensorFlow 2.21.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .oracles.tf import TF_DTYPES
+from .standalone import array_literal
+from .user_translate import Translator, Unexpressible
+
+__all__ = ["TfTranslator", "UNARY", "NO_TF_OP"]
+
+UNARY = {
+    "abs": "tf.math.abs", "negate": "tf.math.negative", "sign": "tf.math.sign",
+    "floor": "tf.math.floor", "ceil": "tf.math.ceil", "round-nearest-even": "tf.math.round",
+    "exponential": "tf.math.exp", "exponential-minus-one": "tf.math.expm1",
+    "log": "tf.math.log", "log-plus-one": "tf.math.log1p", "sqrt": "tf.math.sqrt",
+    "rsqrt": "tf.math.rsqrt", "tanh": "tf.math.tanh", "tan": "tf.math.tan",
+    "sine": "tf.math.sin", "cosine": "tf.math.cos", "is-finite": "tf.math.is_finite",
+    "real": "tf.math.real", "imag": "tf.math.imag", "erf": "tf.math.erf",
+    "logistic": "tf.math.sigmoid", "asin": "tf.math.asin", "acos": "tf.math.acos",
+    "atanh": "tf.math.atanh", "asinh": "tf.math.asinh", "acosh": "tf.math.acosh",
+    "sinh": "tf.math.sinh", "cosh": "tf.math.cosh",
+}
+_ARITH = {
+    "add": "tf.math.add", "subtract": "tf.math.subtract", "multiply": "tf.math.multiply",
+    "power": "tf.math.pow", "maximum": "tf.math.maximum", "minimum": "tf.math.minimum",
+    "atan2": "tf.math.atan2", "shift-left": "tf.bitwise.left_shift",
+}
+_LOGICAL = {"and": ("tf.math.logical_and", "tf.bitwise.bitwise_and"),
+            "or": ("tf.math.logical_or", "tf.bitwise.bitwise_or"),
+            "xor": ("tf.math.logical_xor", "tf.bitwise.bitwise_xor")}
+_COMPARE = {"EQ": "tf.math.equal", "NE": "tf.math.not_equal", "LT": "tf.math.less",
+            "LE": "tf.math.less_equal", "GT": "tf.math.greater", "GE": "tf.math.greater_equal"}
+
+#: HLO ops TensorFlow has no op for, with what it has instead.
+NO_TF_OP = {
+    "count-leading-zeros": "TF has no count-leading-zeros op",
+    "cbrt": "TF has no cube-root op",
+    "round-nearest-afz": "TF has no round-half-away-from-zero op (tf.math.round rounds half "
+                         "to even)",
+    "iota": "TF has no iota op",
+    "fusion": "TF has no op that emits an HLO fusion (XLA makes fusions itself)",
+}
+_RNG = {"rng_default": 0, "rng_three_fry": 1, "rng_philox": 2}
+
+
+def tf_dtype(et) -> str:
+    """``tf.int8`` / ``tf.as_dtype(ml_dtypes.float8_e4m3fn)`` for an hloref ElementType;
+    Unexpressible for a type TF's XLA cannot take as itself."""
+    if et.name in ("s4", "u4"):
+        raise Unexpressible(f"TF 2.21's ops take no {et.name} operands (tf.math.add: 'DataType "
+                            f"int4 not in list of allowed values'), and its XLA reads "
+                            f"int4/uint4 arguments packed")
+    if et.name not in TF_DTYPES:
+        raise Unexpressible(f"TensorFlow 2.21 has no dtype its XLA takes for the element "
+                            f"type {et.name}")
+    name = TF_DTYPES[et.name]
+    if name.startswith("float8"):
+        return f"tf.as_dtype(ml_dtypes.{name})"
+    return f"tf.{name}"
+
+
+class TfTranslator(Translator):
+    api = "tf"
+
+    def __init__(self, module, inputs: list):
+        super().__init__(module, inputs)
+        self._extra_imports: set[str] = set()
+
+    def header(self) -> list[str]:
+        lines = ["import numpy as np", "import tensorflow as tf"]
+        if "ml_dtypes" in self._extra_imports:
+            lines.insert(0, "import ml_dtypes")
+        if "tfxla" in self._extra_imports:
+            lines.append("from tensorflow.compiler.tf2xla.python import xla as tfxla")
+        if "xla_data_pb2" in self._extra_imports:
+            lines.append("from tensorflow.compiler.xla import xla_data_pb2")
+        return lines
+
+    def decorator(self) -> str:
+        return "@tf.function(jit_compile=True)"
+
+    def code(self) -> str:
+        # the body is written first: it decides the imports the header needs
+        body = super().code()
+        if "ml_dtypes." in body:
+            self._extra_imports.add("ml_dtypes")
+        if "tfxla." in body:
+            self._extra_imports.add("tfxla")
+        if "xla_data_pb2." in body:
+            self._extra_imports.add("xla_data_pb2")
+        return super().code()
+
+    def input_literal(self, value) -> str:
+        return array_literal(np.asarray(value), readable=True)
+
+    def constant(self, instr) -> str:
+        if not instr.shape.is_array:
+            raise Unexpressible(f"constant %{instr.name} is a tuple")
+        tf_dtype(instr.shape.element_type)
+        return f"tf.constant({array_literal(np.asarray(instr.literal), readable=True)})"
+
+    def op(self, instr, args: list[str]) -> str:
+        code = instr.opcode
+        a = instr.attrs
+        if code in NO_TF_OP:
+            raise Unexpressible(f"`{code}` (%{instr.name}): {NO_TF_OP[code]}")
+        for s in (instr.shape, *[o.shape for o in instr.operands]):
+            if s.is_array:
+                tf_dtype(s.element_type)
+        et = instr.shape.element_type if instr.shape.is_array else None
+        src = instr.operands[0].shape.element_type if instr.operands else None
+        if code in UNARY:
+            return f"{UNARY[code]}({args[0]})"
+        if code == "not":
+            return f"{'tf.math.logical_not' if et.is_pred else 'tf.bitwise.invert'}({args[0]})"
+        if code in _ARITH:
+            return f"{_ARITH[code]}({args[0]}, {args[1]})"
+        if code in ("divide", "remainder"):
+            if et.is_integer:
+                fn = "tf.math.truncatediv" if code == "divide" else "tf.math.truncatemod"
+            else:
+                fn = "tf.math.divide" if code == "divide" else "tf.math.truncatemod"
+            return f"{fn}({args[0]}, {args[1]})"
+        if code in _LOGICAL:
+            return f"{_LOGICAL[code][0 if et.is_pred else 1]}({args[0]}, {args[1]})"
+        if code in ("shift-right-arithmetic", "shift-right-logical"):
+            if (code == "shift-right-arithmetic") != et.is_signed_integer:
+                raise Unexpressible(f"`{code}` of {et.name}: tf.bitwise.right_shift is "
+                                    f"arithmetic for signed and logical for unsigned types")
+            return f"tf.bitwise.right_shift({args[0]}, {args[1]})"
+        if code == "compare":
+            if str(a.get("type", "")) == "TOTALORDER" and src.is_float:
+                raise Unexpressible("compare with type=TOTALORDER: TF has no total-order "
+                                    "comparison")
+            return f"{_COMPARE[str(a['direction'])]}({args[0]}, {args[1]})"
+        if code == "select":
+            return f"tf.where({args[0]}, {args[1]}, {args[2]})"
+        if code == "clamp":
+            return f"tfxla.clamp({args[0]}, {args[1]}, {args[2]})"
+        if code == "convert":
+            if et.is_pred and not src.is_pred:
+                self.note("tf.cast(x, tf.bool) is compiled as x != 0: no HLO `convert` to "
+                          "pred reaches XLA")
+            return f"tf.cast({args[0]}, {tf_dtype(et)})"
+        if code == "bitcast-convert":
+            return f"tf.bitcast({args[0]}, {tf_dtype(et)})"
+        if code == "broadcast":
+            return self._broadcast(instr, args[0])
+        if code == "reshape":
+            return f"tf.reshape({args[0]}, {list(instr.shape.dims)})"
+        if code == "transpose":
+            return f"tf.transpose({args[0]}, {list(a['dimensions'])})"
+        if code == "reverse":
+            return f"tf.reverse({args[0]}, {list(a['dimensions'])})"
+        if code == "slice":
+            dims = a["slice"]
+            return (f"tf.strided_slice({args[0]}, {[d.start for d in dims]}, "
+                    f"{[d.limit for d in dims]}, {[d.stride for d in dims]})")
+        if code == "concatenate":
+            return f"tf.concat([{', '.join(args)}], {a['dimensions'][0]})"
+        if code == "pad":
+            dims = a["padding"]
+            return (f"tfxla.pad({args[0]}, {args[1]}, {[d.low for d in dims]}, "
+                    f"{[d.high for d in dims]}, {[d.interior for d in dims]})")
+        if code == "dynamic-slice":
+            return (f"tfxla.dynamic_slice({args[0]}, {self._indices(instr, args[1:])}, "
+                    f"{list(a['dynamic_slice_sizes'])})")
+        if code == "dynamic-update-slice":
+            return (f"tfxla.dynamic_update_slice({args[0]}, {args[1]}, "
+                    f"{self._indices(instr, args[2:])})")
+        if code == "convolution":
+            return self._convolution(instr, args)
+        if code == "sort":
+            return self._sort(instr, args)
+        if code == "dot":
+            return self._dot(instr, args)
+        if code == "rng-bit-generator":
+            bits = instr.shape.elements[1]
+            algorithm = _RNG[str(a.get("algorithm", "rng_default"))]
+            return (f"tfxla.rng_bit_generator({algorithm}, {args[0]}, {list(bits.dims)}, "
+                    f"{tf_dtype(bits.element_type)})")
+        raise Unexpressible(f"`{code}` (%{instr.name}) is not in the TF translator's table")
+
+    def _indices(self, instr, names: list[str]) -> str:
+        """The scalar start indices as the one int32/int64 vector the tf2xla ops take."""
+        kinds = {o.shape.element_type.name for o in instr.operands[-len(names):]}
+        if kinds <= {"s32"} or kinds <= {"s64"}:
+            return f"tf.stack([{', '.join(names)}])"
+        self.note(f"the tf2xla slice ops take int32/int64 start indices: the "
+                  f"{'/'.join(sorted(kinds))} indices of %{instr.name} are cast to int32")
+        return f"tf.stack([{', '.join(f'tf.cast({n}, tf.int32)' for n in names)}])"
+
+    def _convolution(self, instr, args) -> str:
+        a = instr.attrs
+        window = a.get("window")
+        wd = list(window.dims) if window is not None else []
+        if any(d.window_reversal for d in wd):
+            raise Unexpressible(f"convolution %{instr.name}: window reversal is not translated")
+        dn = a["dim_labels"]
+        numbers = (f"xla_data_pb2.ConvolutionDimensionNumbers("
+                   f"input_batch_dimension={dn.input_batch_dimension}, "
+                   f"input_feature_dimension={dn.input_feature_dimension}, "
+                   f"input_spatial_dimensions={list(dn.input_spatial_dimensions)}, "
+                   f"kernel_input_feature_dimension={dn.kernel_input_feature_dimension}, "
+                   f"kernel_output_feature_dimension={dn.kernel_output_feature_dimension}, "
+                   f"kernel_spatial_dimensions={list(dn.kernel_spatial_dimensions)}, "
+                   f"output_batch_dimension={dn.output_batch_dimension}, "
+                   f"output_feature_dimension={dn.output_feature_dimension}, "
+                   f"output_spatial_dimensions={list(dn.output_spatial_dimensions)})")
+        return (f"tfxla.conv({args[0]}, {args[1]}, window_strides={[d.stride for d in wd]}, "
+                f"padding={[[d.padding_low, d.padding_high] for d in wd]}, "
+                f"lhs_dilation={[d.base_dilation for d in wd]}, "
+                f"rhs_dilation={[d.window_dilation for d in wd]}, dimension_numbers={numbers}, "
+                f"feature_group_count={a.get('feature_group_count', 1)}, "
+                f"batch_group_count={a.get('batch_group_count', 1)}, "
+                f"preferred_element_type={tf_dtype(instr.shape.element_type)})")
+
+    def _broadcast(self, instr, x: str) -> str:
+        dims = list(instr.attrs["dimensions"])
+        if dims != sorted(dims):
+            raise Unexpressible(f"broadcast %{instr.name} with unsorted dimensions {dims}: "
+                                f"tf.broadcast_to cannot reorder")
+        out = list(instr.shape.dims)
+        src = list(instr.operands[0].shape.dims)
+        ones = [1] * len(out)
+        for k, d in enumerate(dims):
+            ones[d] = src[k]
+        return f"tf.broadcast_to(tf.reshape({x}, {ones}), {out})"
+
+    def _sort(self, instr, args) -> str:
+        cmp = self.comparator(instr.attrs["to_apply"])
+        rank = instr.operands[0].shape.rank
+        if len(args) != 1 or cmp is None or cmp[0] != "LT" or cmp[1] == "TOTALORDER":
+            raise Unexpressible(f"sort %{instr.name}: tfxla.sort sorts one operand with a "
+                                f"plain LT comparator only")
+        if instr.attrs["dimensions"][0] != rank - 1:
+            raise Unexpressible(f"sort %{instr.name}: tfxla.sort sorts along the last "
+                                f"dimension only")
+        return f"tfxla.sort({args[0]})"
+
+    def _dot(self, instr, args) -> str:
+        a = instr.attrs
+        if "algorithm" in a:
+            raise Unexpressible(f"dot %{instr.name} with algorithm={a['algorithm']}: not "
+                                f"translated to TF (PrecisionConfig.algorithm)")
+        dn = (f"xla_data_pb2.DotDimensionNumbers("
+              f"lhs_contracting_dimensions={list(a.get('lhs_contracting_dims', ()))}, "
+              f"rhs_contracting_dimensions={list(a.get('rhs_contracting_dims', ()))}, "
+              f"lhs_batch_dimensions={list(a.get('lhs_batch_dims', ()))}, "
+              f"rhs_batch_dimensions={list(a.get('rhs_batch_dims', ()))})")
+        return (f"tfxla.dot_general({args[0]}, {args[1]}, {dn}, "
+                f"preferred_element_type={tf_dtype(instr.shape.element_type)})")
