@@ -1,4 +1,5 @@
-"""The stored findings (``findings/xla-cpu-jaxlib-0.10.2``, ``findings/tf-2.21``) as the
+"""The stored findings (``findings/xla-cpu-jaxlib-0.10.2``, ``findings/tf-2.21``, and those
+under ``findings/known-upstream/``) as the
 reproducer tests read them (test_standalone.py, test_user_program.py): the directories,
 each one's module, inputs, expected and actual leaves in the result's element types, and
 the findings whose actual value is only partly reproducible."""
@@ -18,8 +19,10 @@ from hloref.fuzz.findings import load_program
 from hloref.shapes import flatten_shape
 
 FINDINGS = Path(__file__).resolve().parents[1] / "findings"
-DIRS = sorted(d for group in ("xla-cpu-jaxlib-0.10.2", "tf-2.21")
-              for d in (FINDINGS / group).iterdir() if (d / "finding.json").is_file())
+DIRS = sorted((d for base in (FINDINGS, FINDINGS / "known-upstream")
+               for group in ("xla-cpu-jaxlib-0.10.2", "tf-2.21")
+               for d in (base / group).iterdir() if (d / "finding.json").is_file()),
+              key=lambda d: (d.parent.name, d.name))
 IDS = [f"{d.parent.name}/{d.name}" for d in DIRS]
 
 #: Findings whose stored actual value is not reproducible bit for bit: the reason, and
