@@ -46,8 +46,22 @@ def root_key(attribution: dict | None, module, culprit: str | None = None) -> st
     # a CHECK's place (file:line] Check failed: ...) without the time stamp and thread
     place = fatal.split("]", 1)[0].split()[-1] if "]" in fatal else ""
     ops = sorted({i.opcode for _, i in module.instructions() if i.opcode not in _MOVES})
-    basis = [a.get("stage"), a.get("pass"), place, culprit, ops]
+    basis = [a.get("stage"), _pass_family(a.get("pass")), place, culprit, ops]
     return hashlib.sha256(json.dumps(basis).encode()).hexdigest()[:12]
+
+
+def _pass_family(name: str | None) -> str | None:
+    """A pass name without the element type some passes are instantiated for
+    (``float-normalization-s4`` and ``-u4`` are one pass)."""
+    if not name:
+        return name
+    from hloref.types import element_type
+    head, _, tail = name.rpartition("-")
+    try:
+        element_type(tail)
+    except (KeyError, ValueError):
+        return name
+    return head if head else name
 
 
 def host_cpu() -> dict:

@@ -15,12 +15,12 @@ import os
 from .findings import finding_dirs, module_types, signature, signature_key, write_pending
 from .report import markdown_report, write_finding
 
-__all__ = ["reduce_and_write"]
+__all__ = ["reduce_and_write", "contract_variant", "write_outside_contract"]
 
 
 def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: str = "xla",
                      seed=None, blame: bool = True, extra_meta: dict | None = None,
-                     still_fails=None) -> tuple[str, dict, bool]:
+                     still_fails=None, write_report: bool = True) -> tuple[str, dict, bool]:
     """Reduce a failing program, attribute it to a stage of XLA's chain, write the finding.
 
     On the way: a failure whose inputs leave XLA's contract is replaced by its in-contract
@@ -32,7 +32,9 @@ def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: st
     The shared form of ``hloref diff --reduce``: returns ``(directory, signature,
     new)``; ``new`` is False when a finding with the same signature exists (its
     directory is returned and nothing is written). ``still_fails(report)`` may veto a
-    reduction step (default: the same verdict, blamed on the same opcode)."""
+    reduction step (default: the same verdict, blamed on the same opcode);
+    ``write_report=False`` skips the maintainer's report (``filing.refresh``: it runs the
+    reproducers)."""
     from .differential import diff
     from .reduce import reduce_failure
 
@@ -58,10 +60,12 @@ def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: st
         final = diff(small, small_args, oracle=oracle, worker=worker)
     text = small.to_text()
     culprit = final.culprit.innermost() if final.culprit else None
-    outside = _contract(small, small_args, fails)
+    # the contract binds values XLA computes at run time; a crash of the compiler is a
+    # bug whatever the values (a compiler must not trap on undefined run-time behaviour)
+    outside = contract_variant(small, small_args, fails) if final.verdict == "mismatch" else None
     if outside is not None:
         if outside["variant"] is None:  # the fault needs undefined behaviour: not filed
-            return _write_outside_contract(out_dir, small, small_args, final, outside), \
+            return write_outside_contract(out_dir, small, small_args, final, outside), \
                 signature(small, final.verdict, None), False
         small, small_args = outside["variant"]
         text = small.to_text()
@@ -113,7 +117,7 @@ def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: st
             "message": final.message, **(extra_meta or {})}
     write_finding(path, module_text=text, inputs=small_args, expected=final.expected,
                   actual=final.actual, report_md=md, meta=meta)
-    if blame:
+    if blame and write_report:
         from .filing import refresh
         try:  # the maintainer's report: reproducers run once, report.md rewritten
             refresh(path, worker=worker, attribution=False)
@@ -122,7 +126,7 @@ def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: st
     return path, sig, True
 
 
-def _contract(module, args, fails) -> dict | None:
+def contract_variant(module, args, fails) -> dict | None:
     """Where the failing inputs leave XLA's contract (``fuzz/contract.py``): the breaches,
     and the in-contract variant (signed integers made unsigned) when it still fails."""
     from .contract import contract_breaches, unsigned_arguments, unsigned_variant
@@ -144,7 +148,7 @@ def _contract(module, args, fails) -> dict | None:
     return {"breaches": [str(b) for b in breaches], "variant": found}
 
 
-def _write_outside_contract(out_dir: str, module, args, report, outside: dict) -> str:
+def write_outside_contract(out_dir: str, module, args, report, outside: dict) -> str:
     """A failure that needs undefined behaviour: kept for reading, never filed."""
     key = signature_key(signature(module, report.verdict, None))
     meta = {"verdict": report.verdict, "why": "the inputs leave XLA's contract and no "
