@@ -284,8 +284,9 @@ def render(directory: str, fmt: str = "github") -> str:
     lines += ["## From the user API", ""]
     prog = os.path.join(directory, "user_program.py")
     if up_prog.get("file") and os.path.exists(prog):
-        state = "reproduces the bug" if up_prog.get("reproduces") else \
-            "does NOT reproduce it (the bug needs the exact HLO above)"
+        state = "reproduces the bug" if up_prog.get("reproduces") else (
+            "does NOT reproduce it: " + "; ".join(x for x in (up_prog.get("message"),
+                                                              up_prog.get("reason")) if x))
         lines += [f"A plain {up_prog.get('api', 'jax').upper()} program; run, it {state}.", ""]
         lines += _block(open(prog, encoding="utf-8").read(), "python", fold, "user_program.py")
     else:
@@ -319,7 +320,8 @@ def render(directory: str, fmt: str = "github") -> str:
                                      or "XLA's defaults"),
               f"- host CPU: {host.get('model', 'unknown')}; flags: "
               f"{' '.join(host.get('flags', [])) or 'unknown'}",
-              f"- found by: hloref (`{meta.get('seed')}`); root key `{meta.get('root_key')}`"]
+              "- found by: hloref" + (f" (seed `{meta['seed']}`)" if meta.get("seed") else "")
+              + f"; root key `{meta.get('root_key')}`"]
     if meta.get("variants"):
         lines += ["", "## Variants (same root cause)", ""]
         lines += [f"- {v}" for v in meta["variants"]]
