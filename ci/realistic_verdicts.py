@@ -111,7 +111,7 @@ def _diff(d: str, timeout: float) -> dict:
         try:
             report = json.loads(r["stdout"])
             verdict = report.get("verdict", "error")
-            c = report.get("comparison") or {}
+            c = report.get("ulp_floor") or {}
             detail = c.get("message") or report.get("message") or ""
             if c.get("max_ulp") is not None:
                 detail += f" (max ulp {c['max_ulp']:g}, max rel {c.get('max_rel', 0):.3g})"

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from hloref.cli_common import (EXIT_MISMATCH, EXIT_OK, CliError, limits_from_args, load_module,
+from hloref.cli_common import (EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, CliError, limits_from_args, load_module,
                                random_arguments, read_npz, unflatten_arguments)
 from hloref.errors import HloError
 
@@ -38,7 +38,7 @@ def _coerce(module, values):
 def cmd_diff(args) -> int:
     from .differential import diff
     from .workers import OracleWorker
-    module = load_module(args.file)
+    module = load_module(args.file, verify=True)  # a verifier error is bad input: XLA never runs
     values = _coerce(module, _inputs(args, module))
     with OracleWorker(args.oracle, timeout=args.timeout) as worker:
         debug = {"xla_allow_excess_precision": False} if args.no_excess_precision else None
@@ -53,14 +53,20 @@ def cmd_diff(args) -> int:
         if args.reduce and report.verdict in ("mismatch", "crash"):
             finding = _reduce_and_write(module, values, report, worker, args.reduce, blame,
                                         args.oracle, seed=args.seed)
+    rejected = report.verdict not in ("match", "known-gap", "mismatch", "crash", "timeout")
     if args.json:
         print(json.dumps(_report_json(report, blame, finding), indent=2, default=str))
+        if rejected:
+            return EXIT_BAD_INPUT
+    elif rejected:  # one message, on stderr (main prints it)
+        raise CliError(_rejection(report))
     else:
         print(report.summary())
         if args.isolate:
             print("\nisolated instructions:")
             for r in report.isolated:
-                print(f"  %{r.name:30s} {r.opcode:24s} {'match' if r.verdict.ok else r.verdict}")
+                print(f"  %{r.name:30s} {r.opcode:24s} "
+                      f"{r.verdict.describe(theirs=report.oracle_label)}")
         if blame is not None:
             print(f"\nfirst pass that changes the answer: {blame.pass_name or 'none found'}"
                   + ("" if blame.confirmed is None else
@@ -68,27 +74,41 @@ def cmd_diff(args) -> int:
             print(blame.table())
         if finding:
             print(f"\nreduced reproducer written to {finding}")
-    if report.verdict in ("match", "known-gap"):
-        return EXIT_OK
-    if report.verdict in ("mismatch", "crash", "timeout"):
-        return EXIT_MISMATCH
-    raise CliError(report.message or report.verdict)
+    return EXIT_OK if report.verdict in ("match", "known-gap") else EXIT_MISMATCH
+
+
+def _rejection(report) -> str:
+    """The one line of a verdict that compared nothing (``error``, ``unsupported``):
+    hloref or the oracle refused the module."""
+    message = report.message
+    if message.startswith("hloref: "):
+        return message[len("hloref: "):]
+    if message.startswith("hloref"):
+        return message
+    return f"{report.oracle_label} rejected the module ({report.verdict}): {message}"
 
 
 def _report_json(report, blame, finding) -> dict:
-    out = {"verdict": report.verdict, "oracle": report.oracle, "message": report.message,
+    """``--json``: the verdict and its meaning, and the values named as in every report
+    (``fuzz/vocabulary.py``): ``hloref`` and ``oracle_value`` (the oracle's, judged)."""
+    from .vocabulary import verdict_meaning
+    out = {"verdict": report.verdict,
+           "meaning": verdict_meaning(report.verdict, theirs=report.oracle_label),
+           "oracle": report.oracle, "message": report.message,
            "debug_options": report.debug_options,
            "hloref_seconds": report.hloref_seconds, "oracle_seconds": report.oracle_seconds}
     if report.comparison is not None:
         c = report.comparison
-        out["comparison"] = {"kind": c.kind, "message": c.message, "max_ulp": c.max_ulp,
-                             "max_abs": c.max_abs, "max_rel": c.max_rel, "count": c.count,
-                             "first_index": c.first_index, "expected": c.expected_at_first,
-                             "actual": c.actual_at_first, "output": list(c.leaf)}
+        # the plain comparison under the per-type ULP floor: informative, not the verdict
+        out["ulp_floor"] = {"within": c.ok, "message": c.message, "max_ulp": c.max_ulp,
+                            "max_abs": c.max_abs, "max_rel": c.max_rel, "count": c.count,
+                            "first_index": c.first_index, "hloref": c.expected_at_first,
+                            "oracle_value": c.actual_at_first, "output": list(c.leaf)}
     if report.envelope is not None:
         e = report.envelope
         out["envelope"] = {"inside": e.ok, "output": list(e.leaf), "index": e.index,
-                           "expected": e.expected, "actual": e.actual, "lo": e.lo, "hi": e.hi,
+                           "hloref": e.expected, "oracle_value": e.actual, "lo": e.lo,
+                           "hi": e.hi,
                            "widths_outside": e.widths, "count": e.count,
                            "max_position": e.max_position,
                            "samples": report.policy.samples if report.policy else None,
@@ -98,7 +118,8 @@ def _report_json(report, blame, finding) -> dict:
     if report.culprit is not None:
         c = report.culprit.innermost()
         out["culprit"] = {"computation": c.computation, "instruction": c.name,
-                          "opcode": c.opcode, "verdict": str(c.verdict)}
+                          "opcode": c.opcode,
+                          "verdict": c.verdict.describe(theirs=report.oracle_label)}
     if blame is not None:
         out["blamed_pass"] = blame.pass_name
         out["blame_confirmed"] = blame.confirmed
@@ -132,7 +153,8 @@ def cmd_check(args) -> int:
     del after_values
     report = check_modules(before, after, values, limits=limits_from_args(args),
                            policy=_policy(args))
-    print(f"{args.before} vs {args.after}: {report.summary()}")
+    print(f"before: {args.before}, after: {args.after} (both evaluated by hloref)")
+    print(report.summary())
     return EXIT_OK if report.ok else EXIT_MISMATCH
 
 

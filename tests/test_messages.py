@@ -1,0 +1,71 @@
+"""What a newcomer reads (issue 31): the CLI's messages, captured, say which value is
+whose (hloref, XLA, before, after), what the verdict means, and what to do next."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hloref.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+ADD = ("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  b = f32[4] parameter(1)\n"
+       "  ROOT c = f32[4] add(a, b)\n}\n")
+
+
+def _run(argv, capsys):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_diff_match_never_says_mismatch(capsys):
+    """examples/mlp.hlo: XLA:CPU's dot differs from hloref's beyond the 2-ulp floor but
+    inside the envelope. The verdict is a match, and nothing under it says mismatch,
+    expected or got: the two values are named hloref and XLA."""
+    code, out, err = _run(["diff", EXAMPLES / "mlp.hlo", "--seed", "0"], capsys)
+    assert code == 0, err
+    assert out.startswith("verdict: match (oracle xla): XLA's value is inside"), out
+    assert "mismatch" not in out and "expected" not in out and " got " not in out, out
+    assert "beyond the ULP floor, all inside the envelope" in out, out
+    assert ": hloref " in out and ", XLA " in out, out
+
+
+def test_diff_json_names_the_values(capsys):
+    code, out, err = _run(["diff", EXAMPLES / "mlp.hlo", "--seed", "0", "--json"], capsys)
+    report = json.loads(out)
+    assert code == 0 and report["verdict"] == "match", err
+    assert "mismatch" not in out and '"expected"' not in out and '"actual"' not in out, out
+    assert report["meaning"].startswith("XLA's value is inside")
+    floor = report["ulp_floor"]
+    assert floor["within"] is False and floor["hloref"] != floor["oracle_value"]
+
+
+def test_check_names_before_and_after(tmp_path, capsys):
+    """Both values of ``check`` are hloref's: they are BEFORE's and AFTER's."""
+    (tmp_path / "before.hlo").write_text(ADD)
+    (tmp_path / "after.hlo").write_text(ADD.replace("add(a, b)", "subtract(a, b)"))
+    code, out, err = _run(["check", tmp_path / "before.hlo", tmp_path / "after.hlo"], capsys)
+    assert code == 1, err
+    assert "oracle" not in out and "XLA" not in out, out
+    assert "verdict: mismatch: after's value is outside the numerical envelope around " \
+           "before's value" in out, out
+    assert ": before " in out and ", after " in out, out
+    code, out, err = _run(["check", tmp_path / "before.hlo", tmp_path / "before.hlo"], capsys)
+    assert code == 0 and "verdict: match: after's value is inside" in out, out
+    assert "oracle" not in out, out
+
+
+def test_diff_of_a_module_the_verifier_rejects_is_one_message(tmp_path, capsys):
+    """A verifier error is bad input: one line on stderr, exit 2, no verdict naming an
+    oracle that never ran."""
+    (tmp_path / "bad.hlo").write_text(ADD.replace("ROOT c = f32[4]", "ROOT c = f32[5]"))
+    code, out, err = _run(["diff", tmp_path / "bad.hlo"], capsys)
+    assert code == 2 and out == "", out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hloref: error: computation e, "), err
+    assert "oracle" not in err and "verdict" not in err and "hloref: hloref" not in err, err
