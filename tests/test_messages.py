@@ -69,3 +69,24 @@ def test_diff_of_a_module_the_verifier_rejects_is_one_message(tmp_path, capsys):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hloref: error: computation e, "), err
     assert "oracle" not in err and "verdict" not in err and "hloref: hloref" not in err, err
+
+
+@pytest.mark.parametrize("cut, line, col", [(200, 5, 19), (230, 6, 16)])
+def test_a_file_cut_off_mid_shape_says_so(tmp_path, capsys, cut, line, col):
+    """``head -c 200 examples/mlp.hlo`` ends after ``constant.1 = f32``: the message is
+    about a shape missing its dimensions at the end of the file, not an unknown opcode
+    'f32'."""
+    text = (EXAMPLES / "mlp.hlo").read_text()[:cut]
+    (tmp_path / "cut.hlo").write_text(text)
+    code, out, err = _run(["run", tmp_path / "cut.hlo"], capsys)
+    assert code == 2 and "unknown opcode" not in err, err
+    assert err.startswith(f"hloref: error: {tmp_path / 'cut.hlo'}:{line}:{col}: expected "), err
+    assert "found end of input (is the file cut off?)" in err, err
+
+
+def test_an_element_type_without_dimensions_names_the_shape(tmp_path, capsys):
+    (tmp_path / "m.hlo").write_text(ADD.replace("a = f32[4] parameter(0)",
+                                                "a = f32 parameter(0)"))
+    code, out, err = _run(["run", tmp_path / "m.hlo"], capsys)
+    assert code == 2 and ":3:11: expected '[' after element type 'f32'" in err, err
+    assert "unknown opcode" not in err, err
