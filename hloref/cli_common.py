@@ -129,19 +129,22 @@ def unflatten_arguments(arrays: list, shapes: list) -> list:
     from .shapes import TupleShape
     it = iter(arrays)
 
+    def leaves(shape) -> int:
+        return sum(leaves(s) for s in shape.elements) if isinstance(shape, TupleShape) else 1
+
+    wanted = sum(leaves(s) for s in shapes)
+    if len(arrays) != wanted:
+        tuples = " (tuple parameters flattened)" if wanted != len(shapes) else ""
+        raise CliError(f"the inputs file has {len(arrays)} array{'s' * (len(arrays) != 1)}, "
+                       f"the entry computation takes {wanted}{tuples}: "
+                       f"{len(shapes)} parameter{'s' * (len(shapes) != 1)}")
+
     def take(shape):
         if isinstance(shape, TupleShape):
             return tuple(take(s) for s in shape.elements)
-        try:
-            return next(it)
-        except StopIteration:
-            raise CliError("the inputs file has too few arrays for the entry parameters") from None
+        return next(it)
 
-    values = [take(s) for s in shapes]
-    if next(it, None) is not None:
-        raise CliError(f"the inputs file has {len(arrays)} arrays, more than the entry "
-                       f"parameters take")
-    return values
+    return [take(s) for s in shapes]
 
 
 def random_arguments(module, seed: int) -> list:

@@ -90,3 +90,38 @@ def test_an_element_type_without_dimensions_names_the_shape(tmp_path, capsys):
     code, out, err = _run(["run", tmp_path / "m.hlo"], capsys)
     assert code == 2 and ":3:11: expected '[' after element type 'f32'" in err, err
     assert "unknown opcode" not in err, err
+
+
+BF16_ADD = ADD.replace("f32", "bf16")
+
+
+def test_inputs_saved_with_ml_dtypes_are_read_as_their_bits(tmp_path, capsys):
+    """``numpy.savez`` stores a bf16 array as raw 2-byte voids: ``--inputs`` reads them as
+    the bf16 parameter's bits (the sum checked with ml_dtypes' own bf16 rounding)."""
+    import ml_dtypes
+    import numpy as np
+    x = np.array([1.5, -2.25, 3.0, 1e-3], ml_dtypes.bfloat16)
+    y = np.array([0.0078125, 4.0, -3.0, 7.0], ml_dtypes.bfloat16)
+    np.savez(tmp_path / "in.npz", x, y)
+    (tmp_path / "m.hlo").write_text(BF16_ADD)
+    code, out, err = _run(["run", tmp_path / "m.hlo", "--inputs", tmp_path / "in.npz",
+                           "--output", tmp_path / "out.npz"], capsys)
+    assert code == 0, err
+    want = (x.astype(np.float32) + y.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    got = np.load(tmp_path / "out.npz")["arr_0"]
+    assert got.dtype == np.uint16 and np.array_equal(got, want.view(np.uint16))
+
+
+def test_inputs_errors_say_what_to_store(tmp_path, capsys):
+    import ml_dtypes
+    import numpy as np
+    (tmp_path / "m.hlo").write_text(ADD.replace("f32", "f8e4m3fn"))
+    np.savez(tmp_path / "wide.npz", *[np.zeros(4, ml_dtypes.bfloat16)] * 2)
+    code, out, err = _run(["run", tmp_path / "m.hlo", "--inputs", tmp_path / "wide.npz"],
+                          capsys)
+    assert code == 2 and "expected dtype float8_e4m3fn (or its raw bits as uint8)" in err, err
+    assert "store the raw bits, a.view(numpy.uint8)" in err, err
+    np.savez(tmp_path / "many.npz", *[np.zeros(4, np.uint8)] * 3)
+    code, out, err = _run(["run", tmp_path / "m.hlo", "--inputs", tmp_path / "many.npz"],
+                          capsys)
+    assert code == 2 and "has 3 arrays, the entry computation takes 2: 2 parameters" in err, err
