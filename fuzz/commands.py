@@ -26,7 +26,8 @@ def _inputs(args, module) -> list:
     params = module.entry.parameters
     if args.inputs:
         return unflatten_arguments(read_npz(args.inputs), [p.shape for p in params])
-    return random_arguments(module, args.seed if args.seed is not None else 0)
+    return random_arguments(module, args.seed if args.seed is not None else 0,
+                            limits_from_args(args))
 
 
 def _coerce(module, values):
@@ -187,7 +188,7 @@ def cmd_check_dump(args) -> int:
     summary = []
     for prefix, dm in sorted(modules.items()):
         module = hloref.parse(open(dm.before, encoding="utf-8").read(), filename=dm.before)
-        values = _coerce(module, random_arguments(module, args.seed))
+        values = _coerce(module, random_arguments(module, args.seed, limits_from_args(args)))
         try:
             _, results = evaluate_snapshots(dm, values, limits=limits_from_args(args),
                                             policy=_policy(args))

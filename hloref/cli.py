@@ -22,9 +22,9 @@ import sys
 
 import numpy as np
 
-from .cli_common import (EXIT_BAD_INPUT, EXIT_OK, CliError, flatten_value, limits_from_args,
-                         load_module, random_arguments, read_npz, unflatten_arguments,
-                         write_npz)
+from .cli_common import (EXIT_BAD_INPUT, EXIT_OK, CliError, cli_limit_message, flatten_value,
+                         limits_from_args, load_module, random_arguments, read_npz,
+                         unflatten_arguments, write_npz)
 from .errors import HloError
 
 __all__ = ["main"]
@@ -65,7 +65,8 @@ def cmd_run(args) -> int:
     if args.inputs:
         values = unflatten_arguments(read_npz(args.inputs), [p.shape for p in params])
     else:
-        values = random_arguments(module, args.seed if args.seed is not None else 0)
+        values = random_arguments(module, args.seed if args.seed is not None else 0,
+                                  limits_from_args(args))
     result = api.evaluate(module, *values, backend=args.backend, limits=limits_from_args(args),
                           fallback=not args.no_fallback, verify=False)  # verified on load
     if args.output:
@@ -139,10 +140,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except (HloError, CliError) as exc:
-        print(f"hloref: error: {exc}", file=sys.stderr)
+        print(f"hloref: error: {cli_limit_message(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except MemoryError:
-        print("hloref: error: out of memory (lower the inputs or set --max-bytes)", file=sys.stderr)
+        budget = getattr(args, "max_bytes", None)
+        hint = (f"--max-bytes {budget} is more than this machine can allocate: lower it"
+                if budget is not None else
+                "lower the inputs, or set --max-bytes below the free memory to be told "
+                "which value is too large before it is allocated")
+        print(f"hloref: error: out of memory ({hint})", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("hloref: interrupted", file=sys.stderr)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_BAD_INPUT", "CliError", "load_module",
            "limits_from_args", "read_npz", "write_npz", "flatten_value", "unflatten_arguments",
-           "random_arguments"]
+           "random_arguments", "check_parameter_bytes", "cli_limit_message"]
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
@@ -147,8 +147,36 @@ def unflatten_arguments(arrays: list, shapes: list) -> list:
     return [take(s) for s in shapes]
 
 
-def random_arguments(module, seed: int) -> list:
-    """Seeded random values for ``module``'s entry parameters (``hloref.inputs``)."""
+def random_arguments(module, seed: int, limits: "Limits | None" = None) -> list:
+    """Seeded random values for ``module``'s entry parameters (``hloref.inputs``); with
+    ``limits``, parameters over its memory budget are refused before any is drawn
+    (``HloLimitError`` naming the largest and the byte counts)."""
     from .inputs import random_value
+    if limits is not None:
+        check_parameter_bytes(module, limits)
     rng = np.random.default_rng(seed)
     return [random_value(p.shape, rng) for p in module.entry.parameters]
+
+
+def check_parameter_bytes(module, limits: "Limits") -> None:
+    """``HloLimitError`` when ``module``'s entry parameters alone take more bytes than
+    ``limits.max_bytes`` (the budget ``hloref.evaluate`` enforces on live values)."""
+    from .errors import HloLimitError
+    from .shapes import byte_size
+    params = module.entry.parameters
+    sizes = [byte_size(p.shape) for p in params]
+    total = sum(sizes)
+    if total > limits.max_bytes:
+        big = max(range(len(params)), key=sizes.__getitem__)
+        p = params[big]
+        raise HloLimitError(
+            f"the entry parameters take {total} bytes (the largest, %{p.name} "
+            f"{p.shape.to_text(layout=False)}, {sizes[big]} bytes), over the memory budget of "
+            f"{limits.max_bytes} bytes (--max-bytes)")
+
+
+def cli_limit_message(message: str) -> str:
+    """A limit error's message with the command-line flag that sets the limit."""
+    return (message.replace("(Limits.max_bytes)", "(--max-bytes, hloref.Limits.max_bytes)")
+            .replace("(Limits.max_while_iterations)",
+                     "(--max-while-iterations, hloref.Limits.max_while_iterations)"))

@@ -125,3 +125,30 @@ def test_inputs_errors_say_what_to_store(tmp_path, capsys):
     code, out, err = _run(["run", tmp_path / "m.hlo", "--inputs", tmp_path / "many.npz"],
                           capsys)
     assert code == 2 and "has 3 arrays, the entry computation takes 2: 2 parameters" in err, err
+
+
+HUGE_PARAMETER = ("HloModule m\nENTRY e {\n  s = f32[] parameter(0)\n"
+                  "  x = f32[100000,100000] parameter(1)\n"
+                  "  ROOT y = f32[100000,100000] add(x, x)\n}\n")
+
+
+@pytest.mark.parametrize("budget", [None, "1000"])
+def test_a_huge_parameter_gets_the_byte_count(tmp_path, capsys, budget):
+    """A 40 GB parameter is refused before it is drawn, with its name and the byte counts
+    (100000 * 100000 * 4 + 4 bytes), with or without --max-bytes; the flag is named."""
+    (tmp_path / "m.hlo").write_text(HUGE_PARAMETER)
+    argv = ["run", tmp_path / "m.hlo"] + (["--max-bytes", budget] if budget else [])
+    code, out, err = _run(argv, capsys)
+    limit = budget or str(8 << 30)
+    assert code == 2 and "out of memory" not in err, err
+    assert "the entry parameters take 40000000004 bytes (the largest, %x f32[100000,100000], " \
+           f"40000000000 bytes), over the memory budget of {limit} bytes (--max-bytes)" in err, err
+
+
+def test_limit_errors_name_the_flag(tmp_path, capsys):
+    (tmp_path / "m.hlo").write_text(
+        "HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n"
+        "  ROOT y = f32[4,1000] broadcast(x), dimensions={0}\n}\n")
+    code, out, err = _run(["run", tmp_path / "m.hlo", "--max-bytes", "1000"], capsys)
+    assert code == 2 and "its result needs 16000 bytes" in err, err
+    assert "(--max-bytes, hloref.Limits.max_bytes)" in err, err
