@@ -152,3 +152,38 @@ def test_limit_errors_name_the_flag(tmp_path, capsys):
     code, out, err = _run(["run", tmp_path / "m.hlo", "--max-bytes", "1000"], capsys)
     assert code == 2 and "its result needs 16000 bytes" in err, err
     assert "(--max-bytes, hloref.Limits.max_bytes)" in err, err
+
+
+def test_one_worker_campaign_prints_progress_off_a_terminal(tmp_path, capsys):
+    """One worker (the default, and ci/fuzz_smoke.sh's) with stdout not a terminal (as
+    here, captured) prints a progress line every --progress-every seconds; the end of
+    a timed run is not reported as Hypothesis ending early."""
+    code, out, err = _run(["fuzz", "--time", "4s", "--seed", "3", "--progress-every", "1",
+                           "--out", tmp_path / "out"], capsys)
+    assert code == 0, err
+    progress = [l for l in out.splitlines() if l.startswith("[") and "programs" in l]
+    assert len(progress) >= 2, out
+    assert "FlakyStrategyDefinition" not in err and "ended early" not in err, err
+
+
+def test_summary_says_what_outcomes_and_rejections_are():
+    """--oracle both: outcomes are per program and oracle; rejection reasons are cut at a
+    word and said to be expected."""
+    from hloref.fuzz.stats import format_summary, reason
+    long = ("XLA:CPU failed to compile the module: JaxRuntimeError: INTERNAL: during context "
+            "[hlo verifier]: Seen floating point types of different precisions in %add = "
+            "f32[2] add(f16[2] %a, f32[2] %b), but mixed precision is disallowed.")
+    short = reason(long + "\nsecond line")
+    assert len(short) <= 162 and short.endswith(" …") and long.startswith(short[:-2]), short
+    assert long[len(short) - 2] == " ", short  # cut before a space, not inside a word
+    assert reason("UNIMPLEMENTED: acosh\nmore") == "UNIMPLEMENTED: acosh"
+    summary = {"programs": 3, "seconds": 1.0, "programs_per_second": 3.0, "instructions": 9,
+               "instructions_per_second": 9.0, "time_split": {}, "opcodes_covered": ["add"],
+               "opcodes_reachable": 90, "element_types_covered": ["f32"],
+               "outcomes": {"match": 5, "rejected": 1}, "known_differences": {},
+               "rejected": {short: 1}, "new_findings": 0, "duplicates": 0, "findings": [],
+               "oracles": ["xla", "tf"]}
+    text = format_summary(summary)
+    assert "outcomes (each program checked against each of the 2 oracles, xla, tf: " \
+           "2 outcomes per program, 6 in all)" in text, text
+    assert "rejected programs (expected, not bugs:" in text and short in text, text
