@@ -187,3 +187,43 @@ def test_summary_says_what_outcomes_and_rejections_are():
     assert "outcomes (each program checked against each of the 2 oracles, xla, tf: " \
            "2 outcomes per program, 6 in all)" in text, text
     assert "rejected programs (expected, not bugs:" in text and short in text, text
+
+
+ENDLESS = """HloModule m
+cond {
+  p = s32[] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+body {
+  p = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT n = s32[] add(p, one)
+}
+ENTRY e {
+  z = s32[] constant(0)
+  ROOT w = s32[] while(z), condition=cond, body=body
+}
+"""
+
+
+def test_an_endless_loop_names_the_loop_and_the_flag(tmp_path, capsys):
+    (tmp_path / "loop.hlo").write_text(ENDLESS)
+    code, out, err = _run(["run", tmp_path / "loop.hlo", "--max-while-iterations", "1000"],
+                          capsys)
+    assert code == 2, err
+    assert "instruction %w: while loop still running after 1000 iterations (" in err, err
+    assert "condition %cond, body %body): endless, or it needs a higher limit " \
+           "(--max-while-iterations, hloref.Limits.max_while_iterations)" in err, err
+
+
+def test_the_default_limit_stops_an_endless_scalar_loop_within_a_minute():
+    """With the default limits an endless scalar loop is stopped, not left running for
+    minutes (1,000,000 iterations: 14 s on a quiet 2-core machine)."""
+    import time
+
+    import hloref
+    from hloref.errors import HloLimitError
+    t0 = time.perf_counter()
+    with pytest.raises(HloLimitError, match="while loop still running"):
+        hloref.evaluate(ENDLESS)
+    assert time.perf_counter() - t0 < 75
