@@ -60,7 +60,7 @@ def cmd_diff(args) -> int:
         if rejected:
             return EXIT_BAD_INPUT
     elif rejected:  # one message, on stderr (main prints it)
-        raise CliError(_rejection(report))
+        raise CliError(_rejection(report, module, args.file))
     else:
         print(report.summary())
         if args.isolate:
@@ -78,15 +78,23 @@ def cmd_diff(args) -> int:
     return EXIT_OK if report.verdict in ("match", "known-gap") else EXIT_MISMATCH
 
 
-def _rejection(report) -> str:
-    """The one line of a verdict that compared nothing (``error``, ``unsupported``):
-    hloref or the oracle refused the module."""
+def _rejection(report, module, path: str) -> str:
+    """The one message of a verdict that compared nothing (``error``, ``unsupported``):
+    hloref or the oracle refused the module. A module after XLA's optimizations, which
+    XLA cannot compile again, gets what to do instead."""
     message = report.message
     if message.startswith("hloref: "):
         return message[len("hloref: "):]
     if message.startswith("hloref"):
         return message
-    return f"{report.oracle_label} rejected the module ({report.verdict}): {message}"
+    text = f"{report.oracle_label} rejected the module ({report.verdict}): {message}"
+    if module.attrs.get("is_scheduled") or "after_optimizations" in os.path.basename(path):
+        text += (f"\n{path} is a module after XLA's optimizations (is_scheduled=true), which "
+                 f"XLA does not compile again. Give diff the module before optimizations "
+                 f"(--xla_dump_to's *.before_optimizations.txt, or jax.jit(f).lower(...)"
+                 f".as_text(dialect='hlo')); to judge this module against it: hloref check "
+                 f"BEFORE.hlo {path}; to judge every pass of a dump: hloref check-dump DIR")
+    return text
 
 
 def _report_json(report, blame, finding) -> dict:

@@ -227,3 +227,26 @@ def test_the_default_limit_stops_an_endless_scalar_loop_within_a_minute():
     with pytest.raises(HloLimitError, match="while loop still running"):
         hloref.evaluate(ENDLESS)
     assert time.perf_counter() - t0 < 75
+
+
+def test_diff_of_an_optimized_module_says_what_to_do(tmp_path, capsys):
+    """XLA cannot compile its own optimized layer norm again (its loop fusions carry no
+    backend config): diff says so once and names check and check-dump."""
+    import jax
+    import jax.numpy as jnp
+
+    def layer_norm(x, g):
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return jnp.tanh((x - m) / jnp.sqrt(v + 1e-5) * g) @ x.T
+
+    lowered = jax.jit(layer_norm).lower(jnp.ones((4, 8)), jnp.ones(8))
+    (tmp_path / "before.hlo").write_text(lowered.as_text(dialect="hlo"))
+    (tmp_path / "after.hlo").write_text(lowered.compile().as_text())
+    code, out, err = _run(["diff", tmp_path / "after.hlo"], capsys)
+    assert code == 2 and out == "", out
+    assert err.count("XLA rejected the module") == 1, err
+    assert "is a module after XLA's optimizations (is_scheduled=true)" in err, err
+    assert f"hloref check BEFORE.hlo {tmp_path / 'after.hlo'}" in err and "check-dump" in err
+    code, out, err = _run(["check", tmp_path / "before.hlo", tmp_path / "after.hlo"], capsys)
+    assert code == 0 and "verdict: match" in out, (out, err)
