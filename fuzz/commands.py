@@ -11,8 +11,9 @@ import os
 
 import numpy as np
 
-from hloref.cli_common import (EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, CliError, limits_from_args, load_module,
-                               random_arguments, read_npz, unflatten_arguments)
+from hloref.cli_common import (EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, CliError,
+                               exit_status_text, limits_from_args, load_module, random_arguments,
+                               read_npz, unflatten_arguments)
 from hloref.errors import HloError
 
 
@@ -274,12 +275,22 @@ def add_commands(sub) -> None:
         envelope_options(p)
         p.add_argument("--inputs", help=".npz with arr_0, arr_1, ... (tuple parameters flattened)")
         p.add_argument("--seed", type=int, help="seed for random inputs (default 0)")
-        p.add_argument("--max-bytes", type=int, help="memory budget for live values, in bytes")
-        p.add_argument("--max-while-iterations", type=int, help="iteration limit per while loop")
+        limits(p)
 
-    d = sub.add_parser("diff", help="compare hloref with XLA on a module")
-    d.add_argument("file")
-    d.add_argument("--oracle", choices=["xla", "tf"], default="xla")
+    def limits(p):
+        p.add_argument("--max-bytes", type=int,
+                       help="memory budget for live values, in bytes (default 8 GiB)")
+        p.add_argument("--max-while-iterations", type=int,
+                       help="iteration limit per while loop (default 1,000,000)")
+
+    d = sub.add_parser("diff", help="judge XLA's value of a module against hloref's envelope",
+                       description="Run the module on hloref and on the oracle with the same "
+                       "inputs; the verdict says whether the oracle's value is inside the "
+                       "numerical envelope around hloref's value.",
+                       epilog=exit_status_text("diff"))
+    d.add_argument("file", help="HLO text file, before XLA's optimizations")
+    d.add_argument("--oracle", choices=["xla", "tf"], default="xla",
+                   help="xla: XLA:CPU through jaxlib (default); tf: TensorFlow's XLA")
     common(d)
     d.add_argument("--isolate", action="store_true",
                    help="run every instruction alone on the oracle and list the verdicts")
@@ -290,20 +301,25 @@ def add_commands(sub) -> None:
     d.add_argument("--timeout", type=float, default=120.0, help="oracle time limit (s)")
     d.set_defaults(fn=cmd_diff)
 
-    c = sub.add_parser("check", help="compare two modules (before/after a pass) with hloref")
-    c.add_argument("before")
-    c.add_argument("after")
+    c = sub.add_parser("check", help="judge AFTER against BEFORE's envelope, both evaluated "
+                                     "by hloref", epilog=exit_status_text("check"),
+                       description="Evaluate both modules with hloref on the same inputs; the "
+                       "verdict says whether AFTER's value is inside the numerical envelope "
+                       "around BEFORE's value.")
+    c.add_argument("before", help="HLO text file: the reference module")
+    c.add_argument("after", help="HLO text file: the module judged (e.g. after a pass)")
     common(c)
     c.set_defaults(fn=cmd_check)
 
-    cd = sub.add_parser("check-dump", help="evaluate every pass snapshot of an XLA dump directory")
-    cd.add_argument("dir")
-    cd.add_argument("--seed", type=int, default=0)
+    cd = sub.add_parser("check-dump", help="judge every pass snapshot of an XLA dump directory "
+                                           "against the module before optimizations",
+                        epilog=exit_status_text("check-dump"))
+    cd.add_argument("dir", help="an --xla_dump_to directory (with --xla_dump_hlo_pass_re=.*)")
+    cd.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     cd.add_argument("--plot", help="write a PNG of the error after each pass")
     cd.add_argument("--json", help="write the per-module tables as JSON to this file")
     envelope_options(cd)
-    cd.add_argument("--max-bytes", type=int)
-    cd.add_argument("--max-while-iterations", type=int)
+    limits(cd)
     cd.set_defaults(fn=cmd_check_dump)
 
     add_fuzz_commands(sub)
@@ -381,12 +397,14 @@ def cmd_replay(args) -> int:
 
 
 def add_fuzz_commands(sub) -> None:
-    f = sub.add_parser("fuzz", help="run a fuzz campaign: generated programs vs an oracle")
+    f = sub.add_parser("fuzz", help="run a fuzz campaign: generated programs vs an oracle",
+                       epilog=exit_status_text("fuzz"))
     budget = f.add_mutually_exclusive_group()
     budget.add_argument("--time", help="run this long (90s, 10m, 1h)")
     budget.add_argument("--examples", type=int, help="run this many programs (default 100)")
-    f.add_argument("--oracle", choices=["xla", "tf", "both"], default="xla")
-    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--oracle", choices=["xla", "tf", "both"], default="xla",
+                   help="xla (default), tf, or both: each program against each oracle")
+    f.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
     f.add_argument("--workers", type=int,
                    help="worker processes, one oracle each (default 1; with --ray, one per "
                         "CPU of the cluster)")
@@ -412,16 +430,19 @@ def add_fuzz_commands(sub) -> None:
                         "hloref-fuzz-db artifact (read-only)")
     f.add_argument("--json-summary", help="write the summary as JSON here")
     f.add_argument("--junit", help="write a JUnit XML report here")
-    f.add_argument("--max-instructions", type=int, default=12)
+    f.add_argument("--max-instructions", type=int, default=12,
+                   help="most instructions per generated program (default 12)")
     f.add_argument("--timeout", type=float, default=60.0, help="oracle time limit per run (s)")
     f.add_argument("--no-blame", action="store_true", help="skip XLA pass blame on findings")
     f.add_argument("--progress-every", type=float, default=10.0,
                    help="seconds between progress lines when not on a TTY")
     f.set_defaults(fn=cmd_fuzz)
 
-    r = sub.add_parser("replay", help="re-run stored findings; say which still reproduce")
+    r = sub.add_parser("replay", help="re-run stored findings; say which still reproduce",
+                       epilog=exit_status_text("replay"))
     r.add_argument("dirs", nargs="+", help="finding directories or a campaign --out directory")
-    r.add_argument("--timeout", type=float, default=60.0)
+    r.add_argument("--timeout", type=float, default=60.0,
+                   help="oracle time limit per run (s, default 60)")
     r.add_argument("--json", help="write the results as JSON here")
     r.set_defaults(fn=cmd_replay)
 

@@ -22,9 +22,9 @@ import sys
 
 import numpy as np
 
-from .cli_common import (EXIT_BAD_INPUT, EXIT_OK, CliError, cli_limit_message, flatten_value,
-                         limits_from_args, load_module, random_arguments, read_npz,
-                         unflatten_arguments, write_npz)
+from .cli_common import (EXIT_BAD_INPUT, EXIT_OK, CliError, cli_limit_message,
+                         exit_status_text, flatten_value, limits_from_args, load_module,
+                         random_arguments, read_npz, unflatten_arguments, write_npz)
 from .errors import HloError
 
 __all__ = ["main"]
@@ -102,29 +102,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hloref", description="Reference interpreter for XLA HLO")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="evaluate a module's entry computation")
+    run = sub.add_parser("run", help="evaluate a module's entry computation",
+                         epilog=exit_status_text("run"))
     run.add_argument("file", help="HLO text file")
     run.add_argument("--inputs", help=".npz with arr_0, arr_1, ... (tuple parameters flattened)")
     run.add_argument("--seed", type=int, help="seed for random inputs (default 0)")
-    run.add_argument("--backend", choices=["cpu", "gpu"], default="cpu")
+    run.add_argument("--backend", choices=["cpu", "gpu"], default="cpu",
+                     help="cpu (default), or gpu: the CUDA backend (pip install hloref[gpu])")
     run.add_argument("--no-fallback", action="store_true",
                      help="gpu: fail on an op without a GPU kernel instead of running it on the CPU")
     run.add_argument("--output", help="write results to this .npz (tuples flattened)")
     run.add_argument("--print", action="store_true", help="print results (default without --output)")
-    run.add_argument("--max-bytes", type=int, help="memory budget for live values, in bytes")
-    run.add_argument("--max-while-iterations", type=int, help="iteration limit per while loop")
+    run.add_argument("--max-bytes", type=int,
+                     help="memory budget for live values, in bytes (default 8 GiB)")
+    run.add_argument("--max-while-iterations", type=int,
+                     help="iteration limit per while loop (default 1,000,000)")
     run.add_argument("--no-verify", action="store_true",
                      help="evaluate without verifying the module first (shapes, operands, "
                           "attributes)")
     run.set_defaults(fn=cmd_run)
 
-    p = sub.add_parser("parse", help="parse (and verify) a module")
-    p.add_argument("file")
+    p = sub.add_parser("parse", help="parse (and verify) a module",
+                       epilog=exit_status_text("parse"))
+    p.add_argument("file", help="HLO text file")
     p.add_argument("--verify", action="store_true", help="also check shapes and attributes")
     p.add_argument("--print", action="store_true", help="print the module back as HLO text")
     p.set_defaults(fn=cmd_parse)
 
-    ops = sub.add_parser("ops", help="opcodes and element types each backend supports")
+    ops = sub.add_parser("ops", help="opcodes and element types each backend supports",
+                         epilog=exit_status_text("ops"))
     ops.add_argument("--types-only", action="store_true",
                      help="print only the opcode × element-type table")
     ops.set_defaults(fn=cmd_ops)

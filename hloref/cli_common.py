@@ -20,13 +20,40 @@ import numpy as np
 if TYPE_CHECKING:
     from hloref.evaluator.interpreter import Limits
 
-__all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_BAD_INPUT", "CliError", "load_module",
+__all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_BAD_INPUT", "EXIT_STATUSES", "exit_status_text",
+           "CliError", "load_module",
            "limits_from_args", "read_npz", "write_npz", "flatten_value", "unflatten_arguments",
            "random_arguments", "check_parameter_bytes", "cli_limit_message"]
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_BAD_INPUT = 2
+
+
+#: What each command's exit status means (its ``--help`` epilog, docs/cli.md).
+EXIT_STATUSES = {
+    "run": {0: "evaluated", 2: "bad input or a limit reached"},
+    "parse": {0: "parsed (and verified)", 2: "bad input"},
+    "ops": {0: "printed"},
+    "diff": {0: "match or known-gap (the oracle's value is inside hloref's envelope, or "
+                "differs only where a documented gap says it may)",
+             1: "mismatch, or the oracle crashed or timed out",
+             2: "bad input, or hloref or the oracle rejected the module (nothing compared)"},
+    "check": {0: "match (AFTER's value is inside BEFORE's envelope)", 1: "mismatch",
+              2: "bad input"},
+    "check-dump": {0: "every snapshot is inside the envelope of the module before "
+                      "optimizations", 1: "a snapshot is outside", 2: "bad input"},
+    "fuzz": {0: "no new finding", 1: "new findings (written under --out)",
+             2: "bad input or a campaign that cannot start"},
+    "replay": {0: "no stored finding reproduces", 1: "at least one still reproduces",
+               2: "bad input (no finding directories)"},
+}
+
+
+def exit_status_text(command: str) -> str:
+    """``exit status: 0 ..., 1 ..., 2 ...`` for ``command``'s ``--help``."""
+    return "exit status: " + "; ".join(f"{code} {what}" for code, what in
+                                       sorted(EXIT_STATUSES[command].items()))
 
 
 class CliError(Exception):

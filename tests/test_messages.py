@@ -250,3 +250,36 @@ def test_diff_of_an_optimized_module_says_what_to_do(tmp_path, capsys):
     assert f"hloref check BEFORE.hlo {tmp_path / 'after.hlo'}" in err and "check-dump" in err
     code, out, err = _run(["check", tmp_path / "before.hlo", tmp_path / "after.hlo"], capsys)
     assert code == 0 and "verdict: match" in out, (out, err)
+
+
+COMMANDS = ["run", "parse", "ops", "diff", "check", "check-dump", "fuzz", "replay"]
+
+
+def _help(command, capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_every_option_of_every_command_is_documented(capsys):
+    """Each option ``hloref COMMAND --help`` lists appears in the README or docs/cli.md,
+    and ``--help`` says what the exit statuses mean."""
+    import re
+
+    from hloref.cli import build_parser
+    from hloref.cli_common import EXIT_STATUSES
+    listed = re.search(r"\{([a-z,-]+)\}", build_parser().format_usage()).group(1).split(",")
+    assert sorted(listed) == sorted(COMMANDS) == sorted(EXIT_STATUSES)
+    docs = (ROOT / "README.md").read_text() + (ROOT / "docs" / "cli.md").read_text()
+    missing = []
+    for command in COMMANDS:
+        text = _help(command, capsys)
+        assert "exit status: 0 " in text, (command, text)
+        options = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text)) - {"--help"}
+        assert options or command == "ops"
+        missing += [f"{command} {o}" for o in sorted(options) if o not in docs]
+    assert not missing, missing
+    cli_md = (ROOT / "docs" / "cli.md").read_text()
+    for command in COMMANDS:
+        assert f"hloref {command}" in cli_md, command
