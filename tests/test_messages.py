@@ -283,3 +283,19 @@ def test_every_option_of_every_command_is_documented(capsys):
     cli_md = (ROOT / "docs" / "cli.md").read_text()
     for command in COMMANDS:
         assert f"hloref {command}" in cli_md, command
+
+
+def test_skip_reasons_name_no_path_of_this_machine(tmp_path):
+    """Without XLA's sources, the catalogue test's skip reason says what to set, not a
+    path on the machine it was written on."""
+    import os
+    import subprocess
+    import sys
+    missing = str(tmp_path / "no-such-xla")
+    env = {**os.environ, "HLOREF_XLA_MIRROR": missing}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                        "tests/test_catalogue.py::test_pinned_tables_match_the_mirror"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert "1 skipped" in r.stdout, r.stdout + r.stderr
+    assert "HLOREF_XLA_MIRROR" in r.stdout and missing not in r.stdout, r.stdout
+    assert "/work/" not in r.stdout, r.stdout
