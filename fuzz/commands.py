@@ -13,12 +13,12 @@ import numpy as np
 
 from hloref.cli_common import (EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, CliError,
                                exit_status_text, limits_from_args, load_module, random_arguments,
-                               read_npz, unflatten_arguments)
+                               read_npz, require_modules, unflatten_arguments)
 from hloref.errors import HloError
 
 
-__all__ = ["cmd_diff", "cmd_check", "cmd_check_dump", "cmd_fuzz", "cmd_replay", "add_commands",
-           "add_fuzz_commands"]
+__all__ = ["ORACLE_MODULES", "require_oracle", "cmd_diff", "cmd_check", "cmd_check_dump",
+           "cmd_fuzz", "cmd_replay", "add_commands", "add_fuzz_commands"]
 
 
 def _inputs(args, module) -> list:
@@ -37,9 +37,20 @@ def _coerce(module, values):
             for i, (v, p) in enumerate(zip(values, module.entry.parameters))]
 
 
+#: What each oracle needs installed, and the extra that installs it.
+ORACLE_MODULES = {"xla": (("jax", "jaxlib"), "jax"), "tf": (("tensorflow", "jaxlib"), "tf")}
+
+
+def require_oracle(what: str, oracle: str) -> None:
+    """A ``CliError`` naming the extra to install when ``oracle``'s packages are missing."""
+    modules, extra = ORACLE_MODULES[oracle]
+    require_modules(f"{what} (the {oracle} oracle)", modules, extra)
+
+
 def cmd_diff(args) -> int:
     from .differential import diff
     from .workers import OracleWorker
+    require_oracle("hloref diff", args.oracle)
     module = load_module(args.file, verify=True)  # a verifier error is bad input: XLA never runs
     values = _coerce(module, _inputs(args, module))
     with OracleWorker(args.oracle, timeout=args.timeout) as worker:
@@ -344,6 +355,9 @@ def cmd_fuzz(args) -> int:
     if args.workers is not None and args.workers < 1:
         raise CliError("--workers must be >= 1")
     oracles = ("xla", "tf") if args.oracle == "both" else (args.oracle,)
+    require_modules("hloref fuzz", ("hypothesis",), "fuzz")
+    for oracle in oracles:
+        require_oracle("hloref fuzz", oracle)
     if args.ops:
         from .strategies import GENERATABLE_OPCODES, NOT_IN_XLA
         known = GENERATABLE_OPCODES | NOT_IN_XLA

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from hloref.evaluator.interpreter import Limits
 
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_BAD_INPUT", "EXIT_STATUSES", "exit_status_text",
-           "CliError", "load_module",
+           "CliError", "require_modules", "load_module",
            "limits_from_args", "read_npz", "write_npz", "flatten_value", "unflatten_arguments",
            "random_arguments", "check_parameter_bytes", "cli_limit_message"]
 
@@ -207,3 +207,17 @@ def cli_limit_message(message: str) -> str:
     return (message.replace("(Limits.max_bytes)", "(--max-bytes, hloref.Limits.max_bytes)")
             .replace("(Limits.max_while_iterations)",
                      "(--max-while-iterations, hloref.Limits.max_while_iterations)"))
+
+
+def require_modules(what: str, modules, extra: str) -> None:
+    """``CliError`` naming the extra to install when a module ``what`` needs is missing
+    (looked up, not imported)."""
+    import importlib.util
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise CliError(f"{what} needs {name}, which is not installed: "
+                           f"pip install 'hloref[{extra}]'")

@@ -299,3 +299,100 @@ def test_skip_reasons_name_no_path_of_this_machine(tmp_path):
     assert "1 skipped" in r.stdout, r.stdout + r.stderr
     assert "HLOREF_XLA_MIRROR" in r.stdout and missing not in r.stdout, r.stdout
     assert "/work/" not in r.stdout, r.stdout
+
+
+#: Packages of the extras (pyproject.toml): none may be needed to evaluate HLO.
+EXTRA_PACKAGES = ("jax", "jaxlib", "tensorflow", "scipy", "hypothesis", "matplotlib", "ray",
+                  "numba_cuda", "mpmath", "pytest", "redis")
+
+CORE_ONLY = '''
+import importlib, importlib.abc, pkgutil, sys
+BLOCK = {block!r}
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in BLOCK or name.startswith("numba.cuda"):
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+sys.meta_path.insert(0, Blocker())
+import hloref, hloref.evaluator, hloref.fuzz
+needs_extras = ("hloref.pytest_plugin", "hloref.fuzz.strategies", "hloref.__main__",
+                "hloref.fuzz.worker_main")
+for pkg in (hloref, hloref.evaluator, hloref.fuzz):
+    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        if not m.name.startswith(needs_extras):
+            importlib.import_module(m.name)
+from hloref.cli import main
+rc = main(sys.argv[1:])
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCK or m.startswith("numba.cuda"))
+print("rc", rc, "loaded", loaded)
+'''
+
+
+def _core_only(tmp_path, *argv):
+    import subprocess
+    import sys
+    script = tmp_path / "core_only.py"
+    script.write_text(CORE_ONLY.format(block=EXTRA_PACKAGES))
+    return subprocess.run([sys.executable, str(script), *map(str, argv)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_core_evaluates_without_any_extra(tmp_path):
+    """With none of the extras' packages importable, every module of hloref, its
+    evaluator and fuzz/ (but the pytest plugin and the Hypothesis strategies) imports,
+    and ``hloref run examples/mlp.hlo`` prints what numpy computes (x @ w1 + b1, relu,
+    @ w2 + b2 on the seed-0 inputs)."""
+    import numpy as np
+
+    from hloref.cli_common import random_arguments
+    from hloref.parser import parse_module
+    r = _core_only(tmp_path, "run", EXAMPLES / "mlp.hlo", "--output", tmp_path / "out.npz")
+    assert r.returncode == 0 and "rc 0 loaded []" in r.stdout, r.stdout + r.stderr
+    module = parse_module((EXAMPLES / "mlp.hlo").read_text())
+    x, w1, b1, w2, b2 = (a.astype(np.float64) for a in random_arguments(module, 0))
+    want = np.maximum(x @ w1 + b1, 0) @ w2 + b2
+    got = np.load(tmp_path / "out.npz")["arr_0"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("argv, extra", [
+    (["diff", EXAMPLES / "mlp.hlo"], "jax"),
+    (["diff", EXAMPLES / "mlp.hlo", "--oracle", "tf"], "tf"),
+    (["fuzz", "--examples", "1"], "fuzz"),
+])
+def test_a_command_needing_an_extra_names_it(tmp_path, argv, extra):
+    r = _core_only(tmp_path, *argv)
+    assert "rc 2 loaded []" in r.stdout, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.strip().endswith(f"which is not installed: pip install 'hloref[{extra}]'")
+
+
+def test_install_profiles():
+    """The core needs numpy, numba and ml_dtypes only; the test profile installs every
+    other extra."""
+    import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = sorted(d.split(">")[0].split("=")[0] for d in project["dependencies"])
+    assert core == ["ml_dtypes", "numba", "numpy"]
+    extras = project["optional-dependencies"]
+    assert {"jax", "tf", "oracles", "fuzz", "gpu", "plot", "ray", "test"} <= set(extras)
+
+    def packages(extra: str) -> set[str]:
+        """The packages ``extra`` installs, following ``hloref[...]`` references."""
+        import re
+        out = set()
+        for req in extras[extra]:
+            m = re.fullmatch(r"hloref\[([a-z,]+)\]", req)
+            if m:
+                for e in m.group(1).split(","):
+                    out |= packages(e)
+            else:
+                out.add(re.split(r"[\[<>=]", req)[0])
+        return out
+
+    everything = set().union(*(packages(e) for e in extras))
+    assert packages("test") == everything
+    assert packages("fuzz") == {"jax", "jaxlib", "hypothesis"}  # ci/main.sh's profile
+    assert "tensorflow-cpu" not in packages("jax") and "ray" not in packages("fuzz")
