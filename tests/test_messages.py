@@ -396,3 +396,25 @@ def test_install_profiles():
     assert packages("test") == everything
     assert packages("fuzz") == {"jax", "jaxlib", "hypothesis"}  # ci/main.sh's profile
     assert "tensorflow-cpu" not in packages("jax") and "ray" not in packages("fuzz")
+
+
+@pytest.mark.parametrize("oracle, label", [("xla", "XLA"), ("tf", "TF's XLA")])
+def test_front_end_reports_use_the_same_vocabulary(oracle, label):
+    """hloref.jax / hloref.tf / pytest --hloref report through check_values: a value the
+    framework returned that is off by one in an f32 add (hand-computed 1 + 2 = 3, given
+    as 4) is a mismatch naming hloref's value and the oracle's by the shared labels."""
+    import numpy as np
+
+    from hloref._frontend import check_values
+    from hloref.parser import parse_module
+    module = parse_module(ADD)
+    a, b = np.ones(4, np.float32), np.full(4, 2, np.float32)
+    framework = np.array([3, 3, 4, 3], np.float32)
+    report = check_values(module, [a, b], framework, oracle=oracle, names=["out['y']"],
+                          localize=False, blame=False)
+    text = report.summary()
+    assert report.verdict == "mismatch" and report.paths == ["out['y'][2]"], text
+    assert f"verdict: mismatch (oracle {oracle}): {label}'s value is outside the numerical " \
+           "envelope around hloref's value" in text, text
+    assert f"first at [2]: hloref 3.0, {label} 4.0" in text, text
+    assert "expected" not in text and " got " not in text and "oracle 4.0" not in text, text
