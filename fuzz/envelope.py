@@ -78,8 +78,10 @@ class EnvelopeVerdict:
         """The verdict in words: ``ours`` names the value the envelope is built around
         (``expected``), ``theirs`` the value judged (``actual``; ``fuzz/vocabulary.py``)."""
         if self.ok:
+            rewrites = getattr(self, "rewrites", ())  # XLA rewrites the value needed, if any
+            needed = f"; only with XLA's rewrite {', '.join(rewrites)}" if rewrites else ""
             return (f"{theirs}'s value is inside the envelope (at most "
-                    f"{self.max_position:.2g} of its half-width)")
+                    f"{self.max_position:.2g} of its half-width{needed})")
         where = f" at output {self.leaf}" if self.leaf else ""
         if self.index is None:
             return f"{theirs}'s value is outside the envelope{where}: {self.message}"
