@@ -101,12 +101,25 @@ def _rejection(report, module, path: str) -> str:
         return message
     text = f"{report.oracle_label} rejected the module ({report.verdict}): {message}"
     if module.attrs.get("is_scheduled") or "after_optimizations" in os.path.basename(path):
+        before = _before_optimizations(path)
         text += (f"\n{path} is a module after XLA's optimizations (is_scheduled=true), which "
                  f"XLA does not compile again. Give diff the module before optimizations "
-                 f"(--xla_dump_to's *.before_optimizations.txt, or jax.jit(f).lower(...)"
-                 f".as_text(dialect='hlo')); to judge this module against it: hloref check "
-                 f"BEFORE.hlo {path}; to judge every pass of a dump: hloref check-dump DIR")
+                 + (f"(hloref diff {before}); to judge this module against it: hloref check "
+                    f"{before} {path}; to judge every pass of the dump: hloref check-dump "
+                    f"{os.path.dirname(path) or '.'}" if before else
+                    f"(--xla_dump_to's *.before_optimizations.txt, or jax.jit(f).lower(...)"
+                    f".as_text(dialect='hlo')); to judge this module against it: hloref check "
+                    f"BEFORE.hlo {path}; to judge every pass of a dump: hloref check-dump DIR"))
     return text
+
+
+def _before_optimizations(path: str) -> str | None:
+    """The dump's module before optimizations beside ``path`` (``PREFIX.*after_optimizations
+    .txt`` → ``PREFIX.before_optimizations.txt``), if it is there."""
+    import re
+    m = re.match(r"(.*)\.[a-z]*_?after_optimizations\.txt$", path)
+    candidate = f"{m.group(1)}.before_optimizations.txt" if m else None
+    return candidate if candidate and os.path.isfile(candidate) else None
 
 
 def _report_json(report, blame, finding) -> dict:

@@ -250,6 +250,16 @@ def test_diff_of_an_optimized_module_says_what_to_do(tmp_path, capsys):
     assert f"hloref check BEFORE.hlo {tmp_path / 'after.hlo'}" in err and "check-dump" in err
     code, out, err = _run(["check", tmp_path / "before.hlo", tmp_path / "after.hlo"], capsys)
     assert code == 0 and "verdict: match" in out, (out, err)
+    # in a dump directory, the module before optimizations beside it is named
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    before = dump / "module_0001.jit_layer_norm.before_optimizations.txt"
+    after = dump / "module_0001.jit_layer_norm.cpu_after_optimizations.txt"
+    before.write_text((tmp_path / "before.hlo").read_text())
+    after.write_text((tmp_path / "after.hlo").read_text())
+    code, out, err = _run(["diff", after], capsys)
+    assert code == 2 and f"(hloref diff {before})" in err, err
+    assert f"hloref check {before} {after}" in err and f"hloref check-dump {dump}" in err, err
 
 
 
