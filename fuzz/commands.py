@@ -404,6 +404,8 @@ def cmd_replay(args) -> int:
     for p in args.dirs:
         if not os.path.isdir(p):
             raise CliError(f"{p}: not a directory")
+    for oracle in sorted(_stored_oracles(args.dirs)):
+        require_oracle("hloref replay", oracle)
     results = replay(args.dirs, timeout=args.timeout)
     if not results:
         raise CliError("no findings (directories with finding.json) found")
@@ -419,6 +421,20 @@ def cmd_replay(args) -> int:
     if args.json:
         atomic_json(args.json, results)
     return EXIT_MISMATCH if n else EXIT_OK
+
+
+def _stored_oracles(dirs) -> set:
+    """The oracles the findings under ``dirs`` were found with (their ``finding.json``)."""
+    found = set()
+    for top in dirs:
+        for root, _subdirs, files in os.walk(top):
+            if "finding.json" in files:
+                try:
+                    with open(os.path.join(root, "finding.json"), encoding="utf-8") as f:
+                        found.add(json.load(f).get("oracle", "xla"))
+                except (OSError, ValueError):
+                    continue
+    return found & set(ORACLE_MODULES)
 
 
 def add_fuzz_commands(sub) -> None:

@@ -370,9 +370,13 @@ def test_the_core_evaluates_without_any_extra(tmp_path):
     (["diff", EXAMPLES / "mlp.hlo"], "jax"),
     (["diff", EXAMPLES / "mlp.hlo", "--oracle", "tf"], "tf"),
     (["fuzz", "--examples", "1"], "fuzz"),
+    (["replay", "FINDING"], "jax"),
 ])
 def test_a_command_needing_an_extra_names_it(tmp_path, argv, extra):
-    r = _core_only(tmp_path, *argv)
+    finding = tmp_path / "finding"  # replay reads which oracle a finding needs first
+    finding.mkdir()
+    (finding / "finding.json").write_text('{"oracle": "xla", "verdict": "mismatch"}')
+    r = _core_only(tmp_path, *[finding if a == "FINDING" else a for a in argv])
     assert "rc 2 loaded []" in r.stdout, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.strip().endswith(f"which is not installed: pip install 'hloref[{extra}]'")
