@@ -127,7 +127,7 @@ def summary(records: list[dict], evaluate: bool, source_desc: str) -> str:
             [r for r in bugs if r.get("xla_run") == "ok"]
         if differ:
             lines += ["## Every module XLA:CPU runs where hloref does not give its answer", "",
-                      "(`expected` is hloref's value, `got` XLA:CPU's; the reasons are explained in "
+                      "(`hloref` names hloref's value, `XLA` XLA:CPU's; the reasons are explained in "
                       "docs/semantics.md, section 'Conformance with XLA's test modules')", "",
                       "| reason | modules |", "|---|---:|"]
             by_reason = collections.Counter(r.get("reason") or "**not understood yet**"

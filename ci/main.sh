@@ -4,7 +4,7 @@
 # campaign against XLA:CPU (findings, if any, in fuzz-main/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash ci/setup.sh
+bash ci/setup.sh fuzz   # the XLA:CPU oracle and Hypothesis only (no TensorFlow, GPU, Ray)
 export NUMBA_CACHE_DIR="${NUMBA_CACHE_DIR:-$PWD/.numba_cache}"
 .venv/bin/python ci/examples_vs_xla.py "$@"
 status=0

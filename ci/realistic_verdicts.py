@@ -111,7 +111,7 @@ def _diff(d: str, timeout: float) -> dict:
         try:
             report = json.loads(r["stdout"])
             verdict = report.get("verdict", "error")
-            c = report.get("comparison") or {}
+            c = report.get("ulp_floor") or {}
             detail = c.get("message") or report.get("message") or ""
             if c.get("max_ulp") is not None:
                 detail += f" (max ulp {c['max_ulp']:g}, max rel {c.get('max_rel', 0):.3g})"
@@ -129,9 +129,12 @@ def _diff(d: str, timeout: float) -> dict:
 def _check(d: str, after: str, timeout: float) -> dict:
     r = _hloref(["check", "module.hlo", after, "--inputs", "inputs.npz"], timeout, cwd=d)
     verdict = {0: "match", 1: "mismatch"}.get(r["rc"], "timeout" if r["timeout"] else "error")
-    detail = _first_line(r["stdout"], 400) if r["rc"] in (0, 1) else _first_line(r["stderr"], 400)
-    if ": " in detail and r["rc"] in (0, 1):
-        detail = detail.split(": ", 1)[1]
+    detail = _first_line(r["stderr"], 400)
+    if r["rc"] in (0, 1):  # the line after "verdict: ...": AFTER's value against the envelope
+        lines = [line.strip() for line in r["stdout"].splitlines() if line.strip()]
+        at = next((i for i, line in enumerate(lines) if line.startswith("verdict:")), None)
+        detail = lines[at + 1][:400] if at is not None and at + 1 < len(lines) else \
+            _first_line(r["stdout"], 400)
     return {"verdict": verdict, "rc": r["rc"], "seconds": r["seconds"], "detail": detail}
 
 

@@ -4,6 +4,8 @@ opt-barrier, after-all, add-dependency (operation_semantics §Call, §While,
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from hloref.errors import HloEvalError, HloLimitError
@@ -65,10 +67,17 @@ def run_while(init, condition, body, *, limit: int, instruction_name: str, to_ho
     # body computes the parts the condition reads from those parts alone
     by_content = pure and read is not None and \
         _reads_closed(getattr(body, "computation", None), read)
+    started = time.perf_counter()
     while bool(to_host(condition(state))):
         if iterations >= limit:
-            raise HloLimitError(f"while loop still running after {limit} iterations "
-                                f"(Limits.max_while_iterations)", instruction=instruction_name)
+            names = [f"{what} %{c.name}" for what, c in
+                     (("condition", comp), ("body", getattr(body, "computation", None)))
+                     if c is not None]
+            raise HloLimitError(
+                f"while loop still running after {limit} iterations ("
+                f"{time.perf_counter() - started:.0f} s{'; ' if names else ''}"
+                f"{', '.join(names)}): endless, or it needs a higher limit "
+                f"(Limits.max_while_iterations)", instruction=instruction_name)
         new = body(state)
         if pure and _same_read_values(new, state, read, by_content):
             raise HloEvalError("while loop does not terminate: the body returns the part of "

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from hloref.ir import Module
 
 from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, confirmed, sample
+from .vocabulary import AFTER, BEFORE, verdict_meaning
 
 __all__ = ["CheckReport", "Reference", "check_modules"]
 
@@ -33,10 +34,15 @@ class CheckReport:
         return self.verdict == "match"
 
     def summary(self) -> str:
-        lines = [f"{self.verdict}: {self.envelope}"]
+        """The verdict in the shared vocabulary (``fuzz/vocabulary.py``): both values are
+        hloref's, the envelope is BEFORE's and AFTER's value is judged."""
+        lines = [f"verdict: {self.verdict}: "
+                 f"{verdict_meaning(self.verdict, ours=BEFORE, theirs=AFTER)}",
+                 self.envelope.describe(ours=BEFORE, theirs=AFTER)]
         if self.first_instruction is not None:
             name, opcode, v = self.first_instruction
-            lines.append(f"first instruction (by name) outside its envelope: %{name} ({opcode}): {v}")
+            lines.append(f"first instruction (by name) outside its envelope: %{name} "
+                         f"({opcode}): {v.describe(ours=BEFORE, theirs=AFTER)}")
         return "\n".join(lines)
 
 

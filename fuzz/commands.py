@@ -11,13 +11,14 @@ import os
 
 import numpy as np
 
-from hloref.cli_common import (EXIT_MISMATCH, EXIT_OK, CliError, limits_from_args, load_module,
-                               random_arguments, read_npz, unflatten_arguments)
+from hloref.cli_common import (EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, CliError,
+                               limits_from_args, load_module, random_arguments,
+                               read_npz, require_modules, unflatten_arguments)
 from hloref.errors import HloError
 
 
-__all__ = ["cmd_diff", "cmd_check", "cmd_check_dump", "cmd_fuzz", "cmd_replay", "add_commands",
-           "add_fuzz_commands"]
+__all__ = ["ORACLE_MODULES", "require_oracle", "cmd_diff", "cmd_check", "cmd_check_dump",
+           "cmd_fuzz", "cmd_replay", "add_commands", "add_fuzz_commands"]
 
 
 def _inputs(args, module) -> list:
@@ -26,7 +27,8 @@ def _inputs(args, module) -> list:
     params = module.entry.parameters
     if args.inputs:
         return unflatten_arguments(read_npz(args.inputs), [p.shape for p in params])
-    return random_arguments(module, args.seed if args.seed is not None else 0)
+    return random_arguments(module, args.seed if args.seed is not None else 0,
+                            limits_from_args(args))
 
 
 def _coerce(module, values):
@@ -35,10 +37,21 @@ def _coerce(module, values):
             for i, (v, p) in enumerate(zip(values, module.entry.parameters))]
 
 
+#: What each oracle needs installed, and the extra that installs it.
+ORACLE_MODULES = {"xla": (("jax", "jaxlib"), "jax"), "tf": (("tensorflow", "jaxlib"), "tf")}
+
+
+def require_oracle(what: str, oracle: str) -> None:
+    """A ``CliError`` naming the extra to install when ``oracle``'s packages are missing."""
+    modules, extra = ORACLE_MODULES[oracle]
+    require_modules(f"{what} (the {oracle} oracle)", modules, extra)
+
+
 def cmd_diff(args) -> int:
     from .differential import diff
     from .workers import OracleWorker
-    module = load_module(args.file)
+    require_oracle("hloref diff", args.oracle)
+    module = load_module(args.file, verify=True)  # a verifier error is bad input: XLA never runs
     values = _coerce(module, _inputs(args, module))
     with OracleWorker(args.oracle, timeout=args.timeout) as worker:
         debug = {"xla_allow_excess_precision": False} if args.no_excess_precision else None
@@ -53,14 +66,20 @@ def cmd_diff(args) -> int:
         if args.reduce and report.verdict in ("mismatch", "crash"):
             finding = _reduce_and_write(module, values, report, worker, args.reduce, blame,
                                         args.oracle, seed=args.seed)
+    rejected = report.verdict not in ("match", "known-gap", "mismatch", "crash", "timeout")
     if args.json:
         print(json.dumps(_report_json(report, blame, finding), indent=2, default=str))
+        if rejected:
+            return EXIT_BAD_INPUT
+    elif rejected:  # one message, on stderr (main prints it)
+        raise CliError(_rejection(report, module, args.file))
     else:
         print(report.summary())
         if args.isolate:
             print("\nisolated instructions:")
             for r in report.isolated:
-                print(f"  %{r.name:30s} {r.opcode:24s} {'match' if r.verdict.ok else r.verdict}")
+                print(f"  %{r.name:30s} {r.opcode:24s} "
+                      f"{r.verdict.describe(theirs=report.oracle_label)}")
         if blame is not None:
             print(f"\nfirst pass that changes the answer: {blame.pass_name or 'none found'}"
                   + ("" if blame.confirmed is None else
@@ -68,27 +87,62 @@ def cmd_diff(args) -> int:
             print(blame.table())
         if finding:
             print(f"\nreduced reproducer written to {finding}")
-    if report.verdict in ("match", "known-gap"):
-        return EXIT_OK
-    if report.verdict in ("mismatch", "crash", "timeout"):
-        return EXIT_MISMATCH
-    raise CliError(report.message or report.verdict)
+    return EXIT_OK if report.verdict in ("match", "known-gap") else EXIT_MISMATCH
+
+
+def _rejection(report, module, path: str) -> str:
+    """The one message of a verdict that compared nothing (``error``, ``unsupported``):
+    hloref or the oracle refused the module. A module after XLA's optimizations, which
+    XLA cannot compile again, gets what to do instead."""
+    message = report.message
+    if message.startswith("hloref: "):
+        return message[len("hloref: "):]
+    if message.startswith("hloref"):
+        return message
+    text = f"{report.oracle_label} rejected the module ({report.verdict}): {message}"
+    if module.attrs.get("is_scheduled") or "after_optimizations" in os.path.basename(path):
+        before = _before_optimizations(path)
+        text += (f"\n{path} is a module after XLA's optimizations (is_scheduled=true), which "
+                 f"XLA does not compile again. Give diff the module before optimizations "
+                 + (f"(hloref diff {before}); to judge this module against it: hloref check "
+                    f"{before} {path}; to judge every pass of the dump: hloref check-dump "
+                    f"{os.path.dirname(path) or '.'}" if before else
+                    f"(--xla_dump_to's *.before_optimizations.txt, or jax.jit(f).lower(...)"
+                    f".as_text(dialect='hlo')); to judge this module against it: hloref check "
+                    f"BEFORE.hlo {path}; to judge every pass of a dump: hloref check-dump DIR"))
+    return text
+
+
+def _before_optimizations(path: str) -> str | None:
+    """The dump's module before optimizations beside ``path`` (``PREFIX.*after_optimizations
+    .txt`` → ``PREFIX.before_optimizations.txt``), if it is there."""
+    import re
+    m = re.match(r"(.*)\.[a-z]*_?after_optimizations\.txt$", path)
+    candidate = f"{m.group(1)}.before_optimizations.txt" if m else None
+    return candidate if candidate and os.path.isfile(candidate) else None
 
 
 def _report_json(report, blame, finding) -> dict:
-    out = {"verdict": report.verdict, "oracle": report.oracle, "message": report.message,
+    """``--json``: the verdict and its meaning, and the values named as in every report
+    (``fuzz/vocabulary.py``): ``hloref`` and ``oracle_value`` (the oracle's, judged)."""
+    from .vocabulary import verdict_meaning
+    out = {"verdict": report.verdict,
+           "meaning": verdict_meaning(report.verdict, theirs=report.oracle_label),
+           "oracle": report.oracle, "message": report.message,
            "debug_options": report.debug_options,
            "hloref_seconds": report.hloref_seconds, "oracle_seconds": report.oracle_seconds}
     if report.comparison is not None:
         c = report.comparison
-        out["comparison"] = {"kind": c.kind, "message": c.message, "max_ulp": c.max_ulp,
-                             "max_abs": c.max_abs, "max_rel": c.max_rel, "count": c.count,
-                             "first_index": c.first_index, "expected": c.expected_at_first,
-                             "actual": c.actual_at_first, "output": list(c.leaf)}
+        # the plain comparison under the per-type ULP floor: informative, not the verdict
+        out["ulp_floor"] = {"within": c.ok, "message": c.message, "max_ulp": c.max_ulp,
+                            "max_abs": c.max_abs, "max_rel": c.max_rel, "count": c.count,
+                            "first_index": c.first_index, "hloref": c.expected_at_first,
+                            "oracle_value": c.actual_at_first, "output": list(c.leaf)}
     if report.envelope is not None:
         e = report.envelope
         out["envelope"] = {"inside": e.ok, "output": list(e.leaf), "index": e.index,
-                           "expected": e.expected, "actual": e.actual, "lo": e.lo, "hi": e.hi,
+                           "hloref": e.expected, "oracle_value": e.actual, "lo": e.lo,
+                           "hi": e.hi,
                            "widths_outside": e.widths, "count": e.count,
                            "max_position": e.max_position,
                            "samples": report.policy.samples if report.policy else None,
@@ -98,7 +152,8 @@ def _report_json(report, blame, finding) -> dict:
     if report.culprit is not None:
         c = report.culprit.innermost()
         out["culprit"] = {"computation": c.computation, "instruction": c.name,
-                          "opcode": c.opcode, "verdict": str(c.verdict)}
+                          "opcode": c.opcode,
+                          "verdict": c.verdict.describe(theirs=report.oracle_label)}
     if blame is not None:
         out["blamed_pass"] = blame.pass_name
         out["blame_confirmed"] = blame.confirmed
@@ -132,7 +187,8 @@ def cmd_check(args) -> int:
     del after_values
     report = check_modules(before, after, values, limits=limits_from_args(args),
                            policy=_policy(args))
-    print(f"{args.before} vs {args.after}: {report.summary()}")
+    print(f"before: {args.before}, after: {args.after} (both evaluated by hloref)")
+    print(report.summary())
     return EXIT_OK if report.ok else EXIT_MISMATCH
 
 
@@ -165,7 +221,7 @@ def cmd_check_dump(args) -> int:
     summary = []
     for prefix, dm in sorted(modules.items()):
         module = hloref.parse(open(dm.before, encoding="utf-8").read(), filename=dm.before)
-        values = _coerce(module, random_arguments(module, args.seed))
+        values = _coerce(module, random_arguments(module, args.seed, limits_from_args(args)))
         try:
             _, results = evaluate_snapshots(dm, values, limits=limits_from_args(args),
                                             policy=_policy(args))
@@ -243,12 +299,21 @@ def add_commands(sub) -> None:
         envelope_options(p)
         p.add_argument("--inputs", help=".npz with arr_0, arr_1, ... (tuple parameters flattened)")
         p.add_argument("--seed", type=int, help="seed for random inputs (default 0)")
-        p.add_argument("--max-bytes", type=int, help="memory budget for live values, in bytes")
-        p.add_argument("--max-while-iterations", type=int, help="iteration limit per while loop")
+        limits(p)
 
-    d = sub.add_parser("diff", help="compare hloref with XLA on a module")
-    d.add_argument("file")
-    d.add_argument("--oracle", choices=["xla", "tf"], default="xla")
+    def limits(p):
+        p.add_argument("--max-bytes", type=int,
+                       help="memory budget for live values, in bytes (default 8 GiB)")
+        p.add_argument("--max-while-iterations", type=int,
+                       help="iteration limit per while loop (default 1,000,000)")
+
+    d = sub.add_parser("diff", help="judge XLA's value of a module against hloref's envelope",
+                       description="Run the module on hloref and on the oracle with the same "
+                       "inputs; the verdict says whether the oracle's value is inside the "
+                       "numerical envelope around hloref's value.")
+    d.add_argument("file", help="HLO text file, before XLA's optimizations")
+    d.add_argument("--oracle", choices=["xla", "tf"], default="xla",
+                   help="xla: XLA:CPU through jaxlib (default); tf: TensorFlow's XLA")
     common(d)
     d.add_argument("--isolate", action="store_true",
                    help="run every instruction alone on the oracle and list the verdicts")
@@ -259,20 +324,24 @@ def add_commands(sub) -> None:
     d.add_argument("--timeout", type=float, default=120.0, help="oracle time limit (s)")
     d.set_defaults(fn=cmd_diff)
 
-    c = sub.add_parser("check", help="compare two modules (before/after a pass) with hloref")
-    c.add_argument("before")
-    c.add_argument("after")
+    c = sub.add_parser("check", help="judge AFTER against BEFORE's envelope, both evaluated "
+                                     "by hloref",
+                       description="Evaluate both modules with hloref on the same inputs; the "
+                       "verdict says whether AFTER's value is inside the numerical envelope "
+                       "around BEFORE's value.")
+    c.add_argument("before", help="HLO text file: the reference module")
+    c.add_argument("after", help="HLO text file: the module judged (e.g. after a pass)")
     common(c)
     c.set_defaults(fn=cmd_check)
 
-    cd = sub.add_parser("check-dump", help="evaluate every pass snapshot of an XLA dump directory")
-    cd.add_argument("dir")
-    cd.add_argument("--seed", type=int, default=0)
+    cd = sub.add_parser("check-dump", help="judge every pass snapshot of an XLA dump directory "
+                                           "against the module before optimizations")
+    cd.add_argument("dir", help="an --xla_dump_to directory (with --xla_dump_hlo_pass_re=.*)")
+    cd.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     cd.add_argument("--plot", help="write a PNG of the error after each pass")
     cd.add_argument("--json", help="write the per-module tables as JSON to this file")
     envelope_options(cd)
-    cd.add_argument("--max-bytes", type=int)
-    cd.add_argument("--max-while-iterations", type=int)
+    limits(cd)
     cd.set_defaults(fn=cmd_check_dump)
 
     add_fuzz_commands(sub)
@@ -297,6 +366,9 @@ def cmd_fuzz(args) -> int:
     if args.workers is not None and args.workers < 1:
         raise CliError("--workers must be >= 1")
     oracles = ("xla", "tf") if args.oracle == "both" else (args.oracle,)
+    require_modules("hloref fuzz", ("hypothesis",), "fuzz")
+    for oracle in oracles:
+        require_oracle("hloref fuzz", oracle)
     if args.ops:
         from .strategies import GENERATABLE_OPCODES, NOT_IN_XLA
         known = GENERATABLE_OPCODES | NOT_IN_XLA
@@ -332,6 +404,8 @@ def cmd_replay(args) -> int:
     for p in args.dirs:
         if not os.path.isdir(p):
             raise CliError(f"{p}: not a directory")
+    for oracle in sorted(_stored_oracles(args.dirs)):
+        require_oracle("hloref replay", oracle)
     results = replay(args.dirs, timeout=args.timeout)
     if not results:
         raise CliError("no findings (directories with finding.json) found")
@@ -357,13 +431,28 @@ def cmd_replay(args) -> int:
     return EXIT_MISMATCH if n else EXIT_OK
 
 
+def _stored_oracles(dirs) -> set:
+    """The oracles the findings under ``dirs`` were found with (their ``finding.json``)."""
+    found = set()
+    for top in dirs:
+        for root, _subdirs, files in os.walk(top):
+            if "finding.json" in files:
+                try:
+                    with open(os.path.join(root, "finding.json"), encoding="utf-8") as f:
+                        found.add(json.load(f).get("oracle", "xla"))
+                except (OSError, ValueError):
+                    continue
+    return found & set(ORACLE_MODULES)
+
+
 def add_fuzz_commands(sub) -> None:
     f = sub.add_parser("fuzz", help="run a fuzz campaign: generated programs vs an oracle")
     budget = f.add_mutually_exclusive_group()
     budget.add_argument("--time", help="run this long (90s, 10m, 1h)")
     budget.add_argument("--examples", type=int, help="run this many programs (default 100)")
-    f.add_argument("--oracle", choices=["xla", "tf", "both"], default="xla")
-    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--oracle", choices=["xla", "tf", "both"], default="xla",
+                   help="xla (default), tf, or both: each program against each oracle")
+    f.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
     f.add_argument("--workers", type=int,
                    help="worker processes, one oracle each (default 1; with --ray, one per "
                         "CPU of the cluster)")
@@ -389,7 +478,8 @@ def add_fuzz_commands(sub) -> None:
                         "hloref-fuzz-db artifact (read-only)")
     f.add_argument("--json-summary", help="write the summary as JSON here")
     f.add_argument("--junit", help="write a JUnit XML report here")
-    f.add_argument("--max-instructions", type=int, default=12)
+    f.add_argument("--max-instructions", type=int, default=12,
+                   help="most instructions per generated program (default 12)")
     f.add_argument("--timeout", type=float, default=60.0, help="oracle time limit per run (s)")
     f.add_argument("--no-blame", action="store_true", help="skip XLA pass blame on findings")
     f.add_argument("--progress-every", type=float, default=10.0,
@@ -398,7 +488,8 @@ def add_fuzz_commands(sub) -> None:
 
     r = sub.add_parser("replay", help="re-run stored findings; say which still reproduce")
     r.add_argument("dirs", nargs="+", help="finding directories or a campaign --out directory")
-    r.add_argument("--timeout", type=float, default=60.0)
+    r.add_argument("--timeout", type=float, default=60.0,
+                   help="oracle time limit per run (s, default 60)")
     r.add_argument("--json", help="write the results as JSON here")
     r.set_defaults(fn=cmd_replay)
 

@@ -85,13 +85,20 @@ class Verdict:
         return self.kind == "match"
 
     def __str__(self) -> str:
-        if self.ok:
-            return "match"
-        text = f"mismatch{' at output ' + str(self.leaf) if self.leaf else ''}: {self.message}"
+        return self.describe()
+
+    def describe(self, ours: str = "hloref", theirs: str = "XLA") -> str:
+        """``match``, or ``mismatch: `` and ``details``."""
+        return "match" if self.ok else f"mismatch: {self.details(ours, theirs)}"
+
+    def details(self, ours: str = "hloref", theirs: str = "XLA") -> str:
+        """Where and by how much the values differ, naming ``expected`` as ``ours``
+        and ``actual`` as ``theirs`` (``fuzz/vocabulary.py``)."""
+        text = f"{'at output ' + str(self.leaf) + ': ' if self.leaf else ''}{self.message}"
         if self.first_index is not None:
-            text += (f"; {self.count} elements differ, first at {list(self.first_index)}: "
-                     f"expected {self.expected_at_first!r}, got {self.actual_at_first!r}; "
-                     f"max ulp {self.max_ulp:g}, max abs {self.max_abs:g}, max rel {self.max_rel:g}")
+            text += (f"; first at {list(self.first_index)}: {ours} {self.expected_at_first!r}, "
+                     f"{theirs} {self.actual_at_first!r}; max ulp {self.max_ulp:g}, "
+                     f"max abs {self.max_abs:g}, max rel {self.max_rel:g}")
         return text
 
 
@@ -197,9 +204,11 @@ def compare_values(actual, expected, *, opcode: str | None = None,
             continue  # tokens
         a = np.asarray(a)
         if a.dtype != e.dtype:
-            return Verdict("mismatch", f"dtype {a.dtype} vs expected {e.dtype}", leaf=path)
+            return Verdict("mismatch", f"dtypes differ: {a.dtype} judged, {e.dtype} expected",
+                           leaf=path)
         if a.shape != e.shape:
-            return Verdict("mismatch", f"shape {a.shape} vs expected {e.shape}", leaf=path)
+            return Verdict("mismatch", f"shapes differ: {a.shape} judged, {e.shape} expected",
+                           leaf=path)
         et = from_dtype(e.dtype)
         tol = tolerance or tolerance_for(et, opcode)
         leaf_atol = atol.get(path) if isinstance(atol, dict) else atol  # none for int leaves
@@ -243,7 +252,7 @@ def _compare_complex(a: np.ndarray, e: np.ndarray, et: ElementType, tol: Toleran
         rel = np.where(finite, diff / np.maximum(magnitude, np.finfo(np.float64).tiny), np.inf)
     return Verdict(
         "mismatch", f"{int(bad.sum())} of {bad.size} {et.name} elements outside {tol.ulps:g} ulp "
-        f"of |expected|", max_ulp=float(np.max(ulps[bad])),
+        f"of the expected magnitude", max_ulp=float(np.max(ulps[bad])),
         max_abs=float(np.max(np.where(bad & finite, diff, 0))), max_rel=float(np.max(rel[bad])),
         count=int(bad.sum()), first_index=idx, expected_at_first=e[idx].item(),
         actual_at_first=a[idx].item())

@@ -42,6 +42,7 @@ from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_ato
 from .known_gaps import KNOWN_DIFFERENCES, KNOWN_GAPS, culprit_gap, known_difference, known_gap
 from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, confirmed, sample
 from .perturb import flushed_terms
+from .vocabulary import oracle_label, verdict_meaning
 from .workers import OracleResult, OracleWorker
 
 __all__ = ["DiffReport", "IsolatedInstruction", "diff", "isolate", "isolated_module",
@@ -78,9 +79,10 @@ class IsolatedInstruction:
     def innermost(self) -> "IsolatedInstruction":
         return self.inner.innermost() if self.inner is not None else self
 
-    def where(self) -> str:
+    def where(self, theirs: str = "XLA") -> str:
         """The innermost mismatching instruction, its place and its verdict, for reports
-        (with the iteration of every loop opened on the way)."""
+        (with the iteration of every loop opened on the way); ``theirs`` names the
+        oracle's value."""
         c, loops, node = self.innermost(), [], self
         while node is not None:
             if node.iteration is not None:
@@ -88,7 +90,8 @@ class IsolatedInstruction:
                              f"{node.step}")
             node = node.inner
         at = f" ({', '.join(loops)})" if loops else ""
-        return f"%{c.name} ({c.opcode}) in computation {c.computation}{at}: {c.verdict}"
+        return (f"%{c.name} ({c.opcode}) in computation {c.computation}{at}: "
+                f"{c.verdict.describe(theirs=theirs)}")
 
 
 @dataclass
@@ -138,33 +141,56 @@ class DiffReport:
     def ok(self) -> bool:
         return self.verdict == "match"
 
+    @property
+    def oracle_label(self) -> str:
+        """The name of the oracle's value in reports (``fuzz/vocabulary.py``)."""
+        return oracle_label(self.oracle)
+
+    @property
+    def oracle_ran(self) -> bool:
+        """Whether the oracle ran (or its value was given): an ``error`` or
+        ``unsupported`` verdict with no oracle run is hloref refusing the module."""
+        return self.oracle_result is not None
+
     def summary(self) -> str:
+        theirs = self.oracle_label
+        if self.verdict in ("error", "unsupported") and self.message.startswith("hloref"):
+            meaning = "hloref rejected the module" + (
+                "" if self.oracle_ran else f"; {theirs} did not run")
+        elif self.verdict in ("error", "unsupported"):
+            meaning = f"{theirs} rejected the module"
+        else:
+            meaning = verdict_meaning(self.verdict, theirs=theirs)
         lines = [f"verdict: {self.verdict} (oracle {self.oracle}"
-                 + (f", debug options {self.debug_options}" if self.debug_options else "") + ")"]
+                 + (f", debug options {self.debug_options}" if self.debug_options else "")
+                 + f"): {meaning}"]
         if self.message:
             lines.append(self.message)
         if self.envelope is not None:
             p = self.policy
             how = f" ({p.samples} samples, widened {p.widen:g}x)" if p else ""
-            lines.append(f"final result: {self.envelope}{how}")
+            lines.append(f"final result: {self.envelope.describe(theirs=theirs)}{how}")
         elif self.comparison is not None and self.comparison.ok and self.verdict == "match":
-            lines.append("final result: within the per-type ULP floor")
+            lines.append(f"final result: {theirs}'s value is within the per-type ULP floor of "
+                         f"hloref's")
         if self.comparison is not None and not self.comparison.ok and self.verdict == "match":
-            lines.append(f"(differences within the envelope: {self.comparison})")
+            lines.append(f"differences beyond the ULP floor, all inside the envelope: "
+                         f"{self.comparison.details(theirs=theirs)}")
         if self.known_gap:
             lines.append(f"known semantic gap ({self.known_gap}): {KNOWN_GAPS[self.known_gap]}")
         if self.known_difference:
             lines.append(f"a known XLA:CPU difference ({self.known_difference}): "
                          f"{KNOWN_DIFFERENCES[self.known_difference]}")
         if self.culprit is not None:
-            lines.append(f"first instruction outside its own envelope: {self.culprit.where()}")
+            lines.append(f"first instruction outside its own envelope: "
+                         f"{self.culprit.where(theirs)}")
         if self.fault_stage == "code generation":
             lines.append("every instruction is inside its envelope alone, and XLA's optimized "
                          "module evaluated by hloref is inside the envelope: the HLO passes are "
                          "innocent; the fault is in code generation")
             if self.optimized_culprit is not None:
                 lines.append(f"first instruction of the optimized module that differs on the "
-                             f"oracle: {self.optimized_culprit.where()}")
+                             f"oracle: {self.optimized_culprit.where(theirs)}")
         elif self.fault_stage == "HLO passes":
             lines.append("every instruction is inside its envelope alone, but XLA's optimized "
                          "module evaluated by hloref is outside the envelope: an HLO pass changed "

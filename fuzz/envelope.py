@@ -75,19 +75,24 @@ class EnvelopeVerdict:
     rewrites: tuple = ()
 
     def __str__(self) -> str:
+        return self.describe()
+
+    def describe(self, ours: str = "hloref", theirs: str = "XLA") -> str:
+        """The verdict in words: ``ours`` names the value the envelope is built around
+        (``expected``), ``theirs`` the value judged (``actual``; ``fuzz/vocabulary.py``)."""
         if self.ok:
             needed = f"; only with XLA's rewrite {', '.join(self.rewrites)}" \
                 if self.rewrites else ""
-            return (f"inside the envelope (at most {self.max_position:.2g} of its "
-                    f"half-width{needed})")
+            return (f"{theirs}'s value is inside the envelope (at most "
+                    f"{self.max_position:.2g} of its half-width{needed})")
         where = f" at output {self.leaf}" if self.leaf else ""
         if self.index is None:
-            return f"outside the envelope{where}: {self.message}"
+            return f"{theirs}'s value is outside the envelope{where}: {self.message}"
         why = f" ({self.message})" if self.message else ""
-        return (f"outside the envelope{where}: {self.count} element(s); first at "
-                f"{list(self.index)}: hloref {self.expected!r}, oracle {self.actual!r}, "
-                f"envelope [{self.lo!r}, {self.hi!r}], {self.widths:.3g} envelope widths "
-                f"outside{why}")
+        return (f"{theirs}'s value is outside the envelope{where}: {self.count} element(s); "
+                f"first at {list(self.index)}: {ours} {self.expected!r}, {theirs} "
+                f"{self.actual!r}, envelope [{self.lo!r}, {self.hi!r}], {self.widths:.3g} "
+                f"envelope widths outside{why}")
 
 
 class Envelope:

@@ -224,7 +224,8 @@ def _judge(reference, text: str, args) -> tuple[bool | None, str]:
     except hloref.HloError as exc:
         return None, f"hloref cannot evaluate it: {str(exc).splitlines()[0]}"
     verdict = reference.check(value)
-    return verdict.ok, "inside the envelope" if verdict.ok else f"outside: {verdict}"
+    return verdict.ok, "inside the envelope" if verdict.ok else \
+        f"outside: {verdict.describe('the written module', 'this stage')}"
 
 
 def attribute_mismatch(text: str, args, *, worker=None, debug_options: dict | None = None,
@@ -272,7 +273,7 @@ def attribute_mismatch(text: str, args, *, worker=None, debug_options: dict | No
         xla_value = result.value
         xla_verdict = reference.check(xla_value)
         out.steps.append(("XLA:CPU's value", "inside the envelope" if xla_verdict.ok
-                          else f"outside: {xla_verdict}"))
+                          else f"outside: {xla_verdict.describe('hloref', 'XLA')}"))
         if xla_verdict.ok:
             out.confirmation = "XLA's value is inside the envelope: nothing to attribute"
             return out

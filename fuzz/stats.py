@@ -18,7 +18,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 
-__all__ = ["Stats", "atomic_json", "aggregate", "progress_line", "make_summary",
+__all__ = ["Stats", "atomic_json", "aggregate", "progress_line", "make_summary", "reason",
            "write_junit", "format_summary", "TIME_PARTS"]
 
 _COUNTERS = ("opcodes", "element_types", "outcomes", "verdicts", "known", "rejected")
@@ -215,14 +215,17 @@ def format_summary(summary: dict) -> str:
     lines += [
         f"opcodes covered: {len(s['opcodes_covered'])} (of {s['opcodes_reachable']} reachable); "
         f"element types: {len(s['element_types_covered'])}: {' '.join(s['element_types_covered'])}",
-        f"outcomes: {s['outcomes']}",
+        _outcomes_line(s),
     ]
     if s["known_differences"]:
         lines.append(f"known differences (not reported): {s['known_differences']}")
     if s["rejected"]:
-        lines.append("rejected programs: " + "; ".join(f"{v}× {k}" for k, v in
-                                                       sorted(s["rejected"].items(),
-                                                              key=lambda kv: -kv[1])[:5]))
+        top = sorted(s["rejected"].items(), key=lambda kv: -kv[1])
+        more = f"; {len(top) - 5} other reasons (--json-summary lists them)" if len(top) > 5 \
+            else ""
+        lines.append("rejected programs (expected, not bugs: the generator draws ops and types "
+                     "the oracle or hloref does not implement): "
+                     + "; ".join(f"{v}× {k}" for k, v in top[:5]) + more)
     if s.get("ray"):
         r = s["ray"]
         lines.append(f"ray: {r['actors']} workers at {r['address']}, {r['units']} units, "
@@ -233,3 +236,23 @@ def format_summary(summary: dict) -> str:
         lines.append(f"  {f['path']}: {f.get('verdict')} {c.get('opcode', '')} "
                      f"pass={f.get('blamed_pass')}")
     return "\n".join(lines)
+
+
+def _outcomes_line(s: dict) -> str:
+    """The outcome counts; with several oracles, each program counts once per oracle."""
+    oracles = s.get("oracles") or []
+    if len(oracles) > 1:
+        return (f"outcomes (each program checked against each of the {len(oracles)} oracles, "
+                f"{', '.join(oracles)}: {len(oracles)} outcomes per program, "
+                f"{sum(s['outcomes'].values())} in all): {s['outcomes']}")
+    return f"outcomes: {s['outcomes']}"
+
+
+def reason(message: str, limit: int = 160) -> str:
+    """A rejection reason as counted in the summary: the first line of ``message``, cut
+    at a word boundary (with an ellipsis) when longer than ``limit`` characters."""
+    line = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + " …"

@@ -13,7 +13,7 @@ Kernel launch geometry: ``hloref.gpu.config`` (``THREADS_PER_BLOCK``, ``MAX_BLOC
 
 from __future__ import annotations
 
-__all__ = ["evaluate_gpu", "supported_opcodes", "gpu_kernel_opcodes", "gpu_status",
+__all__ = ["evaluate_gpu", "unavailable_reason", "supported_opcodes", "gpu_kernel_opcodes", "gpu_status",
            "FallbackReport", "last_report", "is_available"]
 
 #: The fallback report of the latest ``evaluate_gpu`` call in this process.
@@ -34,6 +34,20 @@ def is_available() -> bool:
     return available()
 
 
+def unavailable_reason() -> str:
+    """Why the backend cannot run here (``is_available()`` is false), and what to do."""
+    import importlib.util
+    try:
+        installed = importlib.util.find_spec("numba_cuda") is not None
+    except (ImportError, ValueError):
+        installed = False
+    if not installed:
+        return ("the gpu backend needs numba-cuda, which is not installed: "
+                "pip install 'hloref[gpu]'")
+    return ("the gpu backend needs a CUDA GPU (numba.cuda.is_available() is false); set "
+            "NUMBA_ENABLE_CUDASIM=1 to use numba's CUDA simulator")
+
+
 def evaluate_gpu(module, values, *, limits=None, fallback: bool = True, report=None, io=None,
                  sizes=None):
     """Evaluate ``module``'s entry computation on host ``values`` on the GPU.
@@ -49,8 +63,7 @@ def evaluate_gpu(module, values, *, limits=None, fallback: bool = True, report=N
     global last_report
     from hloref.errors import HloEvalError
     if not is_available():
-        raise HloEvalError("the gpu backend needs a CUDA GPU (numba.cuda.is_available() is "
-                           "false); set NUMBA_ENABLE_CUDASIM=1 to use numba's CUDA simulator")
+        raise HloEvalError(unavailable_reason())
     from .device import to_device, to_host
     from .interpreter import GpuInterpreter
     interp = GpuInterpreter(module, limits=limits, fallback=fallback)

@@ -108,7 +108,7 @@ def _report_class():
             if self.function:
                 lines.insert(0, f"function: {self.function}")
             for path, verdict in self.mismatches:
-                lines.append(f"{path}: {verdict}")
+                lines.append(f"{path}: {verdict.describe(theirs=self.oracle_label)}")
             if self.blamed_pass:
                 conf = {True: "confirmed by disabling it", False: "not confirmed by disabling it",
                         None: "not confirmed"}[self.blame_confirmed]

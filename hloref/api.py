@@ -94,9 +94,7 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
         if backend == "gpu":
             from hloref import gpu
             if not gpu.is_available():
-                raise HloEvalError("the gpu backend needs a CUDA GPU (numba.cuda.is_available() "
-                                   "is false); set NUMBA_ENABLE_CUDASIM=1 to use numba's CUDA "
-                                   "simulator")
+                raise HloEvalError(gpu.unavailable_reason())
             from hloref.gpu.collectives import run_devices as run_gpu_devices
             from hloref.gpu.interpreter import FallbackReport
             reports: list = []

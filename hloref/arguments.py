@@ -41,10 +41,19 @@ def coerce_argument(value, shape: Shape, where: str):
                                f"{shape.to_text(layout=False)}: {exc}") from None
     if arr.dtype != dtype:
         bits = shape.element_type.bits_dtype
-        if (shape.element_type.is_float or shape.element_type.bits < 8) and arr.dtype == bits:
+        raw = (shape.element_type.is_float or shape.element_type.bits < 8) and bits != dtype
+        if raw and arr.dtype.kind == "V" and arr.dtype.itemsize == bits.itemsize and \
+                arr.dtype.fields is None:
+            arr = arr.view(bits)  # an ml_dtypes array numpy.save stored without its type
+        if raw and arr.dtype == bits:
             arr = arr.view(dtype)
         else:
-            raise HloEvalError(f"{where}: expected dtype {dtype.name} for "
+            hint = f" (or its raw bits as {bits.name})" if raw else ""
+            if arr.dtype.kind == "V":
+                hint += (f"; numpy.save/savez store an ml_dtypes array as raw bytes ("
+                         f"{arr.dtype.name}) without its type: store the raw bits, "
+                         f"a.view(numpy.{bits.name if raw else 'uint' + str(8 * arr.dtype.itemsize)})")
+            raise HloEvalError(f"{where}: expected dtype {dtype.name}{hint} for "
                                f"{shape.to_text(layout=False)}, got {arr.dtype.name}")
     if tuple(arr.shape) != tuple(shape.dims):
         raise HloEvalError(f"{where}: expected dimensions {list(shape.dims)} for "

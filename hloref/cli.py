@@ -22,9 +22,9 @@ import sys
 
 import numpy as np
 
-from .cli_common import (EXIT_BAD_INPUT, EXIT_OK, CliError, flatten_value, limits_from_args,
-                         load_module, random_arguments, read_npz, unflatten_arguments,
-                         write_npz)
+from .cli_common import (EXIT_BAD_INPUT, EXIT_OK, EXIT_STATUSES, CliError, cli_limit_message,
+                         exit_status_text, flatten_value, limits_from_args, load_module,
+                         random_arguments, read_npz, unflatten_arguments, write_npz)
 from .errors import HloError
 
 __all__ = ["main"]
@@ -65,7 +65,8 @@ def cmd_run(args) -> int:
     if args.inputs:
         values = unflatten_arguments(read_npz(args.inputs), [p.shape for p in params])
     else:
-        values = random_arguments(module, args.seed if args.seed is not None else 0)
+        values = random_arguments(module, args.seed if args.seed is not None else 0,
+                                  limits_from_args(args))
     result = api.evaluate(module, *values, backend=args.backend, limits=limits_from_args(args),
                           fallback=not args.no_fallback, verify=False)  # verified on load
     if args.output:
@@ -105,20 +106,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("file", help="HLO text file")
     run.add_argument("--inputs", help=".npz with arr_0, arr_1, ... (tuple parameters flattened)")
     run.add_argument("--seed", type=int, help="seed for random inputs (default 0)")
-    run.add_argument("--backend", choices=["cpu", "gpu"], default="cpu")
+    run.add_argument("--backend", choices=["cpu", "gpu"], default="cpu",
+                     help="cpu (default), or gpu: the CUDA backend (pip install hloref[gpu])")
     run.add_argument("--no-fallback", action="store_true",
                      help="gpu: fail on an op without a GPU kernel instead of running it on the CPU")
     run.add_argument("--output", help="write results to this .npz (tuples flattened)")
     run.add_argument("--print", action="store_true", help="print results (default without --output)")
-    run.add_argument("--max-bytes", type=int, help="memory budget for live values, in bytes")
-    run.add_argument("--max-while-iterations", type=int, help="iteration limit per while loop")
+    run.add_argument("--max-bytes", type=int,
+                     help="memory budget for live values, in bytes (default 8 GiB)")
+    run.add_argument("--max-while-iterations", type=int,
+                     help="iteration limit per while loop (default 1,000,000)")
     run.add_argument("--no-verify", action="store_true",
                      help="evaluate without verifying the module first (shapes, operands, "
                           "attributes)")
     run.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("parse", help="parse (and verify) a module")
-    p.add_argument("file")
+    p.add_argument("file", help="HLO text file")
     p.add_argument("--verify", action="store_true", help="also check shapes and attributes")
     p.add_argument("--print", action="store_true", help="print the module back as HLO text")
     p.set_defaults(fn=cmd_parse)
@@ -130,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from hloref.fuzz.commands import add_commands
     add_commands(sub)
+    for name, command in sub.choices.items():  # every command's --help ends with its exits
+        if command.epilog is None and name in EXIT_STATUSES:
+            command.epilog = exit_status_text(name)
     return parser
 
 
@@ -139,10 +146,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except (HloError, CliError) as exc:
-        print(f"hloref: error: {exc}", file=sys.stderr)
+        print(f"hloref: error: {cli_limit_message(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except MemoryError:
-        print("hloref: error: out of memory (lower the inputs or set --max-bytes)", file=sys.stderr)
+        budget = getattr(args, "max_bytes", None)
+        hint = (f"--max-bytes {budget} is more than this machine can allocate: lower it"
+                if budget is not None else
+                "lower the inputs, or set --max-bytes below the free memory to be told "
+                "which value is too large before it is allocated")
+        print(f"hloref: error: out of memory ({hint})", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("hloref: interrupted", file=sys.stderr)

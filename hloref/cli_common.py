@@ -20,13 +20,42 @@ import numpy as np
 if TYPE_CHECKING:
     from hloref.evaluator.interpreter import Limits
 
-__all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_BAD_INPUT", "CliError", "load_module",
+__all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_BAD_INPUT", "EXIT_STATUSES", "exit_status_text",
+           "CliError", "require_modules", "load_module",
            "limits_from_args", "read_npz", "write_npz", "flatten_value", "unflatten_arguments",
-           "random_arguments"]
+           "random_arguments", "check_parameter_bytes", "cli_limit_message"]
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_BAD_INPUT = 2
+
+
+#: What each command's exit status means (its ``--help`` epilog, docs/cli.md).
+EXIT_STATUSES = {
+    "run": {0: "evaluated", 2: "bad input or a limit reached"},
+    "parse": {0: "parsed (and verified)", 2: "bad input"},
+    "ops": {0: "printed"},
+    "diff": {0: "match or known-gap (the oracle's value is inside hloref's envelope, or "
+                "differs only where a documented gap says it may)",
+             1: "mismatch, or the oracle crashed or timed out",
+             2: "bad input, or hloref or the oracle rejected the module (nothing compared)"},
+    "check": {0: "match (AFTER's value is inside BEFORE's envelope)", 1: "mismatch",
+              2: "bad input"},
+    "check-dump": {0: "every snapshot is inside the envelope of the module before "
+                      "optimizations", 1: "a snapshot is outside", 2: "bad input"},
+    "fuzz": {0: "no new finding", 1: "new findings (written under --out)",
+             2: "bad input or a campaign that cannot start"},
+    "replay": {0: "no stored finding reproduces", 1: "at least one still reproduces",
+               2: "bad input (no finding directories)"},
+    "report": {0: "the reports printed (or the --index table written)",
+               2: "bad input (no finding directories)"},
+}
+
+
+def exit_status_text(command: str) -> str:
+    """``exit status: 0 ..., 1 ..., 2 ...`` for ``command``'s ``--help``."""
+    return "exit status: " + "; ".join(f"{code} {what}" for code, what in
+                                       sorted(EXIT_STATUSES[command].items()))
 
 
 class CliError(Exception):
@@ -129,23 +158,68 @@ def unflatten_arguments(arrays: list, shapes: list) -> list:
     from .shapes import TupleShape
     it = iter(arrays)
 
+    def leaves(shape) -> int:
+        return sum(leaves(s) for s in shape.elements) if isinstance(shape, TupleShape) else 1
+
+    wanted = sum(leaves(s) for s in shapes)
+    if len(arrays) != wanted:
+        tuples = " (tuple parameters flattened)" if wanted != len(shapes) else ""
+        raise CliError(f"the inputs file has {len(arrays)} array{'s' * (len(arrays) != 1)}, "
+                       f"the entry computation takes {wanted}{tuples}: "
+                       f"{len(shapes)} parameter{'s' * (len(shapes) != 1)}")
+
     def take(shape):
         if isinstance(shape, TupleShape):
             return tuple(take(s) for s in shape.elements)
-        try:
-            return next(it)
-        except StopIteration:
-            raise CliError("the inputs file has too few arrays for the entry parameters") from None
+        return next(it)
 
-    values = [take(s) for s in shapes]
-    if next(it, None) is not None:
-        raise CliError(f"the inputs file has {len(arrays)} arrays, more than the entry "
-                       f"parameters take")
-    return values
+    return [take(s) for s in shapes]
 
 
-def random_arguments(module, seed: int) -> list:
-    """Seeded random values for ``module``'s entry parameters (``hloref.inputs``)."""
+def random_arguments(module, seed: int, limits: "Limits | None" = None) -> list:
+    """Seeded random values for ``module``'s entry parameters (``hloref.inputs``); with
+    ``limits``, parameters over its memory budget are refused before any is drawn
+    (``HloLimitError`` naming the largest and the byte counts)."""
     from .inputs import random_value
+    if limits is not None:
+        check_parameter_bytes(module, limits)
     rng = np.random.default_rng(seed)
     return [random_value(p.shape, rng) for p in module.entry.parameters]
+
+
+def check_parameter_bytes(module, limits: "Limits") -> None:
+    """``HloLimitError`` when ``module``'s entry parameters alone take more bytes than
+    ``limits.max_bytes`` (the budget ``hloref.evaluate`` enforces on live values)."""
+    from .errors import HloLimitError
+    from .shapes import byte_size
+    params = module.entry.parameters
+    sizes = [byte_size(p.shape) for p in params]
+    total = sum(sizes)
+    if total > limits.max_bytes:
+        big = max(range(len(params)), key=sizes.__getitem__)
+        p = params[big]
+        raise HloLimitError(
+            f"the entry parameters take {total} bytes (the largest, %{p.name} "
+            f"{p.shape.to_text(layout=False)}, {sizes[big]} bytes), over the memory budget of "
+            f"{limits.max_bytes} bytes (--max-bytes)")
+
+
+def cli_limit_message(message: str) -> str:
+    """A limit error's message with the command-line flag that sets the limit."""
+    return (message.replace("(Limits.max_bytes)", "(--max-bytes, hloref.Limits.max_bytes)")
+            .replace("(Limits.max_while_iterations)",
+                     "(--max-while-iterations, hloref.Limits.max_while_iterations)"))
+
+
+def require_modules(what: str, modules, extra: str) -> None:
+    """``CliError`` naming the extra to install when a module ``what`` needs is missing
+    (looked up, not imported)."""
+    import importlib.util
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise CliError(f"{what} needs {name}, which is not installed: "
+                           f"pip install 'hloref[{extra}]'")

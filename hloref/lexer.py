@@ -133,7 +133,7 @@ class Scanner:
             self.skip_ws()
             pos = self.pos
         if pos >= len(self.text):
-            return "end of input"
+            return "end of input (is the file cut off?)"
         c = self.text[pos]
         if c == "%":
             m = NAME_RE.match(self.text, pos + 1)

@@ -531,8 +531,8 @@ def _show(value, limit: int = 8) -> str:
 
 
 def _failure_text(reports) -> str:
-    parts = [f"hloref: {len(reports)} JAX computation(s) executed by this test disagree "
-             "with hloref"]
+    parts = [f"hloref: for {len(reports)} JAX computation(s) this test executed, XLA's value "
+             "is not inside the numerical envelope around hloref's value (verdicts below)"]
     for r in reports:
         parts.append("")
         parts.append(r.summary())

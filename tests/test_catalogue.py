@@ -1,8 +1,10 @@
 """The op catalogue (``hloref.opcodes``) against XLA's sources and against the modules
 that read it.
 
-XLA's side is read from the ROCm/xla mirror when this machine has it
-(``/work/.mirror/ROCm+xla/repo``, ref ``main``); otherwise from the tables below,
+XLA's side is read from a git directory of XLA's sources when there is one
+(``HLOREF_XLA_MIRROR``: e.g. ``git clone --bare`` of openxla/xla or ROCm/xla, ref
+``main``; the project's CI machines have one where the default names); otherwise from
+the tables below,
 written from that mirror at commit 183fa00cb5d82384463a1a7aed1ab06bc9026974
 (2026-08-22). When the mirror is there, the tables are checked against it too.
 """
@@ -131,7 +133,9 @@ def test_pinned_tables_match_the_mirror():
     """The fallback tables say what the mirror says (checked where the mirror is)."""
     got, groups = _mirror_opcodes(), _mirror_groups()
     if got is None or groups is None:
-        pytest.skip(f"no XLA mirror at {MIRROR}: the pinned tables are used as written")
+        pytest.skip("no git directory of XLA's sources (set HLOREF_XLA_MIRROR to a "
+                    "`git clone --bare` of openxla/xla to check the pinned tables against "
+                    "it): the pinned tables are used as written")
     assert got[0] == _pinned_opcodes()
     assert groups == PINNED_GROUPS
 

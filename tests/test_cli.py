@@ -122,7 +122,8 @@ def test_bad_inputs_shape_dtype_count(tmp_path, capsys):
     np.savez(tmp_path / "few.npz", np.zeros(3, np.uint16))
     code, _, err = _run(["run", str(tmp_path / "m.hlo"), "--inputs", str(tmp_path / "few.npz")],
                         capsys)
-    assert code == 2 and "too few arrays" in err
+    assert code == 2 and "has 1 array, the entry computation takes 3 (tuple parameters " \
+        "flattened): 2 parameters" in err, err
     (tmp_path / "junk.npz").write_bytes(b"not a zip file")
     code, _, err = _run(["run", str(tmp_path / "m.hlo"), "--inputs", str(tmp_path / "junk.npz")],
                         capsys)

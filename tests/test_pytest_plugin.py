@@ -76,7 +76,8 @@ def test_known_xla_bug_fails_only_under_hloref_with_a_replayable_reproducer(pyte
     checked.assert_outcomes(passed=4, failed=1)
     text = checked.stdout.str()
     assert "FAILED test_ordinary.py::test_int4_residual_is_requantized" in text
-    assert "verdict: mismatch (oracle xla)" in text
+    assert "verdict: mismatch (oracle xla): XLA's value is outside the numerical envelope " \
+           "around hloref's value" in text  # the vocabulary of hloref diff
     assert "float-normalization-s4" in text  # the blamed pass, as hloref diff --blame gives it
     assert "out[0, 0]" in text  # one output, named by its pytree path and element
     assert re.search(r"hloref: int8\[2, 4\] \[\[ 0, -2,  6, -2\]", text)  # s4 wraps: -8+-8 = 0

@@ -299,6 +299,9 @@ class ModuleParser(AttributeParser):
                     opcode, wrapped = async_op, base
                     break
             else:
+                if opcode in ELEMENT_TYPES:  # a shape without its dimensions
+                    raise s.expected(f"'[' after element type '{opcode}' (a shape is written "
+                                     f"{opcode}[2,3], a scalar {opcode}[])")
                 raise s.error(f"unknown opcode '{opcode}'", op_pos)
         if shape is None and opcode in _SHAPE_REQUIRED:
             raise s.error(f"'{opcode}' needs its shape written before the opcode (XLA cannot "
