@@ -163,9 +163,9 @@ class TfTranslator(Translator):
                 raise Unexpressible(f"`{code}` of {et.name}: tf.bitwise.right_shift is "
                                     f"arithmetic for signed and logical for unsigned types")
             return f"tf.bitwise.right_shift({args[0]}, {args[1]})"
-        fn = {("divide", True): "tf.math.truncatediv", ("divide", False): "tf.math.divide",
-              ("remainder", True): "tf.math.truncatemod",
-              ("remainder", False): "tf.math.truncatemod"}[(code, et.is_integer)]
+        fn = {("divide", True): "tf.truncatediv", ("divide", False): "tf.math.divide",
+              ("remainder", True): "tf.truncatemod",
+              ("remainder", False): "tf.truncatemod"}[(code, et.is_integer)]
         return f"{fn}({args[0]}, {args[1]})"
 
     def _compare(self, instr, args) -> str:
