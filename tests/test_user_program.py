@@ -224,11 +224,52 @@ TF_OPS_INPUTS = [np.array([[7, -7, 9], [-12, 5, 3]], np.int32),
                  np.array([[2, 3, -4], [5, -2, 1]], np.int32), np.array(2, np.int32)]
 
 
+
+def _elementwise_module() -> str:
+    """Every elementwise op the JAX translator writes without an expansion, one leaf each."""
+    unary = ["abs", "negate", "sign", "floor", "ceil", "exponential", "exponential-minus-one",
+             "log", "log-plus-one", "sqrt", "rsqrt", "cbrt", "tanh", "tan", "sine", "cosine",
+             "erf", "round-nearest-afz", "round-nearest-even"]
+    binary = ["remainder", "power", "maximum", "minimum", "atan2", "divide", "subtract"]
+    lines = ["HloModule elementwise", "ENTRY e {", "  x = f32[6] parameter(0)",
+             "  y = f32[6] parameter(1)", "  i = s32[6] parameter(2)",
+             "  lo = f32[] constant(-1)", "  hi = f32[] constant(2)",
+             "  lob = f32[6] broadcast(lo), dimensions={}",
+             "  hib = f32[6] broadcast(hi), dimensions={}"]
+    leaves = []
+    for k, op in enumerate(unary):
+        lines.append(f"  un{k} = f32[6] {op}(x)")
+        leaves.append((f"un{k}", "f32[6]"))
+    for k, op in enumerate(binary):
+        lines.append(f"  bin{k} = f32[6] {op}(x, y)")
+        leaves.append((f"bin{k}", "f32[6]"))
+    for k, op in enumerate(["and", "or", "xor"]):
+        lines.append(f"  int{k} = s32[6] {op}(i, i)")
+        leaves.append((f"int{k}", "s32[6]"))
+    more = [("nt", "s32[6]", "not(i)"), ("fin", "pred[6]", "is-finite(x)"),
+            ("cl", "f32[6]", "clamp(lob, x, hib)"), ("rv", "f32[6]", "reverse(x), dimensions={0}"),
+            ("rp", "f32[6]", "reduce-precision(x), exponent_bits=5, mantissa_bits=3"),
+            ("cx", "c64[6]", "complex(x, y)"), ("re", "f32[6]", "real(cx)"),
+            ("im", "f32[6]", "imag(cx)")]
+    for name, shape, expr in more:
+        lines.append(f"  {name} = {shape} {expr}")
+        leaves.append((name, shape))
+    lines.append(f"  ROOT out = ({', '.join(s for _, s in leaves)}) "
+                 f"tuple({', '.join(n for n, _ in leaves)})")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+ELEMENTWISE_INPUTS = [np.array([0.5, -1.5, 2.5, -0.0, 3.25, 7.0], np.float32),
+                      np.array([2.0, 0.5, -3.0, 1.0, -0.25, 4.0], np.float32),
+                      np.array([5, -3, 0, 1 << 20, -1, 7], np.int32)]
+
+
 @pytest.mark.parametrize("api,text,inputs", [
+    ("jax", _elementwise_module(), ELEMENTWISE_INPUTS),
     ("jax", OPS_MODULE, OPS_INPUTS),
     ("jax", RNG_MODULE, [np.array([1, 2], np.uint64)]),
     ("tf", TF_OPS_MODULE, TF_OPS_INPUTS),
-], ids=["jax-ops", "jax-rng", "tf-ops"])
+], ids=["jax-elementwise", "jax-ops", "jax-rng", "tf-ops"])
 def test_user_program_computes_what_xla_gives_the_module(api, text, inputs):
     program = user_program(text, inputs, api=api)
     assert program.code is not None and program.reason is None, program.reason
