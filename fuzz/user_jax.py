@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from hloref.types import element_type
+
 from .standalone import array_literal
 from .user_translate import Translator, Unexpressible
 
@@ -78,6 +80,33 @@ def _shape_of(instr):
 
 class JaxTranslator(Translator):
     api = "jax"
+    TEMPLATES = {
+        **{code: f"{fn}({{x}})" for code, fn in UNARY.items()},
+        **{code: f"{fn}({{x}}, {{y}})" for code, fn in BINARY.items()},
+        **{code: f"lax.round({{x}}, lax.RoundingMethod.{how})" for code, how in _ROUND.items()},
+        "select": "lax.select({x}, {y}, {z})",
+        "clamp": "lax.clamp({x}, {y}, {z})",
+        "bitcast-convert": "lax.bitcast_convert_type({x}, {dtype})",
+        "iota": "lax.broadcasted_iota({dtype}, {shape}, {iota_dimension})",
+        "broadcast": "lax.broadcast_in_dim({x}, {shape}, {dims})",
+        "reshape": "lax.reshape({x}, {shape})",
+        "transpose": "lax.transpose({x}, {dims})",
+        "reverse": "lax.rev({x}, {dims})",
+        "slice": "lax.slice({x}, {starts}, {limits}, {strides})",
+        "concatenate": "lax.concatenate([{args}], {dim0})",
+        "pad": "lax.pad({x}, {y}, {padding_config})",
+        "dynamic-slice": "lax.dynamic_slice({x}, [{rest1}], {sizes}, allow_negative_indices=False)",
+        "dynamic-update-slice":
+            "lax.dynamic_update_slice({x}, {y}, [{rest2}], allow_negative_indices=False)",
+        "reduce-precision":
+            "lax.reduce_precision({x}, exponent_bits={exponent_bits}, mantissa_bits={mantissa_bits})",
+        "convolution": (
+            "lax.conv_general_dilated({x}, {y}, window_strides={window_strides}, "
+            "padding={window_padding}, lhs_dilation={lhs_dilation}, rhs_dilation={rhs_dilation}, "
+            "dimension_numbers=lax.ConvDimensionNumbers(lhs_spec={lhs_spec}, rhs_spec={rhs_spec}, "
+            "out_spec={out_spec}), feature_group_count={feature_group_count}, "
+            "batch_group_count={batch_group_count}, preferred_element_type={dtype})"),
+    }
 
     def header(self) -> list[str]:
         lines = ["import jax", "import jax.numpy as jnp", "import numpy as np",
@@ -85,7 +114,6 @@ class JaxTranslator(Translator):
         types = {s.element_type.name for _, i in self.module.instructions()
                  for s in _leaves(i.shape)}
         for et_name in sorted(types):
-            from hloref.types import element_type
             jnp_dtype(element_type(et_name))
         if types & _WIDE:
             lines += ["", 'jax.config.update("jax_enable_x64", True)']
@@ -105,87 +133,40 @@ class JaxTranslator(Translator):
         literal = array_literal(np.asarray(instr.literal), readable=True)
         return f"jnp.asarray({literal.replace('ml_dtypes.', 'jnp.')})"
 
-    def op(self, instr, args: list[str]) -> str:
+    def dtype(self, et) -> str:
+        return jnp_dtype(et)
+
+    def missing(self, instr) -> Unexpressible:
         code = instr.opcode
-        a = instr.attrs
-        if code in UNARY:
-            if code in EXPANDED:
-                self.note(f"{UNARY[code]} lowers to {EXPANDED[code]}: no HLO `{code}` "
-                          f"reaches XLA")
-            return f"{UNARY[code]}({args[0]})"
-        if code in _ROUND:
-            return f"lax.round({args[0]}, lax.RoundingMethod.{_ROUND[code]})"
-        if code in BINARY:
-            return f"{BINARY[code]}({args[0]}, {args[1]})"
-        if code == "compare":
-            kind = str(a.get("type", ""))
-            if kind == "TOTALORDER" and instr.operands[0].shape.element_type.is_float:
-                raise Unexpressible("compare with type=TOTALORDER: jax.lax comparisons of "
-                                    "floats lower to the FLOAT comparison")
-            return f"{_COMPARE[str(a['direction'])]}({args[0]}, {args[1]})"
-        if code == "select":
-            return f"lax.select({args[0]}, {args[1]}, {args[2]})"
-        if code == "clamp":
-            return f"lax.clamp({args[0]}, {args[1]}, {args[2]})"
-        if code == "convert":
-            et = _shape_of(instr).element_type
-            if et.name == "pred" and instr.operands[0].shape.element_type.name != "pred":
-                self.note("lax.convert_element_type(x, bool) lowers to compare(x, 0, NE): no "
-                          "HLO `convert` to pred reaches XLA")
-            source = instr.operands[0]
-            if source.opcode == "constant" and source.shape.rank == 0:
-                self.note("jax folds lax.convert_element_type of a scalar constant itself, with "
-                          "numpy/ml_dtypes, while tracing (jax/_src/lax/lax.py "
-                          "_convert_elt_type_folding_rule): XLA never sees this `convert`")
-            return f"lax.convert_element_type({args[0]}, {jnp_dtype(et)})"
-        if code == "bitcast-convert":
-            return f"lax.bitcast_convert_type({args[0]}, {jnp_dtype(instr.shape.element_type)})"
-        if code == "iota":
-            s = _shape_of(instr)
-            return (f"lax.broadcasted_iota({jnp_dtype(s.element_type)}, {tuple(s.dims)}, "
-                    f"{a['iota_dimension']})")
-        if code == "broadcast":
-            return (f"lax.broadcast_in_dim({args[0]}, {tuple(_shape_of(instr).dims)}, "
-                    f"{tuple(a['dimensions'])})")
-        if code == "reshape":
-            return f"lax.reshape({args[0]}, {tuple(_shape_of(instr).dims)})"
-        if code == "transpose":
-            return f"lax.transpose({args[0]}, {tuple(a['dimensions'])})"
-        if code == "reverse":
-            return f"lax.rev({args[0]}, {tuple(a['dimensions'])})"
-        if code == "slice":
-            dims = a["slice"]
-            return (f"lax.slice({args[0]}, {tuple(d.start for d in dims)}, "
-                    f"{tuple(d.limit for d in dims)}, {tuple(d.stride for d in dims)})")
-        if code == "concatenate":
-            return f"lax.concatenate([{', '.join(args)}], {a['dimensions'][0]})"
-        if code == "pad":
-            config = [(d.low, d.high, d.interior) for d in a["padding"]]
-            return f"lax.pad({args[0]}, {args[1]}, {config})"
-        if code == "dynamic-slice":
-            return (f"lax.dynamic_slice({args[0]}, [{', '.join(args[1:])}], "
-                    f"{tuple(a['dynamic_slice_sizes'])}, allow_negative_indices=False)")
-        if code == "dynamic-update-slice":
-            return (f"lax.dynamic_update_slice({args[0]}, {args[1]}, [{', '.join(args[2:])}], "
-                    f"allow_negative_indices=False)")
-        if code == "reduce-precision":
-            return (f"lax.reduce_precision({args[0]}, exponent_bits={a['exponent_bits']}, "
-                    f"mantissa_bits={a['mantissa_bits']})")
-        if code == "reduce":
-            return self._reduce(instr, args)
-        if code == "sort":
-            return self._sort(instr, args)
-        if code == "dot":
-            return self._dot(instr, args)
-        if code == "convolution":
-            return self._convolution(instr, args)
-        if code == "rng-bit-generator":
-            return self._rng_bit_generator(instr, args)
         if code in ("fusion", "call", "map", "while", "conditional", "custom-call"):
-            raise Unexpressible(f"`{code}` (%{instr.name}): jax.lax has no call that emits "
-                                f"this HLO instruction"
-                                + (" (XLA makes fusions itself)" if code == "fusion" else ""))
-        raise Unexpressible(f"`{code}` (%{instr.name}) is not in the JAX translator's table")
+            return Unexpressible(f"`{code}` (%{instr.name}): jax.lax has no call that emits "
+                                 f"this HLO instruction"
+                                 + (" (XLA makes fusions itself)" if code == "fusion" else ""))
+        return Unexpressible(f"`{code}` (%{instr.name}) is not in the JAX translator's table")
+
+    def check(self, instr) -> None:
+        if instr.opcode in EXPANDED:
+            self.note(f"{UNARY[instr.opcode]} lowers to {EXPANDED[instr.opcode]}: no HLO "
+                      f"`{instr.opcode}` reaches XLA")
+
+    def _compare(self, instr, args) -> str:
+        if (str(instr.attrs.get("type", "")) == "TOTALORDER"
+                and instr.operands[0].shape.element_type.is_float):
+            raise Unexpressible("compare with type=TOTALORDER: jax.lax comparisons of "
+                                "floats lower to the FLOAT comparison")
+        return f"{_COMPARE[str(instr.attrs['direction'])]}({args[0]}, {args[1]})"
+
+    def _convert(self, instr, args) -> str:
+        et = _shape_of(instr).element_type
+        source = instr.operands[0]
+        if et.name == "pred" and source.shape.element_type.name != "pred":
+            self.note("lax.convert_element_type(x, bool) lowers to compare(x, 0, NE): no "
+                      "HLO `convert` to pred reaches XLA")
+        if source.opcode == "constant" and source.shape.rank == 0:
+            self.note("jax folds lax.convert_element_type of a scalar constant itself, with "
+                      "numpy/ml_dtypes, while tracing (jax/_src/lax/lax.py "
+                      "_convert_elt_type_folding_rule): XLA never sees this `convert`")
+        return f"lax.convert_element_type({args[0]}, {jnp_dtype(et)})"
 
     def _reduce(self, instr, args) -> str:
         body = self.binary_body(instr.attrs["to_apply"])
@@ -229,26 +210,6 @@ class JaxTranslator(Translator):
         et = jnp_dtype(_shape_of(instr).element_type)
         return f"lax.dot_general({args[0]}, {args[1]}, {dims}{extra}, preferred_element_type={et})"
 
-    def _convolution(self, instr, args) -> str:
-        a = instr.attrs
-        window = a.get("window")
-        wd = list(window.dims) if window is not None else []
-        if any(d.window_reversal for d in wd):
-            raise Unexpressible(f"convolution %{instr.name}: window reversal has no "
-                                f"jax.lax.conv_general_dilated argument")
-        dn = a["dim_labels"]
-        spec = (f"lax.ConvDimensionNumbers(lhs_spec={(dn.input_batch_dimension, dn.input_feature_dimension, *dn.input_spatial_dimensions)}, "
-                f"rhs_spec={(dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension, *dn.kernel_spatial_dimensions)}, "
-                f"out_spec={(dn.output_batch_dimension, dn.output_feature_dimension, *dn.output_spatial_dimensions)})")
-        et = jnp_dtype(_shape_of(instr).element_type)
-        return (f"lax.conv_general_dilated({args[0]}, {args[1]}, "
-                f"window_strides={tuple(d.stride for d in wd)}, "
-                f"padding={[(d.padding_low, d.padding_high) for d in wd]}, "
-                f"lhs_dilation={tuple(d.base_dilation for d in wd)}, "
-                f"rhs_dilation={tuple(d.window_dilation for d in wd)}, dimension_numbers={spec}, "
-                f"feature_group_count={a.get('feature_group_count', 1)}, "
-                f"batch_group_count={a.get('batch_group_count', 1)}, preferred_element_type={et})")
-
     def _rng_bit_generator(self, instr, args) -> str:
         bits = instr.shape.elements[1]
         et = bits.element_type
@@ -259,6 +220,13 @@ class JaxTranslator(Translator):
         algorithm = str(instr.attrs.get("algorithm", "rng_default")).upper()
         return (f"lax.rng_bit_generator({args[0]}, {tuple(bits.dims)}, {jnp_dtype(et)}, "
                 f"algorithm=lax.RandomAlgorithm.{algorithm})")
+
+
+JaxTranslator.SPECIAL = {
+    "compare": JaxTranslator._compare, "convert": JaxTranslator._convert,
+    "reduce": JaxTranslator._reduce, "sort": JaxTranslator._sort, "dot": JaxTranslator._dot,
+    "rng-bit-generator": JaxTranslator._rng_bit_generator,
+}
 
 
 def _leaves(shape) -> list:

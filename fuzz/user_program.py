@@ -31,7 +31,7 @@ import numpy as np
 from .standalone import first_difference, report_results, run_script, value_differs
 from .user_translate import Unexpressible
 
-__all__ = ["UserProgram", "user_program", "confirm", "hlo_opcodes", "APIS"]
+__all__ = ["UserProgram", "user_program", "confirm", "run_program", "hlo_opcodes", "APIS"]
 
 APIS = ("jax", "tf")
 
@@ -127,6 +127,21 @@ def _module_opcodes(code_module) -> set[str]:
     return {i.opcode for _, i in code_module.instructions()}
 
 
+def run_program(program: UserProgram, *, timeout: float = 120.0):
+    """Run ``program.code`` as :func:`.standalone.run_script` does, with lines added that
+    print the HLO the API hands XLA (``@hlo``) and the result leaves (``@leaf``): the
+    :class:`.standalone.ScriptRun` (``values``: the result leaves)."""
+    if program.code is None:
+        raise ValueError(f"run_program: no code ({program.reason})")
+    m = _CALL_RE.search(program.code)
+    if m is None:
+        raise ValueError("run_program: the program has no `result = f(...)` line")
+    before, after = _harness(program.api)
+    code = (program.code[:m.start()] + before.replace("ARGS", m.group(1))
+            + program.code[m.start():] + after)
+    return run_script(code, timeout=timeout)
+
+
 def confirm(program: UserProgram, *, expected, actual, timeout: float = 120.0,
             module=None, part=None) -> dict:
     """Run ``program`` and say whether it reproduces the finding.
@@ -141,13 +156,7 @@ def confirm(program: UserProgram, *, expected, actual, timeout: float = 120.0,
     if program.code is None:
         return {"reproduces": False, "value": None, "message": program.reason, "signal": None,
                 "missing_ops": None}
-    m = _CALL_RE.search(program.code)
-    if m is None:
-        raise ValueError("confirm: the program has no `result = f(...)` line")
-    before, after = _harness(program.api)
-    code = (program.code[:m.start()] + before.replace("ARGS", m.group(1))
-            + program.code[m.start():] + after)
-    run = run_script(code, timeout=timeout)
+    run = run_program(program, timeout=timeout)
     missing = None
     hlo = [json.loads(line[5:]) for line in run.stdout.splitlines() if line.startswith("@hlo ")]
     if module is not None and hlo:

@@ -70,6 +70,35 @@ def tf_dtype(et) -> str:
 
 class TfTranslator(Translator):
     api = "tf"
+    SEQUENCE = list
+    TEMPLATES = {
+        **{code: f"{fn}({{x}})" for code, fn in UNARY.items()},
+        **{code: f"{fn}({{x}}, {{y}})" for code, fn in _ARITH.items()},
+        "select": "tf.where({x}, {y}, {z})",
+        "clamp": "tfxla.clamp({x}, {y}, {z})",
+        "bitcast-convert": "tf.bitcast({x}, {dtype})",
+        "reshape": "tf.reshape({x}, {shape})",
+        "transpose": "tf.transpose({x}, {dims})",
+        "reverse": "tf.reverse({x}, {dims})",
+        "slice": "tf.strided_slice({x}, {starts}, {limits}, {strides})",
+        "concatenate": "tf.concat([{args}], {dim0})",
+        "pad": "tfxla.pad({x}, {y}, {low}, {high}, {interior})",
+        "convolution": (
+            "tfxla.conv({x}, {y}, window_strides={window_strides}, padding={window_padding}, "
+            "lhs_dilation={lhs_dilation}, rhs_dilation={rhs_dilation}, "
+            "dimension_numbers=xla_data_pb2.ConvolutionDimensionNumbers("
+            "input_batch_dimension={dn.input_batch_dimension}, "
+            "input_feature_dimension={dn.input_feature_dimension}, "
+            "input_spatial_dimensions={dn.input_spatial_dimensions}, "
+            "kernel_input_feature_dimension={dn.kernel_input_feature_dimension}, "
+            "kernel_output_feature_dimension={dn.kernel_output_feature_dimension}, "
+            "kernel_spatial_dimensions={dn.kernel_spatial_dimensions}, "
+            "output_batch_dimension={dn.output_batch_dimension}, "
+            "output_feature_dimension={dn.output_feature_dimension}, "
+            "output_spatial_dimensions={dn.output_spatial_dimensions}), "
+            "feature_group_count={feature_group_count}, batch_group_count={batch_group_count}, "
+            "preferred_element_type={dtype})"),
+    }
 
     def __init__(self, module, inputs: list):
         super().__init__(module, inputs)
@@ -108,87 +137,62 @@ class TfTranslator(Translator):
         tf_dtype(instr.shape.element_type)
         return f"tf.constant({array_literal(np.asarray(instr.literal), readable=True)})"
 
-    def op(self, instr, args: list[str]) -> str:
-        code = instr.opcode
-        a = instr.attrs
-        if code in NO_TF_OP:
-            raise Unexpressible(f"`{code}` (%{instr.name}): {NO_TF_OP[code]}")
+    def dtype(self, et) -> str:
+        return tf_dtype(et)
+
+    def missing(self, instr) -> Unexpressible:
+        if instr.opcode in NO_TF_OP:
+            return Unexpressible(f"`{instr.opcode}` (%{instr.name}): {NO_TF_OP[instr.opcode]}")
+        return Unexpressible(f"`{instr.opcode}` (%{instr.name}) is not in the TF translator's "
+                             f"table")
+
+    def check(self, instr) -> None:
+        if instr.opcode in NO_TF_OP:
+            raise self.missing(instr)
         for s in (instr.shape, *[o.shape for o in instr.operands]):
             if s.is_array:
                 tf_dtype(s.element_type)
-        et = instr.shape.element_type if instr.shape.is_array else None
-        src = instr.operands[0].shape.element_type if instr.operands else None
-        if code in UNARY:
-            return f"{UNARY[code]}({args[0]})"
-        if code == "not":
-            return f"{'tf.math.logical_not' if et.is_pred else 'tf.bitwise.invert'}({args[0]})"
-        if code in _ARITH:
-            return f"{_ARITH[code]}({args[0]}, {args[1]})"
-        if code in ("divide", "remainder"):
-            if et.is_integer:
-                fn = "tf.math.truncatediv" if code == "divide" else "tf.math.truncatemod"
-            else:
-                fn = "tf.math.divide" if code == "divide" else "tf.math.truncatemod"
-            return f"{fn}({args[0]}, {args[1]})"
+
+    def _by_type(self, instr, args) -> str:
+        """Ops whose TF function depends on the element type (pred / integer / float)."""
+        code, et = instr.opcode, instr.shape.element_type
         if code in _LOGICAL:
-            return f"{_LOGICAL[code][0 if et.is_pred else 1]}({args[0]}, {args[1]})"
+            return f"{_LOGICAL[code][0 if et.is_pred else 1]}({', '.join(args)})"
         if code in ("shift-right-arithmetic", "shift-right-logical"):
             if (code == "shift-right-arithmetic") != et.is_signed_integer:
                 raise Unexpressible(f"`{code}` of {et.name}: tf.bitwise.right_shift is "
                                     f"arithmetic for signed and logical for unsigned types")
             return f"tf.bitwise.right_shift({args[0]}, {args[1]})"
-        if code == "compare":
-            if str(a.get("type", "")) == "TOTALORDER" and src.is_float:
-                raise Unexpressible("compare with type=TOTALORDER: TF has no total-order "
-                                    "comparison")
-            return f"{_COMPARE[str(a['direction'])]}({args[0]}, {args[1]})"
-        if code == "select":
-            return f"tf.where({args[0]}, {args[1]}, {args[2]})"
-        if code == "clamp":
-            return f"tfxla.clamp({args[0]}, {args[1]}, {args[2]})"
-        if code == "convert":
-            if et.is_pred and not src.is_pred:
-                self.note("tf.cast(x, tf.bool) is compiled as x != 0: no HLO `convert` to "
-                          "pred reaches XLA")
-            return f"tf.cast({args[0]}, {tf_dtype(et)})"
-        if code == "bitcast-convert":
-            return f"tf.bitcast({args[0]}, {tf_dtype(et)})"
-        if code == "broadcast":
-            return self._broadcast(instr, args[0])
-        if code == "reshape":
-            return f"tf.reshape({args[0]}, {list(instr.shape.dims)})"
-        if code == "transpose":
-            return f"tf.transpose({args[0]}, {list(a['dimensions'])})"
-        if code == "reverse":
-            return f"tf.reverse({args[0]}, {list(a['dimensions'])})"
-        if code == "slice":
-            dims = a["slice"]
-            return (f"tf.strided_slice({args[0]}, {[d.start for d in dims]}, "
-                    f"{[d.limit for d in dims]}, {[d.stride for d in dims]})")
-        if code == "concatenate":
-            return f"tf.concat([{', '.join(args)}], {a['dimensions'][0]})"
-        if code == "pad":
-            dims = a["padding"]
-            return (f"tfxla.pad({args[0]}, {args[1]}, {[d.low for d in dims]}, "
-                    f"{[d.high for d in dims]}, {[d.interior for d in dims]})")
-        if code == "dynamic-slice":
+        fn = {("divide", True): "tf.truncatediv", ("divide", False): "tf.math.divide",
+              ("remainder", True): "tf.truncatemod",
+              ("remainder", False): "tf.truncatemod"}[(code, et.is_integer)]
+        return f"{fn}({args[0]}, {args[1]})"
+
+    def _compare(self, instr, args) -> str:
+        if (str(instr.attrs.get("type", "")) == "TOTALORDER"
+                and instr.operands[0].shape.element_type.is_float):
+            raise Unexpressible("compare with type=TOTALORDER: TF has no total-order comparison")
+        return f"{_COMPARE[str(instr.attrs['direction'])]}({args[0]}, {args[1]})"
+
+    def _convert(self, instr, args) -> str:
+        et, src = instr.shape.element_type, instr.operands[0].shape.element_type
+        if et.is_pred and not src.is_pred:
+            self.note("tf.cast(x, tf.bool) is compiled as x != 0: no HLO `convert` to pred "
+                      "reaches XLA")
+        return f"tf.cast({args[0]}, {tf_dtype(et)})"
+
+    def _dynamic_slice(self, instr, args) -> str:
+        if instr.opcode == "dynamic-slice":
             return (f"tfxla.dynamic_slice({args[0]}, {self._indices(instr, args[1:])}, "
-                    f"{list(a['dynamic_slice_sizes'])})")
-        if code == "dynamic-update-slice":
-            return (f"tfxla.dynamic_update_slice({args[0]}, {args[1]}, "
-                    f"{self._indices(instr, args[2:])})")
-        if code == "convolution":
-            return self._convolution(instr, args)
-        if code == "sort":
-            return self._sort(instr, args)
-        if code == "dot":
-            return self._dot(instr, args)
-        if code == "rng-bit-generator":
-            bits = instr.shape.elements[1]
-            algorithm = _RNG[str(a.get("algorithm", "rng_default"))]
-            return (f"tfxla.rng_bit_generator({algorithm}, {args[0]}, {list(bits.dims)}, "
-                    f"{tf_dtype(bits.element_type)})")
-        raise Unexpressible(f"`{code}` (%{instr.name}) is not in the TF translator's table")
+                    f"{list(instr.attrs['dynamic_slice_sizes'])})")
+        return (f"tfxla.dynamic_update_slice({args[0]}, {args[1]}, "
+                f"{self._indices(instr, args[2:])})")
+
+    def _rng_bit_generator(self, instr, args) -> str:
+        bits = instr.shape.elements[1]
+        algorithm = _RNG[str(instr.attrs.get("algorithm", "rng_default"))]
+        return (f"tfxla.rng_bit_generator({algorithm}, {args[0]}, {list(bits.dims)}, "
+                f"{tf_dtype(bits.element_type)})")
 
     def _indices(self, instr, names: list[str]) -> str:
         """The scalar start indices as the one int32/int64 vector the tf2xla ops take."""
@@ -198,31 +202,6 @@ class TfTranslator(Translator):
         self.note(f"the tf2xla slice ops take int32/int64 start indices: the "
                   f"{'/'.join(sorted(kinds))} indices of %{instr.name} are cast to int32")
         return f"tf.stack([{', '.join(f'tf.cast({n}, tf.int32)' for n in names)}])"
-
-    def _convolution(self, instr, args) -> str:
-        a = instr.attrs
-        window = a.get("window")
-        wd = list(window.dims) if window is not None else []
-        if any(d.window_reversal for d in wd):
-            raise Unexpressible(f"convolution %{instr.name}: window reversal is not translated")
-        dn = a["dim_labels"]
-        numbers = (f"xla_data_pb2.ConvolutionDimensionNumbers("
-                   f"input_batch_dimension={dn.input_batch_dimension}, "
-                   f"input_feature_dimension={dn.input_feature_dimension}, "
-                   f"input_spatial_dimensions={list(dn.input_spatial_dimensions)}, "
-                   f"kernel_input_feature_dimension={dn.kernel_input_feature_dimension}, "
-                   f"kernel_output_feature_dimension={dn.kernel_output_feature_dimension}, "
-                   f"kernel_spatial_dimensions={list(dn.kernel_spatial_dimensions)}, "
-                   f"output_batch_dimension={dn.output_batch_dimension}, "
-                   f"output_feature_dimension={dn.output_feature_dimension}, "
-                   f"output_spatial_dimensions={list(dn.output_spatial_dimensions)})")
-        return (f"tfxla.conv({args[0]}, {args[1]}, window_strides={[d.stride for d in wd]}, "
-                f"padding={[[d.padding_low, d.padding_high] for d in wd]}, "
-                f"lhs_dilation={[d.base_dilation for d in wd]}, "
-                f"rhs_dilation={[d.window_dilation for d in wd]}, dimension_numbers={numbers}, "
-                f"feature_group_count={a.get('feature_group_count', 1)}, "
-                f"batch_group_count={a.get('batch_group_count', 1)}, "
-                f"preferred_element_type={tf_dtype(instr.shape.element_type)})")
 
     def _broadcast(self, instr, x: str) -> str:
         dims = list(instr.attrs["dimensions"])
@@ -235,6 +214,10 @@ class TfTranslator(Translator):
         for k, d in enumerate(dims):
             ones[d] = src[k]
         return f"tf.broadcast_to(tf.reshape({x}, {ones}), {out})"
+
+    def _not(self, instr, args) -> str:
+        fn = "tf.math.logical_not" if instr.shape.element_type.is_pred else "tf.bitwise.invert"
+        return f"{fn}({args[0]})"
 
     def _sort(self, instr, args) -> str:
         cmp = self.comparator(instr.attrs["to_apply"])
@@ -259,3 +242,15 @@ class TfTranslator(Translator):
               f"rhs_batch_dimensions={list(a.get('rhs_batch_dims', ()))})")
         return (f"tfxla.dot_general({args[0]}, {args[1]}, {dn}, "
                 f"preferred_element_type={tf_dtype(instr.shape.element_type)})")
+
+
+TfTranslator.SPECIAL = {
+    **{code: TfTranslator._by_type for code in (*_LOGICAL, "divide", "remainder",
+                                                 "shift-right-arithmetic", "shift-right-logical")},
+    "not": TfTranslator._not, "compare": TfTranslator._compare, "convert": TfTranslator._convert,
+    "dynamic-slice": TfTranslator._dynamic_slice,
+    "dynamic-update-slice": TfTranslator._dynamic_slice,
+    "broadcast": lambda t, instr, args: t._broadcast(instr, args[0]),
+    "sort": TfTranslator._sort,
+    "dot": TfTranslator._dot, "rng-bit-generator": TfTranslator._rng_bit_generator,
+}

@@ -1,9 +1,11 @@
 """The walk shared by the JAX and TF user-program translators (fuzz/user_jax.py,
 fuzz/user_tf.py): one Python statement per entry instruction, in dependency order.
 
-A translator subclass gives ``op(instr, args) -> str`` (the expression of one instruction
-from its operands' variable names) and the program's frame (imports, decorator, how an
-input literal and a constant are written). It raises :class:`Unexpressible` naming the
+A translator subclass gives two tables: ``TEMPLATES`` (opcode -> a format string of the
+instruction's expression, filled from :func:`fields`: the operands' variable names and the
+attributes spelled as the API takes them) and ``SPECIAL`` (opcode -> method, for what a
+template cannot say), a ``check(instr)`` hook, and the program's frame (imports,
+decorator, how an input literal and a constant are written). It raises :class:`Unexpressible` naming the
 op or element type the API cannot write, and calls ``note`` when what it writes computes
 the op's value by other HLO instructions than the module's (the API lowers it so), so
 that the program does not reach the op itself.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import keyword
 import re
 
-__all__ = ["Unexpressible", "Translator", "python_name", "leaf_array_shapes"]
+__all__ = ["Unexpressible", "Translator", "python_name", "fields"]
 
 
 class Unexpressible(Exception):
@@ -32,9 +34,64 @@ def python_name(name: str) -> str:
     return text
 
 
-def leaf_array_shapes(shape) -> list:
-    from hloref.shapes import flatten_shape
-    return list(flatten_shape(shape))
+def fields(instr, args: list[str], seq=tuple) -> dict:
+    """What a template may name: ``x``, ``y``, ``z`` (the first operands), ``args``,
+    ``rest1``, ``rest2`` (operands joined, from the first, second, third on), ``shape``, and
+    the attributes the instruction has (``dims``, ``dim0``, ``starts``/``limits``/``strides``,
+    ``low``/``high``/``interior``/``padding_config``, ``sizes``, ``iota_dimension``,
+    ``exponent_bits``, ``mantissa_bits``); sequences as ``seq`` makes them."""
+    a = instr.attrs
+    out = {"x": args[0] if args else "", "y": args[1] if len(args) > 1 else "",
+           "z": args[2] if len(args) > 2 else "", "args": ", ".join(args),
+           "rest1": ", ".join(args[1:]), "rest2": ", ".join(args[2:])}
+    if instr.shape.is_array:
+        out["shape"] = seq(instr.shape.dims)
+    if "dimensions" in a:
+        out["dims"] = seq(a["dimensions"])
+        out["dim0"] = a["dimensions"][0] if a["dimensions"] else None
+    if "slice" in a:
+        out.update(starts=seq(d.start for d in a["slice"]), limits=seq(d.limit for d in a["slice"]),
+                   strides=seq(d.stride for d in a["slice"]))
+    if "padding" in a and instr.opcode == "pad":
+        dims = a["padding"]
+        out.update(low=seq(d.low for d in dims), high=seq(d.high for d in dims),
+                   interior=seq(d.interior for d in dims),
+                   padding_config=[(d.low, d.high, d.interior) for d in dims])
+    if "dynamic_slice_sizes" in a:
+        out["sizes"] = seq(a["dynamic_slice_sizes"])
+    for name in ("iota_dimension", "exponent_bits", "mantissa_bits"):
+        if name in a:
+            out[name] = a[name]
+    if instr.opcode == "convolution":
+        out.update(_convolution_fields(instr, seq))
+    return out
+
+
+def _convolution_fields(instr, seq) -> dict:
+    """A convolution's window as strides, (low, high) padding pairs and dilations, its
+    dimension numbers as ``dn`` (hloref's ConvDimensionNumbers) and as jax's
+    ``lhs_spec``/``rhs_spec``/``out_spec`` (batch/out-feature, feature, spatial...)."""
+    a = instr.attrs
+    wd = list(a["window"].dims) if a.get("window") is not None else []
+    if any(d.window_reversal for d in wd):
+        raise Unexpressible(f"convolution %{instr.name}: window reversal has no argument in "
+                            f"the user APIs' convolutions")
+    dn = a["dim_labels"]
+    return {
+        "window_strides": seq(d.stride for d in wd),
+        "window_padding": seq(seq((d.padding_low, d.padding_high)) for d in wd),
+        "lhs_dilation": seq(d.base_dilation for d in wd),
+        "rhs_dilation": seq(d.window_dilation for d in wd),
+        "feature_group_count": a.get("feature_group_count", 1),
+        "batch_group_count": a.get("batch_group_count", 1),
+        "dn": dn,
+        "lhs_spec": (dn.input_batch_dimension, dn.input_feature_dimension,
+                     *dn.input_spatial_dimensions),
+        "rhs_spec": (dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension,
+                     *dn.kernel_spatial_dimensions),
+        "out_spec": (dn.output_batch_dimension, dn.output_feature_dimension,
+                     *dn.output_spatial_dimensions),
+    }
 
 
 _RESERVED = {"jax", "jnp", "np", "lax", "tf", "ml_dtypes", "f", "result", "print"}
@@ -53,9 +110,22 @@ class Translator:
         self._names: dict[int, str] = {}
         self._taken: set[str] = set(_RESERVED)
 
+    #: opcode -> format string over :func:`fields` (and ``dtype``: the result's type)
+    TEMPLATES: dict[str, str] = {}
+    #: opcode -> method (translator, instr, args) -> expression
+    SPECIAL: dict = {}
+    #: the sequence type the API's attribute arguments take (tuple for jax, list for TF)
+    SEQUENCE = tuple
+
     # -- to be given by the API's translator -----------------------------------------
 
-    def op(self, instr, args: list[str]) -> str:  # pragma: no cover - abstract
+    def check(self, instr) -> None:
+        """Raise Unexpressible or add a note for ``instr`` before it is written."""
+
+    def dtype(self, et) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def missing(self, instr) -> Unexpressible:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def header(self) -> list[str]:  # pragma: no cover - abstract
@@ -76,6 +146,20 @@ class Translator:
 
     # -- shared ----------------------------------------------------------------------
 
+    def op(self, instr, args: list[str]) -> str:
+        """The expression of one instruction from its operands' variable names."""
+        self.check(instr)
+        special = self.SPECIAL.get(instr.opcode)
+        if special is not None:
+            return special(self, instr, args)
+        template = self.TEMPLATES.get(instr.opcode)
+        if template is None:
+            raise self.missing(instr)
+        values = fields(instr, args, self.SEQUENCE)
+        if "{dtype}" in template:
+            values["dtype"] = self.dtype(instr.shape.element_type)
+        return template.format(**values)
+
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
@@ -92,23 +176,11 @@ class Translator:
         return self._names[key]
 
     def order(self) -> list:
-        """The entry's instructions the root depends on, operands first."""
-        seen: set[int] = set()
-        out: list = []
-        stack = [(self.module.entry.root, False)]
-        while stack:
-            instr, done = stack.pop()
-            if done:
-                out.append(instr)
-                continue
-            if id(instr) in seen:
-                continue
-            seen.add(id(instr))
-            stack.append((instr, True))
-            for o in reversed(instr.operands):
-                if id(o) not in seen:
-                    stack.append((o, False))
-        return out
+        """The entry's live instructions (what evaluation needs), operands first."""
+        from hloref.evaluator.interpreter import live_instructions, topological_order
+        entry = self.module.entry
+        live = live_instructions(self.module, entry)
+        return [i for i in topological_order(entry) if id(i) in live]
 
     def statement(self, instr) -> str | None:
         if instr.opcode == "parameter":

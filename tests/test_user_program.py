@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from stored_findings import DIRS, load
 
-from hloref.fuzz.user_program import confirm, hlo_opcodes, user_program
+from hloref.fuzz.standalone import run_script, standalone_script
+from hloref.fuzz.user_program import confirm, hlo_opcodes, run_program, user_program
 
 #: (finding, api) pairs whose program reproduces the finding (the stored value bit for
 #: bit, or the same crash). For a TF finding under jax (and the reverse) it means the
@@ -126,3 +127,156 @@ def test_hlo_opcodes_reads_xla_text():
             "  t = (f32[], s32[2]) tuple(a, b)\n"
             "  ROOT atan2.1 = f8e4m3b11fnuz[] atan2(constant.1, constant.1)\n}\n")
     assert hlo_opcodes(text) == {"parameter", "tuple", "atan2"}
+
+
+#: The common ops, each as the jax.lax call the JAX translator writes: the program's
+#: value must be the one XLA:CPU gives the module itself (its standalone script).
+OPS_MODULE = """HloModule ops
+
+%add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+%lt {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=LT
+}
+
+ENTRY e {
+  x = f32[2,3] parameter(0)
+  i = s32[4] parameter(1)
+  k = s32[] parameter(2)
+  c = f32[] constant(1.5)
+  b = f32[2,3] broadcast(c), dimensions={}
+  m = f32[2,3] multiply(x, b)
+  t = f32[3,2] transpose(m), dimensions={1,0}
+  r = f32[6] reshape(t)
+  s = f32[4] slice(r), slice={[1:5]}
+  io = f32[4] iota(), iota_dimension=0
+  cat = f32[8] concatenate(s, io), dimensions={0}
+  z = f32[] constant(0)
+  pd = f32[18] pad(cat, z), padding=1_2_1
+  red = f32[2] reduce(x, z), dimensions={1}, to_apply=%add
+  srt = s32[4] sort(i), dimensions={0}, to_apply=%lt
+  ds = s32[2] dynamic-slice(i, k), dynamic_slice_sizes={2}
+  dus = s32[4] dynamic-update-slice(i, ds, k)
+  clz = s32[4] count-leading-zeros(i)
+  pop = s32[4] popcnt(i)
+  shl = s32[4] shift-left(i, pop)
+  sra = s32[4] shift-right-arithmetic(i, pop)
+  srl = s32[4] shift-right-logical(i, pop)
+  cmp = pred[4] compare(i, srt), direction=GE
+  sel = s32[4] select(cmp, shl, sra)
+  bc = f32[4] bitcast-convert(srl)
+  cv = f32[4] convert(sel)
+  d = f32[2,2] dot(x, t), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT out = (f32[18], f32[2], s32[4], f32[4], f32[4], f32[2,2], s32[4], s32[4]) tuple(pd, red, dus, bc, cv, d, srt, clz)
+}
+"""
+OPS_INPUTS = [np.array([[1.5, -2.25, 3], [0.5, 7, -1]], np.float32),
+              np.array([5, -3, 1 << 20, 0], np.int32), np.array(1, np.int32)]
+
+RNG_MODULE = """HloModule rng
+ENTRY e {
+  s = u64[2] parameter(0)
+  g = (u64[2], u32[2,3]) rng-bit-generator(s), algorithm=rng_three_fry
+  ROOT v = u32[2,3] get-tuple-element(g), index=1
+}
+"""
+
+#: The ops the TF translator writes differently from JAX's (by type, or through tf2xla).
+TF_OPS_MODULE = """HloModule tf_ops
+
+%lt {
+  l = s32[] parameter(0)
+  m = s32[] parameter(1)
+  ROOT c = pred[] compare(l, m), direction=LT
+}
+
+ENTRY e {
+  a = s32[2,3] parameter(0)
+  b = s32[2,3] parameter(1)
+  k = s32[] parameter(2)
+  q = s32[2,3] divide(a, b)
+  r = s32[2,3] remainder(a, b)
+  n = s32[2,3] not(q)
+  x = s32[2,3] xor(n, r)
+  sh = s32[2,3] shift-right-arithmetic(a, b)
+  lt = pred[2,3] compare(a, b), direction=LT
+  sel = s32[2,3] select(lt, x, sh)
+  v = s32[1,3] slice(a), slice={[0:1], [0:3]}
+  w = s32[3] reshape(v)
+  bw = s32[2,3] broadcast(w), dimensions={1}
+  t = s32[3,2] transpose(bw), dimensions={1,0}
+  z = s32[] constant(0)
+  p = s32[9,2] pad(t, z), padding=1_1_2x0_0_0
+  ds = s32[2,2] dynamic-slice(p, k, k), dynamic_slice_sizes={2,2}
+  f = f32[2,3] convert(sel)
+  d = f32[2,2] dot(f, f), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  st = s32[2,3] sort(sel), dimensions={1}, to_apply=%lt
+  ROOT out = (s32[2,3], s32[2,2], f32[2,2], s32[2,3]) tuple(sel, ds, d, st)
+}
+"""
+TF_OPS_INPUTS = [np.array([[7, -7, 9], [-12, 5, 3]], np.int32),
+                 np.array([[2, 3, -4], [5, -2, 1]], np.int32), np.array(2, np.int32)]
+
+
+
+def _elementwise_module() -> str:
+    """Every elementwise op the JAX translator writes without an expansion, one leaf each."""
+    unary = ["abs", "negate", "sign", "floor", "ceil", "exponential", "exponential-minus-one",
+             "log", "log-plus-one", "sqrt", "rsqrt", "cbrt", "tanh", "tan", "sine", "cosine",
+             "erf", "round-nearest-afz", "round-nearest-even"]
+    binary = ["remainder", "power", "maximum", "minimum", "atan2", "divide", "subtract"]
+    lines = ["HloModule elementwise", "ENTRY e {", "  x = f32[6] parameter(0)",
+             "  y = f32[6] parameter(1)", "  i = s32[6] parameter(2)",
+             "  lo = f32[] constant(-1)", "  hi = f32[] constant(2)",
+             "  lob = f32[6] broadcast(lo), dimensions={}",
+             "  hib = f32[6] broadcast(hi), dimensions={}"]
+    leaves = []
+    for k, op in enumerate(unary):
+        lines.append(f"  un{k} = f32[6] {op}(x)")
+        leaves.append((f"un{k}", "f32[6]"))
+    for k, op in enumerate(binary):
+        lines.append(f"  bin{k} = f32[6] {op}(x, y)")
+        leaves.append((f"bin{k}", "f32[6]"))
+    for k, op in enumerate(["and", "or", "xor"]):
+        lines.append(f"  int{k} = s32[6] {op}(i, i)")
+        leaves.append((f"int{k}", "s32[6]"))
+    more = [("nt", "s32[6]", "not(i)"), ("fin", "pred[6]", "is-finite(x)"),
+            ("cl", "f32[6]", "clamp(lob, x, hib)"), ("rv", "f32[6]", "reverse(x), dimensions={0}"),
+            ("rp", "f32[6]", "reduce-precision(x), exponent_bits=5, mantissa_bits=3"),
+            ("cx", "c64[6]", "complex(x, y)"), ("re", "f32[6]", "real(cx)"),
+            ("im", "f32[6]", "imag(cx)")]
+    for name, shape, expr in more:
+        lines.append(f"  {name} = {shape} {expr}")
+        leaves.append((name, shape))
+    lines.append(f"  ROOT out = ({', '.join(s for _, s in leaves)}) "
+                 f"tuple({', '.join(n for n, _ in leaves)})")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+ELEMENTWISE_INPUTS = [np.array([0.5, -1.5, 2.5, -0.0, 3.25, 7.0], np.float32),
+                      np.array([2.0, 0.5, -3.0, 1.0, -0.25, 4.0], np.float32),
+                      np.array([5, -3, 0, 1 << 20, -1, 7], np.int32)]
+
+
+@pytest.mark.parametrize("api,text,inputs", [
+    ("jax", _elementwise_module(), ELEMENTWISE_INPUTS),
+    ("jax", OPS_MODULE, OPS_INPUTS),
+    ("jax", RNG_MODULE, [np.array([1, 2], np.uint64)]),
+    ("tf", TF_OPS_MODULE, TF_OPS_INPUTS),
+], ids=["jax-elementwise", "jax-ops", "jax-rng", "tf-ops"])
+def test_user_program_computes_what_xla_gives_the_module(api, text, inputs):
+    program = user_program(text, inputs, api=api)
+    assert program.code is not None and program.reason is None, program.reason
+    run = run_program(program)
+    assert run.returncode == 0, run.stderr_tail
+    oracle = "xla" if api == "jax" else "tf"
+    ref = run_script(standalone_script(text, inputs, oracle=oracle))
+    assert ref.returncode == 0 and ref.values, ref.stderr_tail
+    assert [(v.dtype, v.shape) for v in run.values] == [(v.dtype, v.shape) for v in ref.values]
+    assert [v.tobytes() for v in run.values] == [v.tobytes() for v in ref.values]
