@@ -24,13 +24,14 @@ synchronous collectives (the one participant's value), the asynchronous wrappers
 (async-start/update/done of a wrapped op or computation, copy-start/done, and the
 dedicated all-reduce, all-gather and collective-permute pairs on one device:
 ``gpu/computation_control.py``), and the ops whose one-element value is a scalar formula
-(``gpu/computation_formulas.py``, each the CPU's arithmetic: convolution, a product or, where the one
-tap falls in the padding, the padding zero times rhs; cholesky, a square root;
+(``gpu/computation_formulas.py``, each the CPU's arithmetic: convolution, a product
+or, where the one tap falls in the padding, the padding zero times rhs; cholesky, a square root;
 triangular-solve, ``(1 / a) x b`` (complex: numpy's Smith division and einsum's
 product in c128, as the CPU); fft of length 1; batch-norm-inference, -training and
 -grad; scaled-dot (a rank-0 scale is 1, as the CPU has it); ragged-dot; stochastic-convert;
 shuffle; scan of length 1, one call; select-and-scatter, one scatter call or the init,
-a select holding a loop or a draw called where the CPU calls it: ``computation_one_element.py:select_calls``), and
+a select holding a loop or a draw called where the CPU calls it:
+``computation_one_element.py:select_calls``), and
 rng-bit-generator of one element of bits (the CPU's generator of one counter, bit for
 bit; its ``u64[2]``/``u64[3]`` state a small array value, see below),
 and rng-get-and-update-state (its ``u64[2]`` value a small array value) in every

@@ -98,7 +98,8 @@ class EmitterBase:
         self.device = device
         self.name = name
         self.rng_sites = 0
-        #: ``gpu/computation.py:_state_sites`` of a computation compiled with a call index, else None
+        #: ``gpu/computation.py:_state_sites`` of a computation compiled with a call
+        #: index, else None
         self.state_sites = None
         self.state_delta = 0
         #: the serial mode (``gpu/serial.py``): instructions in the CPU's order, and each

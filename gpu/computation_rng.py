@@ -56,8 +56,8 @@ class RngForms:
     @form("rng-get-and-update-state", stage=WHOLE)
     def rng_state(self, instr, ops, op_types):
         """rng-get-and-update-state as a small ``u64[2]`` ``[low, high]`` value. With a
-        call index, at a site ``gpu/computation.py:_state_sites`` found: the state before the first call,
-        plus the call index times one call's deltas, plus the deltas of this call's
+        call index, at a site ``gpu/computation.py:_state_sites`` found: the state before
+        the first call, plus the call index times one call's deltas, plus the deltas of this call's
         earlier sites (``gpu/rng.py``: ``state_at``). In the serial mode: the state
         before the op plus the deltas consumed so far, read from the state channel,
         this site's delta then added (``gpu/rng.py``: ``take_state``)."""
