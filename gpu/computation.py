@@ -199,7 +199,7 @@ class Compiled:
     vectorizable = True
 
     #: ``(while instruction name, iteration limit)`` of each loop, in code order, and
-    #: ``(instruction name, error)`` of each run-time error site (``Emitter.error_site``)
+    #: ``(instruction name, error)`` of each run-time error site (``EmitterBase.error_site``)
     loops: list = []
     #: int64[1] device array: 0, or ``2k + 1`` (loop ``k`` reached its limit) or ``2k + 2``
     #: (loop ``k``'s state came back unchanged with the condition holding)

@@ -33,59 +33,6 @@ def window_covers_element(window, rank: int) -> bool:
     return True
 
 
-def move_map(instr, op):
-    """For a static move of small arrays (``_VEC_MOVES``): the result's elements
-    (row-major) as indices into the operands' elements concatenated (each row-major),
-    by the CPU's numpy rule of the op (``evaluator/shape_ops.py``) applied to the
-    indices; a result of other dimensions than the instruction's (the CPU's error), a
-    packed sub-byte layout: unsupported."""
-    shapes = [o.shape for o in instr.operands]
-    idx, off = [], 0
-    for s in shapes:
-        idx.append(np.arange(off, off + s.size, dtype=np.int64).reshape(s.dims))
-        off += s.size
-    x = idx[0]
-    attrs = instr.attrs
-    dims = tuple(int(d) for d in (attrs.get("dimensions") or ()))
-    try:
-        if op == "reshape":
-            out = x.reshape(instr.shape.dims)
-        elif op == "bitcast":
-            def physical(a, shape):
-                order = tuple(reversed(shape.minor_to_major()))
-                return np.transpose(a, order).reshape(-1), order
-            for s in (shapes[0], instr.shape):
-                if s.layout is not None and 0 < s.layout.element_size_bits < 8:
-                    raise Unsupported("bitcast of a packed layout")
-            flat, _ = physical(x, shapes[0])
-            order = tuple(reversed(instr.shape.minor_to_major()))
-            out = np.transpose(flat.reshape([instr.shape.dims[d] for d in order]),
-                               np.argsort(order))
-        elif op == "transpose":
-            out = np.transpose(x, dims)
-        elif op == "reverse":
-            out = np.flip(x, axis=dims) if dims else x
-        elif op == "slice":
-            out = x[tuple(np.s_[d.start:d.limit:d.stride] for d in attrs.get("slice"))]
-        elif op == "broadcast":
-            if x.ndim != len(dims):
-                raise Unsupported("broadcast rank")
-            order = np.argsort(dims, kind="stable")
-            x = np.transpose(x, order)
-            expanded = [1] * len(instr.shape.dims)
-            for k, d in enumerate(dims[i] for i in order):
-                expanded[d] = x.shape[k]
-            out = np.broadcast_to(x.reshape(expanded), instr.shape.dims)
-        else:  # concatenate
-            (dim,) = dims
-            out = np.concatenate(idx, axis=dim)
-    except (ValueError, IndexError, TypeError) as e:  # the CPU's error
-        raise Unsupported(f"{op}: {e}") from None
-    if tuple(out.shape) != tuple(instr.shape.dims):
-        raise Unsupported(f"{op} dimensions")
-    return [int(i) for i in out.reshape(-1)]
-
-
 def select_calls(dims) -> int:
     """How many times the CPU's select-and-scatter calls a ``select`` that holds a loop or
     a draw (one it applies element by element) for a one-element operand whose window
