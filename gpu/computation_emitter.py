@@ -47,9 +47,9 @@ from .convert import convert_fn
 from .device import LOAD, STORE, f32_bits, f64_bits, type_class, type_params
 from .elementwise import element_fn
 
-__all__ = ["EmitterBase", "FORMS", "form", "LOOP_STATUS_TOP", "VALUES", "SIZES",
-           "SMALL_ARRAYS", "WHOLE", "ONE_ELEMENT", "ELEMENT", "COMPLEX", "SCALAR",
-           "SIZED", "ELEMENTWISE"]
+__all__ = ["EmitterBase", "FORMS", "SMALL_ARRAY_OPS", "form", "LOOP_STATUS_TOP", "VALUES",
+           "SIZES", "SMALL_ARRAYS", "WHOLE", "ONE_ELEMENT", "ELEMENT", "COMPLEX", "SCALAR",
+           "SIZED"]
 
 #: a loop's code ``c`` (``2k + 1`` for loop ``k`` of a computation past the limit, ``2k +
 #: 2`` for it endless) is recorded as ``LOOP_STATUS_TOP - c`` by an atomic maximum: the
