@@ -26,6 +26,7 @@ import dataclasses
 import numpy as np
 from numba import cuda
 
+from hloref.opcodes import ALONE_IDENTITY, FORWARDS
 from hloref.shapes import TupleShape
 
 from .computation_emitter import (LOOP_STATUS_TOP, ONE_ELEMENT, VALUES, WHOLE, form)
@@ -47,7 +48,7 @@ class ControlForms:
         k = int(instr.attrs.get("index"))
         return ops[0][k], op_types[0][k]
 
-    @form("copy", "opt-barrier", "add-dependency", "domain", stage=VALUES)
+    @form(*sorted(FORWARDS), stage=VALUES)
     def forward(self, instr, ops, op_types):
         return ops[0], op_types[0]  # add-dependency: the value, its token dropped
 
@@ -179,8 +180,9 @@ class ControlForms:
 
     def one_device(self, instr, op, ops, op_types):
         """Collectives of a module on one device (``replica_count x num_partitions ==
-        1``): the one participant's value, as the CPU's collectives give it (all-reduce,
-        all-gather, reduce-scatter, all-to-all, collective-broadcast: the operands;
+        1``): the one participant's value, as the CPU's collectives give it (the
+        catalogue's ``alone-identity`` group: all-reduce, all-gather, reduce-scatter,
+        all-to-all, collective-broadcast: the operands;
         collective-permute: ``permute_one_device``). On several devices each call would
         be a rendezvous: the CPU's, in its order (a map body's or a reduce reducer's are
         unrolled over the devices: ``gpu/computation_devices.py``)."""
@@ -204,9 +206,13 @@ class ControlForms:
             return ops[0], op_types[0]
         return self.bind("C", storage_constant(np.zeros(1), op_types[0])), op_types[0]
 
-    @form("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
-          "collective-broadcast", stage=ONE_ELEMENT)
+    @form(*sorted(ALONE_IDENTITY), stage=ONE_ELEMENT)
     def collective(self, instr, ops, op_types):
+        """A collective of the catalogue's ``alone-identity`` group: its operands."""
+        return self.one_device(instr, instr.opcode, ops, op_types)
+
+    @form("collective-permute", stage=ONE_ELEMENT)
+    def collective_permute(self, instr, ops, op_types):
         return self.one_device(instr, instr.opcode, ops, op_types)
 
     # The CPU's asynchronous pairs: ``async-start`` computes the wrapped op (a sugared
