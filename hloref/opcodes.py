@@ -38,6 +38,12 @@ Groups (``GROUPS[name]``, also as constants):
   (``CanInferShape`` in ``xla/hlo/parser/hlo_parser.cc``).
 * ``dedicated-async``: opcodes with their own ``-start``/``-done`` opcodes, never
   written as ``async-start`` wrappers.
+* ``forwards``: the result is operand 0's value itself (``add-dependency`` drops its
+  token).
+* ``alone-identity``: collectives whose results, on a group of one device, are their
+  operands (a reduction or concatenation of one; the broadcast root is the device itself);
+  ``collective-permute`` depends on its pairs, ``collective-reduce`` drops its root
+  operand.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ __all__ = ["OpInfo", "CATALOGUE", "GROUPS", "ATTRIBUTE_TYPES", "FIXED_TYPES", "V
            "OPCODE_ARITY", "ALL_OPCODES", "MIN_OPERANDS", "REQUIRED_ATTRS", "NOT_IN_PINNED_XLA",
            "UNARY", "BINARY", "ELEMENTWISE", "TRANSCENDENTAL", "DISCONTINUOUS", "ACCUMULATING",
            "EXPANDED", "STRUCTURAL", "SIDE_EFFECTING", "SHAPE_INFERABLE", "DEDICATED_ASYNC",
+           "FORWARDS", "ALONE_IDENTITY",
            "attributes_of_type", "in_group"]
 
 VARIADIC = -1
@@ -60,15 +67,15 @@ abs                      1   1   elementwise     fcs   unary elementwise inferab
 acos                     1   1   elementwise     fc    unary elementwise transcendental inferable
 acosh                    1   1   elementwise     fc    unary elementwise transcendental inferable
 add                      2   2   elementwise     fcsup binary elementwise inferable
-add-dependency           2   2   control         fcsup structural inferable
+add-dependency           2   2   control         fcsup structural inferable forwards
 after-all                var 0   control         -     structural inferable
-all-gather               var 1   collectives     fcsup dedicated-async
+all-gather               var 1   collectives     fcsup dedicated-async alone-identity
 all-gather-done          1   1   collectives     fcsup side-effecting
 all-gather-start         var 0   collectives     fcsup side-effecting
-all-reduce               var 1   collectives     fcsup accumulating dedicated-async
+all-reduce               var 1   collectives     fcsup accumulating dedicated-async alone-identity
 all-reduce-done          1   1   collectives     fcsup side-effecting
 all-reduce-start         var 0   collectives     fcsup accumulating side-effecting
-all-to-all               var 1   collectives     fcsup
+all-to-all               var 1   collectives     fcsup alone-identity
 and                      2   2   elementwise     psu   binary elementwise inferable
 asin                     1   1   elementwise     fc    unary elementwise transcendental inferable
 asinh                    1   1   elementwise     fc    unary elementwise transcendental inferable
@@ -91,7 +98,7 @@ ceil                     1   1   elementwise     f     unary elementwise discont
 cholesky                 1   1   linalg          fc    expanded inferable
 clamp                    3   3   compare         fcsup elementwise inferable
 count-leading-zeros      1   1   elementwise     su    unary elementwise inferable
-collective-broadcast     var 0   collectives     fcsup side-effecting
+collective-broadcast     var 0   collectives     fcsup side-effecting alone-identity
 collective-permute       var 1   collectives     fcsup dedicated-async
 collective-permute-done  1   1   collectives     fcsup side-effecting
 collective-permute-start var 0   collectives     fcsup side-effecting
@@ -103,14 +110,14 @@ conditional              var 1   control         fcsup inferable
 constant                 0   0   control         fcsup structural
 convert                  1   1   convert         fcsup elementwise discontinuous
 convolution              var 2   convolution     fcsup accumulating inferable
-copy                     1   1   shape_ops       fcsup elementwise inferable dedicated-async
+copy                     1   1   shape_ops       fcsup elementwise inferable dedicated-async forwards
 copy-done                1   1   async_ops       fcsup
 copy-start               1   1   async_ops       fcsup
 cosine                   1   1   elementwise     fc    unary elementwise transcendental inferable
 cosh                     1   1   elementwise     fc    unary elementwise transcendental inferable
 custom-call              var 0   custom_call     fcsup
 divide                   2   2   elementwise     fcsu  binary elementwise inferable
-domain                   1   1   control         fcsup structural inferable
+domain                   1   1   control         fcsup structural inferable forwards
 dot                      2   2   dot             fcsup accumulating inferable
 dynamic-reshape          var 1   shape_ops       fcsup
 dynamic-slice            var 1   indexing        fcsup
@@ -138,7 +145,7 @@ mulhi                    2   2   elementwise     su    binary elementwise infera
 multiply                 2   2   elementwise     fcsup binary elementwise inferable
 negate                   1   1   elementwise     fcsu  unary elementwise inferable
 not                      1   1   elementwise     psu   unary elementwise inferable
-opt-barrier              1   1   control         fcsup structural inferable
+opt-barrier              1   1   control         fcsup structural inferable forwards
 or                       2   2   elementwise     psu   binary elementwise inferable
 outfeed                  2   2   collectives     fcsup side-effecting
 pad                      2   2   shape_ops       fcsup inferable
@@ -153,7 +160,7 @@ recv                     1   1   collectives     fcsup side-effecting dedicated-
 recv-done                1   1   collectives     fcsup side-effecting
 reduce                   var 2   reduce          fcsup accumulating inferable
 reduce-precision         1   1   bitwise_convert f     elementwise
-reduce-scatter           var 1   collectives     fcsup accumulating
+reduce-scatter           var 1   collectives     fcsup accumulating alone-identity
 reduce-window            var 2   windows         fcsup accumulating inferable
 remainder                2   2   elementwise     fsu   binary elementwise discontinuous inferable
 replica-id               0   0   collectives     -     inferable
@@ -421,6 +428,8 @@ STRUCTURAL = GROUPS["structural"]
 SIDE_EFFECTING = GROUPS["side-effecting"]
 SHAPE_INFERABLE = GROUPS["inferable"]
 DEDICATED_ASYNC = GROUPS["dedicated-async"]
+FORWARDS = GROUPS["forwards"]
+ALONE_IDENTITY = GROUPS["alone-identity"]
 
 
 def in_group(opcode: str, group: str) -> bool:

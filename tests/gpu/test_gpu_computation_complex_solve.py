@@ -1,5 +1,5 @@
 """Complex triangular-solve of a 1x1 triangle inside a computation that ``map`` calls on
-every element (``gpu/computation.py``: ``_Emitter.complex_triangular_solve``),
+every element (``gpu/computation_formulas.py``: ``complex_triangular_solve``),
 ``fallback=False``: c64 and c128, left and right side, NO_TRANSPOSE, TRANSPOSE and
 ADJOINT, with and without a unit diagonal, on random parts over a wide exponent range
 and special parts (signed zeros, infinities, NaN, the largest and subnormal values).

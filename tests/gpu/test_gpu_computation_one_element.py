@@ -1,5 +1,5 @@
 """Ops on one-element arrays inside computations that ops call on every element
-(``gpu/computation.py``: ``_Emitter.one_element``, ``one_device``): nested map, reduce,
+(``gpu/computation_one_element.py``; ``gpu/computation_control.py``: ``one_device``): nested map, reduce,
 reduce-window, sort, gather, pad, get-dimension-size; replica-id, partition-id and the
 collectives of a one-device module. Each result against the CPU backend bit for bit
 and by hand (the value the written semantics gives), ``fallback=False``.

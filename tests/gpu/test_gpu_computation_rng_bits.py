@@ -1,6 +1,6 @@
 """rng-bit-generator inside a computation that ``map`` calls on every element
-(``gpu/computation.py``: ``_Emitter.rng_bit_generator`` and the small array values of
-its ``u64[2]``/``u64[3]`` state, ``_VecType``, built by concatenate, broadcast or a
+(``gpu/computation_rng.py``: ``rng_bit_generator`` and the small array values of
+its ``u64[2]``/``u64[3]`` state, ``VecType``, built by concatenate, broadcast or a
 constant and read back by slice), ``fallback=False``: Philox (two- and three-word
 states, ``rng_default``) and ThreeFry, 8- to 64-bit and float results, a second draw
 from the first's new state, counters at the 64-bit wrap. The op is deterministic in its

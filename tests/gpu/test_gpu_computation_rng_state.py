@@ -1,6 +1,6 @@
 """rng-get-and-update-state inside a computation that ``map`` calls on every element
 or that ``reduce`` folds with (``gpu/computation.py``: ``_state_sites``,
-``_Emitter.rng_state``; ``gpu/rng.py``: ``state_at``; the map kernel in
+``gpu/computation_rng.py``: ``rng_state``; ``gpu/rng.py``: ``state_at``; the map kernel in
 ``gpu/windows.py``, the sequential reduce kernel in ``gpu/reduce.py``),
 ``fallback=False``. The CPU calls a map body holding one element by element in
 row-major order, and such a reducer output by output over the reduced elements in

@@ -1,5 +1,5 @@
 """Runtime dimension sizes inside a computation that ``map`` calls on every element
-(``gpu/computation.py``: ``_Emitter.sized_op``), ``fallback=False``: one-element arrays
+(``gpu/computation_sizes.py``: ``sized_op``), ``fallback=False``: one-element arrays
 whose sizes ``set-dimension-size`` and ``dynamic-reshape`` set at run time to 0 or 1,
 read by ``get-dimension-size``, carried by elementwise ops (the smallest of the
 operands'), ended by ``reduce`` (the init where a reduced dimension is empty, the

@@ -1,5 +1,5 @@
 """Ops whose value on one-element operands is a scalar formula, inside computations that
-ops call on every element (``gpu/computation.py``: ``_SCALAR_FORMS``, ``async_op``,
+ops call on every element (``gpu/computation_formulas.py``; ``gpu/computation_control.py``: the async pairs,
 ``domain``): each result against the CPU backend bit for bit and by hand (the value the
 written semantics gives, with the CPU's arithmetic: sums from +0, f64 intermediates),
 ``fallback=False``, launches of 8 threads x 4 blocks (conftest).

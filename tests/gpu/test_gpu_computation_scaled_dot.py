@@ -1,5 +1,5 @@
 """scaled-dot of one-element operands inside a computation that ``map`` calls on every
-element (``gpu/computation.py``: ``_Emitter.scaled_dot``), ``fallback=False``: scales of
+element (``gpu/computation_formulas.py``: ``scaled_dot``), ``fallback=False``: scales of
 rank 0 (the CPU's rule: a rank-0 scale is 1, its value ignored) beside scales of the
 operands' rank, integer and pred operands and scales (their values in f64), and every
 result kind (float, narrow float, integer, pred, complex). Each result against the CPU

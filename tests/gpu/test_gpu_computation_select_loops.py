@@ -1,6 +1,6 @@
 """select-and-scatter of one element inside a computation that ``map`` calls on every
-element, its ``select`` holding a loop or a draw (``gpu/computation.py``:
-``_Emitter.select_and_scatter``, ``select_calls``), ``fallback=False``. The CPU calls
+element, its ``select`` holding a loop or a draw (``gpu/computation_one_element.py``:
+``select_and_scatter``, ``select_calls``), ``fallback=False``. The CPU calls
 such a select for each window position after the element (the candidate a padding
 zero) and drops its answers (one candidate), so the result is ``scatter(init, source)``
 where the window holds the element, else the init; a loop in the select that passes

@@ -1,4 +1,4 @@
-"""Small array values (2 to 4 elements, ``gpu/computation.py``'s ``_VecType``) inside a
+"""Small array values (2 to 4 elements, ``gpu/computation_values.py``'s ``VecType``) inside a
 computation that ``map`` calls on every element, ``fallback=False``: through ``while``
 loop state (one loop variable per element), ``conditional`` operands and branch results
 (every branch computed and one chosen, or an if/elif block when a branch loops), nested

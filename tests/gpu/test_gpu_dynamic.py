@@ -1,7 +1,8 @@
 """Bounded dynamic shapes on the GPU backend (``gpu/dynamic.py``): runtime sizes tracked
 on the host beside device buffers, the data work on the device, no CPU fallback.
 
-Every test of the CPU's dynamic shapes (``tests/test_dynamic_shapes.py`` and
+Every test of the CPU's dynamic shapes (``tests/test_dynamic_shapes.py``,
+``tests/test_dynamic_shapes_ops.py``, ``tests/test_dynamic_shapes_indexing.py`` and
 ``tests/test_dynamic_implicit_broadcast.py``: by hand and against XLA:CPU) runs again
 with ``hloref.evaluate`` evaluating each module on both backends: the GPU backend with
 ``fallback=False`` (a fallback fails), its result bit-identical to the CPU backend's
@@ -28,6 +29,8 @@ pytest.importorskip("jax")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import test_dynamic_implicit_broadcast as cpu_broadcast_tests  # noqa: E402
 import test_dynamic_shapes as cpu_tests  # noqa: E402
+import test_dynamic_shapes_indexing as cpu_indexing_tests  # noqa: E402
+import test_dynamic_shapes_ops as cpu_ops_tests  # noqa: E402
 
 _EVALUATE = hloref.evaluate
 
@@ -50,7 +53,8 @@ def _both(*args, **kwargs):
     return gpu
 
 
-_CPU_MODULES = {"shapes": cpu_tests, "broadcast": cpu_broadcast_tests}
+_CPU_MODULES = {"shapes": cpu_tests, "shapes_ops": cpu_ops_tests,
+                "shapes_indexing": cpu_indexing_tests, "broadcast": cpu_broadcast_tests}
 
 
 def _cpu_test_cases():

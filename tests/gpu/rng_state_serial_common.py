@@ -1,0 +1,36 @@
+"""What the serial-mode rng-state tests (tests/gpu/test_gpu_computation_rng_state_serial*.py)
+share: a module run on both backends, the state's words, and the initial state."""
+
+from __future__ import annotations
+
+import warnings
+
+import hloref
+from hloref.evaluator.rng import RNG_STATE_INITIAL
+
+
+S0 = RNG_STATE_INITIAL
+M64 = 2**64 - 1
+M32 = 2**32 - 1
+W128 = 2**128
+
+
+def both(text, *args):
+    """(cpu, gpu) values of ``text``, the gpu without fallback (a fallback raises)."""
+    m = hloref.parse(text)
+    cpu = hloref.evaluate(m, *args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        gpu = hloref.evaluate(m, *args, backend="gpu", fallback=False)
+    return cpu, gpu
+
+
+def words(state):
+    return [state % W128 & M64, state % W128 >> 64]
+
+
+def read_low(name, delta):
+    """HLO lines: ``{name}`` is the low word of the state a site of ``delta`` reads."""
+    return (f"  {name}_s = u64[2] rng-get-and-update-state(), delta={delta}\n"
+            f"  {name}_v = u64[1] slice({name}_s), slice={{[0:1]}}\n"
+            f"  {name} = u64[] reshape({name}_v)\n")
