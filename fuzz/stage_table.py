@@ -86,4 +86,6 @@ def component_of(name: str | None, pass_name: str | None = None) -> str:
     if name is None:
         return "undetermined"
     text = _BY_NAME[name].component
+    if "{pass_name}" not in text:  # a stage whose part is named only when measured
+        return text + (f": `{pass_name}`" if pass_name else "")
     return text.format(pass_name=f"`{pass_name}`" if pass_name else "(not named)")

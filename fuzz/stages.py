@@ -467,6 +467,7 @@ _FRAME_STAGES = (
      "emitter"),
     (re.compile(r"xla::cpu::.*(Thunk|Execute)|xla::cpu::.*runtime"), "runtime"),
 )
+_STABLEHLO_PATTERN = re.compile(r"mlir::stablehlo::(?:\{anonymous\}::)?(\w+)::matchAndRewrite")
 _PASS_FRAME = re.compile(r"xla::(?:\w+::)*(\w+)::(?:Run|RunImpl|RunOnModule|RunOnComputation)$")
 #: Passes whose registered name is not their class name in kebab case.
 _PASS_NAMES = {"AlgebraicSimplifier": "algsimp", "HloConstantFolding": "constant_folding",
@@ -519,6 +520,15 @@ def attribute_crash(text: str, args, *, debug_options: dict | None = None,
             out.stage = "conversion"
             out.steps.append(("dump", "no before_optimizations module: died before XLA's "
                               "passes"))
+            pattern = next((m for m in (_STABLEHLO_PATTERN.search(f) for f in p.backtrace[:30])
+                            if m), None)
+            if pattern:  # a StableHLO rewrite pattern is on the crash's own stack
+                out.stage, out.pass_name = "stablehlo", pattern.group(1)
+                out.steps.append(("backtrace", f"StableHLO pattern on the stack: {pattern.group(0)}"))
+                out.confirmed = True
+                out.confirmation = (f"the crash is inside StableHLO's {pattern.group(1)}, which "
+                                    "XLA's StableHLO→HLO conversion runs")
+                return out
             # the translation alone, step by step: which half dies?
             views = probe("texts", text, use_gdb=True, timeout=timeout)
             if views.died and views.stage in ("import", "export", "stablehlo"):
