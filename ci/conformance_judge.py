@@ -26,7 +26,7 @@ def judge(module, args, expected, ours, eval_seconds: float, limits) -> dict:
     from hloref.fuzz.compare import compare_values
     from hloref.fuzz.differential import diff
     from hloref.fuzz.freedoms import EnvelopePolicy
-    from hloref.fuzz.known_gaps import KNOWN_GAPS
+    from hloref.fuzz.known_classes import KNOWN_GAPS
     if module.replica_count * module.num_partitions > 1:
         return judge_devices(module, args, expected, ours, eval_seconds, limits)
     plain = compare_values(expected, ours)

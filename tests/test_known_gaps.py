@@ -11,8 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hloref.fuzz.known_bugs import FILED, known_crash, known_folding
-from hloref.fuzz.known_gaps import KNOWN_DIFFERENCES, known_difference
+from hloref.fuzz.known_classes import FILED, known_crash, known_folding
+from hloref.fuzz.known_classes import KNOWN_DIFFERENCES, known_difference
 
 SUB = np.float32(1e-40)  # subnormal in f32 (smallest normal 1.18e-38)
 
@@ -874,7 +874,7 @@ def test_a_sort_by_totalorder_reads_the_sign_of_its_nans(total, values, want):
     number and +NaN above, and the sign of a NaN an addition produces is unspecified
     (IEEE 754 6.3), so where it sorts is implementation-defined."""
     from hloref import parse
-    from hloref.fuzz.known_gaps import known_gap
+    from hloref.fuzz.known_classes import known_gap
     module = parse(_SORT_F8.format(total=total))
     x = np.array(values).astype(ml_dtypes.float8_e5m2)
     assert known_gap(module, {("e", "x"): x}) == want
@@ -901,7 +901,7 @@ def test_a_nan_made_an_f4e2m1fn_zero_read_by_its_bits_is_the_nan_sign_gap(values
     +NaN -> -0, bits 0x8; -NaN -> +0, checked below), and a bitcast to s4 shows it (0
     in hloref, -8 on XLA:CPU at -O0). The NaN's sign is unspecified, so is the zero's."""
     from hloref import parse
-    from hloref.fuzz.known_gaps import known_gap
+    from hloref.fuzz.known_classes import known_gap
     nans = np.array([np.nan, -np.nan], np.float32).astype(ml_dtypes.float4_e2m1fn)
     assert nans.view(np.uint8).tolist() == [8, 0]
     known = {} if values is None else \
@@ -1018,7 +1018,7 @@ def test_a_complex_reduce_init_is_the_identity_only_if_both_parts_are_zero(init,
     the documented gap. The check used to cast the init to a real float, which drops the
     imaginary part, and took 0 + 1i for 0 (a ComplexWarning in a campaign, seed 79)."""
     from hloref import parse
-    from hloref.fuzz.known_gaps import known_gap
+    from hloref.fuzz.known_classes import known_gap
     text = f"""HloModule m
 add {{
   a = c64[] parameter(0)
