@@ -68,7 +68,7 @@ def cmd_diff(args) -> int:
             print(blame.table())
         if finding:
             print(f"\nreduced reproducer written to {finding}")
-    if report.verdict in ("match", "known-gap"):
+    if report.verdict in ("match", "known-gap", "undetermined"):
         return EXIT_OK
     if report.verdict in ("mismatch", "crash", "timeout"):
         return EXIT_MISMATCH

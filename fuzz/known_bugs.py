@@ -253,6 +253,8 @@ def _needs_module(predicate):
 
 
 _XLA = "xla-cpu-jaxlib-0.10.2"
+_STABLEHLO = ("StableHLO's folders (StablehloTargetIndependentOptimizationPass, run by XLA's "
+              "StableHLO→HLO conversion) and canonicalization")
 _UP = f"findings/known-upstream/{_XLA}"
 _CRASH = frozenset({"crash"})
 
@@ -264,7 +266,7 @@ RECORDS: tuple[KnownClass, ...] = tuple(
                finding=finding, upstream=upstream, verdicts=verdicts, specificity=SIGNATURE)
     for name, component, finding, upstream, verdicts, predicate, reason in [
         ("int-divide-by-constant-zero",
-         "StableHLO's folders (run by XLA's StableHLO→HLO conversion)",
+         _STABLEHLO,
          f"{_UP}/divide-u2-constant-zero-sigfpe",
          "https://github.com/openxla/stablehlo/pull/2971", _CRASH, _divide_by_folded_zero,
          "XLA:CPU (jaxlib 0.10.2) dies with SIGFPE when an integer divide or remainder whose "
@@ -287,7 +289,7 @@ RECORDS: tuple[KnownClass, ...] = tuple(
          "the algebraic simplifier's rewrite fails its own check (Window dimensions do not "
          "match RHS shape)"),
         ("round-f8e3m4-folding",
-         "StableHLO's folders (run by XLA's StableHLO→HLO conversion)",
+         _STABLEHLO,
          f"{_UP}/round-nearest-afz-f8e3m4-constant-folding",
          "https://github.com/llvm/llvm-project/issues/224353", frozenset({"mismatch"}),
          _round_f8e3m4,
@@ -334,7 +336,7 @@ RECORDS: tuple[KnownClass, ...] = tuple(
          "negative exponent; XLA:CPU's run-time code gives -1 or 1 by the exponent's parity, "
          "as hloref does (XLA's docs leave negative integer exponents undefined)"),
         ("f8e8m0fnu-constant-folding",
-         "StableHLO's folders (run by XLA's StableHLO→HLO conversion)",
+         _STABLEHLO,
          f"findings/{_XLA}/convert-f8e8m0fnu-negative-constant-folding", None,
          frozenset({"mismatch"}), _e8m0_nan_from_none,
          "XLA's constant folder (jaxlib 0.10.2) converts zero and negative values to "
