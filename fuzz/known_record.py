@@ -134,26 +134,40 @@ class Case:
     @cached_property
     def culprit_instruction(self):
         """The culprit as an ``Instruction`` (with its attributes and called computations):
-        the one-instruction module the culprit was run as is parsed once, here; ``None``
-        where there is none."""
+        the module's own where the case has the module, else the root of the
+        one-instruction module the culprit was run as (parsed once, here); ``None`` where
+        there is neither."""
         c = self.culprit
-        text = getattr(c, "text", "") if c is not None else ""
-        if not text:
+        if c is None:
             return None
-        try:
-            from hloref import parse
-            return parse(text).entry.root
-        except Exception:  # noqa: BLE001 - no module at hand: predicates see None
-            return None
+        comp = self.module.computations.get(getattr(c, "computation", None)) \
+            if self.module is not None else None
+        found = [i for i in comp.instructions if i.name == getattr(c, "name", None)] \
+            if comp is not None else []
+        if found and found[0].opcode == c.opcode:
+            return found[0]
+        isolated = self.isolated_module
+        return isolated.entry.root if isolated is not None else None
 
     @cached_property
     def culprit_module(self):
-        """The one-instruction module of the culprit (its called computations), or None."""
+        """The module that holds :attr:`culprit_instruction` (and its called
+        computations), or None."""
+        instr = self.culprit_instruction
+        if instr is None:
+            return None
+        if self.module is not None and any(i is instr for _, i in self.instructions()):
+            return self.module
+        return self.isolated_module
+
+    @cached_property
+    def isolated_module(self):
+        """The one-instruction module the culprit was run as, parsed, or None."""
         c = self.culprit
         try:
             from hloref import parse
             return parse(c.text) if c is not None and getattr(c, "text", "") else None
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - no module at hand: predicates see None
             return None
 
     # ------------------------------------------------------------ the module's parts
