@@ -143,7 +143,8 @@ def _f4_to_int(case: Case) -> bool:
 
 def _popcnt_s4(case: Case) -> bool:
     c, arrays = case.culprit, case.culprit_operands
-    if c is not None and c.opcode == "popcnt" and arrays and arrays[0].dtype.name in ("int4", "int2"):
+    if c is not None and c.opcode == "popcnt" and arrays and \
+            arrays[0].dtype.name in ("int4", "int2"):
         return True
     return case.module is not None and folded_popcnt_s4(case)
 

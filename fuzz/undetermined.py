@@ -86,7 +86,7 @@ def _sort_ties(case: Case) -> bool:
 
 
 def _sort_ties_detail(case: Case) -> str:
-    where = "; ".join(f"%{b.instruction}: {b.count} neighbours tied, first at {b.index}"
+    where = "; ".join(f"%{b.instruction}: {b.count} neighbour pairs tied, the first at {b.index}"
                       for b in _of_kind(case, "unstable-sort-ties"))
     return f"{where}; {tied_sort_check(case)[1]}"
 
