@@ -141,9 +141,49 @@ def _loop_detail(case: Case) -> str:
     return f"{case.error}: a loop that does not end within hloref's limit has no value"
 
 
+# ---------------------------------------------------------------- decompositions
+
+
+def _decomposition(case: Case):
+    """``decompositions.identities_hold`` of the culprit, a LAPACK custom call, on XLA's
+    outputs run alone (once per case), or None."""
+    def judge():
+        from hloref.evaluator.custom_call_lapack import backend_char
+        from .decompositions import identities_hold
+        instr, c = case.culprit_instruction, case.culprit
+        if instr is None or c.opcode != "custom-call":
+            return None
+        config = {k: backend_char(instr.attrs.get("backend_config"), k, d)
+                  for k, d in (("uplo", "L"), ("mode", "A"), ("compute_left", "N"),
+                               ("compute_right", "V"))}
+        return identities_hold(str(instr.attrs.get("custom_call_target", "")), config,
+                               list(c.operands), c.expected, c.actual)
+    if case.culprit is None:
+        return None
+    return case.shared("decomposition", judge)
+
+
+def _decomposition_held(case: Case) -> bool:
+    found = _decomposition(case)
+    return found is not None and found[0]
+
+
+def _decomposition_detail(case: Case) -> str:
+    c = case.culprit
+    return f"%{c.name}'s answer on XLA:CPU: {_decomposition(case)[1]}"
+
+
 _HLOREF_STOPS = frozenset({"error"})
 
 RECORDS: tuple[KnownClass, ...] = (
+    KnownClass(
+        "decomposition-choices", "undetermined", "LAPACK (the custom call's routine)",
+        "an eigen-, singular-value or Schur decomposition has several right answers "
+        "(eigenvector signs and phases, the basis of a repeated eigenvalue's space, the "
+        "order of eigenvalues, any answer exact for a matrix within LAPACK's backward "
+        "error): XLA's is judged by the identities that define it "
+        "(fuzz/decompositions.py), and the outputs that follow from it are its choice",
+        _decomposition_held, specificity=SIGNATURE, detail=_decomposition_detail),
     KnownClass(
         "unstable-sort-ties", "undetermined", _CONTRACT,
         "a sort with is_stable=false whose comparator calls elements equal that differ: "
