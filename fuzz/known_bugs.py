@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .compare import differs, infinity_became_nan
-from .folding import folded, free_values, operand_values
-from .folding import evaluate_all
+from .folding import evaluate_all, folded, free_values, operand_values
 from .known_record import SIGNATURE, Case, KnownClass
 
 __all__ = ["RECORDS", "folded_popcnt_s4", "complex_divide_by_folded_zero",
