@@ -15,9 +15,9 @@ its elements are hloref's:
 * ``gees`` (schur): A = Q·T·Qᴴ, QᴴQ = I, T quasi upper triangular, its eigenvalues
   hloref's.
 
-‖E‖₂ is the backward error LAPACK's algorithms guarantee, c·n·u·‖A‖₂ (Higham, *Accuracy
-and Stability of Numerical Algorithms*, 2nd ed., §19, and LAPACK Users' Guide §4.7,
-4.8); c = 32 here. Outputs that only hold workspace (the destroyed input of ``gesdd``)
+‖E‖₂ is the backward error LAPACK's algorithms guarantee, p(n)·u·‖A‖₂ (LAPACK Users'
+Guide, 3rd ed., §4.7 to §4.9, the error bounds of the symmetric and nonsymmetric
+eigenproblems and of the SVD), taken as c·n·u·‖A‖₂ with c = 32 here. Outputs that only hold workspace (the destroyed input of ``gesdd``)
 are not compared. :func:`identities_hold` returns whether they all held and which.
 """
 
