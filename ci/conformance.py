@@ -33,7 +33,7 @@ For each module:
    module whose evaluation takes over 5 s; reported separately), else another valid
    answer (an unstable sort's tie order, ``judge_sort_ties``; a dynamic result at its
    padded bound, ``valid_region``; counted apart), else a documented
-   semantic gap (``fuzz/known_gaps.py``), else a mismatch. A module on several devices
+   semantic gap (``fuzz/known_classes.py``), else a mismatch. A module on several devices
    runs on that many host devices; where its collectives are written for another
    layout than its header declares (the test sets the count in C++), both runs get the
    layout its collectives are consistent on (``devices_for``) in the header.
@@ -190,7 +190,7 @@ def score(cases: list[Case], cache: Cache, *, evaluate: bool, seed: int, timeout
                 if k in res:
                     rec[k] = res[k][:300] if isinstance(res[k], str) else res[k]
             if verdict == "known-gap":
-                rec["reason"] = "documented semantic gap (fuzz/known_gaps.py) " + rec["known_gap"]
+                rec["reason"] = "documented semantic gap (fuzz/known_classes.py) " + rec["known_gap"]
             elif verdict == "mismatch":
                 rec["reason"] = reason_for(rec, case.text)
     finally:

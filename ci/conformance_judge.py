@@ -26,7 +26,7 @@ def judge(module, args, expected, ours, eval_seconds: float, limits) -> dict:
     from hloref.fuzz.compare import compare_values
     from hloref.fuzz.differential import diff
     from hloref.fuzz.freedoms import EnvelopePolicy
-    from hloref.fuzz.known_gaps import KNOWN_GAPS
+    from hloref.fuzz.known_classes import KNOWN_GAPS
     if module.replica_count * module.num_partitions > 1:
         return judge_devices(module, args, expected, ours, eval_seconds, limits)
     plain = compare_values(expected, ours)
@@ -57,6 +57,9 @@ def judge(module, args, expected, ours, eval_seconds: float, limits) -> dict:
     elif report.verdict == "known-gap":
         rec["verdict"] = "known-gap"
         rec["known_gap"] = f"{report.known_gap}: {KNOWN_GAPS[report.known_gap]}"
+    elif report.verdict == "undetermined":  # counted with the gaps: no single right value
+        rec["verdict"] = "known-gap"
+        rec["known_gap"] = f"{report.undetermined} (undetermined): {report.message}"
     else:
         rec["verdict"] = "mismatch"
         if report.envelope is not None:

@@ -132,7 +132,7 @@ def _hloref_job(job):
     """Parse, print and reparse; with inputs, evaluate and judge XLA:CPU's value
     (``job[3]``) as ``hloref diff`` does: within the per-type ULP floor is a match;
     otherwise the value must lie inside the numerical envelope (``fuzz/envelope.py``),
-    or a documented semantic gap (``fuzz/known_gaps.py``) must explain it."""
+    or a documented semantic gap (``fuzz/known_classes.py``) must explain it."""
     import time as _time
 
     import hloref

@@ -87,7 +87,8 @@ def cmd_diff(args) -> int:
             print(blame.table())
         if finding:
             print(f"\nreduced reproducer written to {finding}")
-    return EXIT_OK if report.verdict in ("match", "known-gap") else EXIT_MISMATCH
+    return EXIT_OK if report.verdict in ("match", "known-gap", "undetermined") \
+        else EXIT_MISMATCH
 
 
 def _rejection(report, module, path: str) -> str:

@@ -27,7 +27,8 @@ from hloref.ir import Instruction, Module
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.types import ELEMENT_TYPES, ElementType, from_dtype
 
-__all__ = ["Breach", "CHECKS", "contract_breaches", "unsigned_variant", "unsigned_arguments"]
+__all__ = ["Breach", "CHECKS", "contract_breaches", "unsigned_variant", "unsigned_arguments",
+           "unstable_tie_mask"]
 
 
 @dataclass(frozen=True)
@@ -388,3 +389,11 @@ def unsigned_variant(module: Module) -> Module | None:
     except HloError:
         return None
     return variant
+
+
+def unstable_tie_mask(module: Module, instr: Instruction, value) -> np.ndarray | None:
+    """Where the output ``value`` of ``instr``, an unstable ``sort`` of ``module``, has an
+    element the comparator calls equal to the next one along the sorted dimension though
+    they differ (the ``unstable-sort-ties`` check's mask), or None where there is none."""
+    found = _unstable_ties(module)(instr, [value], value)
+    return found[0][2] if found and np.any(found[0][2]) else None

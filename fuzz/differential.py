@@ -39,7 +39,7 @@ from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
 
 from .compare import Verdict, accumulation_atol, compare_values, differs
 from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
-from .known_gaps import KNOWN_DIFFERENCES, KNOWN_GAPS, culprit_gap, known_difference, known_gap
+from .known_classes import BY_NAME, Case, known_class
 from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, confirmed, sample
 from .perturb import flushed_terms
 from .vocabulary import oracle_label, verdict_meaning
@@ -97,8 +97,10 @@ class IsolatedInstruction:
 @dataclass
 class DiffReport:
     """``verdict``: match (inside the envelope), mismatch (outside), known-gap (a
-    documented semantic disagreement, ``known_gaps.KNOWN_GAPS``), crash, timeout,
-    unsupported, error (hloref or the oracle rejected the module)."""
+    documented semantic disagreement, a ``gap`` record of ``known_classes``),
+    undetermined (the module and inputs determine no single value: an ``undetermined``
+    record names the cause), crash, timeout, unsupported, error (hloref or the oracle
+    rejected the module)."""
 
     verdict: str
     oracle: str
@@ -122,11 +124,15 @@ class DiffReport:
     fault_stage: str | None = None
     #: the optimized module's first fusion whose oracle result differs (code generation)
     optimized_culprit: IsolatedInstruction | None = None
-    #: key of ``known_gaps.KNOWN_GAPS`` explaining a difference (verdict ``known-gap``)
+    #: the ``gap`` record of ``known_classes`` explaining a difference (verdict
+    #: ``known-gap``)
     known_gap: str | None = None
-    #: key of ``known_gaps.KNOWN_DIFFERENCES`` when a mismatch is an XLA:CPU behaviour
+    #: the ``xla-difference`` record when a mismatch or a crash is an XLA:CPU behaviour
     #: already known (a bug reported, a documented limitation): still a mismatch
     known_difference: str | None = None
+    #: the ``undetermined`` record (verdict ``undetermined``): the cause, with the
+    #: elements concerned and what was checked in ``message``
+    undetermined: str | None = None
     oracle_result: OracleResult | None = None
     #: hloref's value of every entry instruction (computed for the comparison anyway;
     #: the known-difference classifiers read operands from it instead of evaluating again)
@@ -176,11 +182,15 @@ class DiffReport:
         if self.comparison is not None and not self.comparison.ok and self.verdict == "match":
             lines.append(f"differences beyond the ULP floor, all inside the envelope: "
                          f"{self.comparison.details(theirs=theirs)}")
+        if self.undetermined:
+            lines.append(f"undetermined ({self.undetermined}): "
+                         f"{BY_NAME[self.undetermined].reason}")
         if self.known_gap:
-            lines.append(f"known semantic gap ({self.known_gap}): {KNOWN_GAPS[self.known_gap]}")
+            lines.append(f"known semantic gap ({self.known_gap}): "
+                         f"{BY_NAME[self.known_gap].reason}")
         if self.known_difference:
             lines.append(f"a known XLA:CPU difference ({self.known_difference}): "
-                         f"{KNOWN_DIFFERENCES[self.known_difference]}")
+                         f"{BY_NAME[self.known_difference].reason}")
         if self.culprit is not None:
             lines.append(f"first instruction outside its own envelope: "
                          f"{self.culprit.where(theirs)}")
@@ -548,9 +558,11 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
                        for i, (a, p) in enumerate(zip(args, params))]
             ours = Interpreter(module, limits=limits, observer=observe).run(coerced)
         except HloError as exc:
-            return DiffReport("unsupported" if type(exc).__name__ == "HloUnsupportedError"
-                              else "error", oracle, message=f"hloref: {exc}",
-                              debug_options=debug_options, policy=policy)
+            report = DiffReport("unsupported" if type(exc).__name__ == "HloUnsupportedError"
+                                else "error", oracle, message=f"hloref: {exc}",
+                                debug_options=debug_options, policy=policy)
+            return _judged(report, Case("error", module, values, list(args), report, oracle,
+                                        error=exc))
         hloref_seconds = time.perf_counter() - t0
         if isinstance(oracle_module, str):
             import hloref
@@ -567,7 +579,7 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
         if not result.ok:
             report.verdict = result.kind
             report.message = result.message
-            return report
+            return _judged(report, Case(result.kind, module, values, coerced, report, oracle))
         report.comparison = compare_values(result.value, ours)
         if not report.comparison.ok or isolate_all:
             t1 = time.perf_counter()
@@ -593,20 +605,37 @@ def diff(module: Module | str, args, oracle: str = "xla", *, isolate_all: bool =
             report.culprit = bad[0] if bad else None
         if inside:
             return report
-        gap = known_gap(module, values, oracle) or culprit_gap(report, module)
-        if gap is not None:
-            report.verdict = "known-gap"
-            report.known_gap = gap
-            return report
         report.verdict = "mismatch"
-        if report.culprit is None and localize and worker is not None and oracle_module is None:
+        _judged(report, Case("mismatch", module, values, coerced, report, oracle))
+        if report.verdict == "mismatch" and report.culprit is None and localize and \
+                worker is not None and oracle_module is None:
             _localize_in_compiled_program(report, module, text, coerced, values, worker,
                                           debug_options, policy, limits)
-        report.known_difference = known_difference(report)
         return report
     finally:
         if own_worker and worker is not None:
             worker.close()
+
+
+def _judged(report: DiffReport, case: Case) -> DiffReport:
+    """``report`` after the one check of every known class (``known_classes.known_class``):
+    an ``undetermined`` record makes the verdict ``undetermined`` (its cause and
+    elements in the message), a ``gap`` makes it ``known-gap``, an ``xla-difference``
+    names itself and leaves the verdict (mismatch, crash)."""
+    record = known_class(case)
+    if record is None:
+        return report
+    if record.kind == "undetermined":
+        report.verdict = "undetermined"
+        report.undetermined = record.name
+        report.message = f"{record.explain(case)}" + (
+            f" ({report.message})" if report.message and case.verdict == "error" else "")
+    elif record.kind == "gap":
+        report.verdict = "known-gap"
+        report.known_gap = record.name
+    else:
+        report.known_difference = record.name
+    return report
 
 
 def _localize_in_compiled_program(report: DiffReport, module: Module, text: str, args: list,

@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 
-from .known_bugs import FILED
+from .known_classes import FILED
 from .property import known_difference, leaves
 
 __all__ = ["signature", "signature_key", "pre_key", "claim", "write_pending", "load_program",

@@ -1,13 +1,13 @@
-"""Known XLA:CPU bugs that campaigns keep rediscovering: the structure of a module (what
-constant folding evaluates, which types a reduce or a fused convert chain has) and
-hloref's own values tell that a crash or a mismatch is a variant of a finding already
-stored under ``findings/`` (:data:`FILED`), so a campaign counts it as known instead of
-filing it again per type or shape. ``hloref replay`` of the stored finding still says
-whether the bug reproduces.
+"""Known XLA:CPU bugs that campaigns keep rediscovering, recognised by the module's
+structure (what constant folding evaluates, which types a reduce or a fused convert chain
+has) and hloref's own values: a crash or a mismatch that is a variant of a finding
+already stored under ``findings/`` is counted as known instead of filed again per type
+or shape. ``hloref replay`` of the stored finding still says whether the bug reproduces.
 
-The descriptions are ``known_gaps.KNOWN_DIFFERENCES``'s; the classifiers are here:
-:func:`known_crash` (crashes) and :func:`known_folding` (mismatches the module's structure
-explains; ``known_gaps.known_difference`` handles those a localized culprit explains).
+Each class is a ``KnownClass`` record of :data:`RECORDS` (``fuzz/known_record.py``);
+``fuzz/known_classes.py`` checks every record. The predicates that other records share
+(a folded popcnt, a complex divide by a folded zero, a flushed f8e8m0fnu, a crashing
+2-bit sort) are public here.
 """
 
 from __future__ import annotations
@@ -15,231 +15,376 @@ from __future__ import annotations
 import numpy as np
 
 from .compare import differs, infinity_became_nan
+from .folding import evaluate_all, folded, free_values, operand_values
+from .known_record import SIGNATURE, Case, KnownClass
 
-__all__ = ["FILED", "known_crash", "known_folding"]
-
-#: ``KNOWN_DIFFERENCES`` entries that are filed findings (a bug of XLA's, stored under
-#: ``findings/``): campaigns count them as known, while ``hloref replay`` of the stored
-#: finding still says whether it reproduces.
-FILED = frozenset({"int-divide-by-constant-zero", "concatenate-2bit-aborts", "sort-2bit",
-                   "bf16-to-pred-cannot-select", "convolution-simplifier-check",
-                   "convert-f4e2m1fn-to-int-saturates", "s4-arithmetic-does-not-wrap",
-                   "f8e8m0fnu-constant-folding", "clz-negative-constant-folding",
-                   "round-f8e3m4-folding", "f4e2m1fn-infinity-folding", "atan2-zero-zero-folding",
-                   "asin-acos-of-integer-never-nan",
-                   "reduce-2bit", "convert-int-f8-unsigned-nan", "log-plus-one-f64-band",
-                   "convolution-int-folding-saturates", "acos-asin-f8e3m4-known-operand-inf"})
-
-#: ops without operands (or with only a state) that constant folding leaves alone
-_NOT_FOLDED = frozenset({"parameter", "rng", "rng-get-and-update-state", "rng-bit-generator",
-                         "infeed", "recv", "recv-done", "custom-call", "after-all",
-                         "replica-id", "partition-id"})
+__all__ = ["RECORDS", "folded_popcnt_s4", "complex_divide_by_folded_zero",
+           "folded_least_e8m0_flushed", "sort_2bit_crash"]
 
 _TWO_BIT = ("s2", "u2")
 #: ops that only move, copy or drop elements (values pass through unchanged)
 _MOVES_ELEMENTS = frozenset({"reshape", "slice", "broadcast", "transpose", "copy", "bitcast",
                              "reverse"})
 _F8 = ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e4m3", "f8e3m4", "f8e4m3b11fnuz")
+_E8M0_MOVES = ("get-tuple-element", "tuple", "reshape", "broadcast", "slice", "transpose",
+               "copy", "bitcast", "concatenate", "reverse", "pad", "constant")
 
 
 def _type_name(instr) -> str:
     return getattr(getattr(instr.shape, "element_type", None), "name", "")
 
 
-def known_crash(report, module, args) -> str | None:
-    """The ``KNOWN_DIFFERENCES`` key of a known XLA:CPU crash ``report`` shows, or ``None``:
-    a SIGABRT from a module with a concatenate of s2/u2 arrays, a SIGABRT or SIGSEGV from
-    one with a sort of them; a SIGABRT whose stderr is LLVM's "Cannot select" from a module
-    converting bf16 to pred; a SIGABRT whose stderr is the algebraic simplifier's failed
-    window check, from a module with a convolution; a SIGFPE from a module
-    with an integer ``divide``/``remainder`` whose operands depend on no parameter (what
-    constant folding evaluates on the host) and whose divisor holds a zero in hloref's
-    evaluation on ``args`` (INT_MIN / -1 folds fine: checked)."""
-    if getattr(report, "verdict", None) != "crash":
-        return None
-    message = report.message or ""
-    module = _parsed(module)
-    if module is None:
-        return None
-    if "SIGABRT" in message and any(
-            i.opcode == "concatenate" and _type_name(i) in _TWO_BIT
-            for c in module.computations.values() for i in c.instructions):
-        return "concatenate-2bit-aborts"
-    if ("SIGABRT" in message or "SIGSEGV" in message) and any(
-            i.opcode == "sort" and any(_type_name(o) in _TWO_BIT for o in i.operands)
-            for c in module.computations.values() for i in c.instructions):
-        # a variadic sort of s2/u2 keys corrupts the heap: SIGABRT ("malloc(): unaligned
-        # fastbin chunk detected") or SIGSEGV by the run (a campaign, seed 31)
-        return "sort-2bit"
-    tail = getattr(getattr(report, "oracle_result", None), "stderr_tail", "") or ""
-    if "SIGABRT" in message and ("Cannot select" in tail or "X86ISD::CMPP" in tail) and any(
-            i.opcode == "convert" and _type_name(i) == "pred" and i.operands and
-            _type_name(i.operands[0]) == "bf16"
-            for c in module.computations.values() for i in c.instructions):
-        return "bf16-to-pred-cannot-select"  # LLVM's X86 instruction selection aborts
-    if "SIGABRT" in message and "Window dimensions do not match" in tail and any(
-            i.opcode == "convolution" for c in module.computations.values()
-            for i in c.instructions):
-        return "convolution-simplifier-check"  # the simplifier's rewrite fails its check
-    if "SIGFPE" not in message:
-        return None
-    divisions = _folded(module, _integer_binary(("divide", "remainder")), _free_values(module))
-    known = getattr(report, "entry_values", None)
-    for values in _operand_values(module, args, divisions, known).values():
-        if np.any(np.asarray(values[1]) == 0):
-            return "int-divide-by-constant-zero"
-    return None
+def _any(case: Case, test) -> bool:
+    return any(test(i) for _, i in case.instructions())
 
 
-def known_folding(report, module, args) -> str | None:
-    """The ``KNOWN_DIFFERENCES`` key of a mismatch the module's structure explains, or
-    ``None`` (each measured on XLA:CPU, jaxlib 0.10.2, and stored under ``findings/``):
+def _folded(case: Case, keep) -> dict:
+    """``{(computation, name): instruction}`` that ``keep`` accepts and constant folding
+    evaluates (one fixpoint per case)."""
+    free = case.shared("free", lambda: free_values(case.module))
+    return folded(case.module, keep, free)
 
-    * s4 arithmetic that wraps before a widening convert (``s4-arithmetic-does-not-wrap``);
-    * an integer ``power`` of folded operands with base -1 and a negative exponent (XLA's
-      folder gives 0; its run-time code and hloref -1 or 1 by the exponent's parity);
-    * a folded instruction of type f8e8m0fnu (convert, iota, math) whose value hloref
-      finds NaN from operands without one: zero and negative values, which f8e8m0fnu
-      cannot hold; the folder gives 2^-127 for 0 and drops a sign (``f8e8m0fnu-constant-folding``);
-    * a folded f8e8m0fnu instruction reading 2^-127 (an f32 subnormal the folder
-      flushes) where every element XLA gets wrong is NaN (``ftz``: the flushed zero has
-      no f8e8m0fnu value);
-    * a folded ``count-leading-zeros`` of a negative value (-3 in s8 folds to -56, -2 in
-      s32 to -32; the run-time code gives 0);
-    * a folded ``round-nearest-afz``/``round-nearest-even`` of f8e3m4 (every value folds
-      to NaN); a folded ``popcnt`` of s2/s4 (the sign-extended storage byte counted);
-    * a folded ``atan2`` with +0/+0 somewhere (NaN, where parameters give +0);
-    * ``asin``/``acos`` of a converted integer that is NaN somewhere (XLA:CPU's code
-      takes it for never NaN: isnan false, sign 0);
-    * a folded convert to f4e2m1fn of an infinity, or atanh of ±1 in f4e2m1fn (the
-      folder gives 0, the run-time code the saturated ±6);
-    * a ``reduce`` of s2/u2 values, when no instruction alone is the culprit or the
-      culprit is that reduce (``reduce-s2-maximum-of-broadcast``);
-    * a convert to u32/u64 of an f8 value converted from an integer, where that f8 value
-      is NaN (the fused pair gives the unsigned maximum; each alone NaN, then 0);
-    * a folded integer ``convolution`` where every element XLA gets wrong is the type's
-      largest or smallest value (the folder saturates the sum, the run-time code wraps);
-    * ``acos``/``asin`` of f8e3m4 operands known at compile time (an iota) that are out of
-      the domain somewhere (NaN; XLA:CPU's fused kernel gives inf);
-    * a float ``multiply`` of a converted pred where every element XLA gets wrong is a
-      zero for hloref's NaN, infinity or other zero (the simplifier's select; known
-      upstream, not stored);
-    * ``exp(A)/exp(B)`` where every element XLA gets wrong is a NaN of hloref's (the
-      simplifier's exp(A - B), on purpose; inf/inf and 0/0 are NaN by IEEE);
-    * a signed integer ``abs(x * x)`` where every element XLA gets wrong is the negation
-      of hloref's (the simplifier drops the abs, taking x * x for non-negative; signed
-      overflow is undefined to XLA's maintainers, not stored);
-    * a complex ``divide`` by a zero where every element XLA gets wrong is hloref's
-      infinity (C99 Annex G, and XLA:CPU's divide alone) as NaN: the simplifier's
-      ``z * (1 / 0)`` of a constant divisor (``complex-special``).
-    """
-    if getattr(report, "verdict", None) != "mismatch":
-        return None
-    module = _parsed(module)
-    if module is None:
-        return None
-    s4 = _s4_to_wider(module)
-    free = _free_values(module)  # one fixpoint for every folded class below
-    powers = _folded(module, _integer_binary(("power",)), free)
-    e8m0 = _folded(module, lambda i: _type_name(i) == "f8e8m0fnu" and not i.opcode.startswith(
-        ("get-tuple-element", "tuple", "reshape", "broadcast", "slice", "transpose", "copy",
-         "bitcast", "concatenate", "reverse", "pad", "constant")), free)
-    clz = _folded(module, lambda i: i.opcode == "count-leading-zeros" and
-                  i.shape.element_type.is_signed_integer, free)
-    afz = _folded(module, lambda i: i.opcode in ("round-nearest-afz", "round-nearest-even")
-                  and _type_name(i) == "f8e3m4", free)
-    atan2 = _folded(module, lambda i: i.opcode == "atan2", free)
-    popcnt = _folded(module, lambda i: i.opcode == "popcnt" and _type_name(i) in ("s2", "s4"),
-                     free)
-    arcs8 = _folded(module, lambda i: i.opcode in ("asin", "acos") and
-                    _type_name(i) == "f8e3m4", free)
-    f4 = _folded(module, lambda i: i.opcode in ("convert", "atanh") and
-                 _type_name(i) == "f4e2m1fn", free)
-    convs = _folded(module, lambda i: i.opcode == "convolution" and getattr(
-        getattr(i.shape, "element_type", None), "is_integer", False), free)
-    chains = _int_f8_unsigned(module)
-    arcs = {(c.name, i.name): i for c in module.computations.values() for i in c.instructions
+
+def _values(case: Case, instrs: dict, with_result=frozenset()) -> dict:
+    """hloref's operand values (and result, for keys in ``with_result``) of ``instrs``,
+    from the report's entry values or one evaluation shared by the case's predicates."""
+    return operand_values(case.module, case.args or [], instrs,
+                          getattr(case.report, "entry_values", None) or case.values or None,
+                          with_result=with_result,
+                          observed=lambda: case.shared(
+                              "observed", lambda: evaluate_all(case.module, case.args or [])))
+
+
+# ---------------------------------------------------------------- crashes
+
+
+def _concatenate_2bit(case: Case) -> bool:
+    return "SIGABRT" in case.message and _any(
+        case, lambda i: i.opcode == "concatenate" and _type_name(i) in _TWO_BIT)
+
+
+def sort_2bit_crash(case: Case) -> bool:
+    """A SIGABRT or SIGSEGV from a module sorting s2/u2 values: a variadic sort of such
+    keys corrupts the heap ("malloc(): unaligned fastbin chunk detected", or SIGSEGV by
+    the run: a campaign, seed 31)."""
+    return case.verdict == "crash" and ("SIGABRT" in case.message or
+                                        "SIGSEGV" in case.message) and _any(
+        case, lambda i: i.opcode == "sort" and any(_type_name(o) in _TWO_BIT
+                                                  for o in i.operands))
+
+
+def _bf16_to_pred(case: Case) -> bool:
+    tail = case.stderr_tail
+    return "SIGABRT" in case.message and ("Cannot select" in tail or "X86ISD::CMPP" in tail) \
+        and _any(case, lambda i: i.opcode == "convert" and _type_name(i) == "pred" and
+                 bool(i.operands) and _type_name(i.operands[0]) == "bf16")
+
+
+def _simplifier_check(case: Case) -> bool:
+    return "SIGABRT" in case.message and "Window dimensions do not match" in \
+        case.stderr_tail and _any(case, lambda i: i.opcode == "convolution")
+
+
+def _divide_by_folded_zero(case: Case) -> bool:
+    """A SIGFPE from an integer ``divide``/``remainder`` whose operands depend on no
+    parameter (constant folding evaluates it on the host) and whose divisor holds a zero
+    in hloref's evaluation (INT_MIN / -1 folds fine: checked)."""
+    if "SIGFPE" not in case.message:
+        return False
+    divisions = _folded(case, _integer_binary(("divide", "remainder")))
+    return any(np.any(np.asarray(v[1]) == 0) for v in _values(case, divisions).values())
+
+
+# ---------------------------------------------------------------- folders and passes
+
+
+def _round_f8e3m4(case: Case) -> bool:
+    return bool(_folded(case, lambda i: i.opcode in ("round-nearest-afz", "round-nearest-even")
+                        and _type_name(i) == "f8e3m4"))
+
+
+def _convolution_saturates(case: Case) -> bool:
+    return bool(_folded(case, lambda i: i.opcode == "convolution" and getattr(
+        getattr(i.shape, "element_type", None), "is_integer", False))) and \
+        _saturated_only(case.report)
+
+
+def _pred_times(case: Case) -> bool:
+    return _pred_products(case.module) and _zeroed_only(case.report)
+
+
+def _abs_of_square(case: Case) -> bool:
+    return _signed_abs_of_square(case.module) and _negated_only(case.report)
+
+
+def _exp_quotient(case: Case) -> bool:
+    return _exp_quotients(case.module) and _nan_where_differs(case.report, 0)
+
+
+def folded_popcnt_s4(case: Case) -> bool:
+    """A folded ``popcnt`` of s2/s4: the folder counts the sign-extended storage byte."""
+    return bool(_folded(case, lambda i: i.opcode == "popcnt" and _type_name(i) in ("s2", "s4")))
+
+
+def _reduce_2bit(case: Case) -> bool:
+    """A ``reduce`` of s2/u2 values, where no instruction alone is the culprit or the
+    culprit is that reduce."""
+    return (case.culprit is None or case.culprit.opcode == "reduce") and _any(
+        case, lambda i: i.opcode == "reduce" and any(_type_name(o) in _TWO_BIT
+                                                    for o in i.operands))
+
+
+def complex_divide_by_folded_zero(case: Case) -> bool:
+    """A complex ``divide`` by a zero where every element XLA gets wrong is hloref's
+    infinity (C99 Annex G; XLA:CPU's divide alone too) as NaN: the simplifier's
+    ``z * (1 / 0)`` of a constant zero divisor (a campaign, seed 79)."""
+    if case.module is None or case.verdict != "mismatch":
+        return False
+    divides = {(c.name, i.name): i for c, i in case.instructions()
+               if i.opcode == "divide" and getattr(getattr(i.shape, "element_type", None),
+                                                   "is_complex", False)}
+    if not divides or not _infinities_became_nan(case.report):
+        return False
+    return any(np.any(np.asarray(v[1]) == 0) for v in _values(case, divides).values())
+
+
+def _s4_wraps(case: Case) -> bool:
+    s4 = _s4_to_wider(case.module)
+    exact = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
+    for key, values in _values(case, s4).items():
+        wide = exact[s4[key].opcode](*(np.asarray(v).astype(np.int64) for v in values))
+        if np.any((wide < -8) | (wide > 7)):
+            return True
+    return False
+
+
+def _power_of_minus_one(case: Case) -> bool:
+    powers = _folded(case, _integer_binary(("power",)))
+    for key, values in _values(case, powers).items():
+        if not powers[key].shape.element_type.is_signed_integer:
+            continue
+        lhs, rhs = np.broadcast_arrays(*(np.asarray(v) for v in values))
+        if np.any((rhs.astype(np.int64) < 0) & (lhs.astype(np.int64) == -1)):
+            return True
+    return False
+
+
+def _folded_e8m0(case: Case) -> dict:
+    return _folded(case, lambda i: _type_name(i) == "f8e8m0fnu" and
+                   not i.opcode.startswith(_E8M0_MOVES))
+
+
+def _e8m0_nan_from_none(case: Case) -> bool:
+    """A folded f8e8m0fnu instruction whose value hloref finds NaN from operands without
+    one: zero and negative values, which f8e8m0fnu cannot hold (the folder gives 2^-127
+    for 0 and drops a sign)."""
+    e8m0 = _folded_e8m0(case)
+    for values in _values(case, e8m0, with_result=set(e8m0)).values():
+        *operands, result = values
+        if _has_nan(result) and not any(_has_nan(o) for o in operands):
+            return True
+    return False
+
+
+def folded_least_e8m0_flushed(case: Case) -> bool:
+    """A folded f8e8m0fnu instruction reading 2^-127 (an f32 subnormal the folder
+    flushes) where every element XLA gets wrong is NaN: the flushed zero has no f8e8m0fnu
+    value (ceil(2^-127) folds to NaN)."""
+    if case.module is None or case.verdict != "mismatch":
+        return False
+    e8m0 = _folded_e8m0(case)
+    return any(any(_holds_least_e8m0(o) for o in values[:-1])
+               for values in _values(case, e8m0, with_result=set(e8m0)).values()) and \
+        _nan_where_differs(case.report, 1)
+
+
+def _clz_negative(case: Case) -> bool:
+    clz = _folded(case, lambda i: i.opcode == "count-leading-zeros" and
+                  i.shape.element_type.is_signed_integer)
+    return any(np.any(np.asarray(v[0]).astype(np.int64) < 0)
+               for v in _values(case, clz).values())
+
+
+def _f4_infinity(case: Case) -> bool:
+    f4 = _folded(case, lambda i: i.opcode in ("convert", "atanh") and
+                 _type_name(i) == "f4e2m1fn")
+    for key, values in _values(case, f4).items():
+        x = _as_f64(values[0])
+        if x is not None and np.any(np.isinf(x) if f4[key].opcode == "convert"
+                                    else np.abs(x) == 1):
+            return True
+    return False
+
+
+def _int_f8_unsigned_nan(case: Case) -> bool:
+    chains = _int_f8_unsigned(case.module)
+    return any(_has_nan(v[0]) for v in _values(case, chains, with_result=set(chains)).values())
+
+
+def _arcs_of_integers(case: Case) -> bool:
+    arcs = {(c.name, i.name): i for c, i in case.instructions()
             if i.opcode in ("asin", "acos") and i.operands and i.operands[0].opcode == "convert"
             and getattr(getattr(i.operands[0].operands[0].shape, "element_type", None),
                         "is_integer", False)}
-    if afz:
-        return "round-f8e3m4-folding"
-    if convs and _saturated_only(report):
-        return "convolution-int-folding-saturates"
-    if _pred_products(module) and _zeroed_only(report):
-        return "multiply-by-converted-pred"
-    if _signed_abs_of_square(module) and _negated_only(report):
-        return "signed-square-assumed-nonnegative"
-    if _exp_quotients(module) and _nan_where_differs(report, 0):
-        return "exp-quotient-rewrite"
-    if popcnt:
-        return "popcnt-s4"  # the folder counts the sign-extended storage byte
-    culprit = report.culprit.innermost() if getattr(report, "culprit", None) else None
-    if (culprit is None or culprit.opcode == "reduce") and any(
-            i.opcode == "reduce" and any(_type_name(o) in _TWO_BIT for o in i.operands)
-            for c in module.computations.values() for i in c.instructions):
-        return "reduce-2bit"
-    divides = {(c.name, i.name): i for c in module.computations.values()
-               for i in c.instructions if i.opcode == "divide" and
-               getattr(getattr(i.shape, "element_type", None), "is_complex", False)}
-    if not divides or not _infinities_became_nan(report):
-        divides = {}
-    suspects = {**s4, **powers, **e8m0, **clz, **f4, **chains, **atan2, **arcs, **arcs8,
-                **divides}
-    values = _operand_values(module, args, suspects, getattr(report, "entry_values", None),
-                             with_result=set(e8m0) | set(chains) | set(arcs) | set(arcs8))
-    for key in divides:
-        if key in values and np.any(np.asarray(values[key][1]) == 0):
-            # z / 0 is an infinity by C99 Annex G (XLA:CPU's divide too, alone); the
-            # simplifier's z * (1 / 0) of a constant zero gives NaN (a campaign, seed 79)
-            return "complex-special"
-    exact = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
-    for key, instr in s4.items():
-        if key in values:
-            wide = exact[instr.opcode](*(np.asarray(v).astype(np.int64) for v in values[key]))
-            if np.any((wide < -8) | (wide > 7)):
-                return "s4-arithmetic-does-not-wrap"
-    for key, instr in powers.items():
-        if key not in values or not instr.shape.element_type.is_signed_integer:
-            continue
-        lhs, rhs = np.broadcast_arrays(*(np.asarray(v) for v in values[key]))
-        if np.any((rhs.astype(np.int64) < 0) & (lhs.astype(np.int64) == -1)):
-            return "int-power-negative-folding"
-    for key in e8m0:
-        if key in values:
-            *operands, result = values[key]
-            if _has_nan(result) and not any(_has_nan(o) for o in operands):
-                return "f8e8m0fnu-constant-folding"
-            if any(_holds_least_e8m0(o) for o in operands) and \
-                    _nan_where_differs(report, 1):
-                # 2^-127 is an f32 subnormal: the folder's f32 arithmetic flushed it,
-                # and the zero it made is NaN in f8e8m0fnu (ceil(2^-127) folds to NaN)
-                return "ftz"
-    for key in clz:
-        if key in values and np.any(np.asarray(values[key][0]).astype(np.int64) < 0):
-            return "clz-negative-constant-folding"
-    for key, instr in f4.items():
-        if key in values:
-            x = _as_f64(values[key][0])
-            if x is not None and np.any(np.isinf(x) if instr.opcode == "convert"
-                                        else np.abs(x) == 1):
-                return "f4e2m1fn-infinity-folding"
-    for key in chains:
-        if key in values and _has_nan(values[key][0]):
-            return "convert-int-f8-unsigned-nan"
-    for key in arcs:
-        if key in values and _has_nan(values[key][-1]):
-            return "asin-acos-of-integer-never-nan"
-    for key in arcs8:
-        if key in values and _has_nan(values[key][-1]):
-            return "acos-asin-f8e3m4-known-operand-inf"
-    for key in atan2:
-        if key in values:
-            y, x = np.broadcast_arrays(*(_as_f64(v) for v in values[key]))
-            if np.any((y == 0) & (x == 0)):
-                return "atan2-zero-zero-folding"
-    return None
+    return any(_has_nan(v[-1]) for v in _values(case, arcs, with_result=set(arcs)).values())
 
+
+def _arcs_f8e3m4(case: Case) -> bool:
+    arcs = _folded(case, lambda i: i.opcode in ("asin", "acos") and _type_name(i) == "f8e3m4")
+    return any(_has_nan(v[-1]) for v in _values(case, arcs, with_result=set(arcs)).values())
+
+
+def _atan2_zero_zero(case: Case) -> bool:
+    atan2 = _folded(case, lambda i: i.opcode == "atan2")
+    for values in _values(case, atan2).values():
+        y, x = np.broadcast_arrays(*(_as_f64(v) for v in values))
+        if np.any((y == 0) & (x == 0)):
+            return True
+    return False
+
+
+def _needs_module(predicate):
+    """``predicate`` where the case has a module, else False."""
+    def test(case: Case) -> bool:
+        return case.module is not None and predicate(case)
+    test.__doc__ = predicate.__doc__
+    return test
+
+
+_XLA = "xla-cpu-jaxlib-0.10.2"
+_STABLEHLO = ("StableHLO's folders (StablehloTargetIndependentOptimizationPass, run by XLA's "
+              "StableHLO→HLO conversion) and canonicalization")
+_UP = f"findings/known-upstream/{_XLA}"
+_CRASH = frozenset({"crash"})
+
+#: The known classes recognised by module structure (each measured on XLA:CPU, jaxlib
+#: 0.10.2); ``component`` and ``upstream`` are the stored finding's ``finding.json``
+#: attribution and ``upstream.json`` thread.
+RECORDS: tuple[KnownClass, ...] = tuple(
+    KnownClass(name, "xla-difference", component, reason, _needs_module(predicate),
+               finding=finding, upstream=upstream, verdicts=verdicts, specificity=SIGNATURE)
+    for name, component, finding, upstream, verdicts, predicate, reason in [
+        ("int-divide-by-constant-zero",
+         _STABLEHLO,
+         f"{_UP}/divide-u2-constant-zero-sigfpe",
+         "https://github.com/openxla/stablehlo/pull/2971", _CRASH, _divide_by_folded_zero,
+         "XLA:CPU (jaxlib 0.10.2) dies with SIGFPE when an integer divide or remainder whose "
+         "operands constant folding evaluates has a zero divisor, in every integer type; "
+         "XLA's semantics give x / 0 = -1 (all bits set), x % 0 = x"),
+        ("concatenate-2bit-aborts",
+         "XLA:CPU code generation (its emitters, before LLVM's optimizations)",
+         f"findings/{_XLA}/concatenate-s2-aborts", None, _CRASH, _concatenate_2bit,
+         "XLA:CPU (jaxlib 0.10.2) aborts (SIGABRT in IrArray::EmitArrayElementAddress) "
+         "compiling a concatenate of s2 or u2 arrays (u2 checked too; s4, u4, s8 run)"),
+        ("bf16-to-pred-cannot-select", "LLVM pass `SelectionDAGISel`",
+         f"findings/{_XLA}/convert-bf16-to-pred-and-u16-llvm-cannot-select", None, _CRASH,
+         _bf16_to_pred,
+         "XLA:CPU (jaxlib 0.10.2, an AVX-512 host) aborts compiling a fusion that converts "
+         "bf16 to pred and to a 16-bit integer (LLVM: Cannot select v16f32 X86ISD::CMPP)"),
+        ("convolution-simplifier-check", "XLA HLO pass `algsimp`",
+         f"findings/{_XLA}/convolution-lhs-dilate-simplifier-check-failure", None, _CRASH,
+         _simplifier_check,
+         "XLA:CPU (jaxlib 0.10.2) aborts compiling some valid convolutions with lhs_dilate: "
+         "the algebraic simplifier's rewrite fails its own check (Window dimensions do not "
+         "match RHS shape)"),
+        ("round-f8e3m4-folding",
+         _STABLEHLO,
+         f"{_UP}/round-nearest-afz-f8e3m4-constant-folding",
+         "https://github.com/llvm/llvm-project/issues/224353", frozenset({"mismatch"}),
+         _round_f8e3m4,
+         "XLA's constant folder (jaxlib 0.10.2) rounds every f8e3m4 value to NaN in "
+         "round-nearest-afz and round-nearest-even (APFloat::roundToIntegral)"),
+        ("convolution-int-folding-saturates", "XLA HLO pass `constant_folding`",
+         f"findings/{_XLA}/convolution-s16-constant-folding-saturates", None,
+         frozenset({"mismatch"}), _convolution_saturates,
+         "XLA's constant folder (jaxlib 0.10.2) saturates an integer convolution's "
+         "overflowing sums where the run-time code wraps (every element XLA gets wrong is "
+         "the type's largest or smallest value)"),
+        ("multiply-by-converted-pred", "XLA HLO pass `algsimp`", None,
+         "https://github.com/jax-ml/jax/issues/12233", frozenset({"mismatch"}), _pred_times,
+         "XLA's algebraic simplifier rewrites multiply(convert(p), x) of a pred p into "
+         "select(p, x, 0): where p is false XLA:CPU gives +0 for a NaN, an infinite or a "
+         "negative x (IEEE: NaN, NaN, -0); reported upstream (open)"),
+        ("signed-square-assumed-nonnegative", "XLA HLO pass `algsimp`", None,
+         "https://github.com/openxla/xla/issues/41784", frozenset({"mismatch"}),
+         _abs_of_square,
+         "XLA's algebraic simplifier takes a signed integer multiply(x, x) for non-negative "
+         "and drops abs(x * x), so where x * x wraps to a negative value XLA:CPU returns it "
+         "(jnp.abs(x * x) of int32 -1805746537: -847446767; wrapping semantics: 847446767). "
+         "XLA's maintainers treat signed overflow as undefined (closed unmerged): not "
+         "reported"),
+        ("exp-quotient-rewrite", "XLA HLO pass `algsimp`", None, None,
+         frozenset({"mismatch"}), _exp_quotient,
+         "XLA's algebraic simplifier rewrites exp(A)/exp(B) into exp(A - B) "
+         "(algebraic_simplifier.cc, on purpose): where exp overflows or underflows in both "
+         "(inf/inf, 0/0: NaN by IEEE, hloref) XLA:CPU returns exp(A - B), e.g. 1 for "
+         "exp(x)/exp(x) at x = 1.7e269"),
+        ("reduce-2bit", "LLVM pass `ipsccp`", f"findings/{_XLA}/reduce-s2-maximum-of-broadcast",
+         None, frozenset({"mismatch"}), _reduce_2bit,
+         "XLA:CPU (jaxlib 0.10.2) reduces s2 values wrongly (a maximum of a broadcast "
+         "scalar, a variadic minimum/maximum seen)"),
+        ("s4-arithmetic-does-not-wrap", "XLA HLO pass `float-normalization-s4`",
+         f"{_UP}/s4-add-does-not-wrap", "https://github.com/openxla/xla/issues/47315",
+         frozenset({"mismatch"}), _s4_wraps,
+         "XLA:CPU (jaxlib 0.10.2) returns unwrapped s4 sums and products when the result is "
+         "converted to a wider type, directly or through ops that only move elements "
+         "(multiply seen too)"),
+        ("int-power-negative-folding", "XLA HLO pass `constant_folding`", None, None,
+         frozenset({"mismatch"}), _power_of_minus_one,
+         "XLA's constant folder (HloEvaluator) gives 0 for an integer power of -1 with a "
+         "negative exponent; XLA:CPU's run-time code gives -1 or 1 by the exponent's parity, "
+         "as hloref does (XLA's docs leave negative integer exponents undefined)"),
+        ("f8e8m0fnu-constant-folding",
+         _STABLEHLO,
+         f"findings/{_XLA}/convert-f8e8m0fnu-negative-constant-folding", None,
+         frozenset({"mismatch"}), _e8m0_nan_from_none,
+         "XLA's constant folder (jaxlib 0.10.2) converts zero and negative values to "
+         "f8e8m0fnu as 2^-127 and |x| (iota, convert, cosine seen), where f8e8m0fnu has "
+         "neither and XLA:CPU's run-time code and ml_dtypes give NaN"),
+        ("clz-negative-constant-folding", "XLA HLO pass `constant_folding`",
+         f"{_UP}/clz-s8-constant-folding",
+         "https://github.com/ROCm/xla/commit/1f2fd546c499b15ab1aae58eec4bdf5750c38381",
+         frozenset({"mismatch"}), _clz_negative,
+         "XLA's constant folder (jaxlib 0.10.2) gives a negative count-leading-zeros for "
+         "negative values (s8 -3 -> -56, s32 -2 -> -32); the run-time code gives 0"),
+        ("f4e2m1fn-infinity-folding",
+         "the HLO↔StableHLO translation (hlo_to_stablehlo and back, with the MHLO folders "
+         "it applies)", f"findings/{_XLA}/atanh-f4e2m1fn-constant-folding", None,
+         frozenset({"mismatch"}), _f4_infinity,
+         "XLA's constant folder (jaxlib 0.10.2) turns an infinity into f4e2m1fn 0 (a convert "
+         "of inf, atanh of ±1), where the run-time code and ml_dtypes saturate to ±6"),
+        ("convert-int-f8-unsigned-nan",
+         "XLA:CPU code generation (its emitters, before LLVM's optimizations)",
+         f"{_UP}/convert-int-f8-unsigned-fused-nan-saturates",
+         "https://github.com/ROCm/xla/commit/b5af9f0a9ef7dca4f73d5db51b39e628e0f6db53",
+         frozenset({"mismatch"}), _int_f8_unsigned_nan,
+         "XLA:CPU (jaxlib 0.10.2) turns the NaN of an integer converted to an f8 type into "
+         "the unsigned maximum when it fuses that convert with one to u32/u64 (each alone: "
+         "NaN, then 0); into 6 with one to f4e2m1fn, where the NaN's zero is due"),
+        ("asin-acos-of-integer-never-nan",
+         "XLA:CPU code generation (its emitters, before LLVM's optimizations)",
+         f"{_UP}/asin-acos-of-integer-never-nan",
+         "https://github.com/llvm/llvm-project/pull/213812", frozenset({"mismatch"}),
+         _arcs_of_integers,
+         "XLA:CPU (jaxlib 0.10.2) takes asin/acos of a converted integer for never NaN: "
+         "isnan gives false and sign 0 outside [-1, 1] (LLVM's KnownFPClass)"),
+        ("acos-asin-f8e3m4-known-operand-inf", "LLVM pass `instcombine`",
+         f"{_UP}/acos-f8e3m4-iota-out-of-domain-inf",
+         "https://github.com/llvm/llvm-project/pull/213812", frozenset({"mismatch"}),
+         _arcs_f8e3m4,
+         "XLA:CPU (jaxlib 0.10.2) gives inf for acos/asin of f8e3m4 values outside [-1, 1] "
+         "known when the kernel is compiled (an iota), NaN when they are a parameter"),
+        ("atan2-zero-zero-folding",
+         "XLA:CPU code generation (its emitters, before LLVM's optimizations)",
+         f"{_UP}/atan2-iota-zero-zero-nan", "https://github.com/jax-ml/jax/issues/38681",
+         frozenset({"mismatch"}), _atan2_zero_zero,
+         "XLA:CPU (jaxlib 0.10.2) gives NaN for atan2(+0, +0) of operands it folds or fuses "
+         "from constants (iota, subtract(x, x) of a folded compare), where parameters give "
+         "+0 (MLIR's math.atan2 folder)"),
+    ])
+
+
+# ---------------------------------------------------------------- helpers
 
 def _pred_products(module) -> bool:
     """Whether a float ``multiply`` reads a ``convert`` of a pred value."""
@@ -431,143 +576,3 @@ def _int_f8_unsigned(module) -> dict:
     return out
 
 
-def _parsed(module):
-    try:
-        import hloref
-        return hloref.parse(module) if isinstance(module, str) else module
-    except Exception:  # noqa: BLE001 - no module, no explanation
-        return None
-
-
-def _folded(module, keep, free: dict) -> dict:
-    """``{(computation, name): instruction}`` of the instructions ``keep`` accepts whose
-    operands all depend on no parameter (``free``: ``_free_values``; what constant
-    folding evaluates; an iota has none and folds, an rng or a parameter does not)."""
-    suspects = {}
-    for comp in module.computations.values():
-        for instr in comp.instructions:
-            if instr.opcode not in _NOT_FOLDED and keep(instr) and \
-                    all(free[comp.name].get(o.name) for o in instr.operands):
-                suspects[(comp.name, instr.name)] = instr
-    return suspects
-
-
-def _free_values(module) -> dict:
-    """``{computation: {name: bool}}``: whether each value depends on no parameter of the
-    entry (an array parameter of no elements is free). A parameter of a computation that
-    ``call``, ``fusion`` or ``conditional``
-    calls is free when every call site passes it a free operand (XLA inlines calls and
-    may turn a conditional of cheap branches into a select, so constant folding reaches
-    inside; a conditional branch k takes operand k + 1); loops and per-element calls
-    (while, map, reduce...) are left out."""
-    passed: dict = {}  # (callee, parameter number) -> free at every call site so far
-    free: dict = {}
-    for _ in range(4):  # nesting depth the fixpoint follows
-        free = {}
-        for comp in module.computations.values():
-            f: dict = {}
-            for instr in comp.instructions:  # operands come first in text order
-                if instr.opcode == "parameter":
-                    # an array of no elements holds no value: XLA folds what reads it
-                    # (a reduce over an empty dimension is its init value)
-                    f[instr.name] = _no_elements(instr) or (comp is not module.entry and
-                                                            passed.get((comp.name,
-                                                                        instr.parameter_number),
-                                                                       False))
-                    continue
-                # xor(x, x), compare(x, x)...: constants whatever x (_self_cancelling)
-                f[instr.name] = _self_cancelling(instr) or (
-                    instr.opcode not in _NOT_FOLDED and
-                    all(f.get(o.name, False) for o in instr.operands))
-            free[comp.name] = f
-        sites: dict = {}
-        for comp in module.computations.values():
-            for instr in comp.instructions:
-                if instr.opcode in ("call", "fusion"):
-                    targets = [(name, instr.operands) for name in instr.called_computation_names()]
-                elif instr.opcode == "conditional":
-                    targets = [(name, [instr.operands[k + 1]]) for k, name in
-                               enumerate(instr.called_computation_names())
-                               if k + 1 < len(instr.operands)]
-                else:
-                    continue
-                for name, args in targets:
-                    for i, a in enumerate(args):
-                        key = (name, i)
-                        sites[key] = sites.get(key, True) and free[comp.name].get(a.name, False)
-        if sites == passed:
-            break
-        passed = sites
-    return free
-
-
-def _no_elements(instr) -> bool:
-    return getattr(instr.shape, "is_array", False) and instr.shape.size == 0
-
-
-def _through_copies(instr):
-    """The value ``instr`` forwards unchanged: through copies and reshapes or bitcasts to
-    its own shape (XLA's simplifier removes them first)."""
-    while instr.opcode in ("copy", "reshape", "bitcast") and len(instr.operands) == 1 and \
-            str(instr.operands[0].shape) == str(instr.shape):
-        instr = instr.operands[0]
-    return instr
-
-
-def _self_cancelling(instr) -> bool:
-    """Whether ``instr`` is a constant whatever its operand, which XLA's algebraic
-    simplifier makes one before folding: integer or pred ``xor(x, x)``, integer
-    ``subtract(x, x)`` (x also through a copy or a reshape to its own shape);
-    ``compare(x, x)`` of integers or pred, with ``type=TOTALORDER``, or LT/GT (false even
-    for NaN)."""
-    if len(instr.operands) != 2 or _through_copies(instr.operands[0]) is not \
-            _through_copies(instr.operands[1]):
-        return False
-    if instr.opcode in ("xor", "subtract"):
-        et = getattr(instr.shape, "element_type", None)
-        return bool(et is not None and (et.is_integer or (et.is_pred and instr.opcode == "xor")))
-    if instr.opcode == "compare":
-        et = getattr(instr.operands[0].shape, "element_type", None)
-        direction = str(instr.attrs.get("direction", ""))
-        kind = str(instr.attrs.get("type", ""))
-        return bool(et is not None and (et.is_integer or et.is_pred)) or \
-            kind == "TOTALORDER" or direction in ("LT", "GT")
-    return False
-
-
-def _operand_values(module, args, instrs: dict, known: dict | None = None,
-                    with_result=frozenset()) -> dict:
-    """``{key: [operand values]}`` of ``instrs`` (``{(computation, name): instruction}``)
-    in hloref's evaluation of ``module`` on ``args``, for those whose operands were all
-    seen, each followed by the instruction's own value where its key is in
-    ``with_result``; empty when there are none or the evaluation fails. ``known``:
-    values already computed (``DiffReport.entry_values``): the module is evaluated again
-    only when a wanted value is not among them."""
-    if not instrs:
-        return {}
-
-    def names(key, instr):
-        out = [(key[0], o.name) for o in instr.operands]
-        return out + [key] if key in with_result else out
-
-    wanted = {n for key, instr in instrs.items() for n in names(key, instr)}
-    if known and wanted <= known.keys():
-        seen = known  # read only
-    else:
-        seen = {}
-
-        def observe(comp, instr, value):
-            if (comp.name, instr.name) in wanted:
-                seen[(comp.name, instr.name)] = value
-
-        try:
-            from hloref.evaluator.interpreter import Interpreter
-            Interpreter(module, observer=observe).run(list(args))
-        except Exception:  # noqa: BLE001 - no evaluation, no explanation
-            return {}
-    out = {}
-    for key, instr in instrs.items():
-        values = [seen.get(n) for n in names(key, instr)]
-        if all(v is not None for v in values):
-            out[key] = values
-    return out

@@ -6,9 +6,10 @@ For a module drawn by ``hloref.fuzz.strategies.modules()`` and inputs drawn by
 finding). ``check_program`` evaluates it and classifies the outcome:
 
 * ``match`` (including differences inside the envelope);
-* ``known``: a mismatch whose culprit instruction falls under one of the
-  known differences of XLA:CPU (``known_gaps.KNOWN_DIFFERENCES``), or a
-  ``known-gap`` verdict; counted, never reported;
+* ``known``: a mismatch or a crash that a known XLA difference explains, a
+  ``known-gap`` verdict, or an ``undetermined`` one (the module and inputs determine no
+  single value: such programs are skipped), each named by its ``known_classes``
+  record, which ``diff`` checked once; counted, never reported;
 * ``finding``: mismatch, crash or timeout (``fuzz/findings.py`` reduces,
   deduplicates and writes it);
 * ``rejected``: the oracle or hloref refused the module (``error``/``unsupported``
@@ -26,10 +27,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .known_bugs import known_crash, known_folding  # variants of filed findings
-from .known_gaps import KNOWN_DIFFERENCES, known_difference  # the catalogue
+from .known_classes import KNOWN_DIFFERENCES  # the catalogue
+from .known_classes import known_difference as _classified
 
 __all__ = ["Outcome", "check_program", "known_difference", "KNOWN_DIFFERENCES", "leaves"]
+
+
+def known_difference(report) -> str | None:
+    """The known XLA difference of a mismatch ``report``: the one ``diff`` found with the
+    module at hand (``report.known_difference``), else what the culprit alone shows."""
+    return getattr(report, "known_difference", None) or _classified(report)
 
 
 def leaves(value):
@@ -71,18 +78,14 @@ def check_program(module, args, worker, *, oracle: str = "xla", timeout: float =
         score = math.log2(1.0 + (mu if np.isfinite(mu) else 2.0 ** 64))
     if v == "match":
         return Outcome("match", v, report, score=score)
-    if v == "known-gap":  # a documented implementation-defined difference (known_gaps.KNOWN_GAPS)
+    if v == "known-gap":  # a documented implementation-defined difference (a gap record)
         return Outcome("known", v, report, known=report.known_gap, score=score)
+    if v == "undetermined":  # the text determines no single value: skipped
+        return Outcome("known", v, report, known=report.undetermined, score=score)
     if v in ("error", "unsupported"):
         return Outcome("rejected", v, report, message=report.message)
-    if v == "mismatch":
-        known = known_difference(report) or known_folding(report, module, args)
-        if known:
-            return Outcome("known", v, report, known=known, score=score)
-    if v == "crash":
-        known = known_crash(report, module, args)
-        if known:
-            return Outcome("known", v, report, known=known, score=score)
+    if v in ("mismatch", "crash") and report.known_difference:  # diff's one check
+        return Outcome("known", v, report, known=report.known_difference, score=score)
     return Outcome("finding", v, report, message=report.message, score=score)
 
 

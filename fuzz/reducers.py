@@ -14,7 +14,7 @@ zeros and ties, ``r(r(a, b), c)`` must equal ``r(a, r(b, c))`` and ``r(a, b)`` e
 (integers: exactly). NaN results must agree in being NaN.
 
 Used by the envelope (an order budget for reducers that pass, ``perturb.py``) and by
-``known_gaps.py`` (the "non-associative-reducer" gap only for reducers that fail).
+``known_gaps.py`` (the undetermined "non-associative-reducer" only for reducers that fail).
 """
 
 from __future__ import annotations

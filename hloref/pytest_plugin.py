@@ -165,6 +165,7 @@ class Stats:
     checked: int = 0  # distinct (computation, inputs) evaluated to a verdict
     matched: int = 0
     known_gaps: int = 0
+    undetermined: int = 0  # the module and inputs determine no single value
     mismatched: int = 0
     repeats: int = 0  # executions of an already checked computation on the same inputs
     unsupported: int = 0
@@ -172,7 +173,8 @@ class Stats:
     other_skips: int = 0
     hloref_seconds: float = 0.0
     unsupported_reasons: Counter = field(default_factory=Counter)
-    gaps: Counter = field(default_factory=Counter)  # known-gap verdicts by KNOWN_GAPS key
+    gaps: Counter = field(default_factory=Counter)  # known-gap verdicts by record name
+    causes: Counter = field(default_factory=Counter)  # undetermined verdicts by record name
     skip_reasons: Counter = field(default_factory=Counter)
     mismatches: list = field(default_factory=list)  # (nodeid, computation, reproducer)
 
@@ -445,6 +447,11 @@ class HlorefSession:
                     self.stats.known_gaps += 1
                     self.stats.gaps[report.known_gap or "?"] += 1
                 return
+            if v == "undetermined":  # no single right value: not a mismatch
+                self.stats.checked += 1
+                self.stats.undetermined += 1
+                self.stats.causes[report.undetermined or "?"] += 1
+                return
             if v == "unsupported":
                 self.stats.unsupported += 1
                 self.stats.unsupported_reasons[_first_line(report.message)] += 1
@@ -500,6 +507,7 @@ class HlorefSession:
         lines = [
             f"hloref: {s.checked} computations checked: {s.matched} matched"
             + (f" ({s.known_gaps} within documented semantic gaps)" if s.known_gaps else "")
+            + (f", {s.undetermined} undetermined" if s.undetermined else "")
             + f", {s.mismatched} mismatched; {s.unsupported} skipped as unsupported, "
             f"{s.over_limit} skipped over --hloref-max-elements={self.max_elements}, "
             f"{s.other_skips} other skips; {s.repeats} repeated executions on the same inputs "
@@ -508,6 +516,8 @@ class HlorefSession:
         ]
         for gap, n in s.gaps.most_common():
             lines.append(f"  known gap ({n}): {gap}")
+        for cause, n in s.causes.most_common():
+            lines.append(f"  undetermined ({n}): {cause}")
         for reason, n in s.unsupported_reasons.most_common(8):
             lines.append(f"  unsupported ({n}): {reason}")
         for reason, n in s.skip_reasons.most_common(8):

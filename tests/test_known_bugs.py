@@ -13,8 +13,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hloref.fuzz.known_bugs import FILED, known_folding
-from hloref.fuzz.known_gaps import KNOWN_DIFFERENCES
+from hloref.fuzz.known_classes import FILED, known_folding
+from hloref.fuzz.known_classes import KNOWN_DIFFERENCES
 
 
 def _module(body: str, *callees: str) -> str:

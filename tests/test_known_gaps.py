@@ -14,8 +14,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hloref.fuzz.known_bugs import FILED, known_crash, known_folding
-from hloref.fuzz.known_gaps import KNOWN_DIFFERENCES, known_difference
+from hloref.fuzz.known_classes import FILED, known_crash, known_folding
+from hloref.fuzz.known_classes import KNOWN_DIFFERENCES, known_difference
 
 from known_gaps_common import localized as _localized, worker, xla
 

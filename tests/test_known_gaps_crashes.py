@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hloref.fuzz.known_bugs import known_crash, known_folding
+from hloref.fuzz.known_classes import known_crash, known_folding
 
 from known_gaps_common import worker, xla
 

@@ -11,8 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hloref.fuzz.known_bugs import known_folding
-from hloref.fuzz.known_gaps import known_difference
+from hloref.fuzz.known_classes import known_folding
+from hloref.fuzz.known_classes import known_difference
 
 from known_gaps_common import localized as _localized, worker, xla
 

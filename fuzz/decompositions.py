@@ -1,0 +1,235 @@
+"""Decompositions with several right answers, judged by what defines them.
+
+An eigen- or singular-value decomposition is not one array: eigenvectors have a sign
+(a phase, for complex ones) of their own, the vectors of a repeated eigenvalue any basis
+of its space, and every LAPACK answer is exact only for a nearby matrix. So XLA's answer
+to a LAPACK custom call (``evaluator/custom_call_lapack.py``) is right when the
+identities that define the decomposition hold within a backward-error bound, not when
+its elements are hloref's:
+
+* ``syevd``/``heevd`` (eigh): A·V = V·diag(w), VᴴV = I, w the eigenvalues of hloref's
+  answer (Weyl: |Δλ| ≤ ‖E‖₂);
+* ``geev`` (eig): A·vr = vr·diag(w), vlᴴ·A = diag(w)·vlᴴ, w hloref's eigenvalues as a
+  multiset within Bauer–Fike's κ(V)·‖E‖₂;
+* ``gesdd``/``gesvd`` (svd): A = U·diag(s)·Vᴴ, UᴴU = I, VᴴV = I, s hloref's (Weyl);
+* ``gees`` (schur): A = Q·T·Qᴴ, QᴴQ = I, T quasi upper triangular, its eigenvalues
+  hloref's.
+
+‖E‖₂ is the backward error LAPACK's algorithms guarantee, p(n)·u·‖A‖₂ (LAPACK Users'
+Guide, 3rd ed., §4.7 to §4.9, the error bounds of the symmetric and nonsymmetric
+eigenproblems and of the SVD), taken as c·n·u·‖A‖₂ with c = 32 here. Outputs that only hold workspace (the destroyed input of ``gesdd``)
+are not compared. :func:`identities_hold` returns whether they all held and which.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["DECOMPOSITIONS", "identities_hold"]
+
+#: the backward-error constant c of c·n·u·‖A‖
+_C = 32
+
+
+def _routine(target: str) -> str | None:
+    """``lapack_ssyevd_ffi`` -> ``syevd``; None for other targets."""
+    if not (target.startswith("lapack_") and target.endswith("_ffi")):
+        return None
+    name = target[len("lapack_") + 1:-len("_ffi")]
+    return {"heevd": "syevd", "gesdd": "gesdd", "gesvd": "gesvd"}.get(name, name)
+
+
+#: the routines judged by their identities
+DECOMPOSITIONS = ("syevd", "geev", "gesdd", "gesvd", "gees")
+
+
+def _u(x: np.ndarray) -> float:
+    return float(np.finfo(np.real(np.asarray(x)).dtype).eps) / 2
+
+
+def _wide(x) -> np.ndarray:
+    x = np.asarray(x)
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
+def _matrices(x) -> np.ndarray:
+    x = _wide(x)
+    return x.reshape((-1,) + x.shape[-2:])
+
+
+def _vectors(x) -> np.ndarray:
+    x = _wide(x)
+    return x.reshape((-1, x.shape[-1]))
+
+
+def _norm2(a: np.ndarray) -> float:
+    return float(np.linalg.norm(a, 2)) if a.size else 0.0
+
+
+def _orthonormal(q: np.ndarray, u: float) -> float:
+    """‖QᴴQ − I‖ max over elements, in units of n·u."""
+    n = q.shape[-1]
+    err = float(np.max(np.abs(q.conj().T @ q - np.eye(n)))) if q.size else 0.0
+    return err / (max(q.shape) * u)
+
+
+def _matched(ours: np.ndarray, theirs: np.ndarray, tol: float) -> bool:
+    """Whether each of ``theirs`` lies within ``tol`` of its own element of ``ours``
+    (greedy nearest matching, the closest pairs first)."""
+    free = list(range(len(ours)))
+    for t in sorted(theirs, key=lambda z: (np.real(z), np.imag(z))):
+        if not free:
+            return False
+        k = min(free, key=lambda j: abs(ours[j] - t))
+        if not abs(ours[k] - t) <= tol:
+            return False
+        free.remove(k)
+    return True
+
+
+def _hermitian(a: np.ndarray, lower: bool) -> np.ndarray:
+    tri = np.tril(a) if lower else np.triu(a)
+    strict = np.tril(a, -1) if lower else np.triu(a, 1)
+    h = tri + strict.conj().T
+    return h - np.diag(np.imag(np.diag(h)) * 1j) if np.iscomplexobj(h) else h
+
+
+def _eigh(a, lower: bool, expected, actual) -> tuple[bool, str]:
+    v, w, info = actual
+    _, w_ours, _ = expected
+    u = _u(v)
+    worst = {"residual": 0.0, "orthogonality": 0.0, "eigenvalues": 0.0}
+    for A, V, W, Wo, i in zip(_matrices(a), _matrices(v), _vectors(w), _vectors(w_ours),
+                              np.ravel(info)):
+        if int(i) != 0:
+            return False, "XLA's info is not 0"
+        A = _hermitian(A, lower)
+        n = A.shape[-1]
+        scale = _C * n * u * max(_norm2(A), np.finfo(np.float64).tiny)
+        worst["residual"] = max(worst["residual"],
+                                float(np.max(np.abs(A @ V - V * W), initial=0)) / scale)
+        worst["orthogonality"] = max(worst["orthogonality"], _orthonormal(V, u) / _C)
+        worst["eigenvalues"] = max(worst["eigenvalues"],
+                                   float(np.max(np.abs(np.sort(W) - np.sort(Wo)), initial=0))
+                                   / scale)
+    return _verdict(worst, {"residual": "A·V = V·diag(w)", "orthogonality": "VᴴV = I",
+                            "eigenvalues": "w = hloref's eigenvalues (Weyl)"})
+
+
+def _geev(a, real: bool, left: bool, right: bool, expected, actual) -> tuple[bool, str]:
+    """Vectors not asked for (compute_left/right = N) hold whatever XLA left there."""
+    if real:
+        wr, wi, vl, vr, info = actual
+        w = _wide(wr) + 1j * _wide(wi)
+        w_ours = _wide(expected[0]) + 1j * _wide(expected[1])
+        vr_ours = expected[3]
+    else:
+        w, vl, vr, info = actual
+        w_ours, vr_ours = expected[0], expected[2]
+    u = _u(a)
+    worst = {"right": 0.0, "left": 0.0, "eigenvalues": 0.0}
+    for A, W, Wo, L, R, Ro, i in zip(_matrices(a), _vectors(w), _vectors(w_ours),
+                                     _matrices(vl), _matrices(vr), _matrices(vr_ours),
+                                     np.ravel(info)):
+        if int(i) != 0:
+            return False, "XLA's info is not 0"
+        n = A.shape[-1]
+        scale = _C * n * u * max(_norm2(A), np.finfo(np.float64).tiny)
+        if right:
+            worst["right"] = max(worst["right"], float(np.max(np.abs(A @ R - R * W))) / scale)
+        if left:
+            worst["left"] = max(worst["left"], float(np.max(
+                np.abs(L.conj().T @ A - W[:, None] * L.conj().T))) / scale)
+        # Bauer–Fike: |Δλ| ≤ κ(V)·‖E‖ with hloref's eigenvectors
+        kappa = float(np.linalg.cond(Ro)) if right and np.all(np.isfinite(Ro)) else 1.0
+        if not _matched(np.asarray(Wo), np.asarray(W), max(kappa, 1.0) * scale):
+            worst["eigenvalues"] = np.inf
+    for side, asked in (("right", right), ("left", left)):
+        if not asked:
+            del worst[side]
+    return _verdict(worst, {"right": "A·vr = vr·diag(w)", "left": "vlᴴ·A = diag(w)·vlᴴ",
+                            "eigenvalues": "w = hloref's eigenvalues (Bauer–Fike)"})
+
+
+def _svd(a, mode: str, expected, actual) -> tuple[bool, str]:
+    _, s, U, Vt, info = actual
+    s_ours = expected[1]
+    u = _u(s)
+    worst = {"reconstruction": 0.0, "orthogonality": 0.0, "singular values": 0.0}
+    for A, S, So, Um, Vm, i in zip(_matrices(a), _vectors(s), _vectors(s_ours),
+                                   _matrices(U), _matrices(Vt), np.ravel(info)):
+        if int(i) != 0:
+            return False, "XLA's info is not 0"
+        m, n = A.shape
+        k = min(m, n)
+        scale = _C * max(m, n) * u * max(_norm2(A), np.finfo(np.float64).tiny)
+        worst["singular values"] = max(worst["singular values"], float(
+            np.max(np.abs(np.sort(S) - np.sort(So)), initial=0)) / scale)
+        if mode == "N":
+            continue
+        rebuilt = (Um[:, :k] * S) @ Vm[:k, :]
+        worst["reconstruction"] = max(worst["reconstruction"],
+                                      float(np.max(np.abs(A - rebuilt), initial=0)) / scale)
+        worst["orthogonality"] = max(worst["orthogonality"], _orthonormal(Um, u) / _C,
+                                     _orthonormal(Vm.conj().T, u) / _C)
+    return _verdict(worst, {"reconstruction": "U·diag(s)·Vᴴ = A",
+                            "orthogonality": "UᴴU = I, VᴴV = I",
+                            "singular values": "s = hloref's (Weyl)"})
+
+
+def _gees(a, expected, actual) -> tuple[bool, str]:
+    t, q = actual[0], actual[1]
+    info = actual[-1]
+    u = _u(t)
+    worst = {"reconstruction": 0.0, "orthogonality": 0.0, "form": 0.0, "eigenvalues": 0.0}
+    for A, T, Q, To, i in zip(_matrices(a), _matrices(t), _matrices(q),
+                              _matrices(expected[0]), np.ravel(info)):
+        if int(i) != 0:
+            return False, "XLA's info is not 0"
+        n = A.shape[-1]
+        scale = _C * n * u * max(_norm2(A), np.finfo(np.float64).tiny)
+        worst["reconstruction"] = max(worst["reconstruction"], float(
+            np.max(np.abs(Q @ T @ Q.conj().T - A), initial=0)) / scale)
+        worst["orthogonality"] = max(worst["orthogonality"], _orthonormal(Q, u) / _C)
+        worst["form"] = max(worst["form"], float(np.max(np.abs(np.tril(T, -2)), initial=0))
+                            / scale)
+        if not _matched(np.linalg.eigvals(To), np.linalg.eigvals(T),
+                        max(float(np.sqrt(scale * max(_norm2(A), 1e-300))), scale)):
+            worst["eigenvalues"] = np.inf
+    return _verdict(worst, {"reconstruction": "Q·T·Qᴴ = A", "orthogonality": "QᴴQ = I",
+                            "form": "T quasi upper triangular",
+                            "eigenvalues": "eig(T) = hloref's"})
+
+
+def _verdict(worst: dict, names: dict) -> tuple[bool, str]:
+    """All ratios ≤ 1 (within c·n·u·‖A‖): held; the words list each identity and its
+    worst ratio to the bound."""
+    held = all(v <= 1.0 for v in worst.values())
+    words = ", ".join(f"{names[k]} ({v:.2g} of the bound)" for k, v in worst.items())
+    return held, ("identities held: " if held else "identities fail: ") + words
+
+
+def identities_hold(target: str, config: dict, operands: list, expected, actual):
+    """Whether XLA's answer ``actual`` to the LAPACK call ``target`` on ``operands``
+    satisfies the identities that define it (hloref's answer ``expected`` gives the
+    eigen- or singular values to match), and which: ``(held, words)``, or None where
+    ``target`` is no decomposition judged so. ``config``: the call's backend_config
+    characters (``uplo``, ``mode``, ``compute_left``, ``compute_right``)."""
+    routine = _routine(target)
+    if routine not in DECOMPOSITIONS or len(operands) != 1 or \
+            not isinstance(actual, (tuple, list)) or not isinstance(expected, (tuple, list)):
+        return None
+    a = operands[0]
+    try:
+        with np.errstate(all="ignore"):
+            if routine == "syevd":
+                return _eigh(a, config.get("uplo", "L") == "L", expected, actual)
+            if routine == "geev":
+                return _geev(a, np.asarray(a).dtype.kind != "c",
+                             config.get("compute_left", "N") == "V",
+                             config.get("compute_right", "V") == "V", expected, actual)
+            if routine in ("gesdd", "gesvd"):
+                return _svd(a, config.get("mode", "A"), expected, actual)
+            return _gees(a, expected, actual)
+    except (ValueError, IndexError, np.linalg.LinAlgError) as exc:
+        return False, f"the identities could not be checked ({exc})"

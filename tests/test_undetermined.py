@@ -1,0 +1,186 @@
+"""The ``undetermined`` verdict (fuzz/undetermined.py, the reducer records of
+fuzz/known_gaps.py): where the module and inputs determine no single value, ``diff``
+names the cause and the elements concerned, checks what the text still determines, and
+is no mismatch; campaigns skip such programs; ``hloref diff`` exits 0. Checked against
+XLA:CPU, and by hand with oracle values that break what the text determines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from hloref.fuzz.differential import diff
+
+SORT = """HloModule m
+
+cmp {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = f32[] parameter(2)
+  d = f32[] parameter(3)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+
+ENTRY e {
+  k = s32[65] parameter(0)
+  v = f32[65] parameter(1)
+  ROOT s = (s32[65], f32[65]) sort(k, v), dimensions={0}, is_stable=false, to_apply=cmp
+}
+"""
+
+#: keys 0 (32 of them), one 1, then 2 (32): the 1 is tied to no neighbour
+KEYS = np.array([0, 2] * 32 + [1], np.int32)
+VALUES = np.arange(65, dtype=np.float32)
+
+REDUCE = """HloModule m
+
+sub {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] subtract(a, b)
+}
+
+ENTRY e {
+  x = f32[1000] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=sub
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def worker():
+    pytest.importorskip("jax")
+    from hloref.fuzz.workers import OracleWorker
+    with OracleWorker("xla") as w:
+        yield w
+
+
+def _sorted_by_hand():
+    """hloref's answer of SORT, derived by hand: keys ascending, the tied values in
+    their input order (any order is right for them)."""
+    order = np.argsort(KEYS, kind="stable")
+    return KEYS[order], VALUES[order]
+
+
+def test_tied_keys_of_an_unstable_sort_are_undetermined_on_xla_cpu(worker):
+    """XLA:CPU's std::sort scrambles the values of the 64 tied keys: the text leaves
+    their order open, so the verdict is undetermined, naming the sort, and what the text
+    does fix (each row's multiset, the untied element) was checked."""
+    report = diff(SORT, [KEYS, VALUES], worker=worker)
+    keys, values = report.actual
+    assert np.array_equal(keys, _sorted_by_hand()[0])
+    assert not np.array_equal(values, _sorted_by_hand()[1])  # XLA's order differs
+    assert report.verdict == "undetermined", report.summary()
+    assert report.undetermined == "unstable-sort-ties"
+    assert "%s" in report.message and "multiset" in report.message
+    assert "the 1 elements outside the 64 tied ones agree" in report.message
+
+
+@pytest.mark.parametrize("break_", ["untied value", "not a permutation"])
+def test_what_an_unstable_sort_still_determines_is_checked(break_):
+    """By hand: an oracle value that moves the untied element's value, or that is no
+    permutation of the row, is a mismatch, ties or not."""
+    keys, values = _sorted_by_hand()
+    values = values.copy()
+    values[:32], values[33:] = values[:32][::-1], values[33:][::-1]  # ties reordered: allowed
+    tied_ok = diff(SORT, [KEYS, VALUES], oracle_value=(keys, values), localize=False)
+    assert tied_ok.verdict == "undetermined", tied_ok.summary()
+    untied = int(np.flatnonzero(keys == 1)[0])
+    if break_ == "untied value":
+        j = untied - 1
+        values[[j, untied]] = values[[untied, j]]
+    else:
+        values[0] = 1000.0
+    report = diff(SORT, [KEYS, VALUES], oracle_value=(keys, values), localize=False)
+    assert report.verdict == "mismatch", report.summary()
+    assert report.undetermined is None
+
+
+def test_a_non_associative_reducer_is_undetermined_on_xla_cpu(worker):
+    x = np.linspace(-3, 5, 1000).astype(np.float32)
+    report = diff(REDUCE, [x], worker=worker)
+    # left to right, x0 - x1 - ... - x999 (by hand, in f64): XLA:CPU's answer is another
+    left = -float(np.sum(x.astype(np.float64)))
+    assert abs(float(report.actual) - left) > 1.0 or abs(float(report.expected) - left) > 1.0
+    assert report.verdict == "undetermined", report.summary()
+    assert report.undetermined == "non-associative-reducer" and "%r" in report.message
+
+
+RNG = """HloModule m
+
+ENTRY e {
+  st = u64[2] parameter(0)
+  ROOT g = (u64[2], u32[4]) rng-bit-generator(st), algorithm=rng_default
+}
+"""
+
+
+def test_rng_default_is_undetermined_and_shapes_are_checked():
+    """By hand: any u32[4] is a right answer of rng_default (a backend's algorithm)."""
+    state = np.array([1, 2], np.uint64)
+    other = (np.array([7, 8], np.uint64), np.array([1, 2, 3, 4], np.uint32))
+    report = diff(RNG, [state], oracle_value=other, localize=False)
+    assert report.verdict == "undetermined", report.summary()
+    assert report.undetermined == "rng-state-unfixed"
+    assert "%g" in report.message and "shapes and types agree" in report.message
+
+
+ELIDED = """HloModule m
+
+ENTRY e {
+  c = f32[3] constant({...})
+  ROOT r = f32[3] add(c, c)
+}
+"""
+
+LOOP = """HloModule m
+
+cond {
+  p = s32[] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+
+body {
+  p = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT n = s32[] add(p, one)
+}
+
+ENTRY e {
+  z = s32[] constant(0)
+  ROOT w = s32[] while(z), condition=cond, body=body
+}
+"""
+
+
+def test_an_elided_constant_is_undetermined():
+    report = diff(ELIDED, [], localize=False, oracle_value=np.zeros(3, np.float32))
+    assert report.verdict == "undetermined" and report.undetermined == "elided-constant"
+    assert "%c" in report.message
+
+
+def test_a_loop_that_never_ends_is_undetermined():
+    from hloref.evaluator.interpreter import Limits
+    report = diff(LOOP, [], localize=False, oracle_value=np.int32(0),
+                  limits=Limits(max_while_iterations=50))
+    assert report.verdict == "undetermined" and report.undetermined == "loop-never-ends"
+    assert "50 iterations" in report.message
+
+
+def test_hloref_diff_exits_0_and_prints_the_verdict(tmp_path):
+    path = tmp_path / "elided.hlo"
+    path.write_text(ELIDED)
+    run = subprocess.run([sys.executable, "-m", "hloref", "diff", str(path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "verdict: undetermined" in run.stdout and "elided-constant" in run.stdout
+
+
+def test_campaigns_skip_an_undetermined_program(worker):
+    from hloref.fuzz.property import check_program
+    outcome = check_program(SORT, [KEYS, VALUES], worker)
+    assert outcome.kind == "known" and outcome.known == "unstable-sort-ties"
