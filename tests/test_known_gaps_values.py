@@ -260,7 +260,7 @@ def test_a_nan_made_an_f4e2m1fn_zero_read_by_its_bits_is_the_nan_sign_gap(values
     +NaN -> -0, bits 0x8; -NaN -> +0, checked below), and a bitcast to s4 shows it (0
     in hloref, -8 on XLA:CPU at -O0). The NaN's sign is unspecified, so is the zero's."""
     from hloref import parse
-    from hloref.fuzz.known_gaps import known_gap
+    from hloref.fuzz.known_classes import known_gap
     nans = np.array([np.nan, -np.nan], np.float32).astype(ml_dtypes.float4_e2m1fn)
     assert nans.view(np.uint8).tolist() == [8, 0]
     known = {} if values is None else \
@@ -312,7 +312,7 @@ def test_a_complex_reduce_init_is_the_identity_only_if_both_parts_are_zero(init,
     the documented gap. The check used to cast the init to a real float, which drops the
     imaginary part, and took 0 + 1i for 0 (a ComplexWarning in a campaign, seed 79)."""
     from hloref import parse
-    from hloref.fuzz.known_gaps import known_gap
+    from hloref.fuzz.known_classes import known_gap
     text = f"""HloModule m
 add {{
   a = c64[] parameter(0)
