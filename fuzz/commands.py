@@ -66,7 +66,8 @@ def cmd_diff(args) -> int:
         if args.reduce and report.verdict in ("mismatch", "crash"):
             finding = _reduce_and_write(module, values, report, worker, args.reduce, blame,
                                         args.oracle, seed=args.seed)
-    rejected = report.verdict not in ("match", "known-gap", "mismatch", "crash", "timeout")
+    rejected = report.verdict not in ("match", "known-gap", "undetermined", "mismatch", "crash",
+                                      "timeout")
     if args.json:
         print(json.dumps(_report_json(report, blame, finding), indent=2, default=str))
         if rejected:

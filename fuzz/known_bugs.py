@@ -17,6 +17,7 @@ import numpy as np
 from .compare import differs, infinity_became_nan
 from .folding import evaluate_all, folded, free_values, operand_values
 from .known_record import SIGNATURE, Case, KnownClass
+from .stage_table import component_of
 
 __all__ = ["RECORDS", "folded_popcnt_s4", "complex_divide_by_folded_zero",
            "folded_least_e8m0_flushed", "sort_2bit_crash"]
@@ -252,8 +253,7 @@ def _needs_module(predicate):
 
 
 _XLA = "xla-cpu-jaxlib-0.10.2"
-_STABLEHLO = ("StableHLO's folders (StablehloTargetIndependentOptimizationPass, run by XLA's "
-              "StableHLO→HLO conversion) and canonicalization")
+_STABLEHLO = component_of("stablehlo")
 _UP = f"findings/known-upstream/{_XLA}"
 _CRASH = frozenset({"crash"})
 
@@ -265,14 +265,14 @@ RECORDS: tuple[KnownClass, ...] = tuple(
                finding=finding, upstream=upstream, verdicts=verdicts, specificity=SIGNATURE)
     for name, component, finding, upstream, verdicts, predicate, reason in [
         ("int-divide-by-constant-zero",
-         _STABLEHLO,
+         component_of("stablehlo", "FoldDivOpPattern"),
          f"{_UP}/divide-u2-constant-zero-sigfpe",
          "https://github.com/openxla/stablehlo/pull/2971", _CRASH, _divide_by_folded_zero,
          "XLA:CPU (jaxlib 0.10.2) dies with SIGFPE when an integer divide or remainder whose "
          "operands constant folding evaluates has a zero divisor, in every integer type; "
          "XLA's semantics give x / 0 = -1 (all bits set), x % 0 = x"),
         ("concatenate-2bit-aborts",
-         "XLA:CPU code generation (its emitters, before LLVM's optimizations)",
+         component_of("emitter"),
          f"findings/{_XLA}/concatenate-s2-aborts", None, _CRASH, _concatenate_2bit,
          "XLA:CPU (jaxlib 0.10.2) aborts (SIGABRT in IrArray::EmitArrayElementAddress) "
          "compiling a concatenate of s2 or u2 arrays (u2 checked too; s4, u4, s8 run)"),
@@ -354,7 +354,7 @@ RECORDS: tuple[KnownClass, ...] = tuple(
          "XLA's constant folder (jaxlib 0.10.2) turns an infinity into f4e2m1fn 0 (a convert "
          "of inf, atanh of ±1), where the run-time code and ml_dtypes saturate to ±6"),
         ("convert-int-f8-unsigned-nan",
-         "XLA:CPU code generation (its emitters, before LLVM's optimizations)",
+         component_of("emitter"),
          f"{_UP}/convert-int-f8-unsigned-fused-nan-saturates",
          "https://github.com/ROCm/xla/commit/b5af9f0a9ef7dca4f73d5db51b39e628e0f6db53",
          frozenset({"mismatch"}), _int_f8_unsigned_nan,
@@ -362,7 +362,7 @@ RECORDS: tuple[KnownClass, ...] = tuple(
          "the unsigned maximum when it fuses that convert with one to u32/u64 (each alone: "
          "NaN, then 0); into 6 with one to f4e2m1fn, where the NaN's zero is due"),
         ("asin-acos-of-integer-never-nan",
-         "XLA:CPU code generation (its emitters, before LLVM's optimizations)",
+         component_of("emitter"),
          f"{_UP}/asin-acos-of-integer-never-nan",
          "https://github.com/llvm/llvm-project/pull/213812", frozenset({"mismatch"}),
          _arcs_of_integers,
@@ -375,7 +375,7 @@ RECORDS: tuple[KnownClass, ...] = tuple(
          "XLA:CPU (jaxlib 0.10.2) gives inf for acos/asin of f8e3m4 values outside [-1, 1] "
          "known when the kernel is compiled (an iota), NaN when they are a parameter"),
         ("atan2-zero-zero-folding",
-         "XLA:CPU code generation (its emitters, before LLVM's optimizations)",
+         component_of("emitter"),
          f"{_UP}/atan2-iota-zero-zero-nan", "https://github.com/jax-ml/jax/issues/38681",
          frozenset({"mismatch"}), _atan2_zero_zero,
          "XLA:CPU (jaxlib 0.10.2) gives NaN for atan2(+0, +0) of operands it folds or fuses "

@@ -18,6 +18,7 @@ from .compare import differs, infinity_became_nan, largest_finite, smallest_norm
 from .known_bugs import (complex_divide_by_folded_zero, folded_least_e8m0_flushed,
                          folded_popcnt_s4, sort_2bit_crash)
 from .known_record import FLUSH, NUMERIC, OPERATION, SIGNATURE, Case, KnownClass, leaves_of
+from .stage_table import component_of
 
 __all__ = ["RECORDS"]
 
@@ -211,7 +212,7 @@ def _ftz(case: Case) -> bool:
 
 
 _XLA = "xla-cpu-jaxlib-0.10.2"
-_EMITTERS = "XLA:CPU code generation (its emitters, before LLVM's optimizations)"
+_EMITTERS = component_of("emitter")
 
 #: The known differences the culprit shows (``component``/``upstream``: the stored
 #: finding's ``finding.json`` attribution and ``upstream.json`` thread, where stored).
