@@ -165,3 +165,24 @@ Total bytes used: 64
         parse_buffer_assignment(text.replace("(size=16,offset=0)", "(size=16 offset=0)", 1))
     with pytest.raises(HloParseError, match="no 'BufferAssignment:'"):
         parse_buffer_assignment("allocation 0: size 4:\n")
+
+
+def test_cli_compare_and_plot_by_hand(tmp_path, capsys):
+    from hloref.cli import main
+    before = tmp_path / "before.hlo"
+    after = tmp_path / "after.hlo"
+    before.write_text(STRAIGHT)
+    # b grows from f32[8] to f32[12]: at c (t3) 16 + 16 + 48 + 16 = 96 bytes
+    after.write_text(STRAIGHT.replace("b = f32[8]{0} concatenate(a, a)",
+                                      "b = f32[12]{0} concatenate(a, a, a)"))
+    code = main(["memory", str(before), "--compare", str(after), "--json",
+                 str(tmp_path / "m.json"), "--plot", str(tmp_path / "m.png")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "peak 80 bytes at %c" in out
+    assert "peak 80 -> 96 bytes (+16); at %c -> %c" in out
+    import json
+    report = json.loads((tmp_path / "m.json").read_text())
+    assert report["compare"]["instructions"] == [
+        {"instruction": "b", "before": 32, "after": 48, "delta": 16}]
+    assert (tmp_path / "m.png").stat().st_size > 1000
