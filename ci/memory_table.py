@@ -2,6 +2,7 @@
 ``memory_analysis()``, every difference with its named causes (docs/memory.md's table).
 
     python ci/memory_table.py [NAME ...] [--json out.json] [--markdown out.md] [--no-eval]
+    python ci/memory_table.py --cost transformer_train_large
 
 Each program is lowered with jax here and compiled by XLA:CPU in a child process
 (``hloref.jax.memory``); without names, the programs of ``tests/realistic_programs.py``'s
@@ -49,6 +50,31 @@ def audit_program(name: str, evaluate: bool = True) -> dict:
     return out
 
 
+def cost(name: str) -> str:
+    """Seconds of the audit without the evaluation (parse, liveness, figures, assignment
+    check) against one evaluation of the optimized module by hloref."""
+    import realistic_programs as rp
+
+    import hloref
+    from hloref.buffer_assignment import parse_buffer_assignment
+    from hloref.cli_common import random_arguments
+    from hloref.fuzz.memory_xla import compile_for_memory
+    from hloref.memory_audit import audit
+    text = rp.PROGRAMS[name]().lower().as_text()
+    xla = compile_for_memory(text)
+    t0 = time.perf_counter()
+    module = hloref.parse(xla.optimized)
+    result = audit(module, assignment=parse_buffer_assignment(xla.assignment))
+    audit_s = time.perf_counter() - t0
+    args = random_arguments(module, 0)
+    t0 = time.perf_counter()
+    hloref.evaluate(module, *args)
+    eval_s = time.perf_counter() - t0
+    return (f"{name}: {rp.count_instructions(xla.optimized)} instruction lines optimized, "
+            f"{len(result.liveness.timeline)} in the schedule; audit {audit_s:.2f} s, one "
+            f"evaluation {eval_s:.2f} s; findings {result.findings or 'none'}")
+
+
 def _cell(row: dict) -> str:
     causes = [f"{name} {b:+d}" for name, b in row["causes"].items()]
     if row["unexplained"]:
@@ -88,7 +114,12 @@ def main(argv=None) -> int:
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     parser.add_argument("--no-eval", action="store_true")
+    parser.add_argument("--cost", metavar="NAME", help="time the audit against one "
+                                                       "evaluation of program NAME")
     args = parser.parse_args(argv)
+    if args.cost:
+        print(cost(args.cost))
+        return 0
     names = args.names or list(BASE)
     results = []
     for name in names:
