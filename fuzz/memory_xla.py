@@ -102,7 +102,9 @@ def _child() -> None:
             proto = xla_client._xla.hlo_module_from_text(text).as_serialized_hlo_module_proto()
             text = jaxmod.mlir.hlo_to_stablehlo(proto)
         opts = xc.CompileOptions()
-        opts.env_option_overrides = [("xla_dump_to", job["dump"])]
+        # large constants printed in full, so that the dumped module can be evaluated
+        opts.env_option_overrides = [("xla_dump_to", job["dump"]),
+                                     ("xla_dump_large_constants", True)]
         exe = be.compile_and_load(text, be.local_devices()[:1], opts)
         stats = exe.get_compiled_memory_stats()
         reply = {"stats": {k: int(getattr(stats, k)) for k in STATS_FIELDS

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .assignment_check import AssignmentCheck, check_assignment
 from .buffer_assignment import BufferAssignment
+from .errors import HloError
 from .ir import Module
 from .liveness import Liveness, analyze
 from .memory_arena import ArenaResult, evaluate_through_assignment
@@ -32,6 +33,8 @@ class MemoryAudit:
     host_rows: list[FigureRow] = field(default_factory=list)
     check: AssignmentCheck | None = None
     arena: ArenaResult | None = None
+    #: why the evaluation through the assignment could not run (hloref's own limits)
+    arena_error: str = ""
     seconds: dict = field(default_factory=dict)
 
     @property
@@ -78,6 +81,7 @@ class MemoryAudit:
                 "collided": list(self.arena.collided) if self.arena.collided else None,
                 "message": self.arena.message, "compared": self.arena.compared,
                 "unplaced": self.arena.unplaced},
+            "evaluation_error": self.arena_error or None,
             "findings": self.findings, "seconds": self.seconds,
         }
 
@@ -101,6 +105,8 @@ class MemoryAudit:
         if self.check is not None:
             lines.append(f"assignment: {self.check.checked_values} values checked, "
                          f"{len(self.check.collisions)} collision(s)")
+        if self.arena_error:
+            lines.append(f"evaluation through the assignment not run: {self.arena_error}")
         if self.arena is not None:
             lines.append("evaluation through the assignment: " + (
                 f"{self.arena.compared} values unchanged" if self.arena.ok
@@ -140,6 +146,9 @@ def audit(module: Module, *, assignment: BufferAssignment | None = None, xla_sta
     seconds["check"] = time.perf_counter() - t0
     if assignment is not None and args is not None:
         t0 = time.perf_counter()
-        result.arena = evaluate_through_assignment(module, assignment, list(args), lv=lv)
+        try:
+            result.arena = evaluate_through_assignment(module, assignment, list(args), lv=lv)
+        except HloError as exc:  # an op hloref cannot evaluate: the static checks stand
+            result.arena_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         seconds["evaluation"] = time.perf_counter() - t0
     return result
