@@ -86,17 +86,27 @@ def _reads_elementwise(module: Module, fusion: Instruction, operand_number: int)
     return True
 
 
-def reuses_in_place(module: Module, instr: Instruction, operand: str) -> bool:
-    """Whether ``instr`` may write its result over operand ``operand``'s bytes."""
+def reuses_in_place(module: Module, instr: Instruction, operand: str,
+                    out_index: tuple[int, ...] = ()) -> bool:
+    """Whether ``instr`` may write its result at ``out_index`` over operand ``operand``'s
+    bytes (XLA's ``CanShareOperandBufferWithUser``): an elementwise op, a loop fusion
+    reading the operand elementwise, a ``sort`` (operand k becomes result k)."""
     numbers = [k for k, o in enumerate(instr.operands) if o.name == operand]
     if not numbers:
         return False
-    same_size = all(buffer_bytes(instr.operands[k].shape) == buffer_bytes(instr.shape)
+    try:
+        out_shape = subshape(instr.shape, out_index)
+    except IndexError:
+        return False
+    same_size = all(buffer_bytes(instr.operands[k].shape) == buffer_bytes(out_shape)
                     for k in numbers)
     if instr.opcode in ELEMENTWISE:
         return same_size
     if instr.opcode == "fusion":
         return same_size and all(_reads_elementwise(module, instr, k) for k in numbers)
+    if instr.opcode == "sort":
+        tupled = len(instr.operands) > 1
+        return same_size and any(out_index == ((k,) if tupled else ()) for k in numbers)
     return False
 
 
@@ -181,8 +191,9 @@ def _overlap(lv: Liveness, instrs, alloc, first, second) -> Collision | None:
                 writer = instrs.get(lv.timeline[t]) if t < len(lv.timeline) else None
                 read = [n for n, _ in early.positions
                         if writer is not None and any(o.name == n for o in writer.operands)]
+                written = [ix for n, ix in late.positions if n == writer.name] or [()]
                 if read and early.end == late.start and (lo, hi) == (lo2, hi2) and any(
-                        reuses_in_place(lv.module, writer, n) for n in read):
+                        reuses_in_place(lv.module, writer, n, written[0]) for n in read):
                     continue
                 if read and early.end == late.start:
                     return Collision(

@@ -21,7 +21,8 @@ from the module text (not from XLA's live-range dump):
   their scalars thread-local).
 * **Live range.** A value is live from its definition to its last use (a ``while``
   reads its init when the body starts, a ``conditional`` a branch's operand when that
-  branch starts, a body root is read by the loop's back edge); the entry's parameters and
+  branch starts, a ``call``'s operands are read by the callee, a body root is read by the
+  loop's back edge); the entry's parameters and
   constants (globals on XLA:CPU) are live for the whole program, its outputs from their
   definition to the end. At a time ``t`` both the operands an instruction reads for the
   last time and its result are live. A buffer is live while any of its values is.
@@ -346,6 +347,8 @@ class _Builder:
         elif op == "while":  # the init is read when the body starts (HloLiveRange)
             body = self.module.computation(str(instr.attrs["body"]))
             self.use(instr.operands[0], None, self.param_time(body, t))
+        elif op == "call":  # the callee's parameters are its operands: read in there
+            pass
         elif op == "conditional":  # a branch operand is read when its branch starts
             self.use(instr.operands[0], None, t)
             for k, name in enumerate(instr.called_computation_names()):
