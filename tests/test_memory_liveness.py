@@ -4,6 +4,7 @@ HloAliasAnalysis and HloLiveRange as documented in those modules)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import hloref
@@ -186,3 +187,53 @@ def test_cli_compare_and_plot_by_hand(tmp_path, capsys):
     assert report["compare"]["instructions"] == [
         {"instruction": "b", "before": 32, "after": 48, "delta": 16}]
     assert (tmp_path / "m.png").stat().st_size > 1000
+
+
+IN_PLACE = """HloModule m, is_scheduled=true
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  p = f32[8]{0} parameter(0)
+  n = f32[8]{0} negate(p)
+  s = f32[8]{0} sort(n), dimensions={0}, to_apply=cmp
+  r = f32[8]{0} reverse(s), dimensions={0}
+  ROOT o = f32[8]{0} add(r, p)
+}
+"""
+
+
+def _assignment(offsets: dict[str, int]) -> str:
+    lines = ["BufferAssignment:",
+             "allocation 0: size 32, parameter 0, shape |f32[8]| at ShapeIndex {}:",
+             " value: <0 p @0> (size=32,offset=0): f32[8]{0}",
+             "allocation 1: size 64, preallocated-temp:"]
+    lines += [f" value: <{i + 1} {name} @0> (size=32,offset={off}): f32[8]{{0}}"
+              for i, (name, off) in enumerate(offsets.items())]
+    lines += ["allocation 2: size 32, output shape is |f32[8]|, maybe-live-out:",
+              " value: <9 o @0> (size=32,offset=0): f32[8]{0}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_in_place_reuse_is_legal_only_for_ops_that_compute_in_place():
+    from hloref.assignment_check import check_assignment
+    from hloref.memory_arena import evaluate_through_assignment
+    module = hloref.parse(IN_PLACE)
+    lv = analyze(module)
+    # n (t1) is read last by the sort (t2), which may write its result over it; the sort's
+    # result (t2-t3) is read last by the reverse (t3), which may not
+    ok = parse_buffer_assignment(_assignment({"n": 0, "s": 0, "r": 32}))
+    assert check_assignment(lv, ok).ok
+    bad = parse_buffer_assignment(_assignment({"n": 0, "s": 32, "r": 32}))
+    collisions = check_assignment(lv, bad).collisions
+    assert [(c.rule, c.values) for c in collisions] == [("illegal-in-place", ("s", "r"))]
+    assert "reverse %r writes r over s" in collisions[0].message
+    # two values live at once in the same bytes: n (t1-t2) and a result defined at t2
+    # that the sort does not write (a neighbour's slot) is an overlap
+    clash = parse_buffer_assignment(_assignment({"n": 0, "s": 16, "r": 32}))
+    rules = [(c.rule, c.values) for c in check_assignment(lv, clash).collisions]
+    assert ("illegal-in-place", ("n", "s")) in rules
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    assert evaluate_through_assignment(module, ok, [x], lv=lv).ok
