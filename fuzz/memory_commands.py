@@ -72,6 +72,10 @@ def cmd_memory(args) -> int:
         else:
             inputs = random_arguments(module, args.seed or 0)
     result = audit(module, assignment=assignment, args=inputs)
+    if result.check is not None and not result.check.checked_values and \
+            result.check.unmodelled:
+        raise CliError(f"{assignment_path}: none of its values belongs to {path} (e.g. "
+                       f"{result.check.unmodelled[0]}): not this module's buffer assignment")
     out = result.as_dict()
     out["files"] = {"module": path, "buffer_assignment": assignment_path}
     print(result.summary())

@@ -97,9 +97,10 @@ class MemoryAudit:
                 continue
             lines.append(f"{label:8s} {'hloref':>12s} {'xla':>12s}  causes")
             for r in rows:
-                causes = "; ".join(f"{name} {b:+d}" for name, b in r.causes)
+                parts = [f"{name} {b:+d}" for name, b in r.causes]
                 if r.unexplained:
-                    causes += f"; UNEXPLAINED {r.unexplained:+d}"
+                    parts.append(f"UNEXPLAINED {r.unexplained:+d}")
+                causes = "; ".join(parts)
                 xla = "-" if r.xla is None else str(r.xla)
                 lines.append(f"  {r.figure:8s} {r.hloref:12d} {xla:>12s}  {causes}")
         if self.check is not None:
