@@ -9,6 +9,8 @@ assignment, both as XLA dumped them. XLA aborting, crashing or hanging kills the
 not the caller: it comes back as :class:`XlaMemoryError`.
 
 ``read_dump(directory)`` finds the same files in an ``--xla_dump_to`` directory.
+``audit_hlo_text(text, args)`` compiles an HLO module and audits what XLA made of it
+(the hook a campaign would call for each generated program).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-__all__ = ["XlaMemory", "XlaMemoryError", "compile_for_memory", "read_dump", "STATS_FIELDS"]
+__all__ = ["XlaMemory", "XlaMemoryError", "compile_for_memory", "read_dump", "STATS_FIELDS",
+           "audit_hlo_text"]
 
 STATS_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
                 "temp_size_in_bytes", "peak_memory_in_bytes", "host_argument_size_in_bytes",
@@ -86,6 +89,21 @@ def compile_for_memory(text: str, *, dialect: str = "mlir", timeout: float = 300
     return XlaMemory(optimized, assignment, reply["stats"], optimized_path, assignment_path)
 
 
+def audit_hlo_text(text: str, args: list | None = None, *, timeout: float = 300.0):
+    """The memory audit (``hloref.memory_audit.MemoryAudit``) of what XLA:CPU compiles
+    HLO module ``text`` to; ``args``: the module's arguments, for the evaluation through
+    the assignment (XLA keeps the entry parameters, in order)."""
+    import hloref
+    from hloref.buffer_assignment import parse_buffer_assignment
+    from hloref.memory_audit import audit
+    xla = compile_for_memory(text, dialect="hlo", timeout=timeout)
+    module = hloref.parse(xla.optimized, filename=xla.optimized_path)
+    assignment = parse_buffer_assignment(xla.assignment, xla.assignment_path)
+    if args is not None and len(args) != len(module.entry.parameters):
+        args = None
+    return audit(module, assignment=assignment, xla_stats=xla.stats, args=args)
+
+
 def _child() -> None:
     """(child) read the job from stdin, compile, write the reply to stdout."""
     job = pickle.loads(sys.stdin.buffer.read())
@@ -98,8 +116,7 @@ def _child() -> None:
         text = job["text"]
         if job["dialect"] == "hlo":
             import jaxlib._jax as jaxmod
-            from jax._src.lib import xla_client
-            proto = xla_client._xla.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+            proto = xc.hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
             text = jaxmod.mlir.hlo_to_stablehlo(proto)
         opts = xc.CompileOptions()
         # large constants printed in full, so that the dumped module can be evaluated

@@ -220,3 +220,22 @@ def test_cli_reads_a_dump_directory(tmp_path, temps, capsys):
     assert main(["memory", str(dump)]) == 2
     err = capsys.readouterr().err
     assert "not a buffer-assignment value line" in err
+
+
+def test_hlo_text_audited_and_refusals_survived():
+    from pathlib import Path
+
+    from hloref.fuzz.memory_xla import XlaMemoryError, audit_hlo_text
+    text = (Path(__file__).resolve().parents[1] / "examples" / "mlp.hlo").read_text()
+    module = hloref.parse(text)
+    from hloref.cli_common import random_arguments
+    audit = audit_hlo_text(text, random_arguments(module, 0))
+    assert audit.ok, audit.findings
+    assert audit.arena is not None and audit.arena.ok
+    rows = {r.figure: r for r in audit.rows}
+    params = sum(4 * int(np.prod(p.shape.dims)) for p in module.entry.parameters)
+    assert rows["argument"].xla == rows["argument"].hloref == params
+    # a module XLA refuses comes back as an error, and this process lives on
+    bad = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[3] add(p, p)\n}\n"
+    with pytest.raises(XlaMemoryError):
+        audit_hlo_text(bad)
