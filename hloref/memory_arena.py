@@ -61,7 +61,8 @@ class _Arena:
         self.memory = {a.index: np.zeros(a.size, np.uint8) for a in assignment.allocations}
         #: allocation -> [(lo, hi, value id)] last written
         self.owners: dict[int, list[tuple[int, int, int]]] = {}
-        self.aside: dict[tuple, object] = {}
+        #: values with no byte image, by value id (a position's when it has none)
+        self.aside: dict[object, object] = {}
         self.clobbers: list[tuple[int, str, str, int]] = []
         self.unplaced: set = set()
 
@@ -75,17 +76,17 @@ class _Arena:
         vid, where = self.place(key)
         if where is None or not isinstance(shape, ArrayShape) or not isinstance(
                 value, np.ndarray) or not shape.is_static:
-            self.aside[key] = value
+            self.aside[key if vid is None else vid] = value
             return
         alloc, offset, size, _ = where
         if element_bits(shape) < 8 * shape.dtype.itemsize:  # packed: no byte image here
-            self.aside[key] = value
+            self.aside[vid] = value
             self.unplaced.add(key)
             return
         data = np.ascontiguousarray(np.transpose(value, _perm(shape))).view(np.uint8).ravel()
         # a slice too small for its value: the kernel writes past it, as here
         data = data[:len(self.memory[alloc]) - offset]
-        self.aside.pop(key, None)
+        self.aside.pop(vid, None)
         lo, hi = offset, offset + data.size
         owners = self.owners.setdefault(alloc, [])
         mine = self.lv.values[vid]
@@ -106,9 +107,9 @@ class _Arena:
         self.memory[alloc][lo:hi] = data
 
     def read_leaf(self, key, shape):
-        if key in self.aside:
-            return self.aside[key]
         vid, where = self.place(key)
+        if (key if vid is None else vid) in self.aside:
+            return self.aside[key if vid is None else vid]
         if where is None or not isinstance(shape, ArrayShape):
             return None
         alloc, offset, _, _ = where

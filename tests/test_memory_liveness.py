@@ -237,3 +237,31 @@ def test_in_place_reuse_is_legal_only_for_ops_that_compute_in_place():
     assert ("illegal-in-place", ("n", "s")) in rules
     x = np.linspace(-1, 1, 8, dtype=np.float32)
     assert evaluate_through_assignment(module, ok, [x], lv=lv).ok
+
+
+def test_packed_values_carried_beside_the_arena_through_a_tuple():
+    from hloref.memory_arena import evaluate_through_assignment
+    module = hloref.parse("""HloModule m, is_scheduled=true
+ENTRY e {
+  p = s8[6]{0} parameter(0)
+  c = s4[6]{0:E(4)} convert(p)
+  n = s4[6]{0:E(4)} negate(c)
+  ROOT t = (s4[6]{0:E(4)}, s8[6]{0}) tuple(n, p)
+}
+""")
+    assignment = parse_buffer_assignment("""BufferAssignment:
+allocation 0: size 6, parameter 0, shape |s8[6]| at ShapeIndex {}, maybe-live-out:
+ value: <0 p @0> (size=6,offset=0): s8[6]{0}
+allocation 1: size 3, preallocated-temp:
+ value: <1 c @0> (size=3,offset=0): s4[6]{0:E(4)}
+allocation 2: size 3, maybe-live-out:
+ value: <2 n @0> (size=3,offset=0): s4[6]{0:E(4)}
+allocation 3: size 16, output shape is |(s4[6], s8[6])|, maybe-live-out:
+ value: <3 t{} @0> (size=16,offset=0): (s4[6]{0:E(4)}, s8[6]{0})
+""")
+    lv = analyze(module)
+    from hloref.assignment_check import check_assignment
+    assert check_assignment(lv, assignment).ok  # 3 bytes hold six packed s4 values
+    result = evaluate_through_assignment(module, assignment,
+                                         [np.array([1, -2, 3, -4, 5, 7], np.int8)], lv=lv)
+    assert result.ok and result.unplaced == 2
