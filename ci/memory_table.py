@@ -3,6 +3,7 @@
 
     python ci/memory_table.py [NAME ...] [--json out.json] [--markdown out.md] [--no-eval]
     python ci/memory_table.py --cost transformer_train_large
+    python ci/memory_table.py --from-json a.json b.json --compact --markdown out.md
 
 Each program is lowered with jax here and compiled by XLA:CPU in a child process
 (``hloref.jax.memory``); without names, the programs of ``tests/realistic_programs.py``'s
@@ -108,12 +109,33 @@ def markdown(results: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def compact(results: list[dict]) -> str:
+    """One short row a program: the peaks, the temps and the verdict."""
+    lines = ["| program | hloref peak (at) | XLA peak | hloref temp | XLA temp | checked values "
+             "| evaluated values | findings |", "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['name']} | error: {r['error']} | | | | | | |")
+            continue
+        rows = {f["figure"]: f for f in r["figures"]}
+        ev = r["evaluation"]
+        lines.append(
+            f"| {r['name']} | {r['peak']} (%{r['peak_instruction']}) | {rows['peak']['xla']} | "
+            f"{rows['temp']['hloref']} | {rows['temp']['xla']} | "
+            f"{r['assignment']['checked_values']} | "
+            f"{'-' if ev is None else ev['compared']} | {len(r['findings']) or 'none'} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     parser.add_argument("--no-eval", action="store_true")
+    parser.add_argument("--compact", action="store_true", help="one short row a program")
+    parser.add_argument("--from-json", nargs="+", metavar="FILE",
+                        help="make the table from earlier --json files (later files win)")
     parser.add_argument("--cost", metavar="NAME", help="time the audit against one "
                                                        "evaluation of program NAME")
     args = parser.parse_args(argv)
@@ -122,6 +144,13 @@ def main(argv=None) -> int:
         return 0
     names = args.names or list(BASE)
     results = []
+    if args.from_json:
+        merged: dict[str, dict] = {}
+        for path in args.from_json:
+            with open(path, encoding="utf-8") as f:
+                merged.update((r["name"], r) for r in json.load(f))
+        names = []
+        results = list(merged.values())
     for name in names:
         try:
             r = audit_program(name, evaluate=not args.no_eval)
@@ -133,7 +162,7 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)
-    table = markdown(results)
+    table = (compact if args.compact else markdown)(results)
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write(table)
