@@ -3,17 +3,18 @@
 What XLA's ``HloAliasAnalysis`` and ``HloLiveRange`` compute, derived here independently
 from the module text (not from XLA's live-range dump):
 
-* **Positions and buffers.** Every (instruction, shape index) of a sequential computation
-  is a *position*; positions that must hold the same bytes form one *buffer*: a
-  ``tuple``'s elements are its operands, a ``get-tuple-element`` its operand's element, a
-  ``bitcast`` (and ``optimization-barrier``, ``domain``, ``add-dependency``) its operand;
-  a ``while``'s init, body parameter, body root, condition parameter and result share one
-  buffer per index; a ``conditional``'s branch roots and result, a ``call``'s callee root
-  and result; the parameters of a called computation are the caller's operands;
-  in-place ops share their result with the operand they update (``dynamic-update-slice``,
-  ``scatter``, a fusion whose root updates a parameter in place, ``copy-done`` and
-  ``copy-start``'s source, a custom-call's ``output_to_operand_aliasing``); the entry's
-  ``input_output_alias`` (donated arguments) joins an output with its parameter.
+* **Positions, values and buffers.** Every (instruction, shape index) of a sequential
+  computation is a *position*. A *value* is defined once and forwarded unchanged to other
+  positions: a ``tuple``'s elements are its operands, a ``get-tuple-element`` its
+  operand's element, a ``bitcast`` (and ``optimization-barrier``, ``domain``,
+  ``add-dependency``) its operand, a ``call``'s callee parameters its operands and its
+  result the callee's root, ``copy-done`` ``copy-start``'s destination. A *buffer* is the
+  values that must hold the same bytes: a ``while``'s init, body and condition
+  parameters, body root and result (one value each, XLA's phi values, per index); a
+  ``conditional``'s branch roots and result; an in-place op and the operand it updates
+  (``dynamic-update-slice``, ``scatter``, a fusion whose root updates a parameter, a
+  custom-call's ``output_to_operand_aliasing``); a donated parameter and its output
+  (the entry's ``input_output_alias``).
 * **Schedule.** ``is_scheduled=true`` modules list each computation's instructions in
   schedule order. The timeline flattens it as ``HloLiveRange`` does: the computations a
   ``while``, ``conditional`` or ``call`` runs come, in order, just before that
@@ -22,10 +23,10 @@ from the module text (not from XLA's live-range dump):
 * **Live range.** A value is live from its definition to its last use (a ``while``
   reads its init when the body starts, a ``conditional`` a branch's operand when that
   branch starts, a ``call``'s operands are read by the callee, a body root is read by the
-  loop's back edge); the entry's parameters and
-  constants (globals on XLA:CPU) are live for the whole program, its outputs from their
-  definition to the end. At a time ``t`` both the operands an instruction reads for the
-  last time and its result are live. A buffer is live while any of its values is.
+  loop's back edge); the entry's parameters and constants (globals on XLA:CPU) are live
+  for the whole program, its outputs from their definition to the end. At a time ``t``
+  both the operands an instruction reads for the last time and its result are live. A
+  buffer is live while any of its values is.
 
 ``analyze(module)`` returns a :class:`Liveness`: the buffers, the timeline, live bytes at
 every time per memory space, the peak and the instruction where it occurs.
