@@ -1,19 +1,20 @@
-"""Evaluate a module *through* a buffer assignment: every value of the entry computation
-lives in its slice of a byte arena, so an assignment that lets two live values share
-bytes changes the answer.
+"""Evaluate a module *through* a buffer assignment: every value lives in its slice of a
+byte arena, so an assignment that lets two live values share bytes changes the answer.
 
-Each entry instruction reads its operands back from the arena (bytes in the layout's
-physical order, so a ``bitcast`` reads the same bytes under its own shape), computes
-its result with hloref's op, and writes the values it defines into their slices; an
-instruction that only forwards values (``tuple``, ``get-tuple-element``, ``bitcast``)
-reads them from the bytes. The computations a ``while``, ``conditional`` or ``call``
-runs are evaluated whole, with their results written to the instruction's slices.
+Each instruction of the entry and of the computations a ``while``, ``conditional`` or
+``call`` runs reads its operands back from the arena (bytes in the layout's physical
+order, so a ``bitcast`` reads the same bytes under its own shape), computes its result
+with hloref's op, and writes the values it defines into their slices; an instruction
+that only forwards values (``tuple``, ``get-tuple-element``, ``bitcast``) reads them
+from the bytes, and a called computation's parameters read the caller's bytes. A loop's
+body runs through the arena on every iteration.
 
-``evaluate_through_assignment`` compares every entry value with an ordinary evaluation
-and names the first instruction whose value changed and the two values that collided:
-the live value whose bytes were overwritten and the value that overwrote them.
-Values with no byte image in the assignment (tokens, packed sub-byte arrays, dynamic
-shapes) are carried beside the arena and counted in ``ArenaResult.unplaced``.
+``evaluate_through_assignment`` compares every value (in a loop, its last iteration's)
+with an ordinary evaluation and names the first instruction, in the flattened schedule,
+whose value changed and the two values that collided: the live value whose bytes were
+overwritten and the value that overwrote them. Values with no byte image in the
+assignment (tokens, packed sub-byte arrays, dynamic shapes) are carried beside the arena
+and counted in ``ArenaResult.unplaced``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ __all__ = ["ArenaResult", "evaluate_through_assignment"]
 
 @dataclass
 class ArenaResult:
-    #: the first entry instruction whose value differs from the ordinary evaluation
+    #: the first instruction whose value differs from the ordinary evaluation
     first_changed: str | None = None
     #: (overwritten value, overwriting value), XLA's value names
     collided: tuple[str, str] | None = None
@@ -96,7 +97,9 @@ class _Arena:
                 kept.append((olo, ohi, other))
                 continue
             victim = self.lv.values[other]
-            if victim.buffer != mine.buffer and victim.end > t:
+            # live: defined by now and read later (in a loop, a value of the previous
+            # iteration whose range starts after t is dead)
+            if victim.buffer != mine.buffer and victim.start <= t < victim.end:
                 self.clobbers.append((t, victim.name, mine.name, alloc))
             if olo < lo:
                 kept.append((olo, lo, other))
@@ -157,34 +160,40 @@ def _same(a, b) -> bool:
 
 def evaluate_through_assignment(module: Module, assignment: BufferAssignment, args: list, *,
                                 lv: Liveness | None = None) -> ArenaResult:
-    """Run ``module`` on ``args`` with every entry value in its slice; see the module
+    """Run ``module`` on ``args`` with every value in its slice; see the module
     docstring. ``lv``: the module's liveness, if already computed."""
     from .evaluator.interpreter import Interpreter
     lv = lv or analyze(module)
     entry = module.entry
     reference: dict[str, object] = {}
 
+    time = {name: t for t, name in enumerate(lv.timeline)}
+    #: the computations with buffers: the entry and what while/conditional/call run
+    sequential = {c.name for c in module.computations.values()
+                  if any(i.name in time for i in c.instructions)}
+
     def observe(comp, instr, value):
-        if comp is entry:
+        if comp.name in sequential:  # in a loop: the last iteration's value
             reference[instr.name] = value
 
     Interpreter(module, observer=observe).run(list(args))
     arena = _Arena(lv, assignment)
     defined = {key for v in lv.values for key in v.positions[:1]}
     everything = set(lv.position_value)
-    time = {name: t for t, name in enumerate(lv.timeline)}
     seen: dict[str, object] = {}
     for p in entry.parameters:
         arena.write(p.name, p.shape, args[p.parameter_number], 0, defined)
         seen[p.name] = arena.read(p.name, p.shape)
 
     def hook(comp, instr, operands, value, recompute):
-        if comp is not entry:
+        if comp.name not in sequential:
             return value
         t = time.get(instr.name, 0)
         calls = instr.opcode in SEQUENTIAL_CALLERS  # its results are defined inside
         if calls or any((instr.name, ix) in defined for ix in leaf_indices(instr.shape)):
-            mine = [arena.read(o.name, o.shape) if o.name in seen else operand
+            # a called computation's parameters hold the caller's bytes
+            mine = [_fill(arena.read(o.name, o.shape), operand)
+                    if o.name in seen or o.opcode == "parameter" else operand
                     for o, operand in zip(instr.operands, operands)]
             value = recompute(*mine) if instr.operands else value
             arena.write(instr.name, instr.shape, value, t, everything if calls else defined)
@@ -203,7 +212,7 @@ def evaluate_through_assignment(module: Module, assignment: BufferAssignment, ar
             result.first_changed = name
             break
     if result.first_changed is not None:
-        instr = next(i for i in entry.instructions if i.name == result.first_changed)
+        instr = next(i for _, i in module.instructions() if i.name == result.first_changed)
         reads = {o.name for o in instr.operands} | {instr.name}
         events = [c for c in arena.clobbers if c[1].split("{")[0] in reads] or arena.clobbers
         if events:

@@ -32,6 +32,14 @@ def _temps(x, w):
     return (a * b + c).sum(axis=0), c
 
 
+def _scan(c, xs):
+    def step(c, x):
+        h = jnp.tanh(c @ x)
+        g = jnp.sin(h) @ x
+        return h + g, (h * g).sum()
+    return jax.lax.scan(step, c, xs)
+
+
 def _donated(x, y):
     return x * 2 + y, jnp.sin(x).sum()
 
@@ -61,6 +69,12 @@ def donated():
     return Compiled(jax.jit(_donated, donate_argnums=(1,)), X64, X64 + 1)
 
 
+@pytest.fixture(scope="module")
+def scan():
+    xs = np.stack([W * (0.5 + 0.1 * k) for k in range(4)])
+    return Compiled(jax.jit(_scan), X, xs)
+
+
 def _value_of(c: Compiled, value):
     return c.lv.values[c.lv.position_value[(value.instruction, value.index)]]
 
@@ -73,11 +87,12 @@ def _single(c: Compiled):
         if key in c.lv.position_value:
             b = c.lv.values[c.lv.position_value[key]].buffer
             count[b] = count.get(b, 0) + 1
-    return lambda v: count.get(_value_of(c, v).buffer) == 1
+    return lambda v: (v.instruction, v.index) in c.lv.position_value and \
+        count.get(_value_of(c, v).buffer) == 1
 
 
-def test_original_assignments_pass(temps, donated):
-    for c in (temps, donated):
+def test_original_assignments_pass(temps, donated, scan):
+    for c in (temps, donated, scan):
         check = check_assignment(c.lv, c.assignment)
         assert check.ok, check.collisions
         assert check.checked_values > 3 and not check.unmodelled
@@ -113,6 +128,33 @@ def test_move_offset_onto_a_live_neighbour(temps):
     readers = [i.name for i in c.module.entry.instructions
                if any(o.name == victim.instruction for o in i.operands)]
     assert arena.first_changed in readers + [victim.instruction]
+
+
+def test_move_offset_onto_a_live_neighbour_inside_a_loop(scan):
+    """Two values of the loop body, live at once, moved onto the same bytes: the body
+    runs through the arena on every iteration and the answer changes."""
+    c = scan
+    entry = {i.name for i in c.module.entry.instructions}
+    single = _single(c)
+    chosen = None
+    for alloc in c.assignment.allocations:
+        vals = [v for v in alloc.values if single(v) and v.instruction not in entry]
+        for a in vals:
+            for b in vals:
+                va, vb = _value_of(c, a), _value_of(c, b)
+                if (a is not b and va.start < vb.start < va.end and b.size <= a.size
+                        and (a.offset + a.size <= b.offset or b.offset + b.size <= a.offset)):
+                    chosen = chosen or (alloc.index, a, b)
+    assert chosen is not None, "no two body values live at once in one allocation"
+    index, victim, writer = chosen
+    bad = copy.deepcopy(c.assignment)
+    next(v for v in bad.allocations[index].values if v.id == writer.id).offset = victim.offset
+    check = check_assignment(c.lv, bad)
+    assert ("live-overlap", {victim.name, writer.name}) in \
+        [(x.rule, set(x.values)) for x in check.collisions]
+    arena = evaluate_through_assignment(c.module, bad, c.args, lv=c.lv)
+    assert not arena.ok and arena.collided == (victim.name, writer.name)
+    assert evaluate_through_assignment(c.module, c.assignment, c.args, lv=c.lv).ok
 
 
 def test_shrink_a_slice(temps):
