@@ -189,14 +189,17 @@ def evaluate_through_assignment(module: Module, assignment: BufferAssignment, ar
         if comp.name not in sequential:
             return value
         t = time.get(instr.name, 0)
-        calls = instr.opcode in SEQUENTIAL_CALLERS  # its results are defined inside
-        if calls or any((instr.name, ix) in defined for ix in leaf_indices(instr.shape)):
+        if instr.opcode in SEQUENTIAL_CALLERS:
+            # the called computations ran through the arena already (this hook saw their
+            # instructions), on operands read from it: their results go to the slices
+            arena.write(instr.name, instr.shape, value, t, everything)
+        elif any((instr.name, ix) in defined for ix in leaf_indices(instr.shape)):
             # a called computation's parameters hold the caller's bytes
             mine = [_fill(arena.read(o.name, o.shape), operand)
                     if o.name in seen or o.opcode == "parameter" else operand
                     for o, operand in zip(instr.operands, operands)]
             value = recompute(*mine) if instr.operands else value
-            arena.write(instr.name, instr.shape, value, t, everything if calls else defined)
+            arena.write(instr.name, instr.shape, value, t, defined)
         out = arena.read(instr.name, instr.shape)
         out = _fill(out, value)
         seen[instr.name] = out
