@@ -6,12 +6,13 @@
 ``hloref diff FILE.hlo --oracle xla|tf [--inputs | --seed] [--isolate] [--blame] [--reduce DIR] [--json]``
 ``hloref check BEFORE.hlo AFTER.hlo [--inputs | --seed]``
 ``hloref check-dump DIR [--plot out.png] [--json out.json]``
+``hloref memory OPTIMIZED.hlo|DUMP_DIR [--buffer-assignment FILE] [--inputs | --seed] [--compare OTHER.hlo] [--plot out.png] [--json out.json]``
 
 Exit status: 0 on success (diff/check: match), 1 mismatch or oracle crash, 2 on bad
 input (one message on stderr, no traceback).
 
 The verbs after ``ops`` are ``fuzz/commands.py``'s (``add_commands``, imported by
-``build_parser``); what both sides share (exit codes, ``CliError``, loading a module,
+``build_parser``) and ``fuzz/memory_commands.py``'s (``add_memory_command``); what both sides share (exit codes, ``CliError``, loading a module,
 the npz convention) is ``hloref/cli_common.py``, which imports neither.
 """
 
@@ -134,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from hloref.fuzz.commands import add_commands
     add_commands(sub)
+    from hloref.fuzz.memory_commands import add_memory_command
+    add_memory_command(sub)
     for name, command in sub.choices.items():  # every command's --help ends with its exits
         if command.epilog is None and name in EXIT_STATUSES:
             command.epilog = exit_status_text(name)

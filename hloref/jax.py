@@ -22,6 +22,11 @@ Arguments:
   module; hoisted constants are. PRNG key arrays cross as their ``key_data``
   (``uint32``) and key outputs come back that way.
 
+``memory(fn, *args, **kwargs)`` audits the memory of the compiled function
+(``hloref.memory_audit``): XLA:CPU compiles it in a child process, and hloref's liveness,
+peak and figures are put beside ``memory_analysis()``'s, its buffer assignment checked
+and the optimized module evaluated through it on these arguments.
+
 ``program(fn, *args, **kwargs)`` returns the ``JaxProgram`` both use (``.text``,
 ``.module``, ``.inputs``, ``.evaluate(limits=...)``, ``.run_xla()``,
 ``.check(blame=..., worker=...)``).
@@ -40,7 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["evaluate", "check", "program", "JaxProgram", "hlo_text", "suspended"]
+__all__ = ["evaluate", "check", "memory", "program", "JaxProgram", "hlo_text", "suspended"]
 
 _local = threading.local()
 
@@ -353,3 +358,24 @@ def check(fn, *args, **kwargs):
         return frontend_report(DiffReport(verdict, "xla", message=f"hloref: {exc}"),
                                function=_fn_name(fn))
     return prog.check()
+
+
+def memory(fn, *args, **kwargs):
+    """The memory audit of ``jax.jit(fn)`` for these arguments: a ``MemoryAudit``
+    (``peak``, ``peak_instruction``, ``rows`` beside ``memory_analysis()``, ``check``,
+    ``arena``, ``findings``, ``summary()``). XLA:CPU compiles the function (its StableHLO,
+    so donation is kept) in a child process: XLA aborting raises
+    ``hloref.fuzz.memory_xla.XlaMemoryError``, not the end of this process."""
+    import hloref
+    from hloref.fuzz.memory_xla import compile_for_memory
+    from .buffer_assignment import parse_buffer_assignment
+    from .memory_audit import audit
+    prog = program(fn, *args, **kwargs)
+    with suspended():
+        mlir = prog.fn.lower(*args, **kwargs).as_text()
+    xla = compile_for_memory(mlir)
+    module = hloref.parse(xla.optimized, filename=xla.optimized_path)
+    assignment = parse_buffer_assignment(xla.assignment, xla.assignment_path)
+    inputs = prog.inputs if len(prog.inputs) == len(module.entry.parameters) else None
+    return audit(module, assignment=assignment, xla_stats=xla.stats, args=inputs)
+

@@ -14,7 +14,8 @@ mismatch (isolation, pass blame) in a worker process. A test whose computation
 mismatches fails with the report and the path of a reproducer directory that
 ``hloref replay`` reads.
 
-Options: ``--hloref-max-elements N`` (skip a computation with an array of more than N
+Options: ``--hloref-memory`` (also audit each computation's memory:
+``hloref.pytest_memory``), ``--hloref-max-elements N`` (skip a computation with an array of more than N
 elements anywhere in it; counted), ``--hloref-out DIR`` (reproducers; default
 ``.hloref-reproducers`` under the rootdir), ``--hloref-no-blame`` (no pass blame for
 mismatches). ``@pytest.mark.no_hloref`` excludes a test.
@@ -64,6 +65,9 @@ def pytest_addoption(parser):
                          ".hloref-reproducers under the rootdir)")
     group.addoption("--hloref-no-blame", action="store_true", default=False,
                     help="do not look for the XLA pass that changed the answer of a mismatch")
+    group.addoption("--hloref-memory", action="store_true", default=False,
+                    help="also audit each computation's memory (hloref.pytest_memory): "
+                         "XLA's figures and buffer assignment against hloref's liveness")
 
 
 def pytest_configure(config):
@@ -73,7 +77,8 @@ def pytest_configure(config):
         session = HlorefSession(
             max_elements=config.getoption("hloref_max_elements"),
             out_dir=config.getoption("hloref_out") or str(config.rootpath / ".hloref-reproducers"),
-            blame=not config.getoption("hloref_no_blame"))
+            blame=not config.getoption("hloref_no_blame"),
+            memory=config.getoption("hloref_memory", False))
         config.pluginmanager.register(session, "hloref-session")
         session.install()
 
@@ -90,7 +95,7 @@ class _Tag:
     Converted to HLO text and parsed by hloref on first use."""
 
     __slots__ = ("stablehlo", "name", "text", "key", "module", "error", "max_elements",
-                 "unsupported", "lock", "printed")
+                 "unsupported", "lock", "printed", "mlir")
 
     def __init__(self, stablehlo, name):
         self.stablehlo = stablehlo
@@ -102,15 +107,18 @@ class _Tag:
         self.unsupported = None
         self.max_elements = 0
         self.printed = None  # hloref's print of the module (what diff hands the oracle)
+        self.mlir = None  # the StableHLO text, kept for the memory audit
         self.lock = threading.Lock()
 
-    def prepare(self) -> None:
+    def prepare(self, keep_mlir: bool = False) -> None:
         with self.lock:
             if self.text is not None or self.error is not None:
                 return
             try:
                 from hloref.jax import hlo_text
                 text = hlo_text(self.stablehlo)
+                if keep_mlir:
+                    self.mlir = str(self.stablehlo)
             except Exception as exc:  # noqa: BLE001
                 self.error = f"cannot convert the lowered module to HLO text: {exc}"
                 return
@@ -201,7 +209,7 @@ class HlorefSession:
     """The plugin's state for one pytest run with ``--hloref``."""
 
     def __init__(self, *, max_elements: int = DEFAULT_MAX_ELEMENTS, out_dir: str = ".hloref",
-                 blame: bool = True):
+                 blame: bool = True, memory: bool = False):
         self.max_elements = max_elements
         self.out_dir = out_dir
         self.blame = blame
@@ -215,6 +223,9 @@ class HlorefSession:
         self._worker = _LazyWorker()
         self._t_start = time.perf_counter()
         self.installed = False
+        from hloref.pytest_memory import MemoryAuditor
+        self.memory = MemoryAuditor() if memory else None
+        self._memory_findings: list[str] = []
 
     # -- hooking into jax --------------------------------------------------------------
     def install(self) -> None:
@@ -354,7 +365,7 @@ class HlorefSession:
         if er.mut is not None:
             self._skip("mutable array references", unsupported=True)
             return None
-        tag.prepare()
+        tag.prepare(keep_mlir=self.memory is not None)
         if tag.error is not None:
             self._skip(tag.error.splitlines()[0][:200], unsupported=True)
             return None
@@ -436,6 +447,11 @@ class HlorefSession:
                                   printed=pending.tag.printed)
         report.function = pending.tag.name
         self._tally(report, item)
+        if self.memory is not None and pending.devices == 1:
+            found = self.memory.audit(pending.tag.mlir, pending.inputs, pending.tag.name,
+                                      item.nodeid if item is not None else "?")
+            with self._lock:
+                self._memory_findings.extend(found)
 
     def _tally(self, report, item) -> None:
         v = report.verdict
@@ -483,20 +499,26 @@ class HlorefSession:
         with self._lock:
             self._item = item
             self._reports = []
+            self._memory_findings = []
         try:
             result = yield
         finally:
             with self._lock:
                 self._item = None
                 reports, self._reports = self._reports, []
-        if reports:
-            pytest.fail(_failure_text(reports), pytrace=False)
+                memory, self._memory_findings = self._memory_findings, []
+        if reports or memory:
+            text = _failure_text(reports) if reports else ""
+            pytest.fail("\n".join([text] + memory).strip(), pytrace=False)
         return result
 
     def pytest_terminal_summary(self, terminalreporter):
         terminalreporter.write_sep("=", "hloref")
         for line in self.summary_lines():
             terminalreporter.write_line(line)
+        if self.memory is not None:
+            for line in self.memory.summary_lines():
+                terminalreporter.write_line(line)
 
     def pytest_unconfigure(self, config):
         self.uninstall()

@@ -59,7 +59,8 @@ def test_registered_through_the_pytest11_entry_point():
 def test_options_and_marker_are_registered(pytester):
     result = run(pytester, "--help")
     out = result.stdout.str()
-    for option in ("--hloref", "--hloref-max-elements", "--hloref-out", "--hloref-no-blame"):
+    for option in ("--hloref", "--hloref-max-elements", "--hloref-out", "--hloref-no-blame",
+                   "--hloref-memory"):
         assert option in out
     result = run(pytester, "--markers")
     assert "no_hloref" in result.stdout.str()
@@ -219,3 +220,18 @@ def test_bytes_that_are_not_pred_values_are_skipped(pytester):
     s = summary(result)
     assert s["mismatched"] == 0 and s["other"] >= 1
     assert "pred inputs holding bytes other than 0 and 1" in result.stdout.str()
+
+
+def test_memory_audit_of_an_ordinary_suite(pytester):
+    """``--hloref-memory``: every distinct computation of the ordinary suite (an MLP, a
+    training loop, a scan, a sort) audited against XLA:CPU's figures and buffer
+    assignment, without a false flag."""
+    pytester.makepyfile(test_ordinary=ORDINARY)
+    result = run(pytester, "--hloref", "--hloref-memory", "-k", "not int4")
+    result.assert_outcomes(passed=4, deselected=1)
+    m = re.search(r"hloref memory: (\d+) computations audited: (\d+) checked out, (\d+) with "
+                  r"findings; (\d+) not audited", result.stdout.str())
+    assert m, result.stdout.str()
+    audited, ok, findings, skipped = map(int, m.groups())
+    assert audited >= 8 and ok == audited and findings == 0 and skipped == 0
+
