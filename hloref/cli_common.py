@@ -49,6 +49,11 @@ EXIT_STATUSES = {
                2: "bad input (no finding directories)"},
     "report": {0: "the reports printed (or the --index table written)",
                2: "bad input (no finding directories)"},
+    "memory": {0: "the buffer assignment and XLA's figures check out",
+               1: "a finding: two live values share bytes, a slice too small, an illegal "
+                  "in-place reuse, a value changed through the assignment, or a figure "
+                  "difference no cause explains",
+               2: "bad input"},
 }
 
 
