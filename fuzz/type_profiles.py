@@ -3,7 +3,7 @@
 ``mainstream`` is what most users' programs are made of (f32, bf16, f16, s32, pred):
 a campaign that CI runs, whose findings users would hit. A comma-separated list of
 type names is accepted too. The generator's makers that only make sense with other
-types (``fft``: complex; ``rng-bit-generator`` and ``stochastic-convert``: unsigned
+types (``fft``, ``complex``: complex numbers; ``rng-bit-generator`` and ``stochastic-convert``: unsigned
 random bits) are left out of a profile without them; index operands of
 ``dynamic-slice``/``gather``/``scatter`` may still be s8/s64/u32.
 """
@@ -19,7 +19,7 @@ TYPE_PROFILES: dict[str, tuple[str, ...]] = {
 }
 
 #: opcode -> the element type kinds its maker needs (kind letters as in ``element_types``)
-_NEEDS = {"fft": "c", "rng-bit-generator": "u", "stochastic-convert": "u"}
+_NEEDS = {"fft": "c", "complex": "c", "rng-bit-generator": "u", "stochastic-convert": "u"}
 
 
 class TypesError(ValueError):

@@ -41,6 +41,9 @@ class Config:
     zero_size: bool = True
     max_trip_count: int = 4
     max_depth: int = 2
+    #: every type the campaign allows (``types`` is one module's subset of them); a
+    #: maker whose kinds the subset lacks falls back to ``KIND_DEFAULT`` types in it
+    universe: tuple | None = None
 
 
 @dataclass
@@ -131,6 +134,8 @@ class Builder:
         opts = [t for t in self.cfg.types if kind_letter(ELEMENT_TYPES[t]) in kinds]
         if not opts:
             opts = [KIND_DEFAULT[k] for k in kinds]
+            if self.cfg.universe is not None:
+                opts = [t for t in opts if t in self.cfg.universe] or opts
         return ELEMENT_TYPES[self.draw(st.sampled_from(opts))]
 
     def new_dims(self, *, min_rank=0, max_rank=None, zero_ok=None):
