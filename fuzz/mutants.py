@@ -62,11 +62,10 @@ def apply_mutation(draw, text: str, name: str, ctx: MutationContext,
     ed = Editor(module)
     try:
         desc = MUTATIONS[name](draw, ed, ctx)
-    except (HloError, ValueError, KeyError, IndexError, TypeError) as exc:
-        desc, invalid = None, f"{type(exc).__name__}: {exc}"
+    except (HloError, ValueError, KeyError, IndexError, TypeError):
+        # a mutation that cannot build its instructions here (shape inference refused)
         if stats is not None:
             stats.invalid[name] += 1
-        del invalid
         return text, None
     if desc is None:
         if stats is not None:

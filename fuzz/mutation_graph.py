@@ -167,7 +167,7 @@ class Editor:
         if name in done:
             return done[name]
         comp = donor.computation(name)
-        for _, instr in ((comp, i) for i in comp.instructions):
+        for instr in comp.instructions:
             for callee in instr.called_computation_names():
                 self.import_computation(donor, callee, done)
         copies = self.clone_instructions(comp.instructions, {}, done)

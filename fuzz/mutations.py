@@ -15,56 +15,29 @@ drops a mutation the verifier rejects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
 from hloref.attrs import ConvDimensionNumbers, PaddingDim, SliceDim, Window
 from hloref.ir import Computation, Instruction
-from hloref.opcodes import ELEMENTWISE, SIDE_EFFECTING
+from hloref.opcodes import ELEMENTWISE
 from hloref.shape_inference import ShapeError, infer_shape
 from hloref.shapes import ArrayShape, Layout, TupleShape
 from hloref.types import ELEMENT_TYPES
 
+from .mutation_context import FLOAT_TARGETS, INT_TARGETS, MutationContext, candidates, pick
 from .mutation_graph import Editor, called_programs, is_array
+from .mutations_control import wrap_in_call, wrap_in_conditional, wrap_in_while
 
 __all__ = ["MUTATIONS", "MutationContext", "FLOAT_TARGETS", "INT_TARGETS", "SIZES"]
 
-#: element types a float / integer subgraph may be retyped to
-FLOAT_TARGETS = ("f32", "bf16", "f16", "f64", "f8e4m3fn", "f8e5m2")
-INT_TARGETS = ("s32", "s8", "s16", "s64", "u32", "u8")
 #: dimension sizes ``resize_parameter`` picks: small, powers of two and just above
 SIZES = (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 65, 128, 129)
 #: elementwise opcodes whose operands and result share one element type
 _SAME_TYPE = ELEMENTWISE - {"compare", "convert", "bitcast-convert", "select", "reduce-precision",
                             "stochastic-convert", "is-finite", "real", "imag", "complex",
                             "popcnt", "count-leading-zeros"}
-#: opcodes never wrapped in a call/conditional/while
-_NOT_WRAPPED = SIDE_EFFECTING | {"parameter", "after-all", "custom-call", "rng-bit-generator",
-                                 "get-tuple-element", "tuple", "constant", "iota", "partition-id",
-                                 "replica-id", "add-dependency", "domain", "optimization-barrier",
-                                 "opt-barrier"}
-
-
-@dataclass
-class MutationContext:
-    """What mutations may use: the element types retypes may pick, other seeds to
-    splice from (parsed modules), the largest number of elements a new value has."""
-
-    types: tuple = FLOAT_TARGETS + INT_TARGETS
-    donors: list = field(default_factory=list)
-    max_elements: int = 1 << 16
-
-
-def _pick(draw, items):
-    return items[draw(st.integers(0, len(items) - 1))] if items else None
-
-
-def _candidates(ed: Editor, pred, *, entry_only: bool = False):
-    comps = [ed.module.entry] if entry_only else list(ed.module.computations.values())
-    return [(c, i) for c in comps for i in c.instructions if pred(c, i)]
 
 
 def _float_or_int(et) -> bool:
@@ -97,7 +70,7 @@ def retype_subgraph(draw, ed: Editor, ctx: MutationContext):
     """A connected elementwise region computes in another element type (f32→bf16,
     s32→s8...): converts in at its inputs, back out at its outputs."""
     loops = _loop_computations(ed)
-    comp, seed = _pick(draw, _candidates(
+    comp, seed = pick(draw, candidates(
         ed, lambda c, i: _retypable(c, i) and not _counter_like(ed, c, i, loops))) or (None, None)
     if seed is None:
         return None
@@ -113,7 +86,7 @@ def retype_subgraph(draw, ed: Editor, ctx: MutationContext):
                     and o.shape.element_type == et and all(o is not r2 for r2 in region)]
         if not frontier:
             break
-        region.append(_pick(draw, frontier))
+        region.append(pick(draw, frontier))
     ids = {id(r) for r in region}
     order = [i for i in comp.instructions if id(i) in ids]
     outside = {id(r): [u for u in ed.users(comp, r) if id(u) not in ids] for r in order}
@@ -167,7 +140,7 @@ def change_window(draw, ed: Editor, ctx: MutationContext):
         return is_array(i) and ((i.opcode in ("convolution", "reduce-window")
                                  and isinstance(i.attrs.get("window"), Window))
                                 or i.opcode in ("pad", "slice"))
-    comp, instr = _pick(draw, _candidates(ed, ok)) or (None, None)
+    comp, instr = pick(draw, candidates(ed, ok)) or (None, None)
     if instr is None:
         return None
     attrs = dict(instr.attrs)
@@ -216,7 +189,7 @@ def resize_parameter(draw, ed: Editor, ctx: MutationContext):
     above); the program sees it sliced or padded back."""
     comp = ed.module.entry
     params = [p for p in comp.parameters if is_array(p) and p.shape.rank >= 1]
-    p = _pick(draw, params)
+    p = pick(draw, params)
     if p is None:
         return None
     k = draw(st.integers(0, p.shape.rank - 1))
@@ -272,7 +245,7 @@ def permute_dimension_numbers(draw, ed: Editor, ctx: MutationContext):
         return is_array(i) and i.opcode in ("dot", "convolution") and \
             isinstance(i.attrs.get("dim_labels", ConvDimensionNumbers(0, 0, (), 0, 0, (), 0, 0, ())),
                        ConvDimensionNumbers)
-    comp, instr = _pick(draw, _candidates(ed, ok)) or (None, None)
+    comp, instr = pick(draw, candidates(ed, ok)) or (None, None)
     if instr is None:
         return None
     k = draw(st.integers(0, 1))
@@ -337,7 +310,7 @@ def special_constant(draw, ed: Editor, ctx: MutationContext):
         return (i.opcode == "constant" and is_array(i) and isinstance(i.literal, np.ndarray)
                 and _float_or_int(i.shape.element_type) and i.literal.size > 0
                 and not _counter_like(ed, c, i, loops))
-    _comp, instr = _pick(draw, _candidates(ed, ok)) or (None, None)
+    _comp, instr = pick(draw, candidates(ed, ok)) or (None, None)
     if instr is None:
         return None
     et = instr.shape.element_type
@@ -360,7 +333,7 @@ def identity_operation(draw, ed: Editor, ctx: MutationContext):
     def ok(c, i):
         return (is_array(i) and _float_or_int(i.shape.element_type)
                 and not _counter_like(ed, c, i, loops))
-    comp, x = _pick(draw, _candidates(ed, ok)) or (None, None)
+    comp, x = pick(draw, candidates(ed, ok)) or (None, None)
     if x is None:
         return None
     et = x.shape.element_type
@@ -384,7 +357,7 @@ def layout_change(draw, ed: Editor, ctx: MutationContext):
     a reshape that merges two dimensions (with a drawn layout) and back."""
     def ok(_c, i):
         return is_array(i) and i.shape.rank >= 2
-    comp, x = _pick(draw, _candidates(ed, ok)) or (None, None)
+    comp, x = pick(draw, candidates(ed, ok)) or (None, None)
     if x is None:
         return None
     users = ed.users(comp, x)
@@ -414,117 +387,6 @@ def layout_change(draw, ed: Editor, ctx: MutationContext):
     return f"%{x.name}: {kind}"
 
 
-# ------------------------------------------------------------------ control flow
-
-
-def _control_computations(ed: Editor) -> set:
-    """The entry and the computations run as loop bodies and conditions, branches and
-    callees: where control flow may go (not reducers, comparators, scatter updates:
-    XLA:CPU aborts on a while loop in a reduce-window's reducer)."""
-    names = {ed.module.entry_name}
-    for _, i in ed.module.instructions():
-        if i.opcode in ("while", "conditional", "call"):
-            names.update(i.called_computation_names())
-    return names
-
-
-def _wrappable(_c, i: Instruction) -> bool:
-    return (i.opcode not in _NOT_WRAPPED and not i.control_predecessors and bool(i.operands)
-            and all(not getattr(o.shape, "is_token", False) for o in i.operands))
-
-
-def wrap_in_call(draw, ed: Editor, ctx: MutationContext):
-    """An instruction moves into a called computation (``call``)."""
-    control = _control_computations(ed)
-    comp, instr = _pick(draw, _candidates(
-        ed, lambda c, i: c.name in control and _wrappable(c, i))) or (None, None)
-    if instr is None:
-        return None
-    ref = ed.add_computation(ed.wrap(instr, "wrapped"), comp)
-    new = ed.make("call", list(instr.operands), {"to_apply": ref}, shape=instr.shape)
-    ed.insert_after(comp, instr, [new])
-    ed.redirect(comp, instr, new)
-    comp.instructions = [i for i in comp.instructions if i is not instr]
-    return f"%{instr.name} ({instr.opcode}) wrapped in call"
-
-
-def wrap_in_conditional(draw, ed: Editor, ctx: MutationContext):
-    """An instruction moves into both branches of a ``conditional`` whose predicate is
-    a constant or computed from an operand (``x[0] == x[0]``: false only for NaN)."""
-    control = _control_computations(ed)
-    comp, instr = _pick(draw, _candidates(
-        ed, lambda c, i: c.name in control and _wrappable(c, i))) or (None, None)
-    if instr is None:
-        return None
-    new: list[Instruction] = []
-    first = next((o for o in instr.operands if is_array(o) and o.shape.size > 0), None)
-    if first is not None and draw(st.booleans()):
-        s = ed.make("slice", [first], {"slice": [SliceDim(0, 1, 1) for _ in first.shape.dims]})
-        r = ed.make("reshape", [s], shape=ArrayShape(first.shape.element_type, ()))
-        pred = ed.make("compare", [r, r], {"direction": _enum("EQ")})
-        new += [s, r, pred]
-    else:
-        pred = ed.constant("pred", draw(st.booleans()))
-        new.append(pred)
-    tup = ed.make("tuple", list(instr.operands))
-    ref_t = ed.add_computation(ed.tuple_wrap(instr, "branch_true"), comp)
-    ref_f = ed.add_computation(ed.tuple_wrap(instr, "branch_false"), comp)
-    cond = ed.make("conditional", [pred, tup, tup],
-                   {"true_computation": ref_t, "false_computation": ref_f}, shape=instr.shape)
-    new += [tup, cond]
-    ed.insert_after(comp, instr, new)
-    ed.redirect(comp, instr, cond)
-    comp.instructions = [i for i in comp.instructions if i is not instr]
-    return f"%{instr.name} ({instr.opcode}) wrapped in conditional"
-
-
-def _enum(text):
-    from hloref.attrs import Enum
-    return Enum(text)
-
-
-def wrap_in_while(draw, ed: Editor, ctx: MutationContext):
-    """An instruction moves into the body of a ``while`` loop of 1 to 3 trips; the loop
-    carries a counter, the operands and the result."""
-    control = _control_computations(ed)
-
-    def ok(c, i):
-        return c.name in control and _wrappable(c, i) and is_array(i)
-    comp, instr = _pick(draw, _candidates(ed, ok)) or (None, None)
-    if instr is None:
-        return None
-    trips = draw(st.integers(1, 3))
-    s32 = ArrayShape(ELEMENT_TYPES["s32"], ())
-    state = TupleShape((s32,) + tuple(o.shape for o in instr.operands) + (instr.shape,))
-    # condition: i < trips
-    cp = Instruction(ed.fresh("p"), "parameter", state, parameter_number=0)
-    ci = Instruction(ed.fresh("i"), "get-tuple-element", s32, [cp], {"index": 0})
-    cn = ed.constant("s32", trips)
-    lt = ed.make("compare", [ci, cn], {"direction": _enum("LT")})
-    cond = Computation(ed.fresh("loop_condition"), [cp, ci, cn, lt], lt)
-    # body: i + 1, the operands, the instruction on them
-    bp = Instruction(ed.fresh("p"), "parameter", state, parameter_number=0)
-    gtes = [Instruction(ed.fresh("gte"), "get-tuple-element", s, [bp], {"index": k})
-            for k, s in enumerate(state.elements[:-1])]
-    one = ed.constant("s32", 1)
-    inc = ed.make("add", [gtes[0], one])
-    clone = Instruction(ed.fresh(instr.opcode), instr.opcode, instr.shape, gtes[1:],
-                        dict(instr.attrs), literal=instr.literal)
-    out = ed.make("tuple", [inc] + gtes[1:] + [clone], shape=state)
-    body = Computation(ed.fresh("loop_body"), [bp] + gtes + [one, inc, clone, out], out)
-    ref_c, ref_b = ed.add_computation(cond, comp), ed.add_computation(body, comp)
-    zero = ed.constant("s32", 0)
-    acc = ed.scalar_broadcast(instr.shape.element_type.name, 0, instr.shape.dims)
-    init = ed.make("tuple", [zero] + list(instr.operands) + [acc[-1]], shape=state)
-    loop = ed.make("while", [init], {"condition": ref_c, "body": ref_b}, shape=state)
-    result = ed.make("get-tuple-element", [loop], {"index": len(state.elements) - 1},
-                     shape=instr.shape)
-    ed.insert_after(comp, instr, [zero] + acc + [init, loop, result])
-    ed.redirect(comp, instr, result)
-    comp.instructions = [i for i in comp.instructions if i is not instr]
-    return f"%{instr.name} ({instr.opcode}) wrapped in a while loop of {trips} trips"
-
-
 # ------------------------------------------------------------------ outputs and splicing
 
 
@@ -545,7 +407,7 @@ def duplicate_output(draw, ed: Editor, ctx: MutationContext):
     inside and outside a fusion forms a multi-output fusion."""
     def ok(c, i):
         return is_array(i) and i.opcode not in ("parameter", "constant") and c.root is not i
-    _comp, x = _pick(draw, _candidates(ed, ok, entry_only=True)) or (None, None)
+    _comp, x = pick(draw, candidates(ed, ok, entry_only=True)) or (None, None)
     if x is None:
         return None
     _add_output(ed, x)
@@ -556,7 +418,7 @@ def extract_subprogram(draw, ed: Editor, ctx: MutationContext):
     """The program is cut down to what one of its values needs (a smaller seed)."""
     def ok(c, i):
         return is_array(i) and i.opcode not in ("parameter", "constant") and c.root is not i
-    comp, x = _pick(draw, _candidates(ed, ok, entry_only=True)) or (None, None)
+    comp, x = pick(draw, candidates(ed, ok, entry_only=True)) or (None, None)
     if x is None:
         return None
     comp.root = x
@@ -567,12 +429,12 @@ def extract_subprogram(draw, ed: Editor, ctx: MutationContext):
 def splice(draw, ed: Editor, ctx: MutationContext):
     """A subgraph of another seed (a value and everything it needs; its parameters
     become new entry parameters) joins the program as another output."""
-    donor = _pick(draw, ctx.donors)
+    donor = pick(draw, ctx.donors)
     if donor is None:
         return None
     dentry = donor.entry
     cands = [i for i in dentry.instructions if is_array(i) and i.opcode != "parameter"]
-    v = _pick(draw, cands)
+    v = pick(draw, cands)
     if v is None:
         return None
     need, todo = set(), [v]

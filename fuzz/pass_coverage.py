@@ -189,6 +189,8 @@ class Coverage:
     probe_seconds: float = 0.0
     #: programs kept because they reached a new pair
     kept: int = 0
+    #: pass -> probed programs it changed
+    pass_programs: Counter = field(default_factory=Counter)
 
     def add(self, reach: Reach) -> tuple[set, set]:
         """Count ``reach``; the pairs and emitters not seen before."""
@@ -197,6 +199,7 @@ class Coverage:
         new_emitters = {e for e in reach.emitters if e not in self.emitters}
         self.pairs.update(reach.pairs)
         self.emitters.update(reach.emitters)
+        self.pass_programs.update(reach.passes)
         return new_pairs, new_emitters
 
     @property
@@ -209,11 +212,13 @@ class Coverage:
         self.probes += other.probes
         self.probe_seconds += other.probe_seconds
         self.kept += other.kept
+        self.pass_programs.update(other.pass_programs)
 
     def to_json(self) -> dict:
         return {"pairs": [[p, o, n] for (p, o), n in sorted(self.pairs.items())],
                 "emitters": [[e, t, n] for (e, t), n in sorted(self.emitters.items())],
-                "probes": self.probes, "probe_seconds": self.probe_seconds, "kept": self.kept}
+                "probes": self.probes, "probe_seconds": self.probe_seconds, "kept": self.kept,
+                "pass_programs": dict(sorted(self.pass_programs.items()))}
 
     @classmethod
     def from_json(cls, d: dict) -> "Coverage":
@@ -223,6 +228,7 @@ class Coverage:
         c.probes = int(d.get("probes", 0))
         c.probe_seconds = float(d.get("probe_seconds", 0.0))
         c.kept = int(d.get("kept", 0))
+        c.pass_programs = Counter(d.get("pass_programs", {}))
         return c
 
     def summary(self) -> dict:
@@ -233,6 +239,7 @@ class Coverage:
                 "passes": len(self.passes), "pass_opcode_pairs": len(self.pairs),
                 "emitter_type_pairs": len(self.emitters),
                 "pairs_per_pass": dict(sorted(per_pass.items())),
+                "programs_per_pass": dict(sorted(self.pass_programs.items())),
                 "pairs": sorted([p, o] for p, o in self.pairs),
                 "emitters": sorted([e, t] for e, t in self.emitters)}
 

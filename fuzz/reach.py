@@ -193,6 +193,7 @@ def summary(reach: ReachOptions, out: str, prepared: dict | None = None) -> dict
         out_d["pass_coverage"]["target_pass"] = reach.target_pass
         out_d["pass_coverage"]["target_pass_pairs"] = sorted(
             o for p, o in cov.pairs if p == reach.target_pass)
+        out_d["pass_coverage"]["target_pass_programs"] = cov.pass_programs[reach.target_pass]
     if reach.mutate:
         out_d["mutations"] = muts.to_json()
         out_d["corpus"] = prepared or {}

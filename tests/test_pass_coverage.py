@@ -104,6 +104,7 @@ def test_coverage_counts_new_pairs_once_and_merges():
     s = other.summary()
     assert s["passes"] == 3 and s["pass_opcode_pairs"] == 3 and s["probes"] == 4
     assert other.pairs[("algsimp", "add")] == 4
+    assert s["programs_per_pass"] == {"algsimp": 4, "fusion": 2, "cse": 2}
 
 
 @pytest.fixture(scope="module")
