@@ -10,7 +10,8 @@ generator:
 * ``probe_every``: one program in every N is compiled again with XLA's per-pass
   dump (``fuzz/pass_coverage.py``); the (pass, opcode) and (emitter, element type)
   pairs it reached are counted, and in a mutation campaign a mutant that reached a
-  new pair joins the seeds, so it is mutated further;
+  new pair joins the seeds (when it is no larger than ``max_seed_instructions``), so
+  it is mutated further;
 * ``target_pass``: mutations that make the patterns the pass rewrites
   (``fuzz/pass_patterns.py``) are drawn more often, seeds the pass changed are
   picked more often, and Hypothesis' ``target()`` gets the number of opcodes the pass
@@ -156,7 +157,9 @@ class ReachState:
             hits = {op for p, op in reached.pairs if p == target} if target else set()
             score = float(len(hits)) if target else float(len(new_pairs) + len(new_emitters))
             best = max(best, score)
-            if self.reach.mutate and (new_pairs or new_emitters or hits):
+            small = sum(len(c.instructions) for c in module.computations.values()) \
+                <= self.reach.max_seed_instructions
+            if self.reach.mutate and small and (new_pairs or new_emitters or hits):
                 self.grown += 1
                 self.coverage.kept += 1
                 self.seeds.append(Seed(f"grown:{self.index}:{self.grown}", text,
