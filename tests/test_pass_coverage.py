@@ -182,7 +182,7 @@ def test_mainstream_profile_keeps_programs_to_its_types():
     ops = ops_for_types(None, types)
     assert "fft" not in ops and "rng-bit-generator" not in ops and "dot" in ops
 
-    @settings(max_examples=30, deadline=None, database=None,
+    @settings(max_examples=60, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(modules(ops=ops, element_types=types))
     def check(module):

@@ -130,6 +130,11 @@ class Builder:
     def et(self, name: str) -> ElementType:
         return ELEMENT_TYPES[name]
 
+    def allowed(self, names) -> list:
+        """``names`` that the campaign's types allow (all of them when none is)."""
+        u = self.cfg.universe
+        return [n for n in names if u is None or n in u] or list(names)
+
     def pick_type(self, kinds: str = "fcsup") -> ElementType:
         opts = [t for t in self.cfg.types if kind_letter(ELEMENT_TYPES[t]) in kinds]
         if not opts:
