@@ -33,6 +33,8 @@ def add_reach_arguments(f) -> None:
                    help="aim at one of XLA's passes (e.g. algsimp): mutations that make the "
                         "patterns it rewrites are preferred (implies --mutate)")
     f.add_argument("--max-mutations", type=int, default=4, help="mutations per mutant (max)")
+    f.add_argument("--max-seed-instructions", type=int, default=150,
+                   help="seeds (and mutants kept as seeds) have at most this many instructions")
 
 
 def reach_options(args, ops):
@@ -65,7 +67,10 @@ def reach_options(args, ops):
         raise CliError("--pass-coverage needs the xla oracle")
     if args.max_mutations < 0:
         raise CliError("--max-mutations must be >= 0")
+    if args.max_seed_instructions < 1:
+        raise CliError("--max-seed-instructions must be >= 1")
     return types, ops, ReachOptions(mutate=mutate, corpus=tuple(args.corpus),
                                     realistic=args.realistic, mix=args.mix, probe_every=probe,
                                     target_pass=args.target_pass,
-                                    max_mutations=args.max_mutations)
+                                    max_mutations=args.max_mutations,
+                                    max_seed_instructions=args.max_seed_instructions)
