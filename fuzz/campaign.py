@@ -100,6 +100,10 @@ class Runner:
         self._t_mark = time.perf_counter()
         self._tested: set = set()  # digests of the programs run, to skip repeats
         self._starts_closed = 0  # oracle starts of workers closed already
+        self.reach = None
+        if opts.reach is not None:
+            from .reach import ReachState
+            self.reach = ReachState(opts.reach, opts.out, index, opts.element_types)
 
     def worker(self, oracle: str):
         if oracle not in self.workers:
@@ -350,7 +354,10 @@ class Runner:
         from .strategies import inputs_for, modules
 
         opts = self.opts
-        strat = modules(ops=opts.ops, max_instructions=opts.max_instructions)
+        strat = modules(ops=opts.ops, max_instructions=opts.max_instructions,
+                        element_types=opts.element_types)
+        if self.reach is not None:
+            strat = self.reach.strategy(strat)
         example_no = [0]
 
         @settings(max_examples=examples, deadline=None, database=db,
@@ -379,6 +386,8 @@ class Runner:
                 self.stats.add_program(module)
             self.done += len(items)
             target(self.check_items(items, infos), label="log2(1 + max ulp error)")
+            if self.reach is not None and "xla" in opts.oracles:
+                target(self.reach.observe(items, self.worker("xla")), label="pass coverage")
             self.flush()
             self._t_mark = time.perf_counter()
 
@@ -424,6 +433,8 @@ class Runner:
         finally:
             self.stats.seconds = time.perf_counter() - t_start
             self.flush(force=True)
+            if self.reach is not None:
+                self.reach.flush(force=True)
             self.close()
             if self.opts.worker_factory is None:
                 from .workers import shutdown_zygotes
@@ -444,6 +455,13 @@ def run_campaign(opts: CampaignOptions) -> dict:
     database(opts)  # a bad --db fails here, not in every worker
     xla_debug_options(opts, "xla")  # and a bad --xla-opt
     os.makedirs(opts.out, exist_ok=True)
+    prepared = None
+    if opts.reach is not None:
+        from .reach import prepare
+        try:
+            prepared = prepare(opts.reach, opts.out, opts.element_types)
+        except (ValueError, OSError) as exc:
+            raise CampaignSetupError(str(exc)) from None
     state_path = os.path.join(opts.out, "campaign.json")
     previous = Stats()
     start_examples = 0
@@ -519,7 +537,11 @@ def run_campaign(opts: CampaignOptions) -> dict:
     atomic_json(state_path, {"seed": opts.seed,
                              "examples_started": start_examples + run_stats.programs,
                              "totals": totals.to_json(), "oracles": list(opts.oracles)})
-    return finish(opts, run_stats, totals, existing, reachable, workers=k)
+    extra = None
+    if opts.reach is not None:
+        from .reach import summary
+        extra = summary(opts.reach, opts.out, prepared)
+    return finish(opts, run_stats, totals, existing, reachable, workers=k, extra=extra)
 
 
 def _run_with_progress(runner, t0: float, reachable: int, tty: bool, every: float) -> None:

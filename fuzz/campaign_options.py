@@ -53,6 +53,10 @@ class CampaignOptions:
     #: XLA:CPU compile settings (``XLA_OPT_PRESETS``): ``default`` is what XLA's users
     #: get; ``fast`` compiles with LLVM at -O0, see ``XLA_OPT_PRESETS``
     xla_opt: str = "default"
+    #: ``--types``: the element types generated programs use (``None``: all)
+    element_types: tuple | None = None
+    #: mutants of real programs, pass coverage, a target pass (``fuzz/reach.py``)
+    reach: object = None
 
 
 #: ``--xla-opt``: the debug options every XLA:CPU compile of the campaign gets (batches,

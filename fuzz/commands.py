@@ -380,6 +380,8 @@ def cmd_fuzz(args) -> int:
             raise CliError(f"--ops: the generator cannot produce {', '.join(bad)}")
     else:
         ops = None
+    from .reach_cli import reach_options
+    types, ops, reach = reach_options(args, ops)
     opts = CampaignOptions(out=args.out, oracles=oracles, seed=args.seed, examples=args.examples,
                            seconds=seconds, workers=args.workers or (0 if args.ray else 1),
                            ops=ops, db=args.db, batch=args.batch, ray=args.ray,
@@ -387,7 +389,8 @@ def cmd_fuzz(args) -> int:
                            db_github=args.db_github, max_instructions=args.max_instructions,
                            timeout=args.timeout, blame=not args.no_blame,
                            json_summary=args.json_summary, junit=args.junit,
-                           progress_every=args.progress_every, xla_opt=args.xla_opt)
+                           progress_every=args.progress_every, xla_opt=args.xla_opt,
+                           element_types=types, reach=reach)
     try:
         if opts.ray:
             from .ray_campaign import run_ray_campaign
@@ -397,6 +400,9 @@ def cmd_fuzz(args) -> int:
     except CampaignSetupError as exc:
         raise CliError(str(exc)) from None
     print(format_summary(summary))
+    from .pass_coverage import format_coverage
+    if summary.get("pass_coverage"):
+        print(format_coverage(summary))
     return EXIT_MISMATCH if summary["new_findings"] else EXIT_OK
 
 
@@ -484,6 +490,8 @@ def add_fuzz_commands(sub) -> None:
                    help="most instructions per generated program (default 12)")
     f.add_argument("--timeout", type=float, default=60.0, help="oracle time limit per run (s)")
     f.add_argument("--no-blame", action="store_true", help="skip XLA pass blame on findings")
+    from .reach_cli import add_reach_arguments
+    add_reach_arguments(f)
     f.add_argument("--progress-every", type=float, default=10.0,
                    help="seconds between progress lines when not on a TTY")
     f.set_defaults(fn=cmd_fuzz)

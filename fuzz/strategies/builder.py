@@ -41,6 +41,9 @@ class Config:
     zero_size: bool = True
     max_trip_count: int = 4
     max_depth: int = 2
+    #: every type the campaign allows (``types`` is one module's subset of them); a
+    #: maker whose kinds the subset lacks falls back to ``KIND_DEFAULT`` types in it
+    universe: tuple | None = None
 
 
 @dataclass
@@ -127,10 +130,17 @@ class Builder:
     def et(self, name: str) -> ElementType:
         return ELEMENT_TYPES[name]
 
+    def allowed(self, names) -> list:
+        """``names`` that the campaign's types allow (all of them when none is)."""
+        u = self.cfg.universe
+        return [n for n in names if u is None or n in u] or list(names)
+
     def pick_type(self, kinds: str = "fcsup") -> ElementType:
         opts = [t for t in self.cfg.types if kind_letter(ELEMENT_TYPES[t]) in kinds]
         if not opts:
             opts = [KIND_DEFAULT[k] for k in kinds]
+            if self.cfg.universe is not None:
+                opts = [t for t in opts if t in self.cfg.universe] or opts
         return ELEMENT_TYPES[self.draw(st.sampled_from(opts))]
 
     def new_dims(self, *, min_rank=0, max_rank=None, zero_ok=None):

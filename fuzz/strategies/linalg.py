@@ -20,7 +20,8 @@ def make_fft(b: Builder):
     lengths = tuple(b.draw(st.integers(1, 5)) for _ in range(k))
     lead = tuple(b.draw(st.integers(1, 2)) for _ in range(b.draw(st.integers(0, 1))))
     if kind == "RFFT":
-        x = b.operand(et=b.et(b.draw(st.sampled_from(["f32", "f64"]))), dims=lead + lengths)
+        et = b.et(b.draw(st.sampled_from(b.allowed(["f32", "f64"]))))
+        x = b.operand(et=et, dims=lead + lengths)
     elif kind == "IRFFT":
         d = lengths[:-1] + (lengths[-1] // 2 + 1,)
         x = b.operand(et=b.et(b.draw(st.sampled_from(["c64", "c128"]))), dims=lead + d)
@@ -45,7 +46,7 @@ def _tri_mask(b: Builder, x: Instruction, lower: bool) -> Instruction:
 
 
 def make_cholesky(b: Builder):
-    et = b.et(b.draw(st.sampled_from(["f32", "f64"])))
+    et = b.et(b.draw(st.sampled_from(b.allowed(["f32", "f64"]))))
     n = b.draw(st.integers(1, 4))
     lead = tuple(b.draw(st.integers(1, 2)) for _ in range(b.draw(st.integers(0, 1))))
     if b.fixed:
@@ -59,7 +60,7 @@ def make_cholesky(b: Builder):
 
 
 def make_triangular_solve(b: Builder):
-    et = b.et(b.draw(st.sampled_from(["f32", "f64"])))
+    et = b.et(b.draw(st.sampled_from(b.allowed(["f32", "f64"]))))
     n = b.draw(st.integers(1, 4))
     lead = tuple(b.draw(st.integers(1, 2)) for _ in range(b.draw(st.integers(0, 1))))
     if b.fixed:
@@ -78,7 +79,7 @@ def make_triangular_solve(b: Builder):
 
 def make_batch_norm(kind):
     def make(b: Builder):
-        et = b.et(b.draw(st.sampled_from(["f32", "f32", "f64", "f16", "bf16"])))
+        et = b.et(b.draw(st.sampled_from(b.allowed(["f32", "f32", "f64", "f16", "bf16"]))))
         x = b.operand(et=et, dims=b.new_dims(min_rank=2, max_rank=3, zero_ok=False))
         fi = b.draw(st.integers(0, x.shape.rank - 1))
         f = x.shape.dims[fi]

@@ -72,7 +72,8 @@ def _modules(draw, cfg, ops, weights, min_instructions, max_instructions, force_
         raise InvalidArgument("no element types")
     n_types = draw(st.integers(1, 3))
     chosen = tuple(draw(st.sampled_from(cfg.types)) for _ in range(n_types))
-    sub = Config(**{**cfg.__dict__, "types": tuple(dict.fromkeys(chosen))})
+    sub = Config(**{**cfg.__dict__, "types": tuple(dict.fromkeys(chosen)),
+                    "universe": cfg.types})
     return _build_module(draw, sub, ops, weights, min_instructions, max_instructions, force_opcode)
 
 
