@@ -29,10 +29,21 @@ from dataclasses import dataclass, field
 import hloref
 from hloref.errors import HloError
 
-from .mutants import Seed
 
-__all__ = ["Corpus", "load_corpus", "realistic_names", "lower_realistic", "DEFAULT_REALISTIC",
+__all__ = ["Seed", "Corpus", "load_corpus", "realistic_names", "lower_realistic",
+           "DEFAULT_REALISTIC",
            "repository_root", "cache_dir", "element_types_of"]
+
+
+@dataclass
+class Seed:
+    """A seed program: its name (where it came from) and its HLO text."""
+
+    name: str
+    text: str
+    #: how often the campaign picks it relative to the others
+    weight: float = 1.0
+
 
 #: realistic programs of mainstream types and at most about 200 instructions
 DEFAULT_REALISTIC = (

@@ -20,20 +20,11 @@ from hypothesis.errors import InvalidArgument
 import hloref
 from hloref.errors import HloError
 
+from .corpus import Seed
 from .mutation_graph import Editor
 from .mutations import MUTATIONS, MutationContext
 
 __all__ = ["Seed", "MutantStats", "mutants", "apply_mutation"]
-
-
-@dataclass
-class Seed:
-    """A seed program: its name (where it came from) and its HLO text."""
-
-    name: str
-    text: str
-    #: how often the campaign picks it relative to the others
-    weight: float = 1.0
 
 
 @dataclass

@@ -10,9 +10,12 @@ random bits) are left out of a profile without them; index operands of
 
 from __future__ import annotations
 
-from .strategies import ALL_ELEMENT_TYPES
+from hloref.types import ARRAY_TYPES
 
-__all__ = ["TYPE_PROFILES", "parse_types", "ops_for_types", "TypesError"]
+#: every array element type (as fuzz/strategies/shapes.py derives it, without Hypothesis)
+ALL_ELEMENT_TYPES: tuple[str, ...] = tuple(t.name for t in ARRAY_TYPES)
+
+__all__ = ["TYPE_PROFILES", "ALL_ELEMENT_TYPES", "parse_types", "ops_for_types", "TypesError"]
 
 TYPE_PROFILES: dict[str, tuple[str, ...]] = {
     "mainstream": ("f32", "bf16", "f16", "s32", "pred"),

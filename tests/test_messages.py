@@ -327,7 +327,8 @@ class Blocker(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Blocker())
 import hloref, hloref.evaluator, hloref.fuzz
 needs_extras = ("hloref.pytest_plugin", "hloref.fuzz.strategies", "hloref.__main__",
-                "hloref.fuzz.worker_main")
+                "hloref.fuzz.worker_main", "hloref.fuzz.mutants", "hloref.fuzz.mutations",
+                "hloref.fuzz.mutation_context", "hloref.fuzz.reach")
 for pkg in (hloref, hloref.evaluator, hloref.fuzz):
     for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
         if not m.name.startswith(needs_extras):
@@ -350,7 +351,8 @@ def _core_only(tmp_path, *argv):
 
 def test_the_core_evaluates_without_any_extra(tmp_path):
     """With none of the extras' packages importable, every module of hloref, its
-    evaluator and fuzz/ (but the pytest plugin and the Hypothesis strategies) imports,
+    evaluator and fuzz/ (but the pytest plugin and the Hypothesis strategies: strategies/,
+    the mutants and the campaign glue that draws them, reach) imports,
     and ``hloref run examples/mlp.hlo`` prints what numpy computes (x @ w1 + b1, relu,
     @ w2 + b2 on the seed-0 inputs)."""
     import numpy as np
