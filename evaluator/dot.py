@@ -19,6 +19,7 @@ scaled-dot) are the op computed in f32 and converted to the integer type, as XLA
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -54,9 +55,9 @@ def _arrange(x: np.ndarray, batch, contracting, contract_last: bool):
     flatten to rank 3."""
     batch, contracting = list(batch), list(contracting)
     free = [d for d in range(x.ndim) if d not in batch and d not in contracting]
-    b = int(np.prod([x.shape[d] for d in batch], dtype=np.int64))
-    f = int(np.prod([x.shape[d] for d in free], dtype=np.int64))
-    k = int(np.prod([x.shape[d] for d in contracting], dtype=np.int64))
+    b = math.prod([x.shape[d] for d in batch])
+    f = math.prod([x.shape[d] for d in free])
+    k = math.prod([x.shape[d] for d in contracting])
     if contract_last:
         arranged = np.transpose(x, batch + free + contracting).reshape(b, f, k)
     else:
@@ -187,9 +188,9 @@ def _widened(x, batch, contracting, contract_last: bool, slot: int):
     view = np.transpose(x, order)
     buf = scratch(view.shape, np.float64, slot)
     np.copyto(buf, view)
-    b = int(np.prod([x.shape[d] for d in batch], dtype=np.int64))
-    f = int(np.prod([x.shape[d] for d in free], dtype=np.int64))
-    k = int(np.prod([x.shape[d] for d in contracting], dtype=np.int64))
+    b = math.prod([x.shape[d] for d in batch])
+    f = math.prod([x.shape[d] for d in free])
+    k = math.prod([x.shape[d] for d in contracting])
     return buf.reshape((b, f, k) if contract_last else (b, k, f)), [x.shape[d] for d in free]
 
 
