@@ -44,6 +44,9 @@ class Limits:
     max_while_iterations: int = 1_000_000
 
 
+_DEFAULT_LIMITS = Limits()  # frozen: one instance serves every interpreter
+
+
 class PreparedStep:
     """An instruction with its op function and keyword arguments resolved once.
 
@@ -85,7 +88,7 @@ class Interpreter:
         #: extra keyword arguments per opcode, for op functions that take them (the
         #: envelope's perturbed runs: ``{"dot": {"accumulate": "native"}}``)
         self.op_overrides = op_overrides or {}
-        self.limits = limits or Limits()
+        self.limits = limits or _DEFAULT_LIMITS
         self.backend = backend
         self.live_bytes = 0
         self._plans: dict[str, tuple[list[PreparedStep], int, int]] = {}
