@@ -278,8 +278,11 @@ class Interpreter:
             plan, n_params, root_index, position = self._build_plan(comp)
             bound = tuple((i, keys) for i, step in enumerate(plan)
                           if (keys := self._bound_keys(step)) != ())
+            shared = list(plan)
+            for i, keys in bound:  # the cache must not keep this interpreter alive
+                shared[i] = _unbound(plan[i], keys)
             plan_cache.store(self.module, key, comp, print_,
-                             (plan, n_params, root_index, position, bound))
+                             (shared, n_params, root_index, position, bound))
             return plan, n_params, root_index
         plan, n_params, root_index, position, bound = template
         if bound:
@@ -447,6 +450,20 @@ def _has_side_effect(module: Module, instr: Instruction, memo: dict) -> bool:
 
 def _same(value):
     return value
+
+
+def _unbound(step: PreparedStep, keys) -> PreparedStep:
+    """``step`` without what binds it to its interpreter (its observer, perturb hooks
+    and values): the bound keyword arguments dropped, a closure (``keys`` None) kept
+    only as its instruction. ``_shared_plan`` binds them again."""
+    if keys is None:
+        copy = PreparedStep(step.instr, None, {}, step.operand_index)
+    else:
+        copy = PreparedStep(step.instr, step.fn,
+                            {k: v for k, v in step.kwargs.items() if k not in keys},
+                            step.operand_index)
+    copy.need, copy.release, copy.parameter = step.need, step.release, step.parameter
+    return copy
 
 
 def forwarded(instr: Instruction) -> Instruction | None:

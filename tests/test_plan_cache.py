@@ -94,3 +94,19 @@ ENTRY e {
     native = Interpreter(m, op_overrides={"dot": {"accumulate": "native"}}).run([a, b])
     np.testing.assert_array_equal(native, a @ b)
     np.testing.assert_array_equal(hloref.evaluate(m, a, b), wide)
+
+
+def test_the_cache_does_not_keep_an_interpreter_alive():
+    """The first interpreter's plan (its reduce bound to it, with its observer) is the
+    one cached; the cached copy must not hold that interpreter or what it observed."""
+    import gc
+    import weakref
+    m = hloref.parse(TEXT)
+    recorded: list = []
+    interp = Interpreter(m, observer=lambda c, i, v: recorded.append(v))
+    assert interp.run([X, Y]) == np.float32(np.sum(X + Y))
+    gone = weakref.ref(interp)
+    del interp
+    gc.collect()
+    assert gone() is None
+    assert hloref.evaluate(m, X, Y) == np.float32(np.sum(X + Y))  # the cache still serves
