@@ -259,7 +259,9 @@ class Interpreter:
         cached = self._plans.get(comp.name)
         if cached is not None:
             return cached
-        if type(self) is Interpreter:  # subclasses bind their own closures in _prepare
+        if type(self) is Interpreter and _plain(self.op_overrides):
+            # (subclasses bind their own closures in _prepare; overrides that are not
+            # plain data could hold per-run state, and would key a new plan per run)
             result = self._shared_plan(comp)
         else:
             result = self._build_plan(comp)[:3]
@@ -450,6 +452,12 @@ def _has_side_effect(module: Module, instr: Instruction, memo: dict) -> bool:
 
 def _same(value):
     return value
+
+
+def _plain(overrides: dict) -> bool:
+    """Whether ``op_overrides`` holds only strings, numbers, booleans and ``None``."""
+    return all(isinstance(v, (str, int, float, bool, type(None)))
+               for per_op in overrides.values() for v in per_op.values())
 
 
 def _unbound(step: PreparedStep, keys) -> PreparedStep:
