@@ -303,7 +303,9 @@ def imag(x, *, shape):
 
 def _arith(name, int_fn, float_fn, complex_fn=None):
     def evaluate(a, b, *, shape):
-        et = _et(shape)
+        et = shape.element_type
+        if et.kind == "float":  # the common case first (the chain below would reach it)
+            return float_compute(float_fn, a, b, et=et)
         if et.is_integer:
             x, y = _int_args(a, b)
             with np.errstate(all="ignore"):
@@ -411,7 +413,9 @@ def _max_min(name, take_max):
     int_fn = np.maximum if take_max else np.minimum
 
     def evaluate(a, b, *, shape):
-        et = _et(shape)
+        et = shape.element_type
+        if et.kind == "float":  # the common case first (the chain below would reach it)
+            return float_compute(float_fn, a, b, et=et)
         if et.is_integer:
             x, y = _int_args(a, b)
             return wrap_int(int_fn(x, y), et)

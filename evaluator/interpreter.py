@@ -18,6 +18,7 @@ from hloref.ir import Computation, Instruction, Module
 from hloref.opcodes import SIDE_EFFECTING
 from hloref.shapes import TupleShape, byte_size
 
+from . import plan_cache
 from .control import run_conditional, run_while
 from .dynamic import CONTROL_OPCODES, DYNAMIC_SOURCES, HOST_ARRAYS, is_partial, trim, dynamic_step
 from .registry import OPS, UNSUPPORTED, Called, load_all
@@ -41,6 +42,9 @@ class Limits:
     #: one-add body) and 30 s (a six-instruction tuple body) on the 2-core CI machine
     #: (``hloref run`` of tests/test_messages.py's ENDLESS)
     max_while_iterations: int = 1_000_000
+
+
+_DEFAULT_LIMITS = Limits()  # frozen: one instance serves every interpreter
 
 
 class PreparedStep:
@@ -84,7 +88,7 @@ class Interpreter:
         #: extra keyword arguments per opcode, for op functions that take them (the
         #: envelope's perturbed runs: ``{"dot": {"accumulate": "native"}}``)
         self.op_overrides = op_overrides or {}
-        self.limits = limits or Limits()
+        self.limits = limits or _DEFAULT_LIMITS
         self.backend = backend
         self.live_bytes = 0
         self._plans: dict[str, tuple[list[PreparedStep], int, int]] = {}
@@ -128,39 +132,41 @@ class Interpreter:
         tracked = self._has_dynamic(comp) or is_partial(arg_sizes)
         dyn: list | None = [None] * len(plan) if tracked else None
         budget = self.limits.max_bytes
+        observer, perturb = self.observer, self.perturb
         for index, step in enumerate(plan):
-            instr = step.instr
             if step.parameter is not None:
                 env[index] = args[step.parameter]
                 if dyn is not None and arg_sizes is not None:
                     dyn[index] = arg_sizes[step.parameter]
-                if self.observer is not None:
-                    self.observer(comp, instr, env[index])
+                if observer is not None:
+                    observer(comp, step.instr, env[index])
                 continue
-            need = step.need
-            if self.live_bytes + need > budget:
+            if self.live_bytes + step.need > budget:
                 raise HloLimitError(
-                    f"its result needs {need} bytes while {self.live_bytes} bytes are live: "
-                    f"over the memory budget of {budget} bytes (Limits.max_bytes)",
-                    instruction=instr.name)
-            operands = [env[i] for i in step.operand_index]
+                    f"its result needs {step.need} bytes while {self.live_bytes} bytes are "
+                    f"live: over the memory budget of {budget} bytes (Limits.max_bytes)",
+                    instruction=step.instr.name)
+            operand_index = step.operand_index
+            operands = [env[i] for i in operand_index]
+            fn = step.fn
             try:
-                if step.fn is _same:  # a forwarded tuple element: its value and sizes
+                if dyn is None:  # static sizes: the op itself (a forwarded element as is)
+                    value = operands[0] if fn is _same else fn(*operands, **step.kwargs)
+                elif fn is _same:  # a forwarded tuple element: its value and sizes
                     value = operands[0]
-                    if dyn is not None:
-                        dyn[index] = dyn[step.operand_index[0]]
-                elif dyn is not None and instr.opcode in CONTROL_OPCODES:
+                    dyn[index] = dyn[operand_index[0]]
+                elif step.instr.opcode in CONTROL_OPCODES:
                     value, dyn[index] = self._control_step(
-                        step, operands, [dyn[i] for i in step.operand_index])
-                elif dyn is not None and (instr.opcode in DYNAMIC_SOURCES or any(
-                        dyn[i] is not None for i in step.operand_index)):
+                        step, operands, [dyn[i] for i in operand_index])
+                elif step.instr.opcode in DYNAMIC_SOURCES or any(
+                        dyn[i] is not None for i in operand_index):
                     # runtime dimension sizes (set-dimension-size): a side table
                     value, dyn[index] = dynamic_step(
-                        instr, step.fn, step.kwargs, operands,
-                        [dyn[i] for i in step.operand_index], backend=self.backend,
+                        step.instr, fn, step.kwargs, operands,
+                        [dyn[i] for i in operand_index], backend=self.backend,
                         arrays=self.arrays)
                 else:
-                    value = step.fn(*operands, **step.kwargs)
+                    value = fn(*operands, **step.kwargs)
             except (HloEvalError, HloUnsupportedError):
                 raise
             except HloLimitError:
@@ -169,17 +175,25 @@ class Interpreter:
                 if getattr(exc, "__module__", "").startswith("hloref"):
                     raise
                 where = "" if self.backend == "cpu" else f" on the {self.backend} backend"
+                instr = step.instr
                 raise HloEvalError(f"{instr.opcode} failed{where}: {type(exc).__name__}: {exc}",
                                    instruction=instr.name) from exc
-            if isinstance(value, np.generic):
-                value = np.asarray(value)
-            if self.perturb is not None:
-                value = self.perturb(comp, instr, operands, value,
-                                     lambda *ops, _s=step, **kw: _s.fn(*ops, **{**_s.kwargs, **kw}))
+            if type(value) is np.ndarray:
+                nbytes = value.nbytes
+            else:
+                if isinstance(value, np.generic):
+                    value = np.asarray(value)
+                nbytes = -1
+            if perturb is not None:
+                value = perturb(comp, step.instr, operands, value,
+                                lambda *ops, _s=step, **kw: _s.fn(*ops, **{**_s.kwargs, **kw}))
+                nbytes = -1
             env[index] = value
-            if self.observer is not None:
-                self.observer(comp, instr, value)
-            held[index] = nbytes = _value_bytes(value)
+            if observer is not None:
+                observer(comp, step.instr, value)
+            if nbytes < 0:
+                nbytes = _value_bytes(value)
+            held[index] = nbytes
             self.live_bytes += nbytes
             for i in step.release:
                 if env[i] is not None:
@@ -245,6 +259,69 @@ class Interpreter:
         cached = self._plans.get(comp.name)
         if cached is not None:
             return cached
+        if type(self) is Interpreter and _plain(self.op_overrides):
+            # (subclasses bind their own closures in _prepare; overrides that are not
+            # plain data could hold per-run state, and would key a new plan per run)
+            result = self._shared_plan(comp)
+        else:
+            result = self._build_plan(comp)[:3]
+        self._plans[comp.name] = result
+        return result
+
+    def _shared_plan(self, comp: Computation):
+        """The plan of ``comp`` from the module's plan cache (``plan_cache``), planned
+        and stored there on a miss; the steps bound to an interpreter (``ctx``, called
+        computations, ``async-start`` closures) are bound again to this one."""
+        key = (comp.name, self.backend,
+               repr(sorted(self.op_overrides.items())) if self.op_overrides else None)
+        print_ = plan_cache.fingerprint(comp)
+        template = plan_cache.lookup(self.module, key, comp, print_)
+        if template is None:
+            plan, n_params, root_index, position = self._build_plan(comp)
+            bound = tuple((i, keys) for i, step in enumerate(plan)
+                          if (keys := self._bound_keys(step)) != ())
+            shared = list(plan)
+            for i, keys in bound:  # the cache must not keep this interpreter alive
+                shared[i] = _unbound(plan[i], keys)
+            plan_cache.store(self.module, key, comp, print_,
+                             (shared, n_params, root_index, position, bound))
+            return plan, n_params, root_index
+        plan, n_params, root_index, position, bound = template
+        if bound:
+            plan = list(plan)
+            for i, keys in bound:
+                old = plan[i]
+                if keys is None:  # a closure over the interpreter: prepared again
+                    step = self._prepare(old.instr, position)
+                else:
+                    kwargs = dict(old.kwargs)
+                    for name in keys:
+                        kwargs[name] = self if name == "ctx" else self._bind(old.instr.attrs[name])
+                    step = PreparedStep(old.instr, old.fn, kwargs, old.operand_index)
+                step.need, step.release, step.parameter = old.need, old.release, old.parameter
+                plan[i] = step
+        return plan, n_params, root_index
+
+    def _bound_keys(self, step: PreparedStep):
+        """The keyword arguments of ``step`` that hold this interpreter (``ctx``, called
+        computations): ``()`` if none, ``None`` if the step is a closure over it."""
+        if step.instr.opcode == "async-start":
+            return None
+        keys = []
+        for name, value in step.kwargs.items():
+            if name == "ctx" and value is self:
+                keys.append(name)
+            elif isinstance(value, Called) or (
+                    isinstance(value, tuple) and any(isinstance(v, Called) for v in value)):
+                if name not in step.instr.attrs:
+                    return None
+                keys.append(name)
+            elif value is self:
+                return None
+        return tuple(keys)
+
+    def _build_plan(self, comp: Computation):
+        """``(steps, number of parameters, root index, position of each instruction)``."""
         live = live_instructions(self.module, comp, forward_tuples=True)
         order = [i for i in topological_order(comp) if id(i) in live]
         position = {id(instr): i for i, instr in enumerate(order)}
@@ -270,9 +347,7 @@ class Interpreter:
                                f"{numbers[:8]}{'...' if n_params > 8 else ''}: parameter numbers "
                                f"must be 0..{n_params - 1} (found {bad})",
                                instruction=next(s.instr.name for s in plan if s.parameter == bad))
-        result = (plan, n_params, root_index)
-        self._plans[comp.name] = result
-        return result
+        return plan, n_params, root_index, position
 
     def _prepare(self, instr: Instruction, position) -> PreparedStep:
         target = forwarded(instr)
@@ -377,6 +452,26 @@ def _has_side_effect(module: Module, instr: Instruction, memo: dict) -> bool:
 
 def _same(value):
     return value
+
+
+def _plain(overrides: dict) -> bool:
+    """Whether ``op_overrides`` holds only strings, numbers, booleans and ``None``."""
+    return all(isinstance(v, (str, int, float, bool, type(None)))
+               for per_op in overrides.values() for v in per_op.values())
+
+
+def _unbound(step: PreparedStep, keys) -> PreparedStep:
+    """``step`` without what binds it to its interpreter (its observer, perturb hooks
+    and values): the bound keyword arguments dropped, a closure (``keys`` None) kept
+    only as its instruction. ``_shared_plan`` binds them again."""
+    if keys is None:
+        copy = PreparedStep(step.instr, None, {}, step.operand_index)
+    else:
+        copy = PreparedStep(step.instr, step.fn,
+                            {k: v for k, v in step.kwargs.items() if k not in keys},
+                            step.operand_index)
+    copy.need, copy.release, copy.parameter = step.need, step.release, step.parameter
+    return copy
 
 
 def forwarded(instr: Instruction) -> Instruction | None:

@@ -9,6 +9,8 @@ wrapped to the element width by ``numeric.wrap_int``.
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -256,9 +258,9 @@ def sum_f64(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray | None:
         return None
     if x.dtype not in (np.float32, np.float64):
         return None
-    outer = int(np.prod(x.shape[:axes[0]], dtype=np.int64))
-    red = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    inner = int(np.prod(x.shape[axes[-1] + 1:], dtype=np.int64))
+    outer = math.prod(x.shape[:axes[0]])  # math.prod: np.prod costs ~3 µs a call
+    red = math.prod([x.shape[a] for a in axes])
+    inner = math.prod(x.shape[axes[-1] + 1:])
     out = np.empty((outer, inner), np.float64)
     if inner == 1:
         _sum_rows_f64(x.reshape(outer, red), out.reshape(outer))

@@ -26,6 +26,9 @@ from hloref.errors import HloEvalError
 from hloref.opcodes import SIDE_EFFECTING
 from hloref.shapes import ArrayShape, TupleShape
 
+from . import plan_cache
+from .elementwise import ieee_max_min  # shared NaN/±0 rule
+from .kernels import sum_f64
 from .numeric import contiguous, compute_array, element_type_of, finish, int_compute_dtype, to_float64
 from .registry import op
 
@@ -70,7 +73,11 @@ def reads_everything(computation) -> bool:
 
 def simple_reducer(computation) -> str | None:
     """The opcode if ``computation`` is ``ROOT op(p0, p1)`` on two scalars (and nothing
-    else: ``reads_everything``), else None."""
+    else: ``reads_everything``), else None. Remembered per computation (``plan_cache``)."""
+    return plan_cache.derived(computation, "simple_reducer", _simple_reducer)
+
+
+def _simple_reducer(computation) -> str | None:
     root = computation.root
     params = computation.parameters
     if len(params) != 2 or root is None or root.opcode not in _FAST_REDUCERS:
@@ -137,13 +144,22 @@ def reduced_positions(dims, reduced: tuple[int, ...]) -> np.ndarray:
     return moved.reshape(-1, moved.shape[-1]) if moved.ndim else moved.reshape(1, 1)
 
 
+_F32_F64 = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.ndarray | None:
     """Reduce ``x`` over ``axis`` (an int or tuple) with a recognised reducer, then
     combine with ``init``. Works in place of a transposed copy: numpy reduces the
     axes directly (float add/multiply accumulate in f64 on the fly)."""
-    from .elementwise import ieee_max_min  # shared NaN/±0 rule
     axes = axis if isinstance(axis, tuple) else (axis,)
     axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
+    if kind == "add" and x.dtype in _F32_F64 and x.dtype == et.dtype:
+        # the commonest reduce, first: what the general path below computes for it
+        total = sum_f64(x, axes)
+        if total is not None:
+            with np.errstate(all="ignore"):
+                total += to_float64(init)
+                return finish(total, et)
     kept = tuple(n for d, n in enumerate(x.shape) if d not in axes)
     empty = any(x.shape[a] == 0 for a in axes)
     with np.errstate(all="ignore"):
@@ -153,7 +169,6 @@ def fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.n
                 values = x if not et.is_narrow_float else to_float64(x)
                 wide_init = to_float64(init)
                 if kind == "add":
-                    from .kernels import sum_f64
                     total = sum_f64(values, axes) if not et.is_complex else None
                     if total is None:
                         total = np.add.reduce(values, axis=axes, dtype=wide_dtype)

@@ -116,9 +116,12 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
         values.append(coerce_argument(a, p.shape, f"argument {i} (%{p.name})"))
         sizes.append(s)
     dynamic = any(s is not None for s in sizes)
+    queues = infeed is not None or outfeed is not None or host_recv is not None or \
+        host_send is not None
     io = DeviceIO(infeed=_deque(infeed), outfeed=outfeed if outfeed is not None else [],
                   host_recv=host_recv if host_recv is not None else {},
-                  host_send=host_send if host_send is not None else {})
+                  host_send=host_send if host_send is not None else {}) \
+        if queues or backend == "gpu" else None
     if backend == "gpu":
         from hloref.gpu import evaluate_gpu
         return evaluate_gpu(module, values, limits=limits, fallback=fallback, io=io,
@@ -126,7 +129,8 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
     from hloref.evaluator.interpreter import Interpreter
     interp = Interpreter(module, limits=limits, backend=backend,
                          **(interpreter_options(0) if interpreter_options else {}))
-    interp.device = single_device(io)
+    if io is not None:  # else the first op that needs one makes it (collectives.device_of)
+        interp.device = single_device(io)
     return interp.run(values, sizes if dynamic else None)
 
 
