@@ -473,14 +473,22 @@ class RewriteRun:
 
     def _step(self, instr: Instruction):
         """``op(opcode, *args)``: one step of a rewritten form, hloref's op in the
-        instruction's element type; an intermediate subnormal result is read as zero
-        by the next step (XLA:CPU's DAZ) when ``flush`` is given."""
+        instruction's element type; a subnormal intermediate (an earlier step's result,
+        not a leaf, not the final result) is read as zero by the next step (XLA:CPU's
+        DAZ) when ``flush`` is given."""
         from hloref.evaluator.registry import OPS, load_all
         load_all()
         shape = instr.shape
         flush = self.flush
+        steps: list = []  # this form's intermediate results (kept alive: compared by id)
+
+        def read(a):
+            if flush is not None and any(a is s for s in steps):
+                return flush(a)
+            return np.asarray(a)
 
         def op(opcode, *args):
-            out = np.asarray(OPS[opcode].fn(*[np.asarray(a) for a in args], shape=shape))
-            return flush(out) if flush is not None else out
+            out = np.asarray(OPS[opcode].fn(*[read(a) for a in args], shape=shape))
+            steps.append(out)
+            return out
         return op
