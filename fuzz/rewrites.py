@@ -265,7 +265,7 @@ REWRITES: tuple[Rewrite, ...] = (
 
 #: A rewritten element within this many ULPs of the written value is the rounding
 #: freedom's business: the run perturbs the written value there (``RewriteRun.merge``).
-RECOVERED_ULPS = 2.0
+RECOVERED_ULPS = 4.0
 
 #: Opcodes of the patterns' roots, for a quick rejection.
 _ROOTS = frozenset(r.pattern[0] for r in REWRITES)
