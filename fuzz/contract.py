@@ -371,8 +371,13 @@ def unsigned_variant(module: Module) -> Module | None:
     from hloref.attrs import Enum
     from hloref.errors import HloError
     from hloref.verifier import verify_module
+    from hloref.shapes import ProgramShape
     variant = hloref.parse(module.to_text())
     changed = False
+    layout = variant.attrs.get("entry_computation_layout")
+    if isinstance(layout, ProgramShape):
+        variant.attrs["entry_computation_layout"] = ProgramShape(
+            tuple(_unsigned_shape(s) for s in layout.parameters), _unsigned_shape(layout.result))
     for _, instr in variant.instructions():
         shape = _unsigned_shape(instr.shape)
         if shape != instr.shape:

@@ -325,6 +325,12 @@ def _flush_subnormals(x):
     return np.where(sub, zeros, x)
 
 
+def _ulp_of_value(x):
+    """The spacing of ``x``'s float (or complex part) type at each element; 0 for others."""
+    et = float_type(x)
+    return ulp_at(x, et) if et is not None else np.zeros(np.shape(x))
+
+
 def _magnitude(x):
     if isinstance(x, tuple):
         return tuple(_magnitude(v) for v in x)
@@ -376,17 +382,19 @@ class Perturber:
         self._unrounded: dict = {}
         #: XLA's algebraic rewrites this run takes (``rewrites.py``; perturbed runs only)
         self.rewrites = RewriteRun(module, schedule or (0, 0, 2), self.shared,
-                                   flush=_flush_subnormals if freedoms.ftz else None) \
+                                   flush=_flush_subnormals if freedoms.ftz else None,
+                                   ulp=_ulp_of_value) \
             if rng is not None and freedoms.rewrites else None
 
     def __call__(self, comp: Computation, instr: Instruction, operands: list, value, recompute):
         if comp.name not in self.program:
             return value
-        if self.rewrites is not None:
-            rewritten = self.rewrites.value(comp, instr, operands, value)
-            if rewritten is not None:
-                return rewritten
-        return self._perturbed(comp, instr, operands, value, recompute)
+        rewritten = self.rewrites.value(comp, instr, operands, value) \
+            if self.rewrites is not None else None
+        perturbed = self._perturbed(comp, instr, operands, value, recompute)
+        if rewritten is None:
+            return perturbed
+        return self.rewrites.merge(comp, instr, value, perturbed, rewritten)
 
     def _record_peak(self, value) -> None:
         """Keep the largest finite magnitude, relative to its type's largest finite value,

@@ -32,7 +32,7 @@ import numpy as np
 from hloref.ir import Computation, Instruction, Module
 from hloref.shapes import ArrayShape
 
-__all__ = ["Rewrite", "REWRITES", "RewriteRun", "matches", "is_nonnegative"]
+__all__ = ["Rewrite", "REWRITES", "RewriteRun", "matches", "is_nonnegative", "RECOVERED_ULPS"]
 
 
 @dataclass(frozen=True)
@@ -263,6 +263,10 @@ REWRITES: tuple[Rewrite, ...] = (
             lambda v, op: op("abs", v["A"])),
 )
 
+#: A rewritten element within this many ULPs of the written value is the rounding
+#: freedom's business: the run perturbs the written value there (``RewriteRun.merge``).
+RECOVERED_ULPS = 4.0
+
 #: Opcodes of the patterns' roots, for a quick rejection.
 _ROOTS = frozenset(r.pattern[0] for r in REWRITES)
 #: Binary opcodes whose operands a pattern may match in either order (XLA canonicalizes
@@ -372,14 +376,18 @@ class RewriteRun:
     with the instruction, for the verdict)."""
 
     def __init__(self, module: Module, schedule: tuple, shared: dict,
-                 flush: Callable | None = None):
+                 flush: Callable | None = None, ulp: Callable | None = None):
+        """``flush``: reads subnormal intermediates as zero (XLA:CPU's DAZ); ``ulp(value)``:
+        the spacing of the value's type at each element (``merge``)."""
         self.module = module
+        self.ulp = ulp
         self.seed, self.index, self.runs = schedule
         self.shared = shared
         self.flush = flush
         self.applied: set[str] = set()
         self._operands: dict = {}
         self._choices: dict = {}
+        self._taken: dict = {}
 
     def _matches(self, comp: Computation) -> dict:
         key = ("rewrites", id(self.module), comp.name)
@@ -435,19 +443,52 @@ class RewriteRun:
             return None
         if not isinstance(written, np.ndarray) or out.shape != written.shape:
             return None
-        self.applied.add(f"{rewrite.name} ({rewrite.source}) at %{instr.name}")
+        self._taken[(comp.name, instr.name)] = f"{rewrite.name} ({rewrite.source}) at %{instr.name}"
         return out.astype(written.dtype, copy=False)
+
+    def merge(self, comp: Computation, instr: Instruction, written, perturbed, rewritten):
+        """This run's value of an instruction it rewrote: the rewritten form where it is
+        more than ``RECOVERED_ULPS`` from the value as written (an overflow, a flush, a
+        folded constant: beyond what rounding covers), the run's usual perturbation of the
+        written value elsewhere (so the rewrite never narrows an envelope: the rounding
+        freedom stays where the two forms agree). Records the rewrite only where it took
+        effect."""
+        if not isinstance(perturbed, np.ndarray) or perturbed.shape != rewritten.shape:
+            return perturbed
+        w, r = np.asarray(written), np.asarray(rewritten)
+        with np.errstate(all="ignore"):
+            if w.dtype.kind in "biu":
+                far = w != r
+            else:
+                kind = np.complex128 if w.dtype.kind == "c" else np.float64
+                wf, rf = w.astype(kind), r.astype(kind)
+                both_nan = np.isnan(wf) & np.isnan(rf)
+                tol = RECOVERED_ULPS * np.asarray(self.ulp(w), np.float64) \
+                    if self.ulp is not None else 0.0
+                far = ~both_nan & ~((wf == rf) | (np.abs(rf - wf) <= tol))
+        if not np.any(far):
+            return perturbed
+        self.applied.add(self._taken.get((comp.name, instr.name), instr.name))
+        return np.where(far, r, perturbed).astype(perturbed.dtype, copy=False)
 
     def _step(self, instr: Instruction):
         """``op(opcode, *args)``: one step of a rewritten form, hloref's op in the
-        instruction's element type; an intermediate subnormal result is read as zero
-        by the next step (XLA:CPU's DAZ) when ``flush`` is given."""
+        instruction's element type; a subnormal intermediate (an earlier step's result,
+        not a leaf, not the final result) is read as zero by the next step (XLA:CPU's
+        DAZ) when ``flush`` is given."""
         from hloref.evaluator.registry import OPS, load_all
         load_all()
         shape = instr.shape
         flush = self.flush
+        steps: list = []  # this form's intermediate results (kept alive: compared by id)
+
+        def read(a):
+            if flush is not None and any(a is s for s in steps):
+                return flush(a)
+            return np.asarray(a)
 
         def op(opcode, *args):
-            out = np.asarray(OPS[opcode].fn(*[np.asarray(a) for a in args], shape=shape))
-            return flush(out) if flush is not None else out
+            out = np.asarray(OPS[opcode].fn(*[read(a) for a in args], shape=shape))
+            steps.append(out)
+            return out
         return op

@@ -163,6 +163,21 @@ def test_unsigned_variant_keeps_bits_and_wraps_where_the_signed_module_overflowe
     assert contract_breaches(variant, unsigned_arguments([x, y])) == []
 
 
+def test_unsigned_variant_rewrites_the_entry_layout_too():
+    text = """HloModule m, entry_computation_layout={(s32[2]{0})->s32[2]{0}}
+ENTRY e {
+  x = s32[2]{0} parameter(0)
+  ROOT n = s32[2]{0} negate(x)
+}
+"""
+    variant = unsigned_variant(hloref.parse(text))
+    assert variant is not None
+    assert "entry_computation_layout={(u32[2]{0})->u32[2]{0}}" in variant.to_text()
+    # -(1) and -(2^31) modulo 2^32
+    x = unsigned_arguments([np.array([1, -2 ** 31], np.int32)])[0]
+    assert hloref.evaluate(variant, x).tolist() == [2 ** 32 - 1, 2 ** 31]
+
+
 def test_unsigned_variant_of_constants_and_signed_compare():
     text = """HloModule m
 ENTRY e {

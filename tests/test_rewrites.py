@@ -142,12 +142,12 @@ def test_a_module_without_the_pattern_gets_the_same_envelope_and_takes_no_rewrit
 
 
 def test_divide_divide_with_a_product_far_from_overflow_stays_narrow():
-    # (6/2)/6 = 0.5 exactly, and so is 6/(2*6): the rewrite runs change nothing, the
-    # envelope is the exact value's
+    # (6/2)/6 = 0.5 exactly, and so is 6/(2*6): the rewrite takes effect nowhere (the
+    # forms agree), and the envelope is the exact value's
     module = hloref.parse(DIVIDE_DIVIDE.replace("divide(x, x)", "divide(x, y)").replace(
         "x = f64[] parameter(0)", "x = f64[] parameter(0)\n  y = f64[] parameter(1)"))
     s = sample(module, [np.float64(6), np.float64(2)])
-    assert any(s.rewrites) and all(float(v) == 0.5 for v in s.samples)
+    assert not any(s.rewrites) and all(float(v) == 0.5 for v in s.samples)
     env = Envelope.of(s, EnvelopePolicy(), module)
     assert env.check(np.float64(0.5)).ok
     assert not env.check(np.float64(0.5 + 2.0 ** -40)).ok
@@ -242,3 +242,23 @@ def test_xla_returns_the_rewritten_form_and_the_verdict_names_the_rewrite(worker
     strict = diff(text, args, worker=worker, policy=NO_REWRITES, oracle_value=report.actual,
                   localize=False)
     assert strict.verdict == "mismatch", strict.summary()
+
+
+def test_a_rewrite_within_rounding_leaves_the_envelope_as_it_was():
+    # x / 3 and XLA's x * (1/3) differ by at most an ULP or so on ordinary values: the
+    # rounding freedom's business, so the runs that take the rewrite perturb the written
+    # value as usual and the envelope is the one without the freedom, bit for bit
+    text = """HloModule m
+ENTRY e {
+  x = f32[64] parameter(0)
+  c = f32[] constant(3)
+  cb = f32[64] broadcast(c), dimensions={}
+  ROOT r = f32[64] divide(x, cb)
+}
+"""
+    x = np.random.default_rng(1).uniform(-10, 10, 64).astype(np.float32)
+    with_, s = _leaf(text, [x], EnvelopePolicy())
+    without, _ = _leaf(text, [x], NO_REWRITES)
+    assert not any(s.rewrites)
+    assert np.array_equal(with_.lo, without.lo) and np.array_equal(with_.hi, without.hi)
+    assert np.any(with_.hi > with_.lo)  # the division does round
