@@ -40,6 +40,7 @@ def judge(module, args, expected, ours, eval_seconds: float, limits) -> dict:
             rec["compare_message"] = (rec.get("compare_message", "") + " " if rec.get(
                 "compare_message") else "") + f"(padded bound: {plain})"
             return rec
+    ties = None
     if _unstable_sorts(module):
         ties = judge_sort_ties(module, args, expected, limits)
         if ties is not None and ties[0]:
@@ -57,7 +58,10 @@ def judge(module, args, expected, ours, eval_seconds: float, limits) -> dict:
     elif report.verdict == "known-gap":
         rec["verdict"] = "known-gap"
         rec["known_gap"] = f"{report.known_gap}: {KNOWN_GAPS[report.known_gap]}"
-    elif report.verdict == "undetermined":  # counted with the gaps: no single right value
+    elif report.verdict == "undetermined" and not (
+            report.undetermined == "unstable-sort-ties" and ties is not None):
+        # counted with the gaps: no single right value (a tie order this judge checked
+        # and rejected above is not rescued by it)
         rec["verdict"] = "known-gap"
         rec["known_gap"] = f"{report.undetermined} (undetermined): {report.message}"
     else:

@@ -54,8 +54,8 @@ def tied_sort_check(case: Case) -> tuple[bool, str]:
     of (key, values...) tuples, and every element outside the tied groups agrees bit for
     bit. Returns (held, what was checked)."""
     from .contract import unstable_tie_mask
-    root = case.module.entry.root
-    if root.opcode != "sort":
+    root = _sort_returned(case.module.entry.root)
+    if root is None:
         return True, "not checked (the tied sort is not the entry's root)"
     ours = list(leaves_of(case.expected))
     theirs = list(leaves_of(case.actual))
@@ -72,19 +72,43 @@ def tied_sort_check(case: Case) -> tuple[bool, str]:
     tied[..., 1:] |= moved[..., :-1]  # an element tied to the one before it
     rows_e = [np.moveaxis(x, dim, -1) for x in ours]
     rows_a = [np.moveaxis(x, dim, -1) for x in theirs]
+    width = tied.shape[-1]
     for idx in np.ndindex(*tied.shape[:-1]):
-        width = tied.shape[-1]
-        row_e = sorted(tuple(r[idx + (j,)].tobytes() for r in rows_e) for j in range(width))
-        row_a = sorted(tuple(r[idx + (j,)].tobytes() for r in rows_a) for j in range(width))
-        if row_e != row_a:
-            return False, f"row {idx} holds another multiset of values"
-        for j in range(width):
-            if not tied[idx + (j,)] and any(e[idx + (j,)].tobytes() != a[idx + (j,)].tobytes()
-                                            for e, a in zip(rows_e, rows_a)):
-                return False, f"element {idx + (j,)} outside the tied groups differs"
+        # a tied group is a run of positions each tied to the one before it; its elements
+        # may come in any order, but only within the group's own positions
+        start = 0
+        for j in range(1, width + 1):
+            if j < width and moved[idx + (j - 1,)]:
+                continue
+            group_e = sorted(tuple(r[idx + (i,)].tobytes() for r in rows_e)
+                             for i in range(start, j))
+            group_a = sorted(tuple(r[idx + (i,)].tobytes() for r in rows_a)
+                             for i in range(start, j))
+            if group_e != group_a:
+                what = "tied group" if j - start > 1 else "element outside the tied groups"
+                return False, f"the {what} at {idx + (start,)} holds other values"
+            start = j
     n = int(np.count_nonzero(tied))
-    return True, (f"checked: each row holds the same multiset of values, and the "
-                  f"{tied.size - n} elements outside the {n} tied ones agree")
+    return True, (f"checked: each tied group holds the same multiset of values in its own "
+                  f"positions, and the {tied.size - n} elements outside the {n} tied ones "
+                  f"agree")
+
+
+def _sort_returned(root):
+    """The sort whose result the entry returns whole: the root itself, or a tuple of its
+    get-tuple-elements 0, 1, ... in order; else None."""
+    if root.opcode == "sort":
+        return root
+    if root.opcode != "tuple" or not root.operands or any(
+            o.opcode != "get-tuple-element" for o in root.operands):
+        return None
+    sources = {id(o.operands[0]) for o in root.operands}
+    sort = root.operands[0].operands[0]
+    indices = [o.attrs.get("index") for o in root.operands]
+    if len(sources) != 1 or sort.opcode != "sort" or indices != list(range(len(indices))) \
+            or len(indices) != len(sort.operands):
+        return None
+    return sort
 
 
 def _sort_ties(case: Case) -> bool:
