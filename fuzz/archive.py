@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 
+from .findings import upstream_status
+
 __all__ = ["finding_paths", "index_table", "index_page", "known_root_keys", "cmd_report",
            "add_report_command", "KNOWN_STATUSES", "archive_root"]
 
@@ -56,18 +58,10 @@ def known_root_keys(root: str | None = None) -> dict[str, str]:
         with open(os.path.join(d, "finding.json"), encoding="utf-8") as f:
             meta = json.load(f)
         if meta.get("root_key"):
-            up = _upstream(d) or {}
+            up = upstream_status(d) or {}
             threads = up.get("threads") or [{}]
             keys[meta["root_key"]] = threads[0].get("url") or d
     return keys
-
-
-def _upstream(d: str) -> dict | None:
-    path = os.path.join(d, "upstream.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    return None
 
 
 def index_table(paths, base: str) -> str:
@@ -79,7 +73,7 @@ def index_table(paths, base: str) -> str:
         with open(os.path.join(d, "finding.json"), encoding="utf-8") as f:
             meta = json.load(f)
         a = meta.get("attribution") or {}
-        up = _upstream(d)
+        up = upstream_status(d)
         status = "not checked"
         if up:
             link = next((t.get("url") for t in up.get("threads", [])
@@ -101,7 +95,7 @@ def index_table(paths, base: str) -> str:
 def index_page(paths, base: str) -> str:
     """``findings/README.md``: what the archive is, then :func:`index_table`."""
     dirs = finding_paths(paths)
-    known = sum(1 for d in dirs if (_upstream(d) or {}).get("status") in KNOWN_STATUSES)
+    known = sum(1 for d in dirs if (upstream_status(d) or {}).get("status") in KNOWN_STATUSES)
     return "\n".join([
         "# Stored findings", "",
         "Each directory is a finding as hloref's campaigns write them (docs/triage.md): the "

@@ -29,7 +29,7 @@ import platform
 import numpy as np
 
 __all__ = ["root_key", "refresh", "render", "load_values", "host_cpu", "FORMATS",
-           "upstream_status", "attribute_finding"]
+           "attribute_finding"]
 
 FORMATS = ("github", "md", "json")
 
@@ -65,20 +65,18 @@ def _pass_family(name: str | None) -> str | None:
 
 
 def host_cpu() -> dict:
-    """The host's CPU model and the instruction-set flags XLA:CPU's code depends on."""
-    model, flags = platform.processor() or platform.machine(), []
+    """The host's CPU model and the instruction-set flags XLA:CPU's code depends on
+    (``findings.host_cpu_flags`` reads them)."""
+    from .findings import host_cpu_flags
+    model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name") and model in ("", platform.machine()):
-                    model = line.partition(":")[2].strip()
-                if line.startswith("flags"):
-                    have = set(line.partition(":")[2].split())
-                    flags = sorted(f for f in have if f.startswith(("avx", "sse4", "fma", "f16c",
-                                                                    "amx", "bmi")))
-                    break
+            model = next((line.partition(":")[2].strip() for line in f
+                          if line.startswith("model name")), model)
     except OSError:
         pass
+    flags = sorted(f for f in host_cpu_flags() or ()
+                   if f.startswith(("avx", "sse4", "fma", "f16c", "amx", "bmi")))
     return {"model": model, "flags": flags}
 
 
@@ -107,14 +105,6 @@ def load_values(directory: str, name: str, module):
             a = a.view(t.dtype)
         out.append(a)
     return tuple(out) if len(out) != 1 else out[0]
-
-
-def upstream_status(directory: str) -> dict | None:
-    path = os.path.join(directory, "upstream.json")
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def refresh(directory: str, *, worker=None, attribution: bool = True, programs: bool = True,
@@ -245,6 +235,7 @@ def render(directory: str, fmt: str = "github") -> str:
     """The report of the finding in ``directory`` from its records."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    from .findings import upstream_status
     meta = _meta(directory)
     up = upstream_status(directory)
     if fmt == "json":

@@ -31,7 +31,7 @@ from .property import known_difference, leaves
 
 __all__ = ["signature", "signature_key", "pre_key", "claim", "write_pending", "load_program",
            "replay", "finding_dirs", "module_opcodes", "module_types",
-           "has_narrow_float", "classify", "host_cpu_flags", "missing_cpu_flags"]
+           "has_narrow_float", "classify", "upstream_status", "host_cpu_flags", "missing_cpu_flags"]
 
 #: Opcodes left out of a signature: they only move values.
 _STRUCTURAL = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
@@ -106,6 +106,15 @@ def write_pending(out_dir: str, key: str, module, args, meta: dict) -> str:
     final = os.path.join(out_dir, "pending", key)
     publish_directory(final, fill, prefix=".pending-", replace=False)
     return final
+
+
+def upstream_status(directory: str) -> dict | None:
+    """A finding's ``upstream.json`` (trackers searched, threads, status), if it has one."""
+    path = os.path.join(directory, "upstream.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def load_program(directory: str):
@@ -186,10 +195,7 @@ def replay(paths, *, worker_factory=None, timeout: float = 60.0) -> list[dict]:
             except Exception as exc:  # noqa: BLE001
                 verdict, reproduces, message = "error", False, f"{type(exc).__name__}: {exc}"
                 known = None
-            upstream = None
-            if os.path.exists(os.path.join(d, "upstream.json")):
-                with open(os.path.join(d, "upstream.json"), encoding="utf-8") as f:
-                    upstream = json.load(f).get("status")
+            upstream = (upstream_status(d) or {}).get("status")
             results.append({"path": d, "stored_verdict": meta.get("verdict"), "verdict": verdict,
                             "root_key": meta.get("root_key"), "upstream": upstream,
                             "stage": (meta.get("attribution") or {}).get("stage"),

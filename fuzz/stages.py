@@ -38,13 +38,11 @@ import tempfile
 from dataclasses import dataclass, field
 
 from .stage_table import component_of, stage
+from .workers import FATAL_LINE
 
 __all__ = ["Attribution", "Probe", "probe", "attribute", "attribute_mismatch", "attribute_crash",
-           "gdb_available", "FATAL_LINE"]
+           "gdb_available"]
 
-#: A line of a dying process's stderr that says why.
-FATAL_LINE = re.compile(r"Check failed|RET_CHECK|LLVM ERROR|^F\d{4} |Fatal Python error|"
-                        r"terminate called")
 _STAGE_MARK = "HLOREF-STAGE "
 _BISECT_LINE = re.compile(r"BISECT: (?:NOT )?running pass \((\d+)\) (\S+) on (.*)$")
 

@@ -28,14 +28,15 @@ import traceback
 from dataclasses import dataclass, field
 
 __all__ = ["OracleResult", "OracleWorker", "ORACLES", "Channel", "serve", "child_main",
-           "zygote_main", "shutdown_zygotes"]
+           "zygote_main", "shutdown_zygotes", "FATAL_LINE"]
 
 ORACLES = ("xla", "tf")
 
 
 #: A line of a dying child's stderr that says why: a failed CHECK (glog's "F1128 ...
 #: file.cc:586] Check failed: ..."), an LLVM fatal error.
-_FATAL_CAUSE = re.compile(r"Check failed|LLVM ERROR|^F\d{4} ")
+FATAL_LINE = re.compile(r"Check failed|RET_CHECK|LLVM ERROR|^F\d{4} |Fatal Python error|"
+                        r"terminate called")
 
 
 @dataclass
@@ -476,7 +477,7 @@ class OracleWorker:
             return ""
         text = data.decode("utf-8", "replace").splitlines()
         tail = text[-lines:]
-        causes = [i for i, line in enumerate(text) if _FATAL_CAUSE.search(line)]
+        causes = [i for i, line in enumerate(text) if FATAL_LINE.search(line)]
         if causes and causes[-1] < len(text) - lines:
             tail = [text[causes[-1]], "..."] + tail
         return "\n".join(tail)
