@@ -12,16 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hloref.opcodes import GROUPS
+
 __all__ = ["Stage", "STAGES", "stage", "component_of", "RUNTIME_THUNK_OPCODES"]
 
-#: Opcodes XLA:CPU runs as runtime thunks, not as generated kernels, when they stand
-#: unfused in the optimized module (xla/backends/cpu/runtime/thunk_emitter.cc,
-#: ThunkEmitter::EmitHloInstruction: SortThunk, DotThunk, ConvolutionThunk, FftThunk,
-#: CopyThunk, the collective, control-flow, infeed/outfeed and custom-call thunks).
-RUNTIME_THUNK_OPCODES = frozenset({
-    "sort", "dot", "convolution", "fft", "copy", "custom-call", "while", "conditional",
-    "call", "all-reduce", "all-gather", "all-to-all", "reduce-scatter", "collective-permute",
-    "infeed", "outfeed", "rng-get-and-update-state", "topk"})
+#: Opcodes XLA:CPU runs as runtime thunks, not generated kernels (the catalogue's
+#: ``cpu-thunk`` group, with its source).
+RUNTIME_THUNK_OPCODES = GROUPS["cpu-thunk"]
 
 
 @dataclass(frozen=True)

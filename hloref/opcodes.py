@@ -44,6 +44,11 @@ Groups (``GROUPS[name]``, also as constants):
   operands (a reduction or concatenation of one; the broadcast root is the device itself);
   ``collective-permute`` depends on its pairs, ``collective-reduce`` drops its root
   operand.
+* ``cpu-thunk``: standing unfused in XLA:CPU's optimized module, the op runs as a runtime
+  thunk (SortThunk, DotThunk, ConvolutionThunk, FftThunk, CopyThunk, the collective,
+  control-flow, infeed/outfeed and custom-call thunks), not as a generated kernel
+  (``xla/backends/cpu/runtime/thunk_emitter.cc``, ``ThunkEmitter::EmitHloInstruction``);
+  stage attribution (``fuzz/stages.py``) reads it.
 """
 
 from __future__ import annotations
@@ -69,13 +74,13 @@ acosh                    1   1   elementwise     fc    unary elementwise transce
 add                      2   2   elementwise     fcsup binary elementwise inferable
 add-dependency           2   2   control         fcsup structural inferable forwards
 after-all                var 0   control         -     structural inferable
-all-gather               var 1   collectives     fcsup dedicated-async alone-identity
+all-gather               var 1   collectives     fcsup dedicated-async alone-identity cpu-thunk
 all-gather-done          1   1   collectives     fcsup side-effecting
 all-gather-start         var 0   collectives     fcsup side-effecting
-all-reduce               var 1   collectives     fcsup accumulating dedicated-async alone-identity
+all-reduce               var 1   collectives     fcsup accumulating dedicated-async alone-identity cpu-thunk
 all-reduce-done          1   1   collectives     fcsup side-effecting
 all-reduce-start         var 0   collectives     fcsup accumulating side-effecting
-all-to-all               var 1   collectives     fcsup alone-identity
+all-to-all               var 1   collectives     fcsup alone-identity cpu-thunk
 and                      2   2   elementwise     psu   binary elementwise inferable
 asin                     1   1   elementwise     fc    unary elementwise transcendental inferable
 asinh                    1   1   elementwise     fc    unary elementwise transcendental inferable
@@ -91,7 +96,7 @@ batch-norm-training      3   3   linalg          f     expanded inferable
 bitcast                  1   1   shape_ops       fcsup structural
 bitcast-convert          1   1   bitwise_convert fcsup elementwise
 broadcast                1   1   shape_ops       fcsup inferable
-call                     var 0   control         fcsup inferable
+call                     var 0   control         fcsup inferable cpu-thunk
 # cbrt: XLA's InferUnaryOpShape: "Expected element type in shape to be floating for cbrt"
 cbrt                     1   1   elementwise     f     unary elementwise transcendental inferable
 ceil                     1   1   elementwise     f     unary elementwise discontinuous inferable
@@ -99,40 +104,40 @@ cholesky                 1   1   linalg          fc    expanded inferable
 clamp                    3   3   compare         fcsup elementwise inferable
 count-leading-zeros      1   1   elementwise     su    unary elementwise inferable
 collective-broadcast     var 0   collectives     fcsup side-effecting alone-identity
-collective-permute       var 1   collectives     fcsup dedicated-async
+collective-permute       var 1   collectives     fcsup dedicated-async cpu-thunk
 collective-permute-done  1   1   collectives     fcsup side-effecting
 collective-permute-start var 0   collectives     fcsup side-effecting
 collective-reduce        var 1   collectives     fcsup accumulating
 compare                  2   2   compare         fcsup elementwise discontinuous inferable
 complex                  2   2   elementwise     f     binary elementwise inferable
 concatenate              var 1   shape_ops       fcsup inferable
-conditional              var 1   control         fcsup inferable
+conditional              var 1   control         fcsup inferable cpu-thunk
 constant                 0   0   control         fcsup structural
 convert                  1   1   convert         fcsup elementwise discontinuous
-convolution              var 2   convolution     fcsup accumulating inferable
-copy                     1   1   shape_ops       fcsup elementwise inferable dedicated-async forwards
+convolution              var 2   convolution     fcsup accumulating inferable cpu-thunk
+copy                     1   1   shape_ops       fcsup elementwise inferable dedicated-async forwards cpu-thunk
 copy-done                1   1   async_ops       fcsup
 copy-start               1   1   async_ops       fcsup
 cosine                   1   1   elementwise     fc    unary elementwise transcendental inferable
 cosh                     1   1   elementwise     fc    unary elementwise transcendental inferable
-custom-call              var 0   custom_call     fcsup
+custom-call              var 0   custom_call     fcsup cpu-thunk
 divide                   2   2   elementwise     fcsu  binary elementwise inferable
 domain                   1   1   control         fcsup structural inferable forwards
-dot                      2   2   dot             fcsup accumulating inferable
+dot                      2   2   dot             fcsup accumulating inferable cpu-thunk
 dynamic-reshape          var 1   shape_ops       fcsup
 dynamic-slice            var 1   indexing        fcsup
 dynamic-update-slice     var 2   indexing        fcsup
 erf                      1   1   elementwise     f     unary elementwise transcendental inferable
 exponential              1   1   elementwise     fc    unary elementwise transcendental inferable
 exponential-minus-one    1   1   elementwise     fc    unary elementwise transcendental inferable
-fft                      1   1   linalg          fc    accumulating inferable
+fft                      1   1   linalg          fc    accumulating inferable cpu-thunk
 floor                    1   1   elementwise     f     unary elementwise discontinuous inferable
 fusion                   var 0   control         fcsup
 gather                   2   2   indexing        fcsup inferable
 get-dimension-size       1   1   indexing        fcsup inferable
 get-tuple-element        1   1   shape_ops       fcsup structural inferable
 imag                     1   1   elementwise     fc    unary elementwise inferable
-infeed                   1   1   collectives     fcsup side-effecting
+infeed                   1   1   collectives     fcsup side-effecting cpu-thunk
 iota                     0   0   shape_ops       fcsup
 is-finite                1   1   elementwise     f     unary elementwise discontinuous inferable
 log                      1   1   elementwise     fc    unary elementwise transcendental inferable
@@ -147,7 +152,7 @@ negate                   1   1   elementwise     fcsu  unary elementwise inferab
 not                      1   1   elementwise     psu   unary elementwise inferable
 opt-barrier              1   1   control         fcsup structural inferable forwards
 or                       2   2   elementwise     psu   binary elementwise inferable
-outfeed                  2   2   collectives     fcsup side-effecting
+outfeed                  2   2   collectives     fcsup side-effecting cpu-thunk
 pad                      2   2   shape_ops       fcsup inferable
 parameter                0   0   interpreter     fcsup structural
 partition-id             0   0   collectives     -     inferable
@@ -160,7 +165,7 @@ recv                     1   1   collectives     fcsup side-effecting dedicated-
 recv-done                1   1   collectives     fcsup side-effecting
 reduce                   var 2   reduce          fcsup accumulating inferable
 reduce-precision         1   1   bitwise_convert f     elementwise
-reduce-scatter           var 1   collectives     fcsup accumulating alone-identity
+reduce-scatter           var 1   collectives     fcsup accumulating alone-identity cpu-thunk
 reduce-window            var 2   windows         fcsup accumulating inferable
 remainder                2   2   elementwise     fsu   binary elementwise discontinuous inferable
 replica-id               0   0   collectives     -     inferable
@@ -168,7 +173,7 @@ reshape                  1   1   shape_ops       fcsup
 reverse                  1   1   shape_ops       fcsup inferable
 rng                      var 2   rng             fsup  side-effecting
 rng-bit-generator        1   1   rng             fcsup
-rng-get-and-update-state 0   0   rng             -     side-effecting
+rng-get-and-update-state 0   0   rng             -     side-effecting cpu-thunk
 round-nearest-afz        1   1   elementwise     f     unary elementwise discontinuous inferable
 round-nearest-even       1   1   elementwise     f     unary elementwise discontinuous inferable
 rsqrt                    1   1   elementwise     fc    unary elementwise transcendental inferable
@@ -188,17 +193,17 @@ sign                     1   1   elementwise     fcs   unary elementwise discont
 sine                     1   1   elementwise     fc    unary elementwise transcendental inferable
 sinh                     1   1   elementwise     fc    unary elementwise transcendental inferable
 slice                    1   1   shape_ops       fcsup
-sort                     var 1   sort            fcsup inferable
+sort                     var 1   sort            fcsup inferable cpu-thunk
 sqrt                     1   1   elementwise     fc    unary elementwise transcendental inferable
 stochastic-convert       2   2   bitwise_convert f     elementwise
 subtract                 2   2   elementwise     fcsu  binary elementwise inferable
 tan                      1   1   elementwise     fc    unary elementwise transcendental inferable
 tanh                     1   1   elementwise     fc    unary elementwise transcendental inferable
-topk                     1   1   sort            fcsup inferable
+topk                     1   1   sort            fcsup inferable cpu-thunk
 transpose                1   1   shape_ops       fcsup inferable
 triangular-solve         2   2   linalg          fc    expanded inferable
 tuple                    var 0   shape_ops       fcsup structural inferable
-while                    1   1   control         fcsup inferable
+while                    1   1   control         fcsup inferable cpu-thunk
 xor                      2   2   elementwise     psu   binary elementwise inferable
 """
 
