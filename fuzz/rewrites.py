@@ -204,13 +204,6 @@ REWRITES: tuple[Rewrite, ...] = (
             "(A * C1) * C2 => A * (C1 * C2); C1 * C2 folded in the element type",
             lambda v, op: op("multiply", v["A"], op("multiply", v["C1"], v["C2"])),
             nonconstant=("A",), constant=("C1", "C2")),
-    Rewrite("constant-into-broadcast", ("multiply", ("multiply", "A", "C"), ("broadcast", "B")),
-            "algebraic_simplifier.cc:5108",
-            "Mul(Mul(a, c1), Broadcast(b)) => Mul(a, Broadcast(Mul(b, c1))) (scalar c1, b not "
-            "constant)", lambda v, op: op("multiply", v["A"], op("multiply", v["1"], v["C"])),
-            nonconstant=("A",),
-            where=lambda b, m: not _constant_like(b.nodes["B"]) and
-            _constant_value(b.nodes["C"]).size == 1, constant=("C",)),
     Rewrite("exp-product", ("multiply", ("exponential", "A"), ("exponential", "B")),
             "algebraic_simplifier.cc:5165", "exp(A) * exp(B) => exp(A+B)",
             lambda v, op: op("exponential", op("add", v["A"], v["B"])), types="inexact"),
