@@ -132,24 +132,42 @@ def refresh(directory: str, *, worker=None, attribution: bool = True, programs: 
         _write(directory, "repro.py", script)
         run = run_script(script, timeout=timeout)
         meta["reproducer"] = _reproduced(run, meta.get("verdict"), actual, "repro.py", oracle)
-        from .user_program import confirm, user_program
-        api = "tf" if oracle == "tf" else "jax"
-        prog = user_program(module, args, api=api)
-        record = {"api": api, "reason": prog.reason, "file": None, "reproduces": None}
-        if prog.code is not None:
-            _write(directory, "user_program.py", prog.code)
-            record["file"] = "user_program.py"
-            crashed = meta.get("verdict") == "crash"
-            signal = (meta.get("attribution") or {}).get("signal") or "crash"
-            result = confirm(prog, expected=expected, actual=signal if crashed else actual,
-                             timeout=timeout, module=module)
-            record["reproduces"] = bool(result.get("reproduces"))
-            record["message"] = str(result.get("message", ""))[:500]
-        meta["user_program"] = record
+        meta["user_program"] = _user_program_record(directory, meta, module, args, oracle,
+                                                    expected, actual, timeout)
     with open(os.path.join(directory, "finding.json"), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2, default=str)
     _write(directory, "report.md", render(directory, "github"))
     return meta
+
+
+def _user_program_record(directory, meta, module, args, oracle, expected, actual, timeout):
+    """The user-API program of a finding, run to confirm. A program written by hand
+    (``"by_hand": true`` in its record: the translator's program cannot show the bug,
+    e.g. a text round trip) is kept and run again: it reproduces when it exits 0 and its
+    last line is ``MISMATCH``."""
+    old = meta.get("user_program") or {}
+    if old.get("by_hand") and old.get("file"):
+        import subprocess
+        import sys
+        run = subprocess.run([sys.executable, old["file"]], cwd=directory, capture_output=True,
+                             text=True, timeout=timeout)
+        lines = run.stdout.strip().splitlines()
+        return {**old, "reproduces": run.returncode == 0 and bool(lines)
+                and lines[-1].startswith("MISMATCH")}
+    from .user_program import confirm, user_program
+    api = "tf" if oracle == "tf" else "jax"
+    prog = user_program(module, args, api=api)
+    record = {"api": api, "reason": prog.reason, "file": None, "reproduces": None}
+    if prog.code is not None:
+        _write(directory, "user_program.py", prog.code)
+        record["file"] = "user_program.py"
+        crashed = meta.get("verdict") == "crash"
+        signal = (meta.get("attribution") or {}).get("signal") or "crash"
+        result = confirm(prog, expected=expected, actual=signal if crashed else actual,
+                         timeout=timeout, module=module)
+        record["reproduces"] = bool(result.get("reproduces"))
+        record["message"] = str(result.get("message", ""))[:500]
+    return record
 
 
 def _write(directory: str, name: str, text: str) -> None:
@@ -280,13 +298,13 @@ def render(directory: str, fmt: str = "github") -> str:
     lines += ["The module:", ""] + _block(text, "", False, None)
     up_prog = meta.get("user_program") or {}
     lines += ["## From the user API", ""]
-    prog = os.path.join(directory, "user_program.py")
+    prog = os.path.join(directory, up_prog.get("file") or "user_program.py")
     if up_prog.get("file") and os.path.exists(prog):
         state = "reproduces the bug" if up_prog.get("reproduces") else (
             "does NOT reproduce it: " + "; ".join(x for x in (up_prog.get("message"),
                                                               up_prog.get("reason")) if x))
         lines += [f"A plain {up_prog.get('api', 'jax').upper()} program; run, it {state}.", ""]
-        lines += _block(open(prog, encoding="utf-8").read(), "python", fold, "user_program.py")
+        lines += _block(open(prog, encoding="utf-8").read(), "python", fold, up_prog["file"])
     else:
         lines += [f"Not reachable from the {up_prog.get('api', 'user').upper()} API: "
                   f"{up_prog.get('reason') or 'not checked'}", ""]
