@@ -21,7 +21,8 @@ is wrong alone, the fault is in the compiled program as a whole, and the report 
 one level down: XLA's optimized module, evaluated by hloref, either lies inside the
 envelope (the HLO passes are innocent: each fusion of the optimized module is
 isolated on the oracle against hloref, and the first that differs is named) or not
-(an HLO pass changed the answer: ``--blame`` names it).
+(the answer changed before code generation: in XLA's text parser, the StableHLO
+conversion or an HLO pass; ``--reduce`` attributes the stage, ``--blame`` names a pass).
 """
 
 from __future__ import annotations
@@ -201,10 +202,11 @@ class DiffReport:
             if self.optimized_culprit is not None:
                 lines.append(f"first instruction of the optimized module that differs on the "
                              f"oracle: {self.optimized_culprit.where(theirs)}")
-        elif self.fault_stage == "HLO passes":
+        elif self.fault_stage == "before code generation":
             lines.append("every instruction is inside its envelope alone, but XLA's optimized "
-                         "module evaluated by hloref is outside the envelope: an HLO pass changed "
-                         "the answer (--blame names it)")
+                         "module evaluated by hloref is outside the envelope: the answer changed "
+                         "before code generation, in XLA's parser, the StableHLO conversion or "
+                         "an HLO pass (--reduce DIR attributes the stage; --blame names a pass)")
         if self.oracle_result is not None and self.oracle_result.stderr_tail and \
                 self.verdict in ("crash", "timeout"):
             lines.append("oracle stderr (last lines):\n" + self.oracle_result.stderr_tail)
@@ -643,7 +645,8 @@ def _localize_in_compiled_program(report: DiffReport, module: Module, text: str,
                                   policy: EnvelopePolicy, limits) -> None:
     """No instruction is wrong alone: evaluate XLA's optimized module with hloref. Inside
     the envelope: the passes are innocent, isolate the optimized module's fusions on the
-    oracle; outside: an HLO pass changed the answer."""
+    oracle; outside: the answer changed before code generation (parser, conversion or an
+    HLO pass)."""
     import hloref
     from hloref.evaluator.interpreter import Interpreter
     got = worker.run(text, args, optimized=True, debug_options=debug_options or None)
@@ -667,7 +670,7 @@ def _localize_in_compiled_program(report: DiffReport, module: Module, text: str,
                           f"evaluate XLA's optimized module ({exc})")
         return
     if not inside.ok:
-        report.fault_stage = "HLO passes"
+        report.fault_stage = "before code generation"
         return
     report.fault_stage = "code generation"
     bad = [r for r in isolate(optimized, opt_values, worker, stop_at_first=True,

@@ -565,3 +565,17 @@ ENTRY e {
     small = diff(text, [x, y], worker=worker, oracle_value=off,
                  limits=Limits(max_bytes=200_000))
     assert small.verdict == "mismatch" and small.policy.samples == 8, small.summary()
+
+
+def test_a_fault_before_code_generation_is_not_blamed_on_a_pass(worker):
+    # XLA's text parser reads the constant `-0` as +0 (the stored finding
+    # negative-zero-constant-print-parse-round-trip): 1 / -0 is -inf by IEEE division, XLA
+    # gives +inf, and its optimized module already holds +0, so the fault lies before code
+    # generation; the summary must not claim an HLO pass did it.
+    text = ("HloModule m\nENTRY e {\n  c = f32[2] constant({-1, -0})\n"
+            "  p = f32[2] parameter(0)\n  ROOT d = f32[2] divide(p, c)\n}\n")
+    report = diff(text, [np.ones(2, np.float32)], worker=worker)
+    assert report.verdict == "mismatch", report.summary()
+    assert np.isneginf(report.expected[1]) and np.isposinf(report.actual[1])
+    assert report.fault_stage == "before code generation"
+    assert "XLA's parser" in report.summary() and "an HLO pass changed" not in report.summary()
