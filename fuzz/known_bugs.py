@@ -295,7 +295,7 @@ RECORDS: tuple[KnownClass, ...] = tuple(
          "XLA's constant folder (jaxlib 0.10.2) rounds every f8e3m4 value to NaN in "
          "round-nearest-afz and round-nearest-even (APFloat::roundToIntegral)"),
         ("convolution-int-folding-saturates", "XLA HLO pass `constant_folding`",
-         f"findings/{_XLA}/convolution-s16-constant-folding-saturates", None,
+         f"findings/{_XLA}/convolution-u16-constant-folding-saturates", None,
          frozenset({"mismatch"}), _convolution_saturates,
          "XLA's constant folder (jaxlib 0.10.2) saturates an integer convolution's "
          "overflowing sums where the run-time code wraps (every element XLA gets wrong is "

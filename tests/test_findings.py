@@ -65,14 +65,13 @@ def test_atan2_of_iota_reference():
     assert not np.signbit(out[0]).any()
 
 
-def test_convolution_s16_reference_wraps():
-    """12 x 32767 = 393,204 wraps to -12 in s16; -5 x 32767 = -163,835 to -32,763; the
+def test_convolution_u16_reference_wraps():
+    """12 x 65535 = 786,420 wraps to 65,524 in u16; 5 x 65535 = 327,675 to 65,531; the
     padded positions and the dilation hole are 0 (by hand)."""
-    module, args = _load("convolution-s16-constant-folding-saturates")
+    module, args = _load("convolution-u16-constant-folding-saturates")
     out = np.asarray(hloref.evaluate(module, *args)).astype(np.int64)
-    row0, row1 = [0, -12, 0, -12, 0], [0, -32763, 0, -32763, 0]
-    assert (393204 + 2 ** 15) % 2 ** 16 - 2 ** 15 == -12
-    assert (-163835 + 2 ** 15) % 2 ** 16 - 2 ** 15 == -32763
+    row0, row1 = [0, 65524, 0, 65524, 0], [0, 65531, 0, 65531, 0]
+    assert 786420 % 2 ** 16 == 65524 and 327675 % 2 ** 16 == 65531
     assert out.tolist() == [[row0, row0], [row1, row1]]
 
 

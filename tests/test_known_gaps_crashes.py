@@ -181,7 +181,7 @@ def test_a_folded_s8_convolution_that_saturates_is_the_filed_folding_bug(xla):
     definition (b0f_0oi->0bf, window 2, one low pad): out[p, 0, o] = sum over taps t and
     input features i of a[0, p + t - 1, i] * k[t, o, i], zero outside; in int64 below.
     Element [3, 0, 1] is 157, over s8's 127: it wraps to -99 (hloref), XLA's folder gives
-    127. Counted as the stored convolution-s16 finding's class."""
+    127. Counted as the stored convolution-u16 finding's class."""
     a = np.array([[[-1, 3, 5], [-2, -6, 8], [-3, -3, 4], [6, -7, 4]]], np.int64)
     k = a.reshape(2, 2, 3)
     exact = np.zeros((4, 1, 2), np.int64)

@@ -22,7 +22,7 @@ REPRODUCES = {
         "convert-bf16-to-pred-and-u16-llvm-cannot-select", "convert-f4e2m1fn-to-s64-saturates",
         "convert-int-f8-unsigned-fused-nan-saturates",
         "convolution-lhs-dilate-simplifier-check-failure",
-        "convolution-s16-constant-folding-saturates", "divide-u2-constant-zero-sigfpe",
+        "convolution-u16-constant-folding-saturates", "divide-u2-constant-zero-sigfpe",
         "dynamic-update-slice-overlapping-update", "log-plus-one-f64-15-ulp",
         "reduce-s2-maximum-of-broadcast", "round-nearest-afz-f8e3m4-constant-folding",
         "s4-add-does-not-wrap", "sort-s2-not-a-permutation",
@@ -35,7 +35,7 @@ REPRODUCES = {
         "convert-int-f8-unsigned-fused-nan-saturates", "log-plus-one-f64-15-ulp",
         "dynamic-update-slice-overlapping-update",
         "convolution-lhs-dilate-simplifier-check-failure",
-        "convolution-s16-constant-folding-saturates")
+        "convolution-u16-constant-folding-saturates")
 }
 
 #: (finding, api) pairs whose program runs but does not reproduce, with why (measured);

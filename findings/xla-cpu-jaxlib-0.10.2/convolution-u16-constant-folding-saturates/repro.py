@@ -1,5 +1,5 @@
 # jaxlib XLA:CPU reproducer: needs only jax/jaxlib, numpy and ml_dtypes.
-# When found, it returned [[[0, 32767, 0, 32767, 0], [0, 32767, 0, 32767, 0]], [[0, -32768, 0, -32768, 0], [0, -32768, 0, -32768, 0]]].
+# When found, it returned [[[0, 65535, 0, 65535, 0], [0, 65535, 0, 65535, 0]], [[0, 65535, 0, 65535, 0], [0, 65535, 0, 65535, 0]]].
 import json
 
 import jax
@@ -13,10 +13,10 @@ HLO = r"""
 HloModule fuzz_14
 
 ENTRY %main.14 {
-  %constant.6 = s16[] constant(32767)
-  %broadcast.8 = s16[2,2,4] broadcast(%constant.6), dimensions={}
-  %constant.9 = s16[2,2,1] constant({ { {6}, {6} }, { {-3}, {-2} } })
-  ROOT %convolution.10 = s16[2,2,5] convolution(%broadcast.8, %constant.9), window={size=1 pad=1_1 lhs_dilate=2}, dim_labels=f0b_oi0->fb0, batch_group_count=2
+  %constant.6 = u16[] constant(65535)
+  %broadcast.8 = u16[2,2,4] broadcast(%constant.6), dimensions={}
+  %constant.9 = u16[2,2,1] constant({ { {6}, {6} }, { {3}, {2} } })
+  ROOT %convolution.10 = u16[2,2,5] convolution(%broadcast.8, %constant.9), window={size=1 pad=1_1 lhs_dilate=2}, dim_labels=f0b_oi0->fb0, batch_group_count=2
 }
 """
 
@@ -51,7 +51,7 @@ def run(inputs):
 
 # The value the semantics give (None: not compared).
 EXPECTED = [
-    np.array([[[0, -12, 0, -12, 0], [0, -12, 0, -12, 0]], [[0, -32763, 0, -32763, 0], [0, -32763, 0, -32763, 0]]], np.int16),
+    np.array([[[0, 65524, 0, 65524, 0], [0, 65524, 0, 65524, 0]], [[0, 65531, 0, 65531, 0], [0, 65531, 0, 65531, 0]]], np.uint16),
 ]
 
 
