@@ -24,8 +24,11 @@ from typing import Callable
 import numpy as np
 
 from hloref.ir import Instruction, Module
+from hloref.opcodes import ACCUMULATING
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.types import ELEMENT_TYPES, ElementType, from_dtype
+
+from .contract_accumulation import accumulation_overflow
 
 __all__ = ["Breach", "CHECKS", "contract_breaches", "unsigned_variant", "unsigned_arguments",
            "unstable_tie_mask"]
@@ -249,6 +252,9 @@ def _checks(module: Module) -> dict[str, list[Callable]]:
     out = {k: list(v) for k, v in CHECKS.items()}
     out.setdefault("reduce", []).append(_reduce_init(module))
     out.setdefault("sort", []).append(_unstable_ties(module))
+    overflow = accumulation_overflow(module)
+    for opcode in ACCUMULATING:
+        out.setdefault(opcode, []).append(overflow)
     return out
 
 

@@ -41,6 +41,7 @@ from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
 from .compare import Verdict, accumulation_atol, compare_values, differs
 from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
 from .known_classes import BY_NAME, Case, known_class
+from .isolation import isolated_module
 from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, confirmed, sample
 from .perturb import flushed_terms
 from .vocabulary import oracle_label, verdict_meaning
@@ -214,32 +215,6 @@ class DiffReport:
 
 
 # ---------------------------------------------------------------- isolation
-
-
-def _called_closure(module: Module, comp: Computation, out: dict) -> None:
-    for instr in comp.instructions:
-        for name in instr.called_computation_names():
-            if name not in out:
-                callee = module.computations[name]
-                _called_closure(module, callee, out)
-                out[name] = callee
-
-
-def isolated_module(module: Module, instr: Instruction) -> Module:
-    """A module whose entry runs ``instr`` alone on parameters (one per operand)."""
-    params = []
-    for i, operand in enumerate(instr.operands):
-        params.append(Instruction(name=f"isolated.p{i}", opcode="parameter", shape=operand.shape,
-                                  parameter_number=i))
-    clone = dataclasses.replace(instr, operands=params, control_predecessors=[])
-    entry = Computation(name="isolated.entry", instructions=params + [clone], root=clone,
-                        is_entry=True)
-    callees: dict[str, Computation] = {}
-    _called_closure(module, Computation("tmp", [clone]), callees)
-    comps = dict(callees)
-    comps[entry.name] = entry
-    return Module(name=f"isolated_{instr.name}".replace("-", "_").replace(".", "_"),
-                  computations=comps, entry_name=entry.name)
 
 
 def _has_token(shape) -> bool:

@@ -4,7 +4,9 @@ ranges, XLA's documented division and conversion cases)."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
+import pytest
 
 import hloref
 from hloref.fuzz.contract import contract_breaches, unsigned_arguments, unsigned_variant
@@ -209,3 +211,44 @@ ENTRY e {
     assert found[("t", "nan-bits-observed")].index == (1,)
     assert ("f", "nan-bits-observed") not in found
     assert contract_breaches(hloref.parse(text), [np.array([1, 2, 3], np.float32)]) == []
+
+
+# Signed overflow inside an accumulation (fuzz/contract_accumulation.py): each case's exact
+# result by hand; the breach is reported only where it leaves the type's range.
+_CONV_S16 = """HloModule c
+ENTRY e {
+  k = s16[] constant(%d)
+  b = s16[2,2,4] broadcast(k), dimensions={}
+  w = s16[2,2,1] constant({ { {6}, {6} }, { {-3}, {-2} } })
+  ROOT c = s16[2,2,5] convolution(b, w), window={size=1 pad=1_1 lhs_dilate=2}, dim_labels=f0b_oi0->fb0, batch_group_count=2
+}"""
+_DOT_S8 = """HloModule d
+ENTRY e {
+  a = s8[2,3] parameter(0)
+  b = s8[3,2] parameter(1)
+  ROOT d = s8[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+_REDUCE_S4 = """HloModule r
+add { x = s4[] parameter(0)  y = s4[] parameter(1)  ROOT s = s4[] add(x, y) }
+ENTRY e {
+  p = s4[4] parameter(0)
+  z = s4[] constant(0)
+  ROOT r = s4[] reduce(p, z), dimensions={0}, to_apply=add
+}"""
+_ONES_ROW0 = np.array([[1, 1], [0, 0], [0, 0]], np.int8)
+ACCUMULATION_CASES = [
+    # 12 x 32767 = 393,204 > 32,767 (and -5 x 32767 < -32,768): 8 elements
+    ("conv-s16-overflows", _CONV_S16 % 32767, [], 8),
+    ("conv-s16-fits", _CONV_S16 % 3, [], 0),                     # 12 x 3 = 36
+    ("dot-s8-overflows", _DOT_S8, [np.full((2, 3), 100, np.int8), np.ones((3, 2), np.int8)], 4),
+    ("dot-s8-fits", _DOT_S8, [np.full((2, 3), 100, np.int8), _ONES_ROW0], 0),  # 100
+    ("reduce-s4-overflows", _REDUCE_S4, [np.array([3, 3, 3, -1], ml_dtypes.int4)], 1),  # 8 > 7
+    ("reduce-s4-fits", _REDUCE_S4, [np.array([3, 3, -3, -1], ml_dtypes.int4)], 0),      # 2
+]
+
+
+@pytest.mark.parametrize("name,text,args,count", ACCUMULATION_CASES,
+                         ids=[c[0] for c in ACCUMULATION_CASES])
+def test_signed_overflow_inside_an_accumulation(name, text, args, count):
+    found = [b for b in contract_breaches(text, args) if b.kind == "signed-overflow"]
+    assert sum(b.count for b in found) == count, found
