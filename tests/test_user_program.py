@@ -50,7 +50,8 @@ NOT_REACHED = {
     ("divide-c64-constant-infinite-numerator", "jax"):
         "XLA's HLO text parser reads the constant (nan, inf) as (nan, nan) (hlo_module_from_text"
         "(...).to_string() and the StableHLO both show 0x7FC00000 twice); jax and TF build the "
-        "constant without the text parser and XLA:CPU divides it right",
+        "constant without the text parser and XLA:CPU divides it right; the finding's "
+        "hand-written jax_roundtrip.py parses jax's own printed HLO text and reproduces",
     ("divide-c64-constant-infinite-numerator", "tf"): "as under jax: a parser fault",
     ("negative-zero-constant-print-parse-round-trip", "jax"):
         "a text round trip: jax and TF build the -0.0 constant without XLA's text parser; the "
