@@ -254,3 +254,20 @@ def test_the_allow_list_only_shrinks(collections):
     holding = {f.path for f in collections}
     stale = sorted(set(ALLOWED) - holding)
     assert not stale, f"files in ALLOWED that hold no collection any more (remove them): {stale}"
+
+
+def test_tables_keyed_like_a_property_agree_with_it():
+    """An implementation table whose keys restate a property or another table holds
+    the same opcodes: the GPU's complex-to-real functions are the complex-to-component
+    ops, and every combiner the evaluator applies with numpy has a GPU reduce kernel
+    on integers and preds."""
+    from hloref.evaluator.combiners import COMBINERS
+    from hloref.gpu.complex_elementwise import TO_REAL
+    from hloref.gpu.reduce import combiner
+    from hloref.op_properties import opcodes_with
+    from hloref.types import ELEMENT_TYPES
+    assert set(TO_REAL) == opcodes_with("complex-to-component")
+    for kind in COMBINERS:
+        for et in ("s32", "u8", "pred"):
+            op, widen = combiner(kind, ELEMENT_TYPES[et])
+            assert callable(op) and callable(widen)
