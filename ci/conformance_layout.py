@@ -33,13 +33,25 @@ def multi_device(text: str) -> bool:
     return bool(header) and any(int(n) > 1 for n in _DEVICES_RE.findall(header.group()))
 
 
-#: Collectives with a ``use_global_device_ids`` field (channel_id alone: replica groups
-#: across all partitions) and without one (channel_id: partition ids).
-_WITH_GLOBAL_IDS_FIELD = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
-                          "reduce-scatter", "reduce-scatter-start", "collective-reduce")
-_WITHOUT_GLOBAL_IDS_FIELD = ("all-to-all", "all-to-all-start", "collective-permute",
-                             "collective-permute-start", "collective-broadcast",
-                             "collective-broadcast-start", "ragged-all-to-all")
+def _takes(op: str, attribute: str) -> bool:
+    """Whether collective ``op`` (or, for ``X-start``, ``X``: an async wrapper as
+    ``_collective_opcode`` names it) takes ``attribute`` (the op catalogue's)."""
+    from hloref.opcodes import CATALOGUE
+    info = CATALOGUE.get(op.removesuffix("-start")) or CATALOGUE.get(op)
+    return info is not None and attribute in info.attributes
+
+
+def _with_global_ids_field(op: str) -> bool:
+    """A ``use_global_device_ids`` field (channel_id alone: replica groups across all
+    partitions); the others read channel_id as partition ids."""
+    return _takes(op, "use_global_device_ids")
+
+
+def _is_collective(op: str) -> bool:
+    """The collectives whose device groups ``layout_consistent`` checks."""
+    return _takes(op, "replica_groups") or _takes(op, "source_target_pairs")
+
+
 #: At most this many host devices (the xla worker's --xla_force_host_platform_device_count).
 MAX_DEVICES = 16
 
@@ -57,7 +69,7 @@ def devices_for(text: str) -> tuple[int, int] | None:
     if module is None or not COLLECTIVES.search(text):
         return None
     collectives = [i for _, i in module.instructions()
-                   if _collective_opcode(i) in _WITH_GLOBAL_IDS_FIELD + _WITHOUT_GLOBAL_IDS_FIELD]
+                   if _is_collective(_collective_opcode(i))]
     if not collectives:
         return None
     R0, P0 = module.replica_count, module.num_partitions
@@ -115,7 +127,7 @@ def layout_consistent(collectives, replicas: int, partitions: int) -> bool:
                     continue
                 group = instruction_participants(
                     dev, attrs.get("replica_groups"), channel, attrs.get("use_global_device_ids"),
-                    has_global_ids_field=op in _WITH_GLOBAL_IDS_FIELD)
+                    has_global_ids_field=_with_global_ids_field(op))
                 op = op[:-len("-start")] if op.endswith("-start") else op
             except HloError:
                 return False
@@ -123,8 +135,8 @@ def layout_consistent(collectives, replicas: int, partitions: int) -> bool:
                 return False
             groups = getattr(attrs.get("replica_groups"), "groups", None) or ()
             kind = (replicas * partitions if channel is not None and flag(
-                    attrs.get("use_global_device_ids")) and op in _WITH_GLOBAL_IDS_FIELD else
-                    partitions if channel is not None and op not in _WITH_GLOBAL_IDS_FIELD
+                    attrs.get("use_global_device_ids")) and _with_global_ids_field(op) else
+                    partitions if channel is not None and not _with_global_ids_field(op)
                     else replicas)
             if any(not 0 <= v < kind for g in groups for v in g):
                 return False

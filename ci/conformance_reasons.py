@@ -11,6 +11,7 @@ import re
 import numpy as np
 
 from conformance_extract import parse_or_none
+from hloref.evaluator.combiners import COMBINERS, identity
 from conformance_layout import COLLECTIVES, devices_for
 
 #: Why a module XLA:CPU runs does not get XLA:CPU's answer from hloref, where the
@@ -144,12 +145,6 @@ REASON_BY_LOCATION = {
         "bound; XLA's own test expects the runtime size 2, as hloref returns",
 }
 
-#: The identity of each simple reducer (operation_semantics §Reduce: "all initial values
-#: have to form an identity under computation").
-_IDENTITY = {"add": 0, "or": 0, "xor": 0, "multiply": 1, "and": 1,
-             "maximum": -np.inf, "minimum": np.inf}
-
-
 def _init_not_identity(text: str) -> bool:
     """Some reduce/reduce-window has an init value that is not its reducer's identity
     (a seeded random parameter, or a constant such as 1 for add)."""
@@ -165,15 +160,13 @@ def _init_not_identity(text: str) -> bool:
         for init, kind in zip(instr.operands[n:], kinds):
             if init.opcode == "parameter":
                 return True
-            if init.opcode == "constant" and kind in _IDENTITY and init.literal is not None:
+            # the identity of each simple reducer (operation_semantics §Reduce: "all
+            # initial values have to form an identity under computation")
+            if init.opcode == "constant" and kind in COMBINERS and init.literal is not None:
                 v = np.asarray(init.literal)
-                ident = _IDENTITY[kind]
-                if v.dtype.kind in "iu" and np.isinf(ident):
-                    info = np.iinfo(v.dtype)
-                    ident = info.min if ident < 0 else info.max
-                if v.dtype == np.bool_:
-                    ident = bool(ident) if kind in ("and", "multiply") else False
-                if v.size == 1 and v.reshape(()).item() != ident:
+                # (narrow floats, ml_dtypes kind "V", compare as floats)
+                ident = identity(kind, v.dtype if v.dtype.kind in "biufc" else np.float64)
+                if ident is not None and v.size == 1 and v.reshape(()).item() != ident:
                     return True
     return False
 

@@ -17,6 +17,10 @@ import numpy as np
 from conformance_extract import parse_or_none
 from conformance_judge import judge
 from conformance_layout import MAX_DEVICES
+from hloref.op_properties import opcodes_with
+
+#: ops that keep a scalar's value (a set-dimension-size size is read through them)
+_KEEPS_SCALAR = opcodes_with("scalar-value-kept")
 
 #: The script the workers run (``--worker KIND``).
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conformance.py")
@@ -102,7 +106,7 @@ def bounded_sizes(text: str) -> dict:
         if instr.opcode != "set-dimension-size" or len(instr.operands) != 2:
             continue
         size = instr.operands[1]
-        while size.opcode in ("convert", "reshape", "copy", "bitcast") and size.operands:
+        while size.opcode in _KEEPS_SCALAR and size.operands:
             size = size.operands[0]
         dims = tuple(instr.attrs.get("dimensions") or ())
         shape = instr.shape

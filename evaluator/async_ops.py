@@ -16,8 +16,6 @@ from hloref.shapes import ArrayShape, TupleShape
 
 from .registry import op
 
-OP_FAMILY = True
-
 
 def context_values(shape) -> list:
     """Zeros for the context elements of an async-start tuple shape (after element 1)."""

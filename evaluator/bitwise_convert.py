@@ -43,7 +43,6 @@ from . import narrow
 from .numeric import contiguous, element_type_of, to_float64, wrap_int
 from .registry import op
 
-OP_FAMILY = True
 
 __all__ = ["bitcast_convert", "reduce_precision", "stochastic_convert",
            "reduce_precision_bits", "reduce_precision_scalar"]

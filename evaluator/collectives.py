@@ -44,8 +44,6 @@ from .numeric import contiguous
 from .reduce import is_vectorizable
 from .registry import op
 
-OP_FAMILY = True
-
 
 @dataclass
 class DeviceIO:

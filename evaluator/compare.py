@@ -17,7 +17,6 @@ from .elementwise import ieee_max_min, complex_max_min
 from .numeric import compute_array, element_type_of, float_compute, int_compute_dtype
 from .registry import op
 
-OP_FAMILY = True
 
 _DIRECTIONS = {
     "EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,

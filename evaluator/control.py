@@ -9,11 +9,10 @@ import time
 import numpy as np
 
 from hloref.errors import HloEvalError, HloLimitError
+from hloref.op_properties import opcodes_with
 from hloref.values import TOKEN_VALUE
 
 from .registry import op
-
-OP_FAMILY = True
 
 
 @op("constant")
@@ -90,12 +89,7 @@ def run_while(init, condition, body, *, limit: int, instruction_name: str, to_ho
 
 
 #: Opcodes whose value does not depend on the operands alone (or that call others).
-_IMPURE_OPCODES = frozenset("""
-rng rng-get-and-update-state infeed recv recv-done custom-call call fusion while
-conditional all-reduce all-reduce-start all-gather all-gather-start collective-permute
-collective-permute-start all-to-all reduce-scatter partition-id replica-id
-async-start async-done send send-done outfeed
-""".split())
+_IMPURE_OPCODES = opcodes_with("impure")
 
 
 def _is_pure(comp) -> bool:

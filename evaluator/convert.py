@@ -18,8 +18,6 @@ from hloref.types import ElementType
 from .numeric import element_type_of, from_float64, int_compute_dtype, to_float64, wrap_int
 from .registry import op
 
-OP_FAMILY = True
-
 
 def _int_to_float64_sticky(x: np.ndarray) -> np.ndarray:
     """int64/uint64 → f64 that rounds once more correctly to any ≤ 51-bit target.

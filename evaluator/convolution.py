@@ -25,7 +25,6 @@ from .dot import dot_operand, integer_result_in_f32
 from .numeric import contiguous, element_type_of, finish
 from .registry import op
 
-OP_FAMILY = True
 
 #: the largest im2col buffer (every window position of every output, in bytes) the
 #: convolution builds; past it, one GEMM per window position, summed into the result

@@ -42,7 +42,6 @@ from hloref.shapes import ArrayShape, TupleShape
 from .numeric import contiguous, finish, to_float64
 from .registry import op
 
-OP_FAMILY = True
 
 CUSTOM_CALLS: dict[str, Callable] = {}
 

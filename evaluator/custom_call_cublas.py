@@ -24,8 +24,6 @@ from .numeric import contiguous, finish, to_float64
 from .custom_call_vendor import (enum_name, gelu_tanh, general_dot, gpu_config, pack, round_to,
                                  unsupported)
 
-OP_FAMILY = True
-
 
 _EPILOGUES = ("DEFAULT", "BIAS", "RELU", "BIAS_RELU", "GELU", "GELU_AUX", "BIAS_GELU",
               "BIAS_GELU_AUX")

@@ -37,8 +37,6 @@ from .numeric import to_float64
 from .custom_call_vendor import (elu, enum_name, gelu_erf, general_dot, gpu_config, pack, round_to,
                                  sigmoid, unsupported)
 
-OP_FAMILY = True
-
 
 def _activation(out, mode, config, target):
     mode = str(mode or "kNone")

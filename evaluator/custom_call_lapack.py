@@ -60,7 +60,6 @@ from hloref.shapes import TupleShape
 
 from .custom_call import custom_call
 
-OP_FAMILY = True
 
 _TYPES = "sdcz"
 

@@ -40,8 +40,6 @@ from .custom_call_vendor import (elu, enum_name, float_from_bits, gelu_erf, gelu
                                  pack, round_to, sigmoid,
                                  unsupported)
 
-OP_FAMILY = True
-
 
 _FUSION_KINDS = ("UNDEFINED", "BIAS", "RELU", "TANH", "GELU_ERF", "GELU_TANH", "BINARY_ADD",
                  "LINEAR", "ELU", "RELU6", "SIGMOID", "SUM", "SWISH")

@@ -29,8 +29,6 @@ from .convert import convert_array
 from .numeric import contiguous, element_type_of, finish, int_compute_dtype, scratch, to_float64
 from .registry import op
 
-OP_FAMILY = True
-
 
 def integer_result_in_f32(element_type=element_type_of, convert=convert_array):
     """Decorator of a dot-like op ``fn(lhs, rhs, *rest, shape=..., **attrs)``: with

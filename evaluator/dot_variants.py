@@ -34,8 +34,6 @@ from .dot import dot_operand, dot, integer_result_in_f32
 from .numeric import contiguous, finish, to_float64
 from .registry import op
 
-OP_FAMILY = True
-
 
 @op("ragged-dot")
 @integer_result_in_f32()

@@ -55,6 +55,8 @@ import dataclasses
 import numpy as np
 
 from hloref.errors import HloEvalError, HloUnsupportedError
+from hloref.op_properties import opcodes_with
+from hloref.opcodes import ELEMENTWISE, FORWARDS
 from hloref.shapes import ArrayShape, TupleShape
 
 from .dynamic_indexing import (dynamic_reshape_step, gather_step, merge_sizes, normal_sizes,
@@ -64,15 +66,18 @@ from .numeric import contiguous
 __all__ = ["DYNAMIC_SOURCES", "CONTROL_OPCODES", "dynamic_step", "is_partial", "_is_partial",
            "valid_part", "embed", "trim", "HostArrays", "HOST_ARRAYS", "entry_sizes"]
 
-#: Opcodes whose result carries its operands' runtime sizes dimension for dimension.
-_SAME_SHAPE_FAMILIES = frozenset({"elementwise", "compare", "convert"})
-_SAME_SHAPE_OPCODES = frozenset({"copy", "reduce-precision", "stochastic-convert", "map"})
-#: Opcodes whose result is operand 0 itself (tuples included).
-_FORWARD_OPCODES = frozenset({"opt-barrier", "domain", "add-dependency"})
+#: Opcodes whose result carries its operands' runtime sizes dimension for dimension:
+#: the elementwise ops and map (elementwise in XLA's ``IsElementwiseImpl``);
+#: bitcast-convert only between types of one width (``dynamic_step``).
+_SAME_SHAPE = ELEMENTWISE | {"map"}
+#: Opcodes whose result is operand 0 itself, tuples included (copy, elementwise, is
+#: handled with the elementwise ops, a tuple copy apart).
+_FORWARD_OPCODES = FORWARDS - ELEMENTWISE
 #: Opcodes ``dynamic_step`` handles even when no operand carries runtime sizes.
 DYNAMIC_SOURCES = frozenset({"set-dimension-size", "dynamic-reshape"})
-#: Opcodes that call computations with sizes (handled by the interpreter).
-CONTROL_OPCODES = frozenset({"call", "fusion", "while", "conditional"})
+#: Opcodes that call computations with sizes (handled by the interpreter): the
+#: sequential callers and fusion.
+CONTROL_OPCODES = opcodes_with("sequential-callers") | {"fusion"}
 
 
 def is_partial(sizes) -> bool:
@@ -207,7 +212,6 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu", arrays=HO
     runtime sizes (an array), or a list of entries (a tuple value). ``fn`` is the op
     of the backend (with ``kwargs``), ``arrays`` its array operations
     (:class:`HostArrays`). Returns ``(value, entry)`` for the result."""
-    from .registry import OPS
     opcode = instr.opcode
     shape = instr.shape
 
@@ -257,10 +261,8 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu", arrays=HO
         raise unsupported("a tuple holding a dynamic value")
     if opcode == "dynamic-reshape":
         return dynamic_reshape_step(instr, operands, sizes, arrays)
-    entry = OPS.get(opcode)
-    family = entry.family if entry is not None else ""
-    if family in _SAME_SHAPE_FAMILIES or opcode in _SAME_SHAPE_OPCODES or (
-            opcode == "bitcast-convert" and operands[0].ndim == len(shape.dims)):
+    if opcode in _SAME_SHAPE and (opcode != "bitcast-convert"
+                                  or operands[0].ndim == len(shape.dims)):
         operands, merged = _elementwise_sizes(operands, sizes, len(shape.dims), arrays)
         return fn(*operands, **kwargs), normal_sizes(merged, shape.dims)
     if opcode == "broadcast":

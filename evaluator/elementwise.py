@@ -20,7 +20,6 @@ from .numeric import (compute_array, element_type_of, finish, float_compute, flo
                       int_compute_dtype, wrap_int)
 from .registry import op
 
-OP_FAMILY = True
 
 # ---------------------------------------------------------------- helpers
 

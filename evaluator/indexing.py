@@ -55,11 +55,11 @@ import numpy as np
 from hloref.errors import HloEvalError
 from hloref.shapes import TupleShape
 
+from .combiners import COMBINERS
 from .numeric import contiguous, element_type_of, int_compute_dtype, wrap_int
 from .reduce import is_vectorizable, reads_everything, simple_reducer
 from .registry import op
 
-OP_FAMILY = True
 
 _U64_SATURATE = np.uint64(1 << 62)
 
@@ -228,11 +228,6 @@ def _scatter_max_min(out, targets, updates, take_max):
                 out[t] = b
 
 
-_INT_UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
-               "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
-               "xor": np.bitwise_xor}
-
-
 def simple_applies(kind: str, et) -> bool:
     """Whether scatter applies the recognised combiner ``kind`` on ``et`` itself
     (``_apply_simple``), without calling the combiner computation."""
@@ -250,7 +245,7 @@ def _apply_simple(kind: str, out: np.ndarray, targets: np.ndarray, updates: np.n
     if et.is_integer:
         cd = int_compute_dtype(et)
         acc = out.astype(cd)
-        _INT_UFUNCS[kind].at(acc, targets, updates.astype(cd))
+        COMBINERS[kind].integer.at(acc, targets, updates.astype(cd))
         out[...] = wrap_int(acc, et)
         return True
     if (et.is_float or et.is_complex) and not et.is_narrow_float and kind in ("add", "multiply"):

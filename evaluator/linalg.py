@@ -65,8 +65,6 @@ from hloref.errors import HloEvalError
 from .numeric import contiguous, element_type_of, from_float64, to_float64
 from .registry import op
 
-OP_FAMILY = True
-
 
 def _flag(value, default: bool = False) -> bool:
     """A boolean attribute (typed by the parser); ``None`` when absent."""

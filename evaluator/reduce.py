@@ -23,33 +23,23 @@ import weakref
 import numpy as np
 
 from hloref.errors import HloEvalError
-from hloref.opcodes import SIDE_EFFECTING
+from hloref.op_properties import opcodes_with
+from hloref.opcodes import ELEMENTWISE, SIDE_EFFECTING
 from hloref.shapes import ArrayShape, TupleShape
 
 from . import plan_cache
+from .combiners import COMBINERS
 from .elementwise import ieee_max_min  # shared NaN/±0 rule
 from .kernels import sum_f64
 from .numeric import contiguous, compute_array, element_type_of, finish, int_compute_dtype, to_float64
 from .registry import op
 
-OP_FAMILY = True
 
-_FAST_REDUCERS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
-
-#: Opcodes a reducer may contain and still run on whole arrays at once.
-VECTORIZABLE = frozenset({
-    "parameter", "constant", "tuple", "get-tuple-element", "compare", "select", "clamp",
-    "convert", "add", "subtract", "multiply", "divide", "remainder", "power", "maximum",
-    "minimum", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical", "atan2", "complex", "mulhi", "abs", "negate", "sign", "ceil", "floor",
-    "round-nearest-afz", "round-nearest-even", "is-finite", "not", "popcnt",
-    "count-leading-zeros", "real", "imag", "exponential", "exponential-minus-one", "log",
-    "log-plus-one", "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "sinh", "cosh",
-    "asin", "acos", "atan", "asinh", "acosh", "atanh", "logistic", "erf", "copy",
-    "opt-barrier",
-    # same width on scalars (every instruction here is rank 0): a bit-for-bit view
-    "bitcast-convert",
-})
+#: Opcodes a reducer may contain and still run on whole arrays at once: the elementwise
+#: ops (bitcast-convert included: on scalars, every instruction here being rank 0, it is
+#: between types of one width, a bit-for-bit view) and the ones that pass scalars through
+#: (op properties ``reducer-vectorized`` and ``reducer-scalar-only``).
+VECTORIZABLE = (ELEMENTWISE - opcodes_with("reducer-scalar-only")) | opcodes_with("reducer-vectorized")
 
 
 def reads_everything(computation) -> bool:
@@ -80,7 +70,7 @@ def simple_reducer(computation) -> str | None:
 def _simple_reducer(computation) -> str | None:
     root = computation.root
     params = computation.parameters
-    if len(params) != 2 or root is None or root.opcode not in _FAST_REDUCERS:
+    if len(params) != 2 or root is None or root.opcode not in COMBINERS:
         return None
     if not reads_everything(computation):
         return None
@@ -197,16 +187,12 @@ def fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.n
                 return finish(fn(best, start), et)
             return None
         if et.is_pred:
-            ufunc = {"add": np.logical_or, "multiply": np.logical_and, "maximum": np.logical_or,
-                     "minimum": np.logical_and, "and": np.logical_and, "or": np.logical_or,
-                     "xor": np.logical_xor}[kind]
+            ufunc = COMBINERS[kind].pred
             acc = ufunc.reduce(x, axis=axes) if not empty else np.broadcast_to(init, kept)
             return np.asarray(ufunc(acc, init)).astype(bool)
         if et.is_integer:
             dt = int_compute_dtype(et)
-            ufunc = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
-                     "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
-                     "xor": np.bitwise_xor}[kind]
+            ufunc = COMBINERS[kind].integer
             start = init.astype(dt)
             if empty:
                 return finish(np.broadcast_to(start, kept).copy(), et)

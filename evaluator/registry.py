@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 from hloref.opcodes import CATALOGUE
 
-__all__ = ["op", "OPS", "OpEntry", "unsupported", "UNSUPPORTED"]
+__all__ = ["op", "OPS", "OpEntry", "unsupported", "UNSUPPORTED", "FAMILIES", "family_modules",
+           "family_of_module", "load_all"]
 
 
 @dataclass(frozen=True)
@@ -68,22 +69,40 @@ INTERPRETER_OPCODES = frozenset(op for op, info in CATALOGUE.items()
                                 if info.family == "interpreter")
 
 
-def load_all() -> dict[str, OpEntry]:
-    """Import every op-family module of this package so that its ``@op`` registrations run.
+#: The op families: the catalogue's ``family`` column (the interpreter loop apart).
+FAMILIES = frozenset(info.family for info in CATALOGUE.values()) - {"interpreter"}
 
-    A module is an op family when it defines ``OP_FAMILY = True`` at the top (checked
-    by reading, so helper modules are not imported twice for nothing)."""
+
+def family_modules(directory) -> list[str]:
+    """The modules of ``directory`` (a backend's package folder) that register ops: each
+    family's module (``reduce.py``) and its parts, the modules named ``<family>_<part>``
+    that are no family themselves (``custom_call_lapack.py``, ``linalg_fft.py``), in
+    that order. A family a backend has no module for is skipped."""
+    from pathlib import Path
+    names = sorted(p.stem for p in Path(directory).glob("*.py"))
+    families = [n for n in names if n in FAMILIES]
+    parts = [n for n in names if n not in FAMILIES and family_of_module(n) is not None]
+    return families + parts
+
+
+def family_of_module(name: str) -> str | None:
+    """The family module ``name`` belongs to: itself, or ``F`` for a part ``F_<part>``
+    (None: a helper module)."""
+    if name in FAMILIES:
+        return name
+    owners = [f for f in FAMILIES if name.startswith(f + "_")]
+    return max(owners, key=len) if owners else None
+
+
+def load_all() -> dict[str, OpEntry]:
+    """Import the modules of this package named by the op catalogue's ``family`` column
+    (``family_modules``) so that their ``@op`` registrations run."""
     global _loaded
     if not _loaded:
         import importlib
-        import pkgutil
         from pathlib import Path
-        here = Path(__file__).parent
-        for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda i: i.name):
-            text = (here / f"{info.name}.py").read_text(encoding="utf-8") \
-                if (here / f"{info.name}.py").exists() else ""
-            if "\nOP_FAMILY = True" in text:
-                importlib.import_module(f"{__package__}.{info.name}")
+        for name in family_modules(Path(__file__).parent):
+            importlib.import_module(f"{__package__}.{name}")
         _loaded = True
     return OPS
 

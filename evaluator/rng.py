@@ -67,7 +67,6 @@ from hloref.shapes import TupleShape
 from .numeric import element_type_of, finish, from_float64
 from .registry import op
 
-OP_FAMILY = True
 
 __all__ = ["threefry2x32", "philox4x32", "threefry2x32_words", "philox4x32_words", "RNG_KEY", "RNG_STATE_INITIAL", "split_dim",
            "threefry_halves", "philox_counters", "bit_generator_shapes",

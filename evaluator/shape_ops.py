@@ -13,8 +13,6 @@ from hloref.shapes import ArrayShape
 from .numeric import contiguous, finish, from_float64
 from .registry import op
 
-OP_FAMILY = True
-
 
 @op("broadcast")
 def broadcast(x, *, shape, dimensions=()):

@@ -57,7 +57,6 @@ from .numeric import compute_array, contiguous, element_type_of, int_compute_dty
 from .reduce import is_vectorizable, reads_everything
 from .registry import op
 
-OP_FAMILY = True
 
 _FLIP = {"LT": "GT", "GT": "LT"}
 

@@ -35,12 +35,12 @@ from hloref.errors import HloEvalError
 from hloref.geometry import dilate_pad_slices, window_positions, window_span
 from hloref.shapes import TupleShape
 
+from .combiners import COMBINERS, identity
 from .numeric import compute_array, contiguous, element_type_of
 from .reduce import (fast_reduce, fold_reduce, is_vectorizable, mixed_precision,
                      reducer_outputs, sequential_reduce, simple_reducer, tree_reduce)
 from .registry import op
 
-OP_FAMILY = True
 
 __all__ = ["reduce_window", "select_and_scatter", "map_", "scan", "window_view"]
 
@@ -151,10 +151,8 @@ def _streamed(kind: str, x: np.ndarray, wdims, ident) -> np.ndarray | None:
     from .elementwise import ieee_max_min
     if x.dtype.kind == "f":
         fold = ieee_max_min(kind == "maximum")
-    else:
-        fold = {"maximum": np.maximum, "minimum": np.minimum, "add": np.add,
-                "multiply": np.multiply, "and": np.bitwise_and, "or": np.bitwise_or,
-                "xor": np.bitwise_xor}[kind]
+    else:  # integers and bools (numpy's integer ufuncs on bools are the pred ones)
+        fold = COMBINERS[kind].integer
     view = window_view(padded, wdims)
     acc = None
     with np.errstate(all="ignore"):
@@ -176,19 +174,6 @@ def _valid_mask(shape, wdims):
 # ---------------------------------------------------------------------------
 # reduce-window
 # ---------------------------------------------------------------------------
-
-def _identity(kind: str, dtype: np.dtype):
-    """The identity of a fast reducer in compute dtype ``dtype`` (None if there is none)."""
-    if dtype == np.bool_:
-        return {"add": False, "or": False, "xor": False, "maximum": False,
-                "multiply": True, "and": True, "minimum": True}[kind]
-    if dtype.kind in "fc":
-        return {"add": -0.0 if dtype.kind == "f" else complex(-0.0, -0.0), "multiply": 1.0,
-                "maximum": -np.inf, "minimum": np.inf}.get(kind)
-    info = np.iinfo(dtype)
-    return {"add": 0, "or": 0, "xor": 0, "multiply": 1, "and": -1 if info.min < 0 else info.max,
-            "maximum": info.min, "minimum": info.max}[kind]
-
 
 def _masked_tree(apply, xs, inits, mask):
     """``tree_reduce`` over the last axis skipping positions where ``mask`` is False."""
@@ -242,7 +227,7 @@ def reduce_window(*operands, shape, to_apply, ctx, window=None, reducer_order="t
         et = result_shapes[0].element_type           # each step rounded, see reduce)
         if kind is not None and element_type_of(inputs[0]) == et:
             x = compute_array(inputs[0])
-            ident = _identity(kind, x.dtype)
+            ident = identity(kind, x.dtype)
             if ident is not None:
                 win = _streamed(kind, x, wdims, ident)
                 if win is None:

@@ -11,8 +11,6 @@ from hloref.evaluator.async_ops import async_done, async_update, context_values,
 from .device import DArray, empty, to_device
 from .registry import gpu_op
 
-OP_FAMILY = True
-
 
 # the CPU's: they pick from the start's tuple, whatever holds its arrays
 gpu_op("async-update")(async_update)

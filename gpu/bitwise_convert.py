@@ -31,7 +31,6 @@ from .device import (LOAD, SIMULATOR, STORE, bits_f32, device_fn, empty, f32_bit
 from .elementwise import apply, launch
 from .registry import gpu_op
 
-OP_FAMILY = True
 
 if SIMULATOR:
     def _bits_f64(b):

@@ -41,7 +41,6 @@ from .device import DArray, device_copy, empty, to_device
 from .elementwise import launch, zeros
 from .registry import gpu_op
 
-OP_FAMILY = True
 
 __all__ = ["run_devices"]
 
@@ -82,8 +81,6 @@ def _block(src: DArray, out: DArray, dim: int, src_off: int, out_off: int, count
     n = outer * count * inner
     launch(_copy_block, n, src.data, out.data, n, max(count, 1), inner, src.shape[dim], src_off,
            out.shape[dim], out_off)
-
-
 
 
 def _reducer(ctx, to_apply, xs):

@@ -21,8 +21,6 @@ from .device import LOAD, f32_bits, f64_bits, host_scalar, type_class
 from .elementwise import apply, element_kind, fmax, fmin, imax, imin
 from .registry import GpuFallback, gpu_op
 
-OP_FAMILY = True
-
 
 def _dfn(fn):
     return cuda.jit(device=True)(fn)

@@ -66,6 +66,7 @@ from hloref.evaluator.collectives import (Device, DeviceIO, check_gathered, chec
                                           permute_source)
 from hloref.evaluator.interpreter import live_instructions, topological_order
 from hloref.ir import Computation, Instruction, Module
+from hloref.op_properties import opcodes_with
 from hloref.shapes import ArrayShape, TupleShape
 
 from .device import empty
@@ -77,15 +78,11 @@ __all__ = ["COLLECTIVES", "Unsupported", "Unrolled", "applies", "unrolled", "ren
            "map_on_devices", "reduce_on_devices"]
 
 #: the collectives a computation may hold here (dedicated async pairs included)
-COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
-               "collective-broadcast", "all-reduce-start", "all-reduce-done",
-               "all-gather-start", "all-gather-done", "collective-permute-start",
-               "collective-permute-done")
+COLLECTIVES = opcodes_with("gpu-device-collectives")
 
 #: every op that is a rendezvous of devices (a computation holding one qualifies for the
 #: several-device path, and, where it is not in ``COLLECTIVES``, is refused there)
-_RENDEZVOUS = COLLECTIVES + ("collective-reduce", "ragged-all-to-all", "send", "recv",
-                             "send-done", "recv-done")
+_RENDEZVOUS = opcodes_with("rendezvous")
 
 _IDS = ("replica-id", "partition-id")
 
@@ -93,8 +90,7 @@ _IDS = ("replica-id", "partition-id")
 _DRAWS = ("rng", "rng-get-and-update-state")
 
 #: collectives with a ``use_global_device_ids`` field (``instruction_participants``)
-_GLOBAL_IDS_FIELD = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
-                     "reduce-scatter")
+_GLOBAL_IDS_FIELD = opcodes_with("global-device-ids-mode")
 
 
 class Unsupported(Exception):

@@ -13,8 +13,6 @@ from hloref.evaluator import control as cpu_control
 from .device import host_scalar, to_device
 from .registry import gpu_op
 
-OP_FAMILY = True
-
 
 @gpu_op("constant")
 def constant(*, shape, literal, instruction_name, ctx):

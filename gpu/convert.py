@@ -22,8 +22,6 @@ from .device import DArray, empty, to_device, trunc64, type_class
 from .elementwise import apply, element_kind, same
 from .registry import GpuFallback, gpu_op
 
-OP_FAMILY = True
-
 
 def _dfn(fn):
     return cuda.jit(device=True)(fn)

@@ -29,7 +29,6 @@ from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 from .shape_ops import dilated_index, row_major_strides, strided_offset
 
-OP_FAMILY = True
 
 @functools.cache  # one compiled kernel per combination
 def _kernel(fma, zero, ca, cb, co):

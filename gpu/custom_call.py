@@ -33,8 +33,6 @@ from .elementwise import apply
 from .registry import GpuFallback, gpu_op
 from .sort import topk
 
-OP_FAMILY = True
-
 
 def _is_identity(target: str) -> bool:
     fn = CUSTOM_CALLS.get(target)

@@ -35,8 +35,6 @@ from .elementwise import element_kind, launch
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple as _t, row_major_strides, strided_offsets2
 
-OP_FAMILY = True
-
 
 @cuda.jit(device=True)
 def _fma_f(acc, a, b):

@@ -41,7 +41,6 @@ from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 from .shape_ops import int_tuple, row_major_strides, strided_offsets2
 
-OP_FAMILY = True
 
 _REAL = ("f32", "f64", "narrow", "sint", "uint", "pred")
 

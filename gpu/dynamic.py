@@ -12,9 +12,10 @@ small values the sizes come from: a ``set-dimension-size`` size, ``dynamic-resha
 dimensions, a ``dynamic-slice`` start on a dynamic dimension, and (as everywhere on
 this backend) a while predicate or conditional selector.
 
-``set-dimension-size`` and ``dynamic-reshape`` have GPU ops here so that the
-interpreter prepares them on the device; the runtime sizes themselves are recorded by
-the interpreter's ``dynamic_step`` path.
+``set-dimension-size`` and ``dynamic-reshape`` have GPU ops in their families' modules
+(``gpu/indexing.py``, ``gpu/shape_ops.py``) so that the interpreter prepares them on
+the device; the runtime sizes themselves are recorded by the interpreter's
+``dynamic_step`` path.
 """
 
 from __future__ import annotations
@@ -25,12 +26,9 @@ from hloref.evaluator.dynamic import HostArrays
 
 from .device import DArray, to_device
 from .elementwise import zeros
-from .registry import gpu_op
-from .shape_ops import copy, concatenate, gather, place, row_major_strides
+from .shape_ops import concatenate, gather, place, row_major_strides
 
 __all__ = ["DeviceArrays", "DEVICE_ARRAYS"]
-
-OP_FAMILY = True
 
 
 class _Dims:
@@ -95,17 +93,3 @@ class DeviceArrays(HostArrays):
 
 #: the GPU interpreter's arrays (``Interpreter.arrays``)
 DEVICE_ARRAYS = DeviceArrays()
-
-
-@gpu_op("set-dimension-size")
-def set_dimension_size(operand, size, *, shape, dimensions):
-    """A copy of ``operand``; the interpreter's ``dynamic_step`` records the size."""
-    return copy(operand, shape=shape)
-
-
-@gpu_op("dynamic-reshape")
-def dynamic_reshape(x, *sizes, shape):
-    """The operand with the dimensions given (the interpreter's ``dynamic_step`` lays
-    out its valid elements; this runs only for a value without runtime sizes)."""
-    dims = tuple(int(DEVICE_ARRAYS.to_host(s)) for s in sizes)
-    return x.reshape(dims)

@@ -43,7 +43,6 @@ from .device import (LOAD, SIMULATOR, STORE, DArray, ceil64, device_fn, empty, f
                      signbit, trunc64, type_class, type_params)
 from .registry import GpuFallback, gpu_op
 
-OP_FAMILY = True
 
 # ---------------------------------------------------------------- launching
 

@@ -1,5 +1,5 @@
-"""f64 working buffers of the GPU's linear algebra (``gpu/batch_norm.py``, ``gpu/fft.py``,
-``gpu/linalg.py``): an operand's exact values widened to interleaved (real, imaginary)
+"""f64 working buffers of the GPU's linear algebra (``gpu/linalg_batch_norm.py``,
+``gpu/linalg_fft.py``, ``gpu/linalg.py``): an operand's exact values widened to interleaved (real, imaginary)
 f64 parts on the device, and f64 values rounded once back to an element type.
 """
 

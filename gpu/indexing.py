@@ -45,11 +45,10 @@ from .elementwise import launch
 from .reduce import combiner
 from .registry import gpu_op
 from .serial import run_calls
-from .shape_ops import int_tuple, row_major_strides, strided_offset, strided_offsets2
+from .shape_ops import copy, int_tuple, row_major_strides, strided_offset, strided_offsets2
 
 from hloref.evaluator.indexing import overwrite_combiner, simple_applies  # noqa: E402 - shared with the cpu
 
-OP_FAMILY = True
 
 _SATURATE = 1 << 62
 
@@ -550,3 +549,10 @@ def get_dimension_size(operand, *, shape, dimensions):
         raise HloEvalError(f"get-dimension-size: dimension {d} out of range for a "
                            f"rank-{operand.ndim} operand")
     return to_device(np.array(operand.shape[int(d)], dtype=np.int32))
+
+
+@gpu_op("set-dimension-size")
+def set_dimension_size(operand, size, *, shape, dimensions):
+    """A copy of ``operand``; the interpreter's ``dynamic_step`` records the size
+    (``gpu/dynamic.py``)."""
+    return copy(operand, shape=shape)

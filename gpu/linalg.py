@@ -1,6 +1,6 @@
 """``cholesky`` and ``triangular-solve`` on the GPU (mirror ``evaluator/linalg.py``): one
 thread per batch matrix, the CPU's algorithms in f64 parts (below). Batch norm is in
-``gpu/batch_norm.py``, fft in ``gpu/fft.py``.
+``gpu/linalg_batch_norm.py``, fft in ``gpu/linalg_fft.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from .elementwise import launch
 from .f64_buffers import rounded_parts, wide_parts, widen_parts_kernel
 from .registry import GpuFallback, gpu_op
 
-OP_FAMILY = True
 
 _sqrt = np.sqrt if SIMULATOR else math.sqrt
 

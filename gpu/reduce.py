@@ -46,8 +46,6 @@ from .registry import GpuFallback, gpu_op
 from .serial import run_calls
 from .shape_ops import int_tuple as _t, row_major_strides, strided_offset
 
-OP_FAMILY = True
-
 
 @cuda.jit(device=True)
 def _widen_f64(x):

@@ -57,17 +57,16 @@ _loaded = False
 
 
 def load_all() -> dict[str, GpuEntry]:
-    """Import every op-family module of this package so that its ``@gpu_op``
-    registrations run: a module is one when it says ``OP_FAMILY = True`` at the top (read,
-    not imported, as ``evaluator/registry.py:load_all`` does), so a new GPU module needs
-    no list to join."""
+    """Import the modules of this package named by the op catalogue's ``family`` column
+    (a family's module and its ``<family>_<part>`` modules, as
+    ``evaluator/registry.py:family_modules`` finds them) so that their ``@gpu_op``
+    registrations run."""
     global _loaded
     if not _loaded:
         import importlib
         from pathlib import Path
-        here = Path(__file__).parent
-        for path in sorted(here.glob("*.py")):
-            if "\nOP_FAMILY = True" in path.read_text(encoding="utf-8"):
-                importlib.import_module(f"{__package__}.{path.stem}")
+        from hloref.evaluator.registry import family_modules
+        for name in family_modules(Path(__file__).parent):
+            importlib.import_module(f"{__package__}.{name}")
         _loaded = True
     return GPU_OPS

@@ -37,7 +37,6 @@ from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 from .serial import Channel
 
-OP_FAMILY = True
 
 _M32 = 0xFFFFFFFF
 

@@ -26,8 +26,6 @@ from .device import STORE, DArray, empty, storage_dtype, type_class, type_params
 from .elementwise import launch
 from .registry import GpuFallback, gpu_op
 
-OP_FAMILY = True
-
 
 def row_major_strides(dims) -> tuple[int, ...]:
     strides = [0] * len(dims)
@@ -411,3 +409,12 @@ def shuffle(x, *, shape, dimensions, mode, shifts=(), indices=None):
                int_tuple(shift) if rank else (0,), int_tuple(sel) if rank else (-1,),
                cuda.to_device(table if table.size else np.zeros(1, np.int64)), max(k, 1))
     return out
+
+
+@gpu_op("dynamic-reshape")
+def dynamic_reshape(x, *sizes, shape):
+    """The operand with the dimensions given (the interpreter's ``dynamic_step`` lays
+    out its valid elements, ``gpu/dynamic.py``; this runs only for a value without
+    runtime sizes)."""
+    dims = tuple(int(s.to_host() if isinstance(s, DArray) else np.asarray(s)) for s in sizes)
+    return x.reshape(dims)

@@ -49,7 +49,6 @@ from .registry import gpu_op
 from .serial import run_calls
 from .shape_ops import int_tuple, row_major_strides, strided_offset
 
-OP_FAMILY = True
 
 def _key_plan(et, kind):
     """``(load name, key dtype, may hold NaN)`` for sort keys of ``et`` compared as ``kind``

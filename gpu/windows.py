@@ -63,8 +63,6 @@ from .serial import run_calls
 from .shape_ops import dilated_index, int_tuple, row_major_strides
 from hloref.evaluator.windows import scan_plan, scan_step_results, window_dims
 
-OP_FAMILY = True
-
 
 class _Geometry:
     """Kernel arguments describing windows of ``wdims`` over an operand of ``xdims``

@@ -40,14 +40,16 @@ from dataclasses import dataclass, field
 from .errors import HloEvalError
 from .ir import Computation, Instruction, Module
 from .memory_sizes import buffer_bytes, leaf_indices, memory_space, subshape
+from .op_properties import opcodes_with
 
 __all__ = ["Value", "Buffer", "Liveness", "analyze", "input_output_aliases", "inplace_pairs",
            "SEQUENTIAL_CALLERS"]
 
 #: Opcodes whose called computations run in sequence (and so get buffers).
-SEQUENTIAL_CALLERS = ("while", "conditional", "call")
-_ALIAS_OPERAND0 = ("bitcast", "optimization-barrier", "domain", "add-dependency")
-_NO_BYTES = ("after-all", "partition-id", "replica-id")
+SEQUENTIAL_CALLERS = opcodes_with("sequential-callers")
+_ALIAS_OPERAND0 = opcodes_with("value-forwarding")
+_NO_BYTES = opcodes_with("zero-byte-buffers")
+_VIEWS = opcodes_with("buffer-views")
 
 
 @dataclass
@@ -225,7 +227,7 @@ def input_output_aliases(module: Module) -> list[tuple[tuple[int, ...], int, tup
 
 
 def _through_views(instr: Instruction) -> Instruction:
-    while instr.opcode in ("bitcast", "get-tuple-element", "reshape") and instr.operands:
+    while instr.opcode in _VIEWS and instr.operands:
         instr = instr.operands[0]
     return instr
 

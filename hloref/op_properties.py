@@ -39,6 +39,103 @@ class Property:
 
 #: Properties the evaluator and the GPU backend read.
 _EVALUATOR = """
+[sequential-callers] their called computations run in sequence, in the caller's context, and
+| get buffers of their own (XLA's call graph calls this context kControlFlow; HloLiveRange
+| follows it): the memory audit (hloref/liveness.py, hloref/memory_arena.py) walks into
+| them; with fusion, they are also the ops the interpreter passes runtime sizes into
+| (evaluator/dynamic.py CONTROL_OPCODES)
+while conditional call
+
+[value-forwarding] the result is operand 0's value: no buffer of its own (XLA's
+| HloDataflowAnalysis defines no value at them, it forwards the operand's); the memory
+| audit (hloref/liveness.py) aliases them. Typed "optimization-barrier" (no such opcode)
+| in liveness.py before, so opt-barrier got a buffer of its own there
+bitcast domain add-dependency opt-barrier
+
+[zero-byte-buffers] the memory audit (hloref/liveness.py) counts their buffers as 0 bytes:
+| a token has none; replica-id and partition-id as in XLA's buffer assignments the audit
+| was checked against (hloref/assignment_check.py, commit 08e1693; the reason was not
+| written down there)
+after-all partition-id replica-id
+
+[buffer-views] in-place analysis (hloref/liveness.py inplace_pairs) looks through them to
+| the instruction whose buffer an operand is: their result is a view of operand 0's buffer
+bitcast get-tuple-element reshape
+
+[reducer-vectorized] besides the elementwise group (less reducer-scalar-only), the ops a
+| reducer, comparator or combiner may hold and still run on whole arrays at once
+| (evaluator/reduce.py VECTORIZABLE): they only pass the scalars through, which works the
+| same on arrays
+parameter constant tuple get-tuple-element opt-barrier
+
+[reducer-scalar-only] elementwise, but a reducer holding them is evaluated one scalar at a
+| time (the vectorized path was never checked with them: the exclusion dates from the
+| first evaluator commit e6a159f, without a reason; both evaluator functions take arrays)
+reduce-precision stochastic-convert
+
+[declared-shape] shape inference takes their whole result shape from the declaration and
+| checks no constraint (hloref/shape_inference/declared.py); the verifier skips them
+parameter constant custom-call bitcast infeed outfeed recv recv-done send send-done
+async-start async-update async-done all-reduce-start all-reduce-done all-gather-start
+all-gather-done collective-permute-start collective-permute-done copy-start copy-done
+ragged-all-to-all ragged-dot scaled-dot scan
+
+[free-part] the part of the result shape their operands leave free, which shape inference
+| fills from the declared result shape (the keyword of the shape_inference rule; XLA's
+| ShapeInference takes it as an argument: InferConvertShape's new element type,
+| InferDotOpShape's preferred element type, InferBroadcastShape's dimensions, ...); the
+| declared-shape ops take the whole "shape"
+convert=result_element_type bitcast-convert=result_element_type
+stochastic-convert=result_element_type dot=result_element_type
+convolution=result_element_type
+broadcast=result_dims reshape=result_dims dynamic-reshape=result_dims rng=result_dims
+iota=shape rng-bit-generator=output_shape
+all-gather=shard_count reduce-scatter=shard_count
+
+[complex-to-component] on a complex operand the result is the component float type (XLA's
+| ShapeInference::InferUnaryOpShape; gpu/complex_elementwise.py TO_REAL implements them)
+abs real imag
+
+[replica-groups-checked] the verifier checks their replica groups before shape inference
+| (XLA's CheckReplicaGroups, hloref/verifier.py replica_groups); all-gather and
+| reduce-scatter have theirs checked with their shard count, all-to-all with its split
+| count
+all-reduce all-reduce-start all-gather-start ragged-all-to-all
+
+[global-device-ids-mode] XLA's GetCollectiveOpGroupMode(instr) reads their
+| use_global_device_ids (the other collectives pass nullopt); the verifier's group mode
+| and the GPU's participants (gpu/computation_devices.py) follow it. collective-reduce
+| takes the attribute too but is newer than the pinned XLA
+all-reduce all-reduce-start all-gather all-gather-start reduce-scatter
+
+[rendezvous] devices meet at them: a computation holding one qualifies for the GPU's
+| several-device path (gpu/computation_devices.py), which refuses the ones not
+| gpu-device-collectives (they run on the CPU)
+all-reduce all-gather reduce-scatter all-to-all collective-permute collective-broadcast
+all-reduce-start all-reduce-done all-gather-start all-gather-done collective-permute-start
+collective-permute-done collective-reduce ragged-all-to-all send recv send-done recv-done
+
+[gpu-device-collectives] the collectives the GPU's several-device path
+| (gpu/computation_devices.py) runs, dedicated async pairs included
+all-reduce all-gather reduce-scatter all-to-all collective-permute collective-broadcast
+all-reduce-start all-reduce-done all-gather-start all-gather-done collective-permute-start
+collective-permute-done
+
+[impure] the value does not depend on the operands alone (draws, host transfers,
+| collectives, device ids, custom calls) or the op calls other computations: a while
+| condition free of them is a function of the loop state (evaluator/control.py, which
+| proves a loop cannot end). Not the side-effecting group: the *-done ops depend on their
+| start operand only; collective-broadcast, collective-reduce and ragged-all-to-all are
+| missing here (a gap, kept as found)
+rng rng-get-and-update-state infeed recv recv-done custom-call call fusion while
+conditional all-reduce all-reduce-start all-gather all-gather-start collective-permute
+collective-permute-start all-to-all reduce-scatter partition-id replica-id
+async-start async-done send send-done outfeed
+
+[scalar-value-kept] on an integer scalar, the result holds the operand's value: ci/
+| conformance_workers.py reads a set-dimension-size's size operand through them to the
+| parameter it comes from
+convert reshape copy bitcast
 """
 
 #: Properties the verdict wing reads: comparison, known classes, reduction, strategies,

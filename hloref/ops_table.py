@@ -4,24 +4,12 @@ rules as the ``hloref/shape_inference`` package implements them)."""
 
 from __future__ import annotations
 
-from .opcodes import ALL_OPCODES
+from .opcodes import ALL_OPCODES, CATALOGUE, FIXED_TYPES
 from .types import ARRAY_TYPES
 
 __all__ = ["ops_table", "format_ops_table", "element_types_for", "type_matrix",
            "format_type_matrix"]
 
-#: Operand element kinds of the opcodes (other than the elementwise ones, whose kinds
-#: come from ``shape_inference.UNARY_KINDS``/``BINARY_KINDS``) that XLA's shape
-#: inference restricts: letters f(loat) c(omplex) s(igned) u(nsigned) p(red), as in
-#: ``shape_inference._expect_kind``. Opcodes absent here take every array type.
-_KINDS = {
-    "stochastic-convert": "f", "reduce-precision": "f", "fft": "fc", "cholesky": "fc",
-    "triangular-solve": "fc", "batch-norm-training": "f", "batch-norm-inference": "f",
-    "batch-norm-grad": "f", "rng": "fsup",
-}
-#: Opcodes whose array types are fixed by the opcode itself.
-_FIXED = {"replica-id": ("u32",), "partition-id": ("u32",), "rng-get-and-update-state": ("u64",),
-          "after-all": ()}
 #: Short column headers for the type table.
 _SHORT = {"f8e5m2": "e5m2", "f8e4m3": "e4m3", "f8e4m3fn": "e4m3fn", "f8e4m3b11fnuz": "e4m3b11",
           "f8e5m2fnuz": "e5m2fnuz", "f8e4m3fnuz": "e4m3fnuz", "f8e3m4": "e3m4",
@@ -31,12 +19,12 @@ _SHORT = {"f8e5m2": "e5m2", "f8e4m3": "e4m3", "f8e4m3fn": "e4m3fn", "f8e4m3b11fn
 def element_types_for(opcode: str) -> tuple[str, ...]:
     """Names of the array element types ``opcode`` takes (its main operand's, or its
     result's for opcodes without array operands), in ``ARRAY_TYPES`` order."""
-    from .shape_inference import BINARY_KINDS, UNARY_KINDS, element_kind_ok
-    if opcode in _FIXED:
-        return _FIXED[opcode]
+    from .shape_inference import element_kind_ok
+    if opcode in FIXED_TYPES:
+        return FIXED_TYPES[opcode]
     if opcode == "complex":
         return ("f32", "f64")
-    kinds = UNARY_KINDS.get(opcode) or BINARY_KINDS.get(opcode) or _KINDS.get(opcode, "fcsup")
+    kinds = CATALOGUE[opcode].kinds  # the catalogue's operand kinds (XLA's shape rules)
     return tuple(t.name for t in ARRAY_TYPES if element_kind_ok(t, kinds))
 
 

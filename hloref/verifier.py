@@ -27,6 +27,7 @@ from typing import Any
 from .attrs import ComputationRef
 from .errors import HloVerifyError
 from .ir import Computation, Instruction, Module
+from .op_properties import opcodes_with
 from .opcodes import CATALOGUE, MIN_OPERANDS, REQUIRED_ATTRS, VARIADIC
 from .shape_inference import DECLARED, ShapeError, infer_shape, same_shape, shape_str
 from .shapes import ArrayShape, TupleShape
@@ -46,8 +47,9 @@ KNOWN_OPCODES = frozenset(CATALOGUE)
 
 #: Collectives whose group mode reads use_global_device_ids (XLA's
 #: GetCollectiveOpGroupMode(instr)); the others pass nullopt.
-_GLOBAL_IDS_OPS = frozenset({"all-gather", "all-gather-start", "all-reduce", "all-reduce-start",
-                             "reduce-scatter"})
+_GLOBAL_IDS_OPS = opcodes_with("global-device-ids-mode")
+#: Collectives whose replica groups are checked before shape inference.
+_GROUPS_CHECKED = opcodes_with("replica-groups-checked")
 
 
 def _expected_params(instr: Instruction, attr: str) -> int | None:
@@ -193,8 +195,7 @@ class _Verifier:
         if op == "async-start" and not instr.async_wrapped_opcode:
             self.check_async_start(comp, instr)
             return
-        if op in ("all-reduce", "all-reduce-start", "all-gather-start",
-                  "ragged-all-to-all") and self.replica_groups(comp, instr) is False:
+        if op in _GROUPS_CHECKED and self.replica_groups(comp, instr) is False:
             return
         if op == "all-to-all" and not self.check_all_to_all(comp, instr):
             return

@@ -5,7 +5,8 @@ The source (``hloref/``, ``evaluator/``, ``gpu/``, ``fuzz/``) is read with ``ast
 assignment whose value names three or more opcodes of the catalogue's ``elementwise``
 group is a hand-typed collection a new elementwise opcode may have to join (the
 catalogue ``hloref/opcodes.py`` itself holds its rows as one text, ``_OPS``, and the
-derived groups are not literals). The section has two tables, each row a collection as
+derived groups are not literals); so is every op property of ``hloref/op_properties.py``
+naming three or more (``hloref/op_properties.py:[name]``). The section has two tables, each row a collection as
 ``path:NAME`` (``NAME``: the assigned name at module level, else the top-level function
 or class the assignment sits in):
 
@@ -60,6 +61,10 @@ def _collections() -> dict[str, set[str]]:
                     else:
                         key = top.name
                     found.setdefault(f"{rel}:{key}", set()).update(names & set(CATALOGUE))
+    from hloref.op_properties import PROPERTIES
+    for name, prop in PROPERTIES.items():
+        if len(prop.opcodes & ELEMENTWISE) >= 3:
+            found[f"hloref/op_properties.py:[{name}]"] = set(prop.opcodes)
     return found
 
 
@@ -126,3 +131,28 @@ def test_every_elementwise_opcode_has_an_evaluator_function():
     """The one place every opcode needs besides its catalogue row: the CPU registry."""
     from hloref.evaluator.registry import load_all
     assert ELEMENTWISE <= set(load_all())
+
+
+def _files_to_touch(groups: set[str]) -> set[str]:
+    """The source files a new elementwise opcode of ``groups`` is written into: its
+    catalogue row, its evaluator function (``evaluator/elementwise.py``, the family's
+    module) and every must-join collection holding one of ``groups`` (the GPU's are
+    optional)."""
+    joins, _ = _tables()
+    files = {"hloref/opcodes.py", "evaluator/elementwise.py"}
+    for row in joins:
+        path = _ticked(row[0])[0].split(":")[0]
+        if set(_ticked(row[1])) & groups and not path.startswith("gpu/"):
+            files.add(path)
+    return files
+
+
+def test_the_doc_counts_the_files_a_new_elementwise_opcode_touches():
+    section = " ".join(_section().split())
+    float_op = re.search(r"transcendental float op touches (\d+) source files", section)
+    int_op = re.search(r"integer or bitwise op (\d+)", section)
+    assert float_op and int_op, "the section no longer states the counts"
+    transcendental = _files_to_touch({"unary", "elementwise", "transcendental"})
+    integer = _files_to_touch({"unary", "elementwise"})
+    assert int(float_op.group(1)) == len(transcendental), sorted(transcendental)
+    assert int(int_op.group(1)) == len(integer), sorted(integer)

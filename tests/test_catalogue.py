@@ -238,6 +238,31 @@ def test_evaluator_registry_agrees_on_family_and_attributes():
                                    if i.family == "interpreter"}
 
 
+def test_registries_load_the_catalogue_families():
+    """Both registries import the modules the ``family`` column names (and their
+    ``<family>_<part>`` modules), and every op is registered by its family's module or
+    one of its parts: ``gpu/linalg_fft.py`` may register fft (family linalg), not
+    ``gpu/shape_ops.py``."""
+    from pathlib import Path
+
+    import hloref.evaluator as evaluator_pkg
+    import hloref.gpu as gpu_pkg
+    from hloref.evaluator.registry import FAMILIES, family_modules, family_of_module, load_all
+    from hloref.gpu.registry import load_all as gpu_load_all
+    assert FAMILIES == {i.family for i in cat.CATALOGUE.values()} - {"interpreter"}
+    assert family_of_module("custom_call_lapack") == "custom_call"
+    assert family_of_module("dot_variants") == "dot_variants"   # a family, not dot's part
+    assert family_of_module("linalg_fft") == "linalg" and family_of_module("numeric") is None
+    for package, registry in ((evaluator_pkg, load_all()), (gpu_pkg, gpu_load_all())):
+        modules = family_modules(Path(package.__file__).parent)
+        assert set(modules) >= {e.family for e in registry.values()}
+        for op, entry in registry.items():
+            assert family_of_module(entry.family) == cat.CATALOGUE[op].family, \
+                f"{package.__name__}: {op} is registered in {entry.family}.py, its family is " \
+                f"{cat.CATALOGUE[op].family}"
+    assert set(gpu_load_all()) == set(load_all())
+
+
 def test_tables_other_modules_still_keep_agree_with_the_catalogue():
     """The copies the parser and the verifier keep (until they read the catalogue)
     hold what the catalogue holds, so replacing them changes nothing."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ..op_properties import opcodes_with, values_of
 from ..shapes import Shape
 from .common import infer, required
 
@@ -14,28 +15,14 @@ def infer_declared(*operands: Shape, shape=None, **_):
 
 
 #: Opcodes whose result shape is taken from the declaration (no constraint checked).
-DECLARED = frozenset({
-    "parameter", "constant", "custom-call", "bitcast", "infeed", "outfeed", "recv", "recv-done",
-    "send", "send-done", "async-start", "async-update", "async-done", "all-reduce-start",
-    "all-reduce-done", "all-gather-start", "all-gather-done", "collective-permute-start",
-    "collective-permute-done", "copy-start", "copy-done", "ragged-all-to-all", "ragged-dot",
-    "scaled-dot", "scan",
-})
+DECLARED = opcodes_with("declared-shape")
 
 #: Opcode → which keyword ``infer_shape`` fills from the declared result shape.
-FREE_PARTS: dict[str, str] = {
-    "convert": "result_element_type", "bitcast-convert": "result_element_type",
-    "stochastic-convert": "result_element_type", "dot": "result_element_type",
-    "convolution": "result_element_type",
-    "broadcast": "result_dims", "reshape": "result_dims", "dynamic-reshape": "result_dims",
-    "rng": "result_dims", "iota": "shape", "rng-bit-generator": "output_shape",
-    "all-gather": "shard_count", "reduce-scatter": "shard_count",
-    **{op: "shape" for op in DECLARED},
-}
+FREE_PARTS: dict[str, str] = {**values_of("free-part"), **{op: "shape" for op in DECLARED}}
 
 #: Opcodes with a free result element type: the verifier compares dims only.
-FREE_ELEMENT_TYPE = frozenset({"convert", "bitcast-convert", "stochastic-convert", "dot",
-                               "convolution"})
+FREE_ELEMENT_TYPE = frozenset(op for op, part in FREE_PARTS.items()
+                              if part == "result_element_type")
 
 for _opcode in DECLARED:
     infer(_opcode)(infer_declared)

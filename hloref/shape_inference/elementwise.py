@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..op_properties import opcodes_with
 from ..opcodes import BINARY, CATALOGUE, UNARY
 from ..shapes import Shape
 from ..types import ELEMENT_TYPES, PRED
 from .common import (KIND_WORDS, ShapeError, as_array, complex_component, expect_kind,
                      expect_same_type, infer, make_array, shape_str)
 
+
+#: unary opcodes whose result on a complex operand is the component float type
+_TO_COMPONENT = opcodes_with("complex-to-component")
 
 #: unary opcode → allowed operand element kinds (from the op catalogue)
 _UNARY_KINDS: dict[str, str] = {op: CATALOGUE[op].kinds for op in sorted(UNARY)}
@@ -25,14 +29,14 @@ def _make_unary(opcode: str) -> Callable[..., Shape]:
         expect_kind(a.element_type, kinds, opcode)
         if opcode == "is-finite":
             return make_array(PRED, a.dims)
-        if opcode in ("real", "imag", "abs") and a.element_type.is_complex:
+        if opcode in _TO_COMPONENT and a.element_type.is_complex:
             return make_array(complex_component(a.element_type), a.dims)
         return make_array(a.element_type, a.dims)
 
     infer.__name__ = "infer_" + opcode.replace("-", "_")
     infer.__doc__ = (f"``{opcode}``: one array operand ({'/'.join(KIND_WORDS[k] for k in kinds)}); "
                      "same shape" + (", pred result" if opcode == "is-finite" else "")
-                     + (" (complex → component float type)" if opcode in ("real", "imag", "abs")
+                     + (" (complex → component float type)" if opcode in _TO_COMPONENT
                         else "") + ".")
     return infer
 

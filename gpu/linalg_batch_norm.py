@@ -34,7 +34,6 @@ from .elementwise import launch
 from .f64_buffers import round_kernel
 from .registry import GpuFallback, gpu_op
 
-OP_FAMILY = True
 
 _sqrt = np.sqrt if SIMULATOR else math.sqrt
 

@@ -18,8 +18,6 @@ from .elementwise import launch
 from .f64_buffers import parts_out_kernel, real_to_parts_kernel, round_kernel, widen_parts_kernel
 from .registry import GpuFallback, gpu_op
 
-OP_FAMILY = True
-
 
 # ----------------------------------------------------------------- fft
 #
