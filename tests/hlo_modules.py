@@ -1,0 +1,103 @@
+"""HLO module texts the tests share, and the builders that write the parts they repeat.
+
+A test that needs a module another file also runs takes it from ``MODULES`` by name; a
+test whose module differs from others only in a few parameters builds it here. Every
+builder returns plain HLO lines (two-space indented) or whole computations, with the
+instruction names the tests' by-hand checks speak of, and no ``%``: callers may still
+fill ``%`` templates around them.
+
+- ``parameters``: the ``parameter(i)`` lines of a computation.
+- ``state_read``: a site of rng-get-and-update-state and one of its two 64-bit words.
+- ``state_bracket``: the ENTRY of the rng-state tests, which reads the state before and
+  after the op under test and returns both reads with the op's result.
+- ``random_bit_compare``: a comparator (sort, select-and-scatter's select) answering
+  the low bit of the state it reads.
+- ``counted_loop``: the ``cond``/``step`` computations of a while loop over ``(i, n)``
+  that runs ``n`` times.
+
+Multi-device modules live in ``collective_modules.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["MODULES", "counted_loop", "parameters", "random_bit_compare", "state_bracket",
+           "state_read"]
+
+
+def parameters(*decls: str) -> str:
+    """``"name = shape"`` declarations as the lines ``name = shape parameter(i)``."""
+    return "".join(f"  {d} parameter({i})\n" for i, d in enumerate(decls))
+
+
+def state_read(delta, *, word: int = 0, names: Sequence[str] = ("s", "lo", "l")) -> str:
+    """Three lines: ``names[0]`` = an rng-get-and-update-state of ``delta`` (the state
+    before the call), ``names[2]`` = its low (``word=0``) or high (``word=1``) word, through
+    the one-element slice ``names[1]``."""
+    s, piece, value = names
+    return (f"  {s} = u64[2] rng-get-and-update-state(), delta={delta}\n"
+            f"  {piece} = u64[1] slice({s}), slice={{[{word}:{word + 1}]}}\n"
+            f"  {value} = u64[] reshape({piece})\n")
+
+
+def state_bracket(head: str, op: str, middle: Sequence[tuple[str, str]], *, before=100,
+                  after=100, tail: str = "") -> str:
+    """The ENTRY computation ``e``: ``head`` (parameters, constants), ``a`` (a state read
+    of delta ``before``), the ``op`` lines, ``b`` (a state read of delta ``after``), the
+    ``tail`` lines, and the root ``t``: the state words before, the ``middle`` values
+    (``(name, shape)`` pairs), the state words after, concatenated when every middle
+    value is a ``u64[n]`` vector, else a tuple."""
+    site = "u64[2] rng-get-and-update-state(), delta="
+    names = ", ".join(["a"] + [n for n, _ in middle] + ["b"])
+    vectors = [s[len("u64["):-1] for _, s in middle if s.startswith("u64[") and "," not in s]
+    if len(vectors) == len(middle) and all(v.isdigit() for v in vectors):
+        size = 4 + sum(int(v) for v in vectors)
+        root = f"  ROOT t = u64[{size}] concatenate({names}), dimensions={{0}}\n"
+    else:
+        shapes = ", ".join(["u64[2]"] + [s for _, s in middle] + ["u64[2]"])
+        root = f"  ROOT t = ({shapes}) tuple({names})\n"
+    return (f"ENTRY e {{\n{head}  a = {site}{before}\n{op}  b = {site}{after}\n{tail}"
+            f"{root}}}\n")
+
+
+def random_bit_compare(name: str, params: Sequence[str], delta) -> str:
+    """A computation ``name`` over ``params`` (``"name = shape"``) answering whether the
+    low word of the state it reads (a site of ``delta``) is even."""
+    return (f"{name} {{\n{parameters(*params)}{state_read(delta)}"
+            "  one = u64[] constant(1)\n"
+            "  bit = u64[] and(l, one)\n"
+            "  z = u64[] constant(0)\n"
+            "  ROOT p = pred[] compare(bit, z), direction=EQ\n}\n")
+
+
+def counted_loop(site: str = "") -> str:
+    """Computations ``cond`` and ``step`` of a while loop over ``(i, n)`` (``u64``) that
+    runs ``n`` times from ``i = 0``; ``site``: lines ``step`` evaluates each iteration
+    before counting (an unused rng-get-and-update-state, say)."""
+    state = "  st = (u64[], u64[]) parameter(0)\n"
+    fields = ("  i = u64[] get-tuple-element(st), index=0\n"
+              "  n = u64[] get-tuple-element(st), index=1\n")
+    return (f"cond {{\n{state}{fields}  ROOT lt = pred[] compare(i, n), direction=LT\n}}\n"
+            f"step {{\n{state}{fields}{site}  one = u64[] constant(1)\n"
+            "  j = u64[] add(i, one)\n"
+            "  ROOT r = (u64[], u64[]) tuple(j, n)\n}\n")
+
+
+#: Module texts more than one test file runs, by name.
+MODULES: dict[str, str] = {
+    # A map whose body calls a branch holding a site of delta 3 (adding the low word it
+    # reads) for elements below 2, and one without a site for the others; the state is
+    # read before and after the map (rng-state tests, CPU and GPU).
+    "map-pred-conditional-state": (
+        "HloModule m\n"
+        "yes {\n  y = u64[] parameter(0)\n" + state_read(3) +
+        "  ROOT r = u64[] add(y, l)\n}\n"
+        "no {\n  ROOT n = u64[] parameter(0)\n}\n"
+        "body {\n  x = u64[] parameter(0)\n  two = u64[] constant(2)\n"
+        "  p = pred[] compare(x, two), direction=LT\n"
+        "  ROOT c = u64[] conditional(p, x, x), true_computation=yes, false_computation=no\n"
+        "}\n" + state_bracket(parameters("p = u64[4]"),
+                              "  m = u64[4] map(p), dimensions={0}, to_apply=body\n",
+                              [("m", "u64[4]")])),
+}
