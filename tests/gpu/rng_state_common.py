@@ -1,5 +1,6 @@
-"""What the serial-mode rng-state tests (tests/gpu/test_gpu_computation_rng_state_serial*.py)
-share: a module run on both backends, the state's words, and the initial state."""
+"""What the rng-state tests (tests/gpu/test_gpu_computation_rng_state*.py) share: a
+module run on both backends, the state's words, and the initial state. Their module texts'
+common parts are built by tests/hlo_modules.py."""
 
 from __future__ import annotations
 
