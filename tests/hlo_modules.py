@@ -14,6 +14,8 @@ fill ``%`` templates around them.
   the low bit of the state it reads.
 - ``counted_loop``: the ``cond``/``step`` computations of a while loop over ``(i, n)``
   that runs ``n`` times.
+- ``outfeed_computation``: a two-scalar computation (reducer, comparator, combiner)
+  that outfeeds what each call saw.
 
 Multi-device modules live in ``collective_modules.py``.
 """
@@ -22,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["MODULES", "counted_loop", "parameters", "random_bit_compare", "state_bracket",
-           "state_read"]
+__all__ = ["MODULES", "counted_loop", "outfeed_computation", "parameters", "random_bit_compare",
+           "state_bracket", "state_read"]
 
 
 def parameters(*decls: str) -> str:
@@ -71,17 +73,28 @@ def random_bit_compare(name: str, params: Sequence[str], delta) -> str:
             "  ROOT p = pred[] compare(bit, z), direction=EQ\n}\n")
 
 
-def counted_loop(site: str = "") -> str:
-    """Computations ``cond`` and ``step`` of a while loop over ``(i, n)`` (``u64``) that
-    runs ``n`` times from ``i = 0``; ``site``: lines ``step`` evaluates each iteration
-    before counting (an unused rng-get-and-update-state, say)."""
-    state = "  st = (u64[], u64[]) parameter(0)\n"
-    fields = ("  i = u64[] get-tuple-element(st), index=0\n"
-              "  n = u64[] get-tuple-element(st), index=1\n")
+def counted_loop(site: str = "", *, t: str = "u64") -> str:
+    """Computations ``cond`` and ``step`` of a while loop over ``(i, n)`` (scalars of type
+    ``t``) that runs ``n`` times from ``i = 0``; ``site``: lines ``step`` evaluates each
+    iteration before counting (an unused rng-get-and-update-state, an outfeed of ``i``)."""
+    state = f"  st = ({t}[], {t}[]) parameter(0)\n"
+    fields = (f"  i = {t}[] get-tuple-element(st), index=0\n"
+              f"  n = {t}[] get-tuple-element(st), index=1\n")
     return (f"cond {{\n{state}{fields}  ROOT lt = pred[] compare(i, n), direction=LT\n}}\n"
-            f"step {{\n{state}{fields}{site}  one = u64[] constant(1)\n"
-            "  j = u64[] add(i, one)\n"
-            "  ROOT r = (u64[], u64[]) tuple(j, n)\n}\n")
+            f"step {{\n{state}{fields}{site}  one = {t}[] constant(1)\n"
+            f"  j = {t}[] add(i, one)\n"
+            f"  ROOT r = ({t}[], {t}[]) tuple(j, n)\n}}\n")
+
+
+def outfeed_computation(name: str, t: str, root: str, *, seen: str = "b",
+                        params: Sequence[str] = ("a", "b")) -> str:
+    """A computation ``name`` of two ``t`` scalars (``params``) that outfeeds ``seen``
+    (what each call saw) beside its ``root`` line, which does not read the outfeed: the
+    reducer, comparator or combiner whose calls the outfeed lists in order."""
+    return (f"{name} {{\n{parameters(*(f'{p} = {t}[]' for p in params))}"
+            f"  tok = token[] after-all()\n"
+            f"  o = token[] outfeed({seen}, tok), outfeed_shape={t}[]\n"
+            f"  {root}\n}}\n")
 
 
 #: Module texts more than one test file runs, by name.
@@ -100,4 +113,21 @@ MODULES: dict[str, str] = {
         "}\n" + state_bracket(parameters("p = u64[4]"),
                               "  m = u64[4] map(p), dimensions={0}, to_apply=body\n",
                               [("m", "u64[4]")])),
+    # A map whose body adds the next infeed value (f32) to its element and outfeeds the
+    # element: the infeed is read and the outfeed written in row-major order.
+    "map-infeed-outfeed": """HloModule m
+body {
+  x = f32[] parameter(0)
+  tok = token[] after-all()
+  i = (f32[], token[]) infeed(tok)
+  v = f32[] get-tuple-element(i), index=0
+  t2 = token[] get-tuple-element(i), index=1
+  o = token[] outfeed(x, t2), outfeed_shape=f32[]
+  ROOT r = f32[] add(x, v)
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  ROOT m = f32[3] map(x), dimensions={0}, to_apply=body
+}
+""",
 }

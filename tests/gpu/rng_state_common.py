@@ -9,6 +9,8 @@ import warnings
 import hloref
 from hloref.evaluator.rng import RNG_STATE_INITIAL
 
+from hlo_modules import state_read
+
 
 S0 = RNG_STATE_INITIAL
 M64 = 2**64 - 1
@@ -32,6 +34,4 @@ def words(state):
 
 def read_low(name, delta):
     """HLO lines: ``{name}`` is the low word of the state a site of ``delta`` reads."""
-    return (f"  {name}_s = u64[2] rng-get-and-update-state(), delta={delta}\n"
-            f"  {name}_v = u64[1] slice({name}_s), slice={{[0:1]}}\n"
-            f"  {name} = u64[] reshape({name}_v)\n")
+    return state_read(delta, names=(f"{name}_s", f"{name}_v", name))
