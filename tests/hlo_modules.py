@@ -115,6 +115,23 @@ MODULES: dict[str, str] = {
                               [("m", "u64[4]")])),
     # A map whose body adds the next infeed value (f32) to its element and outfeeds the
     # element: the infeed is read and the outfeed written in row-major order.
+    # ragged-dot with lhs rows split into 3 groups (s64 sizes), each multiplied by its
+    # rhs group, and with the contracting dimension split (s32 sizes): one output per
+    # group (CPU and GPU tests; references: ragged_dot_reference.py)
+    "ragged-dot-non-contracting": """HloModule m
+ENTRY e {
+  a = f32[10,4] parameter(0)
+  b = f32[3,4,5] parameter(1)
+  g = s64[3] parameter(2)
+  ROOT r = f32[10,5] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
+}""",
+    "ragged-dot-contracting": """HloModule m
+ENTRY e {
+  a = f32[6,9] parameter(0)
+  b = f32[9,5] parameter(1)
+  g = s32[3] parameter(2)
+  ROOT r = f32[3,6,5] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}
+}""",
     "map-infeed-outfeed": """HloModule m
 body {
   x = f32[] parameter(0)
