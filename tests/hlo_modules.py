@@ -115,6 +115,45 @@ MODULES: dict[str, str] = {
                               [("m", "u64[4]")])),
     # A map whose body adds the next infeed value (f32) to its element and outfeeds the
     # element: the infeed is read and the outfeed written in row-major order.
+    # A while loop whose condition is constant true: it never stops (the iteration
+    # limit's messages: CLI and message tests)
+    "endless-while": """HloModule m
+cond {
+  p = s32[] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+body {
+  p = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT n = s32[] add(p, one)
+}
+ENTRY e {
+  z = s32[] constant(0)
+  ROOT w = s32[] while(z), condition=cond, body=body
+}
+""",
+    # One elementwise op each, for the oracle tests (XLA:CPU and TensorFlow's XLA)
+    "add-f32": """HloModule add_f32
+
+ENTRY main {
+  x = f32[2,3] parameter(0)
+  y = f32[2,3] parameter(1)
+  ROOT s = f32[2,3] add(x, y)
+}
+""",
+    "negate-f32-scalar": """HloModule s
+ENTRY main {
+  x = f32[] parameter(0)
+  ROOT n = f32[] negate(x)
+}
+""",
+    "multiply-f32-pairs": """HloModule ftz
+ENTRY main {
+  x = f32[2] parameter(0)
+  y = f32[2] parameter(1)
+  ROOT m = f32[2] multiply(x, y)
+}
+""",
     # ragged-dot with lhs rows split into 3 groups (s64 sizes), each multiplied by its
     # rhs group, and with the contracting dimension split (s32 sizes): one output per
     # group (CPU and GPU tests; references: ragged_dot_reference.py)
