@@ -123,6 +123,25 @@ def per_device_inputs(module):
     return out
 
 
+#: collective-permute of two operands (a tuple of two results, each permuted like a
+#: single operand) on three replicas, 0 -> 1 -> 2: replica 0 has no source (zeros).
+#: jaxlib's StableHLO route refuses several operands, so its values are by hand.
+PERMUTE_SEVERAL = """HloModule m, replica_count=3
+ENTRY e {
+  x = f32[2] parameter(0)
+  y = s32[3] parameter(1)
+  ROOT cp = (f32[2], s32[3]) collective-permute(x, y), source_target_pairs={{0,1},{1,2}}
+}
+"""
+
+
+def permute_several_inputs():
+    """``xs``, ``ys``: the three replicas' operands of ``PERMUTE_SEVERAL``."""
+    xs = [np.array([d, d + 0.5], np.float32) for d in range(3)]
+    ys = [np.array([10 * d, -d, 7], np.int32) for d in range(3)]
+    return xs, ys
+
+
 #: Two replicas mapping ``body`` over f32 elements: elements above zero take branch ``t``,
 #: an all-reduce (so the replicas' executions pair up by count, not by element), the
 #: others ``f``, a negation. The tests add the ENTRY computation.
