@@ -16,6 +16,7 @@ fill ``%`` templates around them.
   that runs ``n`` times.
 - ``outfeed_computation``: a two-scalar computation (reducer, comparator, combiner)
   that outfeeds what each call saw.
+- ``scatter_entry``: the ENTRY of a scatter of scalar updates into a vector.
 
 Multi-device modules live in ``collective_modules.py``.
 """
@@ -25,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = ["MODULES", "counted_loop", "outfeed_computation", "parameters", "random_bit_compare",
-           "state_bracket", "state_read"]
+           "scatter_entry", "state_bracket", "state_read"]
 
 
 def parameters(*decls: str) -> str:
@@ -95,6 +96,18 @@ def outfeed_computation(name: str, t: str, root: str, *, seen: str = "b",
             f"  tok = token[] after-all()\n"
             f"  o = token[] outfeed({seen}, tok), outfeed_shape={t}[]\n"
             f"  {root}\n}}\n")
+
+
+def scatter_entry(t: str, size: int, updates: int, combiner: str, *, root: str = "sc") -> str:
+    """The ENTRY computation ``e`` of a scatter of scalar updates: operand ``x`` (``t[size]``),
+    indices ``i`` (``s32[updates,1]``), updates ``u`` (``t[updates]``); update ``k`` is
+    combined by ``combiner`` into ``x[i[k]]`` (skipped when out of bounds)."""
+    params = parameters(f"x = {t}[{size}]", f"i = s32[{updates},1]", f"u = {t}[{updates}]")
+    return (f"ENTRY e {{\n{params}"
+            f"  ROOT {root} = {t}[{size}] scatter(x, i, u), update_window_dims={{}}, "
+            "inserted_window_dims={0},\n"
+            "      scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+            f"to_apply={combiner}\n}}\n")
 
 
 #: Module texts more than one test file runs, by name.

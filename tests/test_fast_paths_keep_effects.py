@@ -12,7 +12,7 @@ import numpy as np
 
 import hloref
 
-from hlo_modules import outfeed_computation
+from hlo_modules import outfeed_computation, scatter_entry
 
 REDUCE = "HloModule m\n" + outfeed_computation("add", "s32", "ROOT s = s32[] add(a, b)") + """\
 ENTRY e {
@@ -30,15 +30,8 @@ ENTRY e {
 }
 """
 
-SCATTER = "HloModule m\n" + outfeed_computation("put", "s32", "ROOT r = s32[] copy(b)") + """\
-ENTRY e {
-  x = s32[4] parameter(0)
-  i = s32[3,1] parameter(1)
-  u = s32[3] parameter(2)
-  ROOT s = s32[4] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
-      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=put
-}
-"""
+SCATTER = "HloModule m\n" + outfeed_computation(
+    "put", "s32", "ROOT r = s32[] copy(b)") + scatter_entry("s32", 4, 3, "put", root="s")
 
 
 def _outfed(text, *args):

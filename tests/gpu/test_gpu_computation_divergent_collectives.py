@@ -24,6 +24,7 @@ from hloref.gpu.collectives import run_devices as gpu_run_devices
 from collective_modules import (BRANCH_ALL_REDUCE, collective_forms,
                                 collective_forms_by_hand)
 from gpu_check import RNG, check_devices
+from hlo_modules import scatter_entry
 
 
 BRANCH = BRANCH_ALL_REDUCE + """\
@@ -157,14 +158,7 @@ comb {
   ar = s32[] all-reduce(u), replica_groups={}, to_apply=add
   ROOT s = s32[] add(a, ar)
 }
-ENTRY e {
-  x = s32[5] parameter(0)
-  i = s32[4,1] parameter(1)
-  u = s32[4] parameter(2)
-  ROOT r = s32[5] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
-    scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
-}
-"""
+""" + scatter_entry("s32", 5, 4, "comb", root="r")
     xs = [RNG.integers(-9, 10, 5).astype(np.int32) for _ in range(2)]
     idx = [np.array([[3], [0], [3], [1]], np.int32), np.array([[4], [4], [2], [0]], np.int32)]
     us = [RNG.integers(-9, 10, 4).astype(np.int32) for _ in range(2)]

@@ -33,7 +33,7 @@ from hloref.evaluator.collectives import DeviceIO, single_device
 from hloref.evaluator.interpreter import Interpreter, Limits
 from hloref.gpu import evaluate_gpu
 
-from hlo_modules import MODULES, counted_loop
+from hlo_modules import MODULES, counted_loop, scatter_entry
 
 
 def run(text, *args, backend, infeed=(), host_recv=None, limits=None):
@@ -256,14 +256,7 @@ comb {
   w = f32[] multiply(upd, v)
   ROOT r = f32[] add(old, w)
 }
-ENTRY e {
-  x = f32[4] parameter(0)
-  i = s32[3,1] parameter(1)
-  u = f32[3] parameter(2)
-  ROOT sc = f32[4] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
-      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
-}
-"""
+""" + scatter_entry("f32", 4, 3, "comb")
 
 
 def test_scatter_host_recv_by_hand():
@@ -464,14 +457,7 @@ comb {
   loop = (f32[], s32[]) while(init), condition=cond, body=step
   ROOT r = f32[] get-tuple-element(loop), index=0
 }
-ENTRY e {
-  x = f32[3] parameter(0)
-  i = s32[4,1] parameter(1)
-  u = f32[4] parameter(2)
-  ROOT sc = f32[3] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
-      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
-}
-"""
+""" + scatter_entry("f32", 3, 4, "comb")
 
 
 def test_scatter_combiner_with_a_loop_of_outfeeds():

@@ -19,7 +19,7 @@ import pytest
 import hloref
 
 from gpu_check import bits_equal
-from hlo_modules import MODULES, outfeed_computation
+from hlo_modules import MODULES, outfeed_computation, scatter_entry
 
 
 def both(text, *args, infeed=()):
@@ -126,15 +126,8 @@ def test_reduce_window_skips_padding_by_hand():
 
 
 FEED_SCATTER = "HloModule m\n" + outfeed_computation(
-    "body", "s32", "ROOT r = s32[] subtract(a, u)", seen="u", params=("a", "u")) + """\
-ENTRY e {
-  x = s32[4] parameter(0)
-  i = s32[3,1] parameter(1)
-  u = s32[3] parameter(2)
-  ROOT s = s32[4] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
-      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=body
-}
-"""
+    "body", "s32", "ROOT r = s32[] subtract(a, u)", seen="u", params=("a", "u")) + scatter_entry(
+    "s32", 4, 3, "body", root="s")
 
 
 def test_scatter_applies_updates_in_order_skipping_out_of_bounds_by_hand():
