@@ -7,6 +7,7 @@ instruction names the tests' by-hand checks speak of, and no ``%``: callers may 
 fill ``%`` templates around them.
 
 - ``parameters``: the ``parameter(i)`` lines of a computation.
+- ``scalar_computation``: a reducer, combiner or comparator of two scalars.
 - ``state_read``: a site of rng-get-and-update-state and one of its two 64-bit words.
 - ``state_bracket``: the ENTRY of the rng-state tests, which reads the state before and
   after the op under test and returns both reads with the op's result.
@@ -26,12 +27,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = ["MODULES", "counted_loop", "outfeed_computation", "parameters", "random_bit_compare",
-           "scatter_entry", "state_bracket", "state_read"]
+           "scalar_computation", "scatter_entry", "state_bracket", "state_read"]
 
 
 def parameters(*decls: str) -> str:
     """``"name = shape"`` declarations as the lines ``name = shape parameter(i)``."""
     return "".join(f"  {d} parameter({i})\n" for i, d in enumerate(decls))
+
+
+def scalar_computation(name: str, t: str, opcode: str, attrs: str = "", *,
+                       out: str | None = None) -> str:
+    """A computation ``name`` of two ``t`` scalars ``a``, ``b`` whose root ``s`` is
+    ``opcode(a, b)`` with ``attrs`` (a reducer, combiner or, with ``out="pred"`` and a
+    direction, a comparator)."""
+    a = f", {attrs}" if attrs else ""
+    return (f"{name} {{\n{parameters(f'a = {t}[]', f'b = {t}[]')}"
+            f"  ROOT s = {out or t}[] {opcode}(a, b){a}\n}}\n")
 
 
 def state_read(delta, *, word: int = 0, names: Sequence[str] = ("s", "lo", "l")) -> str:
