@@ -15,8 +15,9 @@ fill ``%`` templates around them.
   the low bit of the state it reads.
 - ``counted_loop``: the ``cond``/``step`` computations of a while loop over ``(i, n)``
   that runs ``n`` times.
-- ``outfeed_computation``: a two-scalar computation (reducer, comparator, combiner)
-  that outfeeds what each call saw.
+- ``scalar_effect_computation``: a two-scalar computation (reducer, comparator,
+  combiner) with an effect its root does not read; ``outfeed_computation`` (it outfeeds
+  what each call saw) and ``dead_site_computation`` (an unread rng-state site).
 - ``scatter_entry``: the ENTRY of a scatter of scalar updates into a vector.
 
 Multi-device modules live in ``collective_modules.py``.
@@ -26,8 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["MODULES", "counted_loop", "outfeed_computation", "parameters", "random_bit_compare",
-           "scalar_computation", "scatter_entry", "state_bracket", "state_read"]
+__all__ = ["MODULES", "counted_loop", "dead_site_computation", "outfeed_computation",
+           "parameters", "random_bit_compare", "scalar_computation", "scalar_effect_computation",
+           "scatter_entry", "state_bracket", "state_read"]
 
 
 def parameters(*decls: str) -> str:
@@ -98,15 +100,29 @@ def counted_loop(site: str = "", *, t: str = "u64") -> str:
             f"  ROOT r = ({t}[], {t}[]) tuple(j, n)\n}}\n")
 
 
+def scalar_effect_computation(name: str, t: str, lines: str, root: str, *,
+                              params: Sequence[str] = ("a", "b")) -> str:
+    """A computation ``name`` of two ``t`` scalars (``params``) evaluating ``lines`` (an
+    effect its root does not read: a dead rng-get-and-update-state site, an outfeed)
+    beside its ``root`` line."""
+    return (f"{name} {{\n{parameters(*(f'{p} = {t}[]' for p in params))}{lines}"
+            f"  {root}\n}}\n")
+
+
+def dead_site_computation(name: str, t: str, delta, root: str) -> str:
+    """``scalar_effect_computation`` whose effect is a site ``s`` of delta ``delta``
+    nothing reads (evaluated for the state it advances)."""
+    return scalar_effect_computation(
+        name, t, f"  s = u64[2] rng-get-and-update-state(), delta={delta}\n", root)
+
+
 def outfeed_computation(name: str, t: str, root: str, *, seen: str = "b",
                         params: Sequence[str] = ("a", "b")) -> str:
-    """A computation ``name`` of two ``t`` scalars (``params``) that outfeeds ``seen``
-    (what each call saw) beside its ``root`` line, which does not read the outfeed: the
-    reducer, comparator or combiner whose calls the outfeed lists in order."""
-    return (f"{name} {{\n{parameters(*(f'{p} = {t}[]' for p in params))}"
-            f"  tok = token[] after-all()\n"
-            f"  o = token[] outfeed({seen}, tok), outfeed_shape={t}[]\n"
-            f"  {root}\n}}\n")
+    """``scalar_effect_computation`` whose effect outfeeds ``seen`` (what each call saw):
+    the reducer, comparator or combiner whose calls the outfeed lists in order."""
+    return scalar_effect_computation(
+        name, t, f"  tok = token[] after-all()\n"
+        f"  o = token[] outfeed({seen}, tok), outfeed_shape={t}[]\n", root, params=params)
 
 
 def scatter_entry(t: str, size: int, updates: int, combiner: str, *, root: str = "sc") -> str:

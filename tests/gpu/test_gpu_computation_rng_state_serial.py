@@ -31,7 +31,7 @@ import pytest
 
 from gpu_check import bits_equal
 
-from hlo_modules import MODULES, counted_loop, parameters, state_bracket
+from hlo_modules import MODULES, counted_loop, dead_site_computation, parameters, state_bracket
 from rng_state_common import M64, S0, both, read_low, words
 
 
@@ -146,24 +146,15 @@ comb {
   b = u64[] parameter(1)
 %(comb)s  ROOT r = u64[] xor(b, lc)
 }
-sel {
-  a = u64[] parameter(0)
-  b = u64[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=17
-  ROOT p = pred[] compare(a, b), direction=GE
-}
+""" + dead_site_computation("sel", "u64", 17, "ROOT p = pred[] compare(a, b), direction=GE") + """\
 sct {
   a = u64[] parameter(0)
   b = u64[] parameter(1)
 %(sct)s  c = u64[] add(a, b)
   ROOT r = u64[] add(c, ls)
 }
-never {
-  a = u64[] parameter(0)
-  b = u64[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=1000000
-  ROOT p = pred[] compare(a, b), direction=LT
-}
+""" + dead_site_computation(
+    "never", "u64", 1000000, "ROOT p = pred[] compare(a, b), direction=LT") + """\
 inner {
   z = u64[] parameter(0)
 %(inner)s  ROOT o = u64[] add(z, li)

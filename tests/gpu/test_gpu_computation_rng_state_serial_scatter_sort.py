@@ -12,7 +12,7 @@ import numpy as np
 
 from gpu_check import bits_equal
 
-from hlo_modules import parameters, random_bit_compare, state_bracket
+from hlo_modules import dead_site_computation, parameters, random_bit_compare, state_bracket
 from rng_state_common import M32, S0, both, read_low, words
 
 
@@ -151,14 +151,9 @@ def test_one_device_collectives_never_call_the_reducer():
     assert [int(w) for w in cpu[3]] == words(S0 + 100)
 
 
-DEAD_SITE_SCATTER = """HloModule m
-comb {
-  a = %(t)s[] parameter(0)
-  b = %(t)s[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=9
-  ROOT r = %(t)s[] %(op)s(a, b)
-}
-""" + state_bracket(parameters("x = %(t)s[4]", "idx = s32[3,1]", "upd = %(t)s[3]"),
+DEAD_SITE_SCATTER = "HloModule m\n" + dead_site_computation(
+    "comb", "%(t)s", 9, "ROOT r = %(t)s[] %(op)s(a, b)") + state_bracket(
+                    parameters("x = %(t)s[4]", "idx = s32[3,1]", "upd = %(t)s[3]"),
                     """\
   r = %(t)s[4] scatter(x, idx, upd), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
 """,
@@ -181,20 +176,10 @@ def test_scatter_root_op_with_a_dead_site():
         assert cpu[1].astype(np.float32).tolist() == [1, 1, 1, 0], t
 
 
-DEAD_SITE_SELECT_AND_SCATTER = """HloModule m
-sel {
-  a = u32[] parameter(0)
-  b = u32[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=5
-  ROOT p = pred[] compare(a, b), direction=GE
-}
-sct {
-  a = u32[] parameter(0)
-  b = u32[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=7
-  ROOT r = u32[] add(a, b)
-}
-""" + state_bracket(parameters("x = u32[5]", "src = u32[3]") + "  i = u32[] constant(1000)\n",
+DEAD_SITE_SELECT_AND_SCATTER = "HloModule m\n" + dead_site_computation(
+    "sel", "u32", 5, "ROOT p = pred[] compare(a, b), direction=GE") + dead_site_computation(
+    "sct", "u32", 7, "ROOT r = u32[] add(a, b)") + state_bracket(
+                    parameters("x = u32[5]", "src = u32[3]") + "  i = u32[] constant(1000)\n",
                     """\
   r = u32[5] select-and-scatter(x, src, i), window={size=3 stride=2 pad=1_1}, select=sel, scatter=sct
 """,
