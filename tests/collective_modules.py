@@ -1,6 +1,9 @@
 """Multi-device modules (replicas x partitions) covering XLA's four collective group
 modes, shared by the XLA:CPU test (tests/test_collectives_xla.py) and the GPU backend's
-(tests/gpu/test_gpu_collectives.py)."""
+(tests/gpu/test_gpu_collectives.py); and the map body holding every one-element
+collective form that the GPU backend's computation tests run
+(tests/gpu/test_gpu_computation_collectives.py, ..._divergent_collectives.py), with its
+values by hand."""
 
 from __future__ import annotations
 
@@ -118,3 +121,94 @@ def per_device_inputs(module):
         dtype = p.shape.element_type.dtype
         out.append([rng.integers(-50, 50, size=p.shape.dims).astype(dtype) for _ in range(n)])
     return out
+
+
+#: collective-permute of two operands (a tuple of two results, each permuted like a
+#: single operand) on three replicas, 0 -> 1 -> 2: replica 0 has no source (zeros).
+#: jaxlib's StableHLO route refuses several operands, so its values are by hand.
+PERMUTE_SEVERAL = """HloModule m, replica_count=3
+ENTRY e {
+  x = f32[2] parameter(0)
+  y = s32[3] parameter(1)
+  ROOT cp = (f32[2], s32[3]) collective-permute(x, y), source_target_pairs={{0,1},{1,2}}
+}
+"""
+
+
+def permute_several_inputs():
+    """``xs``, ``ys``: the three replicas' operands of ``PERMUTE_SEVERAL``."""
+    xs = [np.array([d, d + 0.5], np.float32) for d in range(3)]
+    ys = [np.array([10 * d, -d, 7], np.int32) for d in range(3)]
+    return xs, ys
+
+
+#: Two replicas mapping ``body`` over f32 elements: elements above zero take branch ``t``,
+#: an all-reduce (so the replicas' executions pair up by count, not by element), the
+#: others ``f``, a negation. The tests add the ENTRY computation.
+BRANCH_ALL_REDUCE = """HloModule m, replica_count=2
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+t { x = f32[] parameter(0)  ROOT ar = f32[] all-reduce(x), replica_groups={}, to_apply=add }
+f { x = f32[] parameter(0)  ROOT n = f32[] negate(x) }
+body {
+  x = f32[] parameter(0)
+  z = f32[] constant(0)
+  p = pred[] compare(x, z), direction=GT
+  ROOT c = f32[] conditional(p, x, x), true_computation=t, false_computation=f
+}
+"""
+
+
+def collective_forms(extra: str = "", terms: str = "") -> str:
+    """Computations ``add`` (s32) and ``body``, a map body over ``(x, y)`` (``s32``) on
+    four replicas: collective-permute (a cycle on replicas 0 -> 1 -> 2 -> 0),
+    collective-broadcast (groups {2,0}, {1,3}), all-to-all's tuple form (groups {0,3},
+    {1,2}), and of the small array ``v = (x, y)``: reduce-scatter and all-to-all along
+    dimension 0 (groups {0,1}, {2,3}). ``extra``: more instruction lines after those;
+    ``terms``: the lines that weigh the values and add them up to the root ``o``
+    (default: the weights of ``collective_forms_by_hand``)."""
+    terms = terms or ("  k4 = s32[] constant(3)\n"
+                      "  m4 = s32[] multiply(b, k4)\n"
+                      "  w3 = s32[] add(w2, m4)\n"
+                      "  k0 = s32[] constant(1000)  k1 = s32[] constant(100)\n"
+                      "  k2 = s32[] constant(10)  k3 = s32[] constant(7)\n"
+                      "  m0 = s32[] multiply(cp, k0)  m1 = s32[] multiply(cb, k1)"
+                      "  m2 = s32[] multiply(a0, k2)\n"
+                      "  m3 = s32[] multiply(a1, k3)\n"
+                      "  w0 = s32[] add(m0, m1)  w1 = s32[] add(w0, m2)"
+                      "  w2 = s32[] add(w1, m3)\n"
+                      "  ROOT o = s32[] add(w3, r)\n")
+    return ("add { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT s = s32[] add(a, b) }\n"
+            "body {\n"
+            "  x = s32[] parameter(0)  y = s32[] parameter(1)\n"
+            "  cp = s32[] collective-permute(x), source_target_pairs={{0,1},{1,2},{2,0}}\n"
+            "  cb = s32[] collective-broadcast(y), replica_groups={{2,0},{1,3}}\n"
+            "  aa = (s32[], s32[]) all-to-all(x, y), replica_groups={{0,3},{1,2}}\n"
+            "  a0 = s32[] get-tuple-element(aa), index=0\n"
+            "  a1 = s32[] get-tuple-element(aa), index=1\n"
+            "  x1 = s32[1] reshape(x)  y1 = s32[1] reshape(y)\n"
+            "  v = s32[2] concatenate(x1, y1), dimensions={0}\n"
+            "  rs = s32[1] reduce-scatter(v), replica_groups={{0,1},{2,3}}, dimensions={0}, "
+            "to_apply=add\n"
+            "  r = s32[] reshape(rs)\n"
+            "  at = s32[2] all-to-all(v), replica_groups={{0,1},{2,3}}, dimensions={0}\n"
+            "  at1 = s32[1] slice(at), slice={[1:2]}\n"
+            "  b = s32[] reshape(at1)\n"
+            f"{extra}{terms}}}\n")
+
+
+def collective_forms_by_hand(xs, ys, d):
+    """Replica ``d``'s value of ``collective_forms``'s default root, from the
+    written semantics of each collective: ``cp * 1000 + cb * 100 + a0 * 10 + a1 * 7 +
+    3 * b + r`` (``xs``, ``ys``: the four replicas' operands, numpy arrays)."""
+    src = {1: 0, 2: 1, 0: 2}.get(d)
+    cp = xs[src] if src is not None else 0  # the fourth replica receives nothing: zeros
+    cb = ys[2] if d in (0, 2) else ys[1]  # the group's first replica is its root
+    group = [0, 3] if d in (0, 3) else [1, 2]
+    me = group.index(d)
+    sent = xs if me == 0 else ys  # all-to-all: operand `me` of each participant
+    a0, a1 = sent[group[0]], sent[group[1]]
+    pair = [0, 1] if d < 2 else [2, 3]
+    r = [xs[pair[0]] + xs[pair[1]], ys[pair[0]] + ys[pair[1]]][pair.index(d)]
+    # all-to-all of (x, y) in pairs: element 1 is the partner pair[1]'s chunk `me`
+    b = [xs, ys][pair.index(d)][pair[1]]
+    return cp * 1000 + cb * 100 + a0 * 10 + a1 * 7 + 3 * b + r

@@ -14,6 +14,8 @@ import pytest
 from hloref.cli import main
 from hloref.opcodes import ALL_OPCODES
 
+from hlo_modules import MODULES
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
@@ -158,22 +160,7 @@ def test_memory_budget_refuses_before_allocating(tmp_path, capsys):
 
 
 def test_while_iteration_limit(tmp_path, capsys):
-    text = """HloModule m
-cond {
-  p = s32[] parameter(0)
-  ROOT t = pred[] constant(true)
-}
-body {
-  p = s32[] parameter(0)
-  one = s32[] constant(1)
-  ROOT n = s32[] add(p, one)
-}
-ENTRY e {
-  z = s32[] constant(0)
-  ROOT w = s32[] while(z), condition=cond, body=body
-}
-"""
-    (tmp_path / "loop.hlo").write_text(text)
+    (tmp_path / "loop.hlo").write_text(MODULES["endless-while"])
     code, _, err = _run(["run", str(tmp_path / "loop.hlo"), "--max-while-iterations", "100"],
                         capsys)
     assert code == 2 and "100 iterations" in err and "%w" in err

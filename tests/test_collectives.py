@@ -20,6 +20,8 @@ import pytest
 
 import hloref
 
+from collective_modules import PERMUTE_SEVERAL, permute_several_inputs
+
 _CHILD = textwrap.dedent("""
     import os, json, sys
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
@@ -169,16 +171,8 @@ def test_collective_permute_of_several_arrays_by_hand():
     # XLA's InferCollectivePermuteShape: N operands without slice_sizes give a tuple of
     # N results, each permuted like a single operand (jaxlib's StableHLO route refuses
     # several operands: "requires a single operand", so this is derived by hand).
-    text = """HloModule m, replica_count=3
-ENTRY e {
-  x = f32[2] parameter(0)
-  y = s32[3] parameter(1)
-  ROOT cp = (f32[2], s32[3]) collective-permute(x, y), source_target_pairs={{0,1},{1,2}}
-}
-"""
-    xs = [np.array([d, d + 0.5], np.float32) for d in range(3)]
-    ys = [np.array([10 * d, -d, 7], np.int32) for d in range(3)]
-    out = hloref.evaluate(text, xs, ys)
+    xs, ys = permute_several_inputs()
+    out = hloref.evaluate(PERMUTE_SEVERAL, xs, ys)
     np.testing.assert_array_equal(out[0][0], np.zeros(2, np.float32))  # no source
     np.testing.assert_array_equal(out[0][1], np.zeros(3, np.int32))
     for d in (1, 2):

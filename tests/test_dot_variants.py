@@ -13,21 +13,12 @@ import pytest
 
 import hloref
 
-RAGGED_NON_CONTRACTING = """HloModule m
-ENTRY e {
-  a = f32[10,4] parameter(0)
-  b = f32[3,4,5] parameter(1)
-  g = s64[3] parameter(2)
-  ROOT r = f32[10,5] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
-}"""
+from hlo_modules import MODULES
+from ragged_dot_reference import ragged_contracting, ragged_non_contracting
 
-RAGGED_CONTRACTING = """HloModule m
-ENTRY e {
-  a = f32[6,9] parameter(0)
-  b = f32[9,5] parameter(1)
-  g = s32[3] parameter(2)
-  ROOT r = f32[3,6,5] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}
-}"""
+RAGGED_NON_CONTRACTING = MODULES["ragged-dot-non-contracting"]
+
+RAGGED_CONTRACTING = MODULES["ragged-dot-contracting"]
 
 SCALED = """HloModule m
 ENTRY e {
@@ -45,11 +36,7 @@ def test_ragged_dot_non_contracting(sizes):
     lhs = rng.standard_normal((10, 4)).astype(np.float32)
     rhs = rng.standard_normal((3, 4, 5)).astype(np.float32)
     got = hloref.evaluate(RAGGED_NON_CONTRACTING, lhs, rhs, np.array(sizes, np.int64))
-    expected = np.zeros((10, 5))
-    starts = np.cumsum([0] + sizes)
-    for i in range(3):  # rows of group i use rhs[i]; rows past the total stay 0
-        rows = slice(starts[i], min(starts[i + 1], 10))
-        expected[rows] = lhs[rows].astype(np.float64) @ rhs[i]
+    expected = ragged_non_contracting(lhs, rhs, sizes)
     np.testing.assert_allclose(got, expected.astype(np.float32), rtol=1e-6, atol=1e-6)
 
 
@@ -59,9 +46,7 @@ def test_ragged_dot_contracting():
     rhs = rng.standard_normal((9, 5)).astype(np.float32)
     sizes = [2, 3, 3]  # the 9th contracting index is in no group
     got = hloref.evaluate(RAGGED_CONTRACTING, lhs, rhs, np.array(sizes, np.int32))
-    starts = np.cumsum([0] + sizes)
-    expected = np.stack([lhs[:, starts[i]:starts[i + 1]].astype(np.float64)
-                         @ rhs[starts[i]:starts[i + 1]] for i in range(3)])
+    expected = ragged_contracting(lhs, rhs, sizes)
     assert got.shape == (3, 6, 5)
     np.testing.assert_allclose(got, expected.astype(np.float32), rtol=1e-6, atol=1e-6)
 

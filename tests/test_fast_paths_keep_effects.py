@@ -12,14 +12,9 @@ import numpy as np
 
 import hloref
 
-REDUCE = """HloModule m
-add {
-  a = s32[] parameter(0)
-  b = s32[] parameter(1)
-  t = token[] after-all()
-  o = token[] outfeed(b, t), outfeed_shape=s32[]
-  ROOT s = s32[] add(a, b)
-}
+from hlo_modules import outfeed_computation, scatter_entry
+
+REDUCE = "HloModule m\n" + outfeed_computation("add", "s32", "ROOT s = s32[] add(a, b)") + """\
 ENTRY e {
   x = s32[2,3] parameter(0)
   z = s32[] constant(0)
@@ -27,36 +22,16 @@ ENTRY e {
 }
 """
 
-SORT = """HloModule m
-lt {
-  a = s32[] parameter(0)
-  b = s32[] parameter(1)
-  t = token[] after-all()
-  o = token[] outfeed(a, t), outfeed_shape=s32[]
-  ROOT c = pred[] compare(a, b), direction=LT
-}
+SORT = "HloModule m\n" + outfeed_computation(
+    "lt", "s32", "ROOT c = pred[] compare(a, b), direction=LT", seen="a") + """\
 ENTRY e {
   x = s32[3] parameter(0)
   ROOT s = s32[3] sort(x), dimensions={0}, to_apply=lt
 }
 """
 
-SCATTER = """HloModule m
-put {
-  a = s32[] parameter(0)
-  b = s32[] parameter(1)
-  t = token[] after-all()
-  o = token[] outfeed(b, t), outfeed_shape=s32[]
-  ROOT r = s32[] copy(b)
-}
-ENTRY e {
-  x = s32[4] parameter(0)
-  i = s32[3,1] parameter(1)
-  u = s32[3] parameter(2)
-  ROOT s = s32[4] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
-      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=put
-}
-"""
+SCATTER = "HloModule m\n" + outfeed_computation(
+    "put", "s32", "ROOT r = s32[] copy(b)") + scatter_entry("s32", 4, 3, "put", root="s")
 
 
 def _outfed(text, *args):

@@ -10,6 +10,8 @@ import pytest
 
 from hloref.cli import main
 
+from hlo_modules import MODULES
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
@@ -189,21 +191,7 @@ def test_summary_says_what_outcomes_and_rejections_are():
     assert "rejected programs (expected, not bugs:" in text and short in text, text
 
 
-ENDLESS = """HloModule m
-cond {
-  p = s32[] parameter(0)
-  ROOT t = pred[] constant(true)
-}
-body {
-  p = s32[] parameter(0)
-  one = s32[] constant(1)
-  ROOT n = s32[] add(p, one)
-}
-ENTRY e {
-  z = s32[] constant(0)
-  ROOT w = s32[] while(z), condition=cond, body=body
-}
-"""
+ENDLESS = MODULES["endless-while"]
 
 
 def test_an_endless_loop_names_the_loop_and_the_flag(tmp_path, capsys):

@@ -23,6 +23,9 @@ from hloref.fuzz.compare import compare_values  # noqa: E402
 from hloref.fuzz.oracles import OracleError, OracleUnsupported  # noqa: E402
 from hloref.fuzz.oracles import tf as tfo  # noqa: E402
 
+import example_references as ex  # noqa: E402
+from hlo_modules import MODULES  # noqa: E402
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -42,14 +45,7 @@ def agree(text, args, tf_value, *, opcode=None, atol=None):
     return ref
 
 
-ADD_F32 = """HloModule add_f32
-
-ENTRY main {
-  x = f32[2,3] parameter(0)
-  y = f32[2,3] parameter(1)
-  ROOT s = f32[2,3] add(x, y)
-}
-"""
+ADD_F32 = MODULES["add-f32"]
 
 
 def test_import_is_lazy():
@@ -82,12 +78,7 @@ def test_cache_optimized_and_tf_hlo(tfmods):
 
 
 def test_scalar_result_is_0d_array(tfmods):
-    text = """HloModule s
-ENTRY main {
-  x = f32[] parameter(0)
-  ROOT n = f32[] negate(x)
-}
-"""
+    text = MODULES["negate-f32-scalar"]
     r = tfo.run_hlo(text, np.float32(2.5))
     assert isinstance(r, np.ndarray) and r.shape == () and r.dtype == np.float32 and r == -2.5
 
@@ -335,13 +326,7 @@ ENTRY main {
 
 def test_ftz(tfmods):
     """TF's XLA:CPU flushes subnormal results to zero too (like jaxlib's XLA:CPU)."""
-    text = """HloModule d
-ENTRY main {
-  x = f32[2] parameter(0)
-  y = f32[2] parameter(1)
-  ROOT m = f32[2] multiply(x, y)
-}
-"""
+    text = MODULES["multiply-f32-pairs"]
     r = tfo.run_hlo(text, np.array([1e-39, 3.0], np.float32), np.array([1.0, 2.0], np.float32))
     np.testing.assert_array_equal(r, np.array([0.0, 6.0], np.float32))
 
@@ -369,34 +354,19 @@ def _example(name):
     return text, tfo.compile_hlo(text)
 
 
-def _relu(x):
-    return np.maximum(x, 0)
-
-
 def test_example_mlp(tfmods):
-    rng = np.random.default_rng(0)
-    args = [rng.standard_normal(s).astype(np.float32)
-            for s in [(2, 8), (8, 16), (16,), (16, 4), (4,)]]
+    args = ex.mlp_inputs()
     text, exe = _example("mlp.hlo")
     r = exe.run(*args)
-    x, w1, b1, w2, b2 = args
-    np.testing.assert_allclose(r, _relu(x @ w1 + b1) @ w2 + b2, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(r, ex.mlp(*args), rtol=1e-5, atol=1e-5)
     agree(text, args, r, opcode="dot", atol=1e-5)
 
 
 def test_example_conv(tfmods):
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((1, 6, 6, 3)).astype(np.float32)
-    k = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
-    b = rng.standard_normal(4).astype(np.float32)
-    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
-    ref = np.zeros((1, 6, 6, 4), np.float32)
-    for i in range(6):
-        for j in range(6):
-            ref[:, i, j, :] = np.einsum("nhwc,hwco->no", xp[:, i:i + 3, j:j + 3, :], k)
+    x, k, b = ex.conv_inputs()
     text, exe = _example("conv.hlo")
     r = exe.run(x, k, b)
-    np.testing.assert_allclose(r, _relu(ref + b), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(r, ex.conv(x, k, b), rtol=1e-5, atol=1e-5)
     agree(text, (x, k, b), r, opcode="convolution", atol=1e-5)
 
 
@@ -410,27 +380,19 @@ def test_example_while_loop(tfmods):
 
 
 def test_example_fp8_matmul(tfmods):
-    f8 = ml_dtypes.float8_e4m3fn
-    rng = np.random.default_rng(2)
-    a = rng.integers(-4, 5, (4, 8)).astype(np.float32).astype(f8)
-    b = rng.integers(-4, 5, (8, 4)).astype(np.float32).astype(f8)
-    args = (a, b, np.float32(0.5), np.float32(0.25))
+    args = ex.fp8_matmul_inputs()
     text, exe = _example("fp8_matmul.hlo")
     r = exe.run(*args)
-    np.testing.assert_array_equal(r, (a.astype(np.float32) @ b.astype(np.float32)) * np.float32(0.125))
+    np.testing.assert_array_equal(r, ex.fp8_matmul(*args))
     agree(text, args, r, opcode="dot")
 
 
 def test_example_softmax_bf16(tfmods):
-    bf16 = ml_dtypes.bfloat16
-    x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(4, 8).astype(bf16)
+    x = ex.softmax_input()
     text, exe = _example("softmax_bf16.hlo")
     r = exe.run(x)
-    assert r.dtype == bf16
-    xf = x.astype(np.float32)
-    e = np.exp(xf - xf.max(axis=-1, keepdims=True))
-    np.testing.assert_allclose(r.astype(np.float32), e / e.sum(-1, keepdims=True), rtol=2e-2,
-                               atol=2e-3)
+    assert r.dtype == ml_dtypes.bfloat16
+    np.testing.assert_allclose(r.astype(np.float32), ex.softmax(x), rtol=2e-2, atol=2e-3)
     agree(text, (x,), r, opcode="exponential", atol=2e-2)
 
 
@@ -449,11 +411,10 @@ def test_example_cond(tfmods):
 
 
 def test_example_tf_dense(tfmods):
-    rng = np.random.default_rng(3)
-    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(2, 8), (8, 4), (4,)])
+    x, w, b = ex.tf_dense_inputs()
     text, exe = _example("tf_dense.hlo")
     r = exe.run(x, w, b)
-    np.testing.assert_allclose(r, _relu(x @ w + b), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(r, ex.dense(x, w, b), rtol=1e-5, atol=1e-5)
     agree(text, (x, w, b), r, opcode="dot", atol=1e-5)
 
 

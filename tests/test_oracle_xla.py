@@ -11,14 +11,10 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 from hloref.fuzz.oracles import OracleError, OracleUnsupported  # noqa: E402
 from hloref.fuzz.oracles import xla  # noqa: E402
 
-ADD_F32 = """HloModule add_f32
+import example_references as ex  # noqa: E402
+from hlo_modules import MODULES  # noqa: E402
 
-ENTRY main {
-  x = f32[2,3] parameter(0)
-  y = f32[2,3] parameter(1)
-  ROOT s = f32[2,3] add(x, y)
-}
-"""
+ADD_F32 = MODULES["add-f32"]
 
 
 def test_add_f32():
@@ -39,12 +35,7 @@ def test_cache_and_optimized_hlo():
 
 
 def test_scalar_result_is_0d_array():
-    text = """HloModule s
-ENTRY main {
-  x = f32[] parameter(0)
-  ROOT n = f32[] negate(x)
-}
-"""
+    text = MODULES["negate-f32-scalar"]
     r = xla.run_hlo(text, np.float32(2.5))
     assert isinstance(r, np.ndarray) and r.shape == () and r.dtype == np.float32
     assert r == -2.5
@@ -269,13 +260,7 @@ ENTRY main {
 
 def test_ftz_default_documented():
     # XLA:CPU runs with flush-to-zero / denormals-are-zero: a subnormal times one is zero.
-    text = """HloModule ftz
-ENTRY main {
-  x = f32[2] parameter(0)
-  y = f32[2] parameter(1)
-  ROOT m = f32[2] multiply(x, y)
-}
-"""
+    text = MODULES["multiply-f32-pairs"]
     # (A constant 1 would be folded away by the algebraic simplifier; use a parameter.)
     r = xla.run_hlo(text, np.array([1e-39, 1e-36], np.float32), np.array([1, 1e-5], np.float32))
     np.testing.assert_array_equal(r, np.zeros(2, np.float32))  # numpy: [1e-39, 1e-41]
@@ -393,30 +378,16 @@ def _example(name):
     return xla.compile_hlo(path.read_text())
 
 
-def _relu(x):
-    return np.maximum(x, 0)
-
-
 def test_example_mlp():
-    rng = np.random.default_rng(0)
-    x, w1, b1, w2, b2 = (rng.standard_normal(s).astype(np.float32)
-                         for s in [(2, 8), (8, 16), (16,), (16, 4), (4,)])
-    r = _example("mlp.hlo").run(x, w1, b1, w2, b2)
-    np.testing.assert_allclose(r, _relu(x @ w1 + b1) @ w2 + b2, rtol=1e-5, atol=1e-5)
+    args = ex.mlp_inputs()
+    r = _example("mlp.hlo").run(*args)
+    np.testing.assert_allclose(r, ex.mlp(*args), rtol=1e-5, atol=1e-5)
 
 
 def test_example_conv():
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((1, 6, 6, 3)).astype(np.float32)
-    k = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
-    b = rng.standard_normal(4).astype(np.float32)
-    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
-    ref = np.zeros((1, 6, 6, 4), np.float32)
-    for i in range(6):
-        for j in range(6):
-            ref[:, i, j, :] = np.einsum("nhwc,hwco->no", xp[:, i:i + 3, j:j + 3, :], k)
+    x, k, b = ex.conv_inputs()
     r = _example("conv.hlo").run(x, k, b)
-    np.testing.assert_allclose(r, _relu(ref + b), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(r, ex.conv(x, k, b), rtol=1e-5, atol=1e-5)
 
 
 def test_example_while_loop():
@@ -432,24 +403,16 @@ def test_example_while_loop():
 
 
 def test_example_fp8_matmul():
-    f8 = ml_dtypes.float8_e4m3fn
-    rng = np.random.default_rng(2)
-    a = rng.integers(-4, 5, (4, 8)).astype(np.float32).astype(f8)
-    b = rng.integers(-4, 5, (8, 4)).astype(np.float32).astype(f8)
-    r = _example("fp8_matmul.hlo").run(a, b, np.float32(0.5), np.float32(0.25))
-    ref = (a.astype(np.float32) @ b.astype(np.float32)) * np.float32(0.125)
-    np.testing.assert_array_equal(r, ref)
+    args = ex.fp8_matmul_inputs()
+    r = _example("fp8_matmul.hlo").run(*args)
+    np.testing.assert_array_equal(r, ex.fp8_matmul(*args))
 
 
 def test_example_softmax_bf16():
-    bf16 = ml_dtypes.bfloat16
-    x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(4, 8).astype(bf16)
+    x = ex.softmax_input()
     r = _example("softmax_bf16.hlo").run(x)
-    assert r.dtype == bf16
-    xf = x.astype(np.float32)
-    e = np.exp(xf - xf.max(axis=-1, keepdims=True))
-    np.testing.assert_allclose(r.astype(np.float32), e / e.sum(-1, keepdims=True), rtol=2e-2,
-                               atol=2e-3)
+    assert r.dtype == ml_dtypes.bfloat16
+    np.testing.assert_allclose(r.astype(np.float32), ex.softmax(x), rtol=2e-2, atol=2e-3)
 
 
 def test_example_cond():
@@ -465,10 +428,9 @@ def test_example_cond():
 
 
 def test_example_tf_dense():
-    rng = np.random.default_rng(3)
-    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(2, 8), (8, 4), (4,)])
+    x, w, b = ex.tf_dense_inputs()
     r = _example("tf_dense.hlo").run(x, w, b)
-    np.testing.assert_allclose(r, _relu(x @ w + b), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(r, ex.dense(x, w, b), rtol=1e-5, atol=1e-5)
 
 
 POTRF = """HloModule potrf

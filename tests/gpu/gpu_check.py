@@ -1,5 +1,6 @@
 """Shared helpers of the GPU backend tests: input generators, a one-instruction module
-builder, bit-exact comparison, and ``check`` (gpu against the cpu backend and XLA:CPU)."""
+builder, bit-exact comparison, ``check`` (gpu against the cpu backend and XLA:CPU) and
+``check_devices`` (the same on several devices, against the cpu backend)."""
 
 from __future__ import annotations
 
@@ -100,4 +101,17 @@ def check(text, *args, opcode=None, exact=True, xla=True, atol=None, fallbacks=0
             return gpu  # XLA:CPU cannot run this module (type or opcode it lacks)
         verdict = compare_values(ref, gpu, opcode=opcode, atol=atol)
         assert verdict.ok, str(verdict)
+    return gpu
+
+
+def check_devices(text, *args):
+    """The gpu backend (no fallback) on a several-device module against the cpu
+    backend's simulation, device by device, bit for bit; returns the gpu's values."""
+    m = hloref.parse(text)
+    cpu = hloref.evaluate(m, *args)
+    gpu = hloref.evaluate(m, *args, backend="gpu", fallback=False)
+    assert hloref.gpu.last_report.total == 0
+    assert len(gpu) == len(cpu)
+    for g, c in zip(gpu, cpu):
+        assert bits_equal(g, c), (g, c)
     return gpu

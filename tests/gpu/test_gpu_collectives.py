@@ -11,6 +11,8 @@ import hloref
 
 from hloref.types import element_type
 
+from collective_modules import (MODULES, PERMUTE_SEVERAL, per_device_inputs,
+                                permute_several_inputs)
 from gpu_check import RNG, bits_equal, check
 
 
@@ -178,11 +180,8 @@ ENTRY e {
         np.testing.assert_array_equal(gpu[d], [10, 14, 18])  # (a + b) * 2
 
 
-def test_feeds_on_one_device():
-    """evaluate_gpu's io: infeed from and outfeed to the caller's queues."""
-    from collections import deque
-    from hloref.evaluator.collectives import DeviceIO
-    text = """HloModule m
+#: One device: an infeed's value, and its negation outfed.
+FEEDS = """HloModule m
 ENTRY e {
   t = token[] after-all()
   inf = (f32[2], token[]) infeed(t)
@@ -192,6 +191,13 @@ ENTRY e {
   ROOT r = (f32[2], token[]) tuple(fed, of)
 }
 """
+
+
+def test_feeds_on_one_device():
+    """evaluate_gpu's io: infeed from and outfeed to the caller's queues."""
+    from collections import deque
+    from hloref.evaluator.collectives import DeviceIO
+    text = FEEDS
     io = DeviceIO(infeed=deque([np.array([1.5, -2], np.float32)]))
     out = hloref.gpu.evaluate_gpu(hloref.parse(text), [], fallback=False, io=io)
     np.testing.assert_array_equal(out[0], [1.5, -2])
@@ -201,16 +207,7 @@ ENTRY e {
 def test_feeds_on_one_device_through_evaluate():
     """hloref.evaluate(backend="gpu") hands the caller's infeed/outfeed to the device
     (they were dropped: an infeed on one device read an empty queue)."""
-    text = """HloModule m
-ENTRY e {
-  t = token[] after-all()
-  inf = (f32[2], token[]) infeed(t)
-  fed = f32[2] get-tuple-element(inf), index=0
-  n = f32[2] negate(fed)
-  of = token[] outfeed(n, t), outfeed_shape=f32[2]{0}
-  ROOT r = (f32[2], token[]) tuple(fed, of)
-}
-"""
+    text = FEEDS
     outfeed = []
     out = hloref.evaluate(text, backend="gpu", fallback=False,
                           infeed=[np.array([1.5, -2], np.float32)], outfeed=outfeed)
@@ -222,22 +219,13 @@ ENTRY e {
 # The modules tests/test_collectives_xla.py checks against XLA:CPU on several host
 # devices; here the GPU backend (fallback disabled) must give the cpu backend's values.
 
-def _collective_modules():
-    import os
-    import sys
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import collective_modules
-    return collective_modules
-
-
 @pytest.mark.parametrize("name", ["all_reduce_modes", "collective_permute_modes",
                                   "gather_scatter_to_all", "partitions_only",
                                   "conditional_same_channel", "mesh_axes_groups",
                                   "combined_all_reduce"])
 def test_group_modes_match_the_cpu_backend(name):
-    cm = _collective_modules()
-    text = cm.MODULES[name]
-    args = cm.per_device_inputs(hloref.parse(text))
+    text = MODULES[name]
+    args = per_device_inputs(hloref.parse(text))
     cpu = hloref.evaluate(text, *args)
     gpu = hloref.evaluate(text, *args, backend="gpu", fallback=False)
     assert hloref.gpu.last_report.total == 0
@@ -293,16 +281,8 @@ ENTRY e {
 def test_collective_permute_of_several_operands_and_in_place_by_hand():
     """Several operands: a tuple, each permuted (replica 0 has no source: zeros); the
     in-place form (``slice_sizes``) permutes its input whole."""
-    several = """HloModule m, replica_count=3
-ENTRY e {
-  x = f32[2] parameter(0)
-  y = s32[3] parameter(1)
-  ROOT cp = (f32[2], s32[3]) collective-permute(x, y), source_target_pairs={{0,1},{1,2}}
-}
-"""
-    xs = [np.array([d, d + 0.5], np.float32) for d in range(3)]
-    ys = [np.array([10 * d, -d, 7], np.int32) for d in range(3)]
-    gpu = _gpu_equals_cpu(several, xs, ys)
+    xs, ys = permute_several_inputs()
+    gpu = _gpu_equals_cpu(PERMUTE_SEVERAL, xs, ys)
     np.testing.assert_array_equal(gpu[0][0], [0, 0])
     np.testing.assert_array_equal(gpu[2][0], xs[1])
     np.testing.assert_array_equal(gpu[1][1], ys[0])

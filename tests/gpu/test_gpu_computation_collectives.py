@@ -16,19 +16,9 @@ import hloref
 from hloref.errors import HloEvalError, HloUnsupportedError
 from hloref.types import element_type
 
-from gpu_check import RNG, bits_equal
-
-
-def both(text, *args):
-    """cpu and gpu (no fallback) results of a several-device module, checked bit for bit."""
-    m = hloref.parse(text)
-    cpu = hloref.evaluate(m, *args)
-    gpu = hloref.evaluate(m, *args, backend="gpu", fallback=False)
-    assert hloref.gpu.last_report.total == 0
-    assert len(gpu) == len(cpu)
-    for g, c in zip(gpu, cpu):
-        assert bits_equal(g, c), (g, c)
-    return gpu
+from collective_modules import (BRANCH_ALL_REDUCE, collective_forms,
+                                collective_forms_by_hand)
+from gpu_check import RNG, check_devices
 
 
 def test_map_all_reduce_times_replica_id_by_hand():
@@ -48,7 +38,7 @@ ENTRY e {
 """
     xs = [np.array([[1, 2, 3], [4, 5, 6]], np.float32),
           np.array([[10, 20, 30], [40, 50, 60]], np.float32)]
-    gpu = both(text, xs)
+    gpu = check_devices(text, xs)
     # element k of replica 0 meets element k of replica 1: (x0 + x1) * replica-id
     np.testing.assert_array_equal(gpu[0], np.zeros((2, 3)))
     np.testing.assert_array_equal(gpu[1], [[11, 22, 33], [44, 55, 66]])
@@ -77,7 +67,7 @@ def test_map_all_reduce_sum_and_max_on_four_replicas(t):
     dtype = element_type(t).dtype
     xs = [(RNG.standard_normal(5) * 4).astype(dtype) for _ in range(4)]
     ys = [(RNG.standard_normal(5) * 4).astype(dtype) for _ in range(4)]
-    gpu = both(MAP4.format(t=t), xs, ys)
+    gpu = check_devices(MAP4.format(t=t), xs, ys)
     if t == "s32":  # integers: exact by hand
         for d in range(4):
             total = xs[0] + xs[1] + xs[2] + xs[3]
@@ -102,7 +92,7 @@ ENTRY e {
 """
     xs = [RNG.integers(-9, 10, (2, 3)).astype(np.int32) for _ in range(4)]
     zs = [np.int32(v) for v in (0, 5, -3, 1)]
-    gpu = both(text, xs, zs)
+    gpu = check_devices(text, xs, zs)
     for o in range(2):
         acc = list(zs)
         for k in range(3):
@@ -135,7 +125,7 @@ ENTRY e {
 """
     xs = [RNG.standard_normal((3, 4)).astype(np.float32) for _ in range(2)]
     qs = [RNG.integers(-5, 6, (3, 4)).astype(np.int32) for _ in range(2)]
-    gpu = both(text, xs, qs)
+    gpu = check_devices(text, xs, qs)
     for d in range(2):
         np.testing.assert_array_equal(gpu[d][1], qs[d].sum(axis=0) + 1)
         want = np.full(4, 0.5, np.float32)
@@ -149,33 +139,7 @@ def test_map_permute_broadcast_all_to_all_reduce_scatter_on_four_replicas():
     fourth), collective-broadcast (group root), all-to-all's tuple form (operand j to
     participant j), and of a two-element small array ``(x, y)``: reduce-scatter (its
     chunk of the sum) and all-to-all along dimension 0 (chunk ``me`` of each)."""
-    text = """HloModule m, replica_count=4
-add { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT s = s32[] add(a, b) }
-body {
-  x = s32[] parameter(0)  y = s32[] parameter(1)
-  cp = s32[] collective-permute(x), source_target_pairs={{0,1},{1,2},{2,0}}
-  cb = s32[] collective-broadcast(y), replica_groups={{2,0},{1,3}}
-  aa = (s32[], s32[]) all-to-all(x, y), replica_groups={{0,3},{1,2}}
-  a0 = s32[] get-tuple-element(aa), index=0
-  a1 = s32[] get-tuple-element(aa), index=1
-  x1 = s32[1] reshape(x)  y1 = s32[1] reshape(y)
-  v = s32[2] concatenate(x1, y1), dimensions={0}
-  rs = s32[1] reduce-scatter(v), replica_groups={{0,1},{2,3}}, dimensions={0}, to_apply=add
-  r = s32[] reshape(rs)
-  at = s32[2] all-to-all(v), replica_groups={{0,1},{2,3}}, dimensions={0}
-  at1 = s32[1] slice(at), slice={[1:2]}
-  b = s32[] reshape(at1)
-  k4 = s32[] constant(3)
-  m4 = s32[] multiply(b, k4)
-  w3 = s32[] add(w2, m4)
-  k0 = s32[] constant(1000)  k1 = s32[] constant(100)
-  k2 = s32[] constant(10)  k3 = s32[] constant(7)
-  m0 = s32[] multiply(cp, k0)  m1 = s32[] multiply(cb, k1)  m2 = s32[] multiply(a0, k2)
-  m3 = s32[] multiply(a1, k3)
-  w0 = s32[] add(m0, m1)  w1 = s32[] add(w0, m2)  w2 = s32[] add(w1, m3)
-  ROOT o = s32[] add(w3, r)
-}
-ENTRY e {
+    text = "HloModule m, replica_count=4\n" + collective_forms() + """ENTRY e {
   p = s32[3] parameter(0)
   q = s32[3] parameter(1)
   ROOT r = s32[3] map(p, q), dimensions={0}, to_apply=body
@@ -183,20 +147,9 @@ ENTRY e {
 """
     xs = [RNG.integers(0, 9, 3).astype(np.int32) for _ in range(4)]
     ys = [RNG.integers(0, 9, 3).astype(np.int32) for _ in range(4)]
-    gpu = both(text, xs, ys)
+    gpu = check_devices(text, xs, ys)
     for d in range(4):
-        src = {1: 0, 2: 1, 0: 2}.get(d)
-        cp = xs[src] if src is not None else 0
-        cb = ys[2] if d in (0, 2) else ys[1]
-        group = [0, 3] if d in (0, 3) else [1, 2]
-        me = group.index(d)
-        sent = xs if me == 0 else ys  # operand `me` of each participant
-        a0, a1 = sent[group[0]], sent[group[1]]
-        pair = [0, 1] if d < 2 else [2, 3]
-        v = [xs[pair[0]] + xs[pair[1]], ys[pair[0]] + ys[pair[1]]][pair.index(d)]
-        # all-to-all of (x, y) in pairs: element 1 is the partner group[1]'s chunk `me`
-        b = [xs, ys][pair.index(d)][pair[1]]
-        np.testing.assert_array_equal(gpu[d], cp * 1000 + cb * 100 + a0 * 10 + a1 * 7 + v + 3 * b)
+        np.testing.assert_array_equal(gpu[d], collective_forms_by_hand(xs, ys, d))
 
 
 def test_async_pairs_and_nested_call_on_two_replicas():
@@ -225,7 +178,7 @@ ENTRY e {
 }
 """
     xs = [np.array([1, 2, 3, 4], np.float32), np.array([0.5, -1, 8, 2], np.float32)]
-    gpu = both(text, xs)
+    gpu = check_devices(text, xs)
     for d in range(2):  # (x0 + x1) * x0 - x_other
         np.testing.assert_array_equal(gpu[d], (xs[0] + xs[1]) * xs[0] - xs[1 - d])
 
@@ -255,7 +208,7 @@ ENTRY e {
 }
 """
     xs = [RNG.integers(-9, 10, 3).astype(np.int32) for _ in range(4)]
-    gpu = both(text, xs)
+    gpu = check_devices(text, xs)
     for d in range(4):  # device d = replica * 2 + partition
         group = [0, 3] if d in (0, 3) else [1, 2]
         other = d ^ 1  # the other partition of the same replica
@@ -263,16 +216,7 @@ ENTRY e {
         np.testing.assert_array_equal(gpu[d], want)
 
 
-DIVERGENT = """HloModule m, replica_count=2
-add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
-t { x = f32[] parameter(0)  ROOT ar = f32[] all-reduce(x), replica_groups={}, to_apply=add }
-f { x = f32[] parameter(0)  ROOT n = f32[] negate(x) }
-body {
-  x = f32[] parameter(0)
-  z = f32[] constant(0)
-  p = pred[] compare(x, z), direction=GT
-  ROOT c = f32[] conditional(p, x, x), true_computation=t, false_computation=f
-}
+DIVERGENT = BRANCH_ALL_REDUCE + """\
 ENTRY e {
   p = f32[2] parameter(0)
   r = f32[2] map(p), dimensions={0}, to_apply=body
@@ -289,7 +233,7 @@ def test_collective_under_a_conditional_keeps_the_cpu_pairing():
     whose all-reduce meets the other device's by execution count as the CPU's does; the
     map calling the branch itself is unrolled."""
     xs = [np.array([1, -2], np.float32), np.array([-10, 20], np.float32)]
-    gpu = both(DIVERGENT, xs)
+    gpu = check_devices(DIVERGENT, xs)
     for d in range(2):
         np.testing.assert_array_equal(gpu[d][1], xs[0] + xs[1])
     np.testing.assert_array_equal(gpu[0][0], [21, 2])
@@ -340,7 +284,7 @@ ENTRY e {
 }
 """
     xs = [np.array([-2, 3, 20], np.int32), np.array([1, 12, 5], np.int32)]
-    gpu = both(text, xs)
+    gpu = check_devices(text, xs)
 
     def looped(x, r):
         while x <= 10 * r:

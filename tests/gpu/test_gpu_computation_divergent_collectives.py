@@ -21,31 +21,13 @@ from hloref.errors import HloEvalError
 from hloref.evaluator.collectives import run_devices
 from hloref.gpu.collectives import run_devices as gpu_run_devices
 
-from gpu_check import RNG, bits_equal
+from collective_modules import (BRANCH_ALL_REDUCE, collective_forms,
+                                collective_forms_by_hand)
+from gpu_check import RNG, check_devices
+from hlo_modules import scatter_entry
 
 
-def both(text, *args):
-    """cpu and gpu (no fallback) results of a several-device module, bit for bit."""
-    m = hloref.parse(text)
-    cpu = hloref.evaluate(m, *args)
-    gpu = hloref.evaluate(m, *args, backend="gpu", fallback=False)
-    assert hloref.gpu.last_report.total == 0
-    assert len(gpu) == len(cpu)
-    for g, c in zip(gpu, cpu):
-        assert bits_equal(g, c), (g, c)
-    return gpu
-
-
-BRANCH = """HloModule m, replica_count=2
-add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
-t { x = f32[] parameter(0)  ROOT ar = f32[] all-reduce(x), replica_groups={}, to_apply=add }
-f { x = f32[] parameter(0)  ROOT n = f32[] negate(x) }
-body {
-  x = f32[] parameter(0)
-  z = f32[] constant(0)
-  p = pred[] compare(x, z), direction=GT
-  ROOT c = f32[] conditional(p, x, x), true_computation=t, false_computation=f
-}
+BRANCH = BRANCH_ALL_REDUCE + """\
 ENTRY e {
   p = f32[%d] parameter(0)
   ROOT r = f32[%d] map(p), dimensions={0}, to_apply=body
@@ -57,7 +39,7 @@ def test_all_reduce_under_a_conditional_pairs_elements_as_the_cpu():
     """Replica 0's element 0 (the first to take the branch there) meets replica 1's
     element 1 (the first there): both get 1 + 20; the others negate."""
     xs = [np.array([1, -2], np.float32), np.array([-10, 20], np.float32)]
-    gpu = both(BRANCH % (2, 2), xs)
+    gpu = check_devices(BRANCH % (2, 2), xs)
     np.testing.assert_array_equal(gpu[0], [21, 2])
     np.testing.assert_array_equal(gpu[1], [10, 21])
 
@@ -123,7 +105,7 @@ ENTRY e {
 }
 """
     xs = [np.array([2, 1], np.int32), np.array([1, 2], np.int32)]
-    gpu = both(text, xs)
+    gpu = check_devices(text, xs)
     # executions in order: (element, value) per replica
     runs = [[(e, 10 * int(x) + i) for e, x in enumerate(d) for i in range(int(x))] for d in xs]
     for d in range(2):
@@ -156,7 +138,7 @@ ENTRY e {
 """
     ks = [RNG.integers(-5, 6, (2, 9)).astype(np.int32) for _ in range(2)]
     vs = [RNG.standard_normal((2, 9)).astype(np.float32) for _ in range(2)]
-    gpu = both(text, ks, vs)
+    gpu = check_devices(text, ks, vs)
     total = ks[0].astype(np.int64) + ks[1]
     for d in range(2):
         for row in range(2):
@@ -176,18 +158,11 @@ comb {
   ar = s32[] all-reduce(u), replica_groups={}, to_apply=add
   ROOT s = s32[] add(a, ar)
 }
-ENTRY e {
-  x = s32[5] parameter(0)
-  i = s32[4,1] parameter(1)
-  u = s32[4] parameter(2)
-  ROOT r = s32[5] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
-    scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
-}
-"""
+""" + scatter_entry("s32", 5, 4, "comb", root="r")
     xs = [RNG.integers(-9, 10, 5).astype(np.int32) for _ in range(2)]
     idx = [np.array([[3], [0], [3], [1]], np.int32), np.array([[4], [4], [2], [0]], np.int32)]
     us = [RNG.integers(-9, 10, 4).astype(np.int32) for _ in range(2)]
-    gpu = both(text, xs, idx, us)
+    gpu = check_devices(text, xs, idx, us)
     for d in range(2):
         want = xs[d].copy()
         for k in range(4):
@@ -218,7 +193,7 @@ ENTRY e {
 """
     xs = [np.array([3, -1, 4, 1, -5], np.int32), np.array([2, 7, -1, 8, 2], np.int32)]
     srcs = [np.array([1, 2, 3], np.int32), np.array([10, 20, 30], np.int32)]
-    gpu = both(text, xs, srcs)
+    gpu = check_devices(text, xs, srcs)
     # each fold step meets the other replica's same step: acc = acc0 + x0 + acc1 + x1,
     # the same on both (the inits are both 1); positions on padding call nothing
     accs = []
@@ -267,7 +242,7 @@ ENTRY e {
 }
 """
     xs = [np.array([[2, 0, 1], [1, 1, 1]], np.int32), np.array([[1, 1, 1], [0, 3, 0]], np.int32)]
-    gpu = both(text, xs)
+    gpu = check_devices(text, xs)
     # executions per replica in order: the loop counter values n, n-1, ..., 1 of each step
     runs = [[(o, v) for o in range(2) for k in range(3) for v in range(int(x[o, k]), 0, -1)]
             for x in xs]
@@ -308,25 +283,10 @@ ENTRY e {
 }
 """
     xs = [np.array([1, 2, 6, 8], np.uint64), np.array([3, 5, 4, 7], np.uint64)]
-    both(text, xs)
+    check_devices(text, xs)
 
 
-FORMS = """HloModule m, replica_count=4
-add { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT s = s32[] add(a, b) }
-body {
-  x = s32[] parameter(0)  y = s32[] parameter(1)
-  cp = s32[] collective-permute(x), source_target_pairs={{0,1},{1,2},{2,0}}
-  cb = s32[] collective-broadcast(y), replica_groups={{2,0},{1,3}}
-  aa = (s32[], s32[]) all-to-all(x, y), replica_groups={{0,3},{1,2}}
-  a0 = s32[] get-tuple-element(aa), index=0
-  a1 = s32[] get-tuple-element(aa), index=1
-  x1 = s32[1] reshape(x)  y1 = s32[1] reshape(y)
-  v = s32[2] concatenate(x1, y1), dimensions={0}
-  rs = s32[1] reduce-scatter(v), replica_groups={{0,1},{2,3}}, dimensions={0}, to_apply=add
-  r = s32[] reshape(rs)
-  at = s32[2] all-to-all(v), replica_groups={{0,1},{2,3}}, dimensions={0}
-  at1 = s32[1] slice(at), slice={[1:2]}
-  b = s32[] reshape(at1)
+FORMS = "HloModule m, replica_count=4\n" + collective_forms(extra="""\
   g = s32[4] all-gather(x1), replica_groups={}, dimensions={0}
   g3 = s32[1] slice(g), slice={[3:4]}
   h = s32[] reshape(g3)
@@ -334,6 +294,7 @@ body {
   pd = s32[] collective-permute-done(ps)
   ars = s32[] all-reduce-start(y), replica_groups={{0,1,2,3}}, to_apply=add
   ard = s32[] all-reduce-done(ars)
+""", terms="""\
   k0 = s32[] constant(1000)  k1 = s32[] constant(100)  k2 = s32[] constant(10)
   k3 = s32[] constant(7)  k4 = s32[] constant(3)  k5 = s32[] constant(10000)
   k6 = s32[] constant(100000)  k7 = s32[] constant(1000000)
@@ -343,7 +304,7 @@ body {
   w0 = s32[] add(m0, m1)  w1 = s32[] add(w0, m2)  w2 = s32[] add(w1, m3)  w3 = s32[] add(w2, m4)
   w4 = s32[] add(w3, m5)  w5 = s32[] add(w4, m6)  w6 = s32[] add(w5, m7)
   ROOT o = s32[] add(w6, r)
-}
+""") + """\
 bt { s = (s32[], s32[]) parameter(0)  x = s32[] get-tuple-element(s), index=0
   y = s32[] get-tuple-element(s), index=1  ROOT c = s32[] call(x, y), to_apply=body }
 bf { s = (s32[], s32[]) parameter(0)  ROOT z = s32[] constant(-1) }
@@ -369,22 +330,12 @@ def test_every_collective_form_under_a_conditional_on_four_replicas():
     by hand and against the CPU bit for bit."""
     xs = [np.array([0, 1, 2], np.int32) + 3 * d for d in range(4)]
     ys = [np.array([1, 4, 2], np.int32) * (d + 1) + 20 for d in range(4)]
-    gpu = both(FORMS, xs, ys)
+    gpu = check_devices(FORMS, xs, ys)
     for d in range(4):
-        src = {1: 0, 2: 1, 0: 2}.get(d)
-        cp = xs[src] if src is not None else 0
-        cb = ys[2] if d in (0, 2) else ys[1]
-        group = [0, 3] if d in (0, 3) else [1, 2]
-        me = group.index(d)
-        sent = xs if me == 0 else ys  # operand `me` of each participant
-        a0, a1 = sent[group[0]], sent[group[1]]
-        pair = [0, 1] if d < 2 else [2, 3]
-        v = [xs[pair[0]] + xs[pair[1]], ys[pair[0]] + ys[pair[1]]][pair.index(d)]
-        b = [xs, ys][pair.index(d)][pair[1]]
         pd = ys[3] if d == 0 else 0
         total = ys[0] + ys[1] + ys[2] + ys[3]
-        want = (cp * 1000 + cb * 100 + a0 * 10 + a1 * 7 + 3 * b + 10000 * xs[3] +
-                100000 * pd + 1000000 * total + v)
+        want = (collective_forms_by_hand(xs, ys, d) + 10000 * xs[3] + 100000 * pd +
+                1000000 * total)
         np.testing.assert_array_equal(gpu[d], want)
 
 
@@ -404,6 +355,6 @@ def test_all_reduce_of_a_small_array_under_a_conditional():
 }""")
     assert "f32[2] all-reduce" in text
     xs = [np.array([1, -2], np.float32), np.array([-10, 20], np.float32)]
-    gpu = both(text % (2, 2), xs)
+    gpu = check_devices(text % (2, 2), xs)
     np.testing.assert_array_equal(gpu[0], [-21, 2])
     np.testing.assert_array_equal(gpu[1], [10, -21])

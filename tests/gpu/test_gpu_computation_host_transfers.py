@@ -33,6 +33,8 @@ from hloref.evaluator.collectives import DeviceIO, single_device
 from hloref.evaluator.interpreter import Interpreter, Limits
 from hloref.gpu import evaluate_gpu
 
+from hlo_modules import MODULES, counted_loop, scatter_entry
+
 
 def run(text, *args, backend, infeed=(), host_recv=None, limits=None):
     """``(value or the exception raised, io)`` of the module on fresh queues."""
@@ -101,21 +103,7 @@ def f32(*v):
 
 # ----------------------------------------------------------------- map: infeed, outfeed
 
-MAP = """HloModule m
-body {
-  x = f32[] parameter(0)
-  tk = token[] after-all()
-  inf = (f32[], token[]) infeed(tk)
-  v = f32[] get-tuple-element(inf), index=0
-  t2 = token[] get-tuple-element(inf), index=1
-  of = token[] outfeed(x, t2), outfeed_shape=f32[]
-  ROOT r = f32[] add(x, v)
-}
-ENTRY e {
-  x = f32[3] parameter(0)
-  ROOT m = f32[3] map(x), dimensions={0}, to_apply=body
-}
-"""
+MAP = MODULES["map-infeed-outfeed"]
 
 
 def test_map_infeed_outfeed_by_hand():
@@ -268,14 +256,7 @@ comb {
   w = f32[] multiply(upd, v)
   ROOT r = f32[] add(old, w)
 }
-ENTRY e {
-  x = f32[4] parameter(0)
-  i = s32[3,1] parameter(1)
-  u = f32[3] parameter(2)
-  ROOT sc = f32[4] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
-      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
-}
-"""
+""" + scatter_entry("f32", 4, 3, "comb")
 
 
 def test_scatter_host_recv_by_hand():
@@ -361,23 +342,9 @@ def test_select_and_scatter_by_hand():
 
 # ----------------------------------------------------------------- loops, conditionals, capacity
 
-LOOP = """HloModule m
-cond {
-  st = (s32[], s32[]) parameter(0)
-  i = s32[] get-tuple-element(st), index=0
-  n = s32[] get-tuple-element(st), index=1
-  ROOT lt = pred[] compare(i, n), direction=LT
-}
-step {
-  st = (s32[], s32[]) parameter(0)
-  i = s32[] get-tuple-element(st), index=0
-  n = s32[] get-tuple-element(st), index=1
-  tk = token[] after-all()
-  of = token[] outfeed(i, tk), outfeed_shape=s32[]
-  one = s32[] constant(1)
-  j = s32[] add(i, one)
-  ROOT r = (s32[], s32[]) tuple(j, n)
-}
+LOOP = "HloModule m\n" + counted_loop(
+    "  tk = token[] after-all()\n  of = token[] outfeed(i, tk), outfeed_shape=s32[]\n",
+    t="s32") + """\
 body {
   x = s32[] parameter(0)
   zero = s32[] constant(0)
@@ -490,14 +457,7 @@ comb {
   loop = (f32[], s32[]) while(init), condition=cond, body=step
   ROOT r = f32[] get-tuple-element(loop), index=0
 }
-ENTRY e {
-  x = f32[3] parameter(0)
-  i = s32[4,1] parameter(1)
-  u = f32[4] parameter(2)
-  ROOT sc = f32[3] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
-      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
-}
-"""
+""" + scatter_entry("f32", 3, 4, "comb")
 
 
 def test_scatter_combiner_with_a_loop_of_outfeeds():

@@ -19,6 +19,7 @@ import pytest
 import hloref
 
 from gpu_check import bits_equal
+from hlo_modules import MODULES, outfeed_computation, scatter_entry
 
 
 def both(text, *args, infeed=()):
@@ -41,21 +42,7 @@ def both(text, *args, infeed=()):
     return gv, gfeed, gout
 
 
-FEED_MAP = """HloModule m
-body {
-  x = f32[] parameter(0)
-  tok = token[] after-all()
-  i = (f32[], token[]) infeed(tok)
-  v = f32[] get-tuple-element(i), index=0
-  t2 = token[] get-tuple-element(i), index=1
-  o = token[] outfeed(x, t2), outfeed_shape=f32[]
-  ROOT r = f32[] add(x, v)
-}
-ENTRY e {
-  x = f32[3] parameter(0)
-  ROOT m = f32[3] map(x), dimensions={0}, to_apply=body
-}
-"""
+FEED_MAP = MODULES["map-infeed-outfeed"]
 
 
 def test_map_with_infeed_and_outfeed_by_hand():
@@ -102,14 +89,8 @@ def test_map_body_with_an_eight_element_array_by_hand():
     np.testing.assert_array_equal(value, 28 * x)
 
 
-FEED_REDUCE = """HloModule m
-body {
-  a = f32[] parameter(0)
-  x = f32[] parameter(1)
-  tok = token[] after-all()
-  o = token[] outfeed(x, tok), outfeed_shape=f32[]
-  ROOT r = f32[] add(a, x)
-}
+FEED_REDUCE = "HloModule m\n" + outfeed_computation(
+    "body", "f32", "ROOT r = f32[] add(a, x)", seen="x", params=("a", "x")) + """\
 ENTRY e {
   x = f32[2,3] parameter(0)
   z = f32[] constant(0.5)
@@ -126,14 +107,8 @@ def test_reduce_folds_output_by_output_by_hand():
     np.testing.assert_array_equal(np.asarray(out, np.float32), [1, 4, 2, 5, 3, 6])
 
 
-FEED_WINDOW = """HloModule m
-body {
-  a = f32[] parameter(0)
-  x = f32[] parameter(1)
-  tok = token[] after-all()
-  o = token[] outfeed(x, tok), outfeed_shape=f32[]
-  ROOT r = f32[] maximum(a, x)
-}
+FEED_WINDOW = "HloModule m\n" + outfeed_computation(
+    "body", "f32", "ROOT r = f32[] maximum(a, x)", seen="x", params=("a", "x")) + """\
 ENTRY e {
   x = f32[5] parameter(0)
   z = f32[] constant(-100)
@@ -150,22 +125,9 @@ def test_reduce_window_skips_padding_by_hand():
     np.testing.assert_array_equal(np.asarray(out, np.float32), [3, -1, -1, 4, 1, 1, -5])
 
 
-FEED_SCATTER = """HloModule m
-body {
-  a = s32[] parameter(0)
-  u = s32[] parameter(1)
-  tok = token[] after-all()
-  o = token[] outfeed(u, tok), outfeed_shape=s32[]
-  ROOT r = s32[] subtract(a, u)
-}
-ENTRY e {
-  x = s32[4] parameter(0)
-  i = s32[3,1] parameter(1)
-  u = s32[3] parameter(2)
-  ROOT s = s32[4] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},
-      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=body
-}
-"""
+FEED_SCATTER = "HloModule m\n" + outfeed_computation(
+    "body", "s32", "ROOT r = s32[] subtract(a, u)", seen="u", params=("a", "u")) + scatter_entry(
+    "s32", 4, 3, "body", root="s")
 
 
 def test_scatter_applies_updates_in_order_skipping_out_of_bounds_by_hand():
@@ -177,14 +139,8 @@ def test_scatter_applies_updates_in_order_skipping_out_of_bounds_by_hand():
     np.testing.assert_array_equal(np.asarray(out), [1, 3])
 
 
-SELECT_AND_SCATTER = """HloModule m
-ge {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  tok = token[] after-all()
-  o = token[] outfeed(b, tok), outfeed_shape=f32[]
-  ROOT c = pred[] compare(a, b), direction=GE
-}
+SELECT_AND_SCATTER = "HloModule m\n" + outfeed_computation(
+    "ge", "f32", "ROOT c = pred[] compare(a, b), direction=GE") + """\
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
 ENTRY e {
   x = f32[4] parameter(0)
@@ -208,14 +164,8 @@ def test_select_and_scatter_select_order_by_hand():
     np.testing.assert_array_equal(np.asarray(out, np.float32), [2, 5, 7])
 
 
-SORT = """HloModule m
-lt {
-  a = s32[] parameter(0)
-  b = s32[] parameter(1)
-  tok = token[] after-all()
-  o = token[] outfeed(a, tok), outfeed_shape=s32[]
-  ROOT c = pred[] compare(a, b), direction=LT
-}
+SORT = "HloModule m\n" + outfeed_computation(
+    "lt", "s32", "ROOT c = pred[] compare(a, b), direction=LT", seen="a") + """\
 ENTRY e {
   x = s32[2,3] parameter(0)
   ROOT s = s32[2,3] sort(x), dimensions={1}, to_apply=lt

@@ -22,28 +22,13 @@ rng-get-and-update-state (see test_gpu_computation_rng.py).
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
-import hloref
-from hloref.evaluator.rng import RNG_STATE_INITIAL
-
 from gpu_check import bits_equal
 
-S0 = RNG_STATE_INITIAL
-M64 = 2**64 - 1
-
-
-def both(text, *args):
-    """(cpu, gpu) values of ``text``, the gpu without fallback."""
-    m = hloref.parse(text)
-    cpu = hloref.evaluate(m, *args)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        gpu = hloref.evaluate(m, *args, backend="gpu", fallback=False)
-    return cpu, gpu
+from hlo_modules import MODULES, parameters, state_bracket, state_read
+from rng_state_common import M64, S0, both
 
 
 def words_module(delta, n):
@@ -61,14 +46,9 @@ body {{
   p = pred[] compare(x, z), direction=EQ
   ROOT r = u64[] select(p, l, h)
 }}
-ENTRY e {{
-  x = u64[{n}] parameter(0)
-  a = u64[2] rng-get-and-update-state(), delta=5
-  m = u64[{n}] map(x), dimensions={{0}}, to_apply=body
-  b = u64[2] rng-get-and-update-state(), delta=1
-  ROOT t = u64[{n + 4}] concatenate(a, m, b), dimensions={{0}}
-}}
-"""
+""" + state_bracket(parameters(f"x = u64[{n}]"),
+                    f"  m = u64[{n}] map(x), dimensions={{0}}, to_apply=body\n",
+                    [("m", f"u64[{n}]")], before=5, after=1)
 
 
 @pytest.mark.parametrize("delta", [7, 2**63 - 1, -S0 - 12])
@@ -106,17 +86,11 @@ body {
   a = u64[] add(l, c)
   ROOT r = u64[] xor(a, x)
 }
-ENTRY e {
-  p = u64[2,3] parameter(0)
-  a = u64[2] rng-get-and-update-state(), delta=100
-  m1 = u64[2,3] map(p), dimensions={0,1}, to_apply=body
-  m2 = u64[2,3] map(m1), dimensions={0,1}, to_apply=body
-  b = u64[2] rng-get-and-update-state(), delta=100
-  f1 = u64[6] reshape(m1)
-  f2 = u64[6] reshape(m2)
-  ROOT t = u64[16] concatenate(a, f1, f2, b), dimensions={0}
-}
-"""
+""" + state_bracket(parameters("p = u64[2,3]"),
+                    "  m1 = u64[2,3] map(p), dimensions={0,1}, to_apply=body\n"
+                    "  m2 = u64[2,3] map(m1), dimensions={0,1}, to_apply=body\n",
+                    [("f1", "u64[6]"), ("f2", "u64[6]")],
+                    tail="  f1 = u64[6] reshape(m1)\n  f2 = u64[6] reshape(m2)\n")
 
 
 def test_map_state_sites_calls_and_two_maps():
@@ -228,20 +202,14 @@ red {
   r1 = u32[] multiply(by, k)
   ROOT r = (u64[], u32[]) tuple(r0, r1)
 }
-ENTRY e {
-  p = u64[2,3,2] parameter(0)
-  q = u32[2,3,2] parameter(1)
-  z = u64[] constant(1)
-  w = u32[] constant(1)
-  a = u64[2] rng-get-and-update-state(), delta=100
-  r = (u64[3], u32[3]) reduce(p, q, z, w), dimensions={2,0}, to_apply=red
-  r0 = u64[3] get-tuple-element(r), index=0
-  r1 = u32[3] get-tuple-element(r), index=1
-  c1 = u64[3] convert(r1)
-  b = u64[2] rng-get-and-update-state(), delta=1
-  ROOT t = u64[10] concatenate(a, r0, c1, b), dimensions={0}
-}
-"""
+""" + state_bracket(
+    parameters("p = u64[2,3,2]", "q = u32[2,3,2]") +
+    "  z = u64[] constant(1)\n  w = u32[] constant(1)\n",
+    "  r = (u64[3], u32[3]) reduce(p, q, z, w), dimensions={2,0}, to_apply=red\n"
+    "  r0 = u64[3] get-tuple-element(r), index=0\n"
+    "  r1 = u32[3] get-tuple-element(r), index=1\n"
+    "  c1 = u64[3] convert(r1)\n",
+    [("r0", "u64[3]"), ("c1", "u64[3]")], after=1)
 
 
 @pytest.mark.parametrize("delta", [3, -S0 - 150])
@@ -266,50 +234,12 @@ def test_reduce_state_by_hand(delta):
 
 
 DATA_DEPENDENT = {
-    "reduce-window": """HloModule m
-red {
-  a = u64[] parameter(0)
-  b = u64[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=3
-  lo = u64[1] slice(s), slice={[0:1]}
-  l = u64[] reshape(lo)
-  c = u64[] add(a, b)
-  ROOT r = u64[] add(c, l)
-}
-ENTRY e {
-  p = u64[4] parameter(0)
-  z = u64[] constant(0)
-  a = u64[2] rng-get-and-update-state(), delta=100
-  r = u64[4] reduce-window(p, z), window={size=2 pad=1_0}, to_apply=red
-  b = u64[2] rng-get-and-update-state(), delta=100
-  ROOT t = u64[8] concatenate(a, r, b), dimensions={0}
-}
-""",
-    "conditional": """HloModule m
-yes {
-  y = u64[] parameter(0)
-  s = u64[2] rng-get-and-update-state(), delta=3
-  lo = u64[1] slice(s), slice={[0:1]}
-  l = u64[] reshape(lo)
-  ROOT r = u64[] add(y, l)
-}
-no {
-  ROOT n = u64[] parameter(0)
-}
-body {
-  x = u64[] parameter(0)
-  two = u64[] constant(2)
-  p = pred[] compare(x, two), direction=LT
-  ROOT c = u64[] conditional(p, x, x), true_computation=yes, false_computation=no
-}
-ENTRY e {
-  p = u64[4] parameter(0)
-  a = u64[2] rng-get-and-update-state(), delta=100
-  m = u64[4] map(p), dimensions={0}, to_apply=body
-  b = u64[2] rng-get-and-update-state(), delta=100
-  ROOT t = u64[8] concatenate(a, m, b), dimensions={0}
-}
-""",
+    "reduce-window": "HloModule m\nred {\n" + parameters("a = u64[]", "b = u64[]") +
+    state_read(3) + "  c = u64[] add(a, b)\n  ROOT r = u64[] add(c, l)\n}\n" + state_bracket(
+        parameters("p = u64[4]") + "  z = u64[] constant(0)\n",
+        "  r = u64[4] reduce-window(p, z), window={size=2 pad=1_0}, to_apply=red\n",
+        [("r", "u64[4]")]),
+    "conditional": MODULES["map-pred-conditional-state"],
 }
 
 

@@ -31,25 +31,12 @@ import pytest
 
 from gpu_check import bits_equal
 
-from rng_state_serial_common import M64, S0, both, read_low, words
+from hlo_modules import MODULES, counted_loop, dead_site_computation, parameters, state_bracket
+from rng_state_common import M64, S0, both, read_low, words
 
 
-LOOP = """HloModule m
-cond {
-  st = (u64[], u64[]) parameter(0)
-  i = u64[] get-tuple-element(st), index=0
-  n = u64[] get-tuple-element(st), index=1
-  ROOT lt = pred[] compare(i, n), direction=LT
-}
-step {
-  st = (u64[], u64[]) parameter(0)
-  i = u64[] get-tuple-element(st), index=0
-  n = u64[] get-tuple-element(st), index=1
-  unused = u64[2] rng-get-and-update-state(), delta=%(d)d
-  one = u64[] constant(1)
-  j = u64[] add(i, one)
-  ROOT r = (u64[], u64[]) tuple(j, n)
-}
+LOOP = "HloModule m\n" + counted_loop(
+    "  unused = u64[2] rng-get-and-update-state(), delta=%(d)d\n") + """\
 body {
   x = u64[] parameter(0)
   w = u64[] parameter(1)
@@ -64,15 +51,9 @@ body {
   p = pred[] compare(w, zero), direction=EQ
   ROOT r = u64[] select(p, l, h)
 }
-ENTRY e {
-  x = u64[6] parameter(0)
-  w = u64[6] parameter(1)
-  a = u64[2] rng-get-and-update-state(), delta=5
-  m = u64[6] map(x, w), dimensions={0}, to_apply=body
-  b = u64[2] rng-get-and-update-state(), delta=1
-  ROOT t = u64[10] concatenate(a, m, b), dimensions={0}
-}
-"""
+""" + state_bracket(parameters("x = u64[6]", "w = u64[6]"),
+                    "  m = u64[6] map(x, w), dimensions={0}, to_apply=body\n",
+                    [("m", "u64[6]")], before=5, after=1)
 
 
 @pytest.mark.parametrize("d,e", [(3, 1000), (2**64 - 5, 2**63 + 1), (-S0 - 7, 2**127)])
@@ -112,14 +93,9 @@ body {
   i = s32[] convert(x)
   ROOT c = u64[] conditional(i, x, x, x), branch_computations={b0, b1, b2}
 }
-ENTRY e {
-  x = u64[7] parameter(0)
-  a = u64[2] rng-get-and-update-state(), delta=100
-  m = u64[7] map(x), dimensions={0}, to_apply=body
-  b = u64[2] rng-get-and-update-state(), delta=1
-  ROOT t = u64[11] concatenate(a, m, b), dimensions={0}
-}
-"""
+""" + state_bracket(parameters("x = u64[7]"),
+                    "  m = u64[7] map(x), dimensions={0}, to_apply=body\n",
+                    [("m", "u64[7]")], after=1)
 
 
 def test_map_conditional_by_hand():
@@ -146,31 +122,7 @@ def test_map_conditional_by_hand():
     assert bits_equal(cpu, np.array(want, np.uint64)), cpu
 
 
-PRED_BRANCH = """HloModule m
-yes {
-  y = u64[] parameter(0)
-  s = u64[2] rng-get-and-update-state(), delta=3
-  lo = u64[1] slice(s), slice={[0:1]}
-  l = u64[] reshape(lo)
-  ROOT r = u64[] add(y, l)
-}
-no {
-  ROOT n = u64[] parameter(0)
-}
-body {
-  x = u64[] parameter(0)
-  two = u64[] constant(2)
-  p = pred[] compare(x, two), direction=LT
-  ROOT c = u64[] conditional(p, x, x), true_computation=yes, false_computation=no
-}
-ENTRY e {
-  p = u64[4] parameter(0)
-  a = u64[2] rng-get-and-update-state(), delta=100
-  m = u64[4] map(p), dimensions={0}, to_apply=body
-  b = u64[2] rng-get-and-update-state(), delta=100
-  ROOT t = u64[8] concatenate(a, m, b), dimensions={0}
-}
-"""
+PRED_BRANCH = MODULES["map-pred-conditional-state"]
 
 
 def test_map_pred_conditional():
@@ -194,24 +146,15 @@ comb {
   b = u64[] parameter(1)
 %(comb)s  ROOT r = u64[] xor(b, lc)
 }
-sel {
-  a = u64[] parameter(0)
-  b = u64[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=17
-  ROOT p = pred[] compare(a, b), direction=GE
-}
+""" + dead_site_computation("sel", "u64", 17, "ROOT p = pred[] compare(a, b), direction=GE") + """\
 sct {
   a = u64[] parameter(0)
   b = u64[] parameter(1)
 %(sct)s  c = u64[] add(a, b)
   ROOT r = u64[] add(c, ls)
 }
-never {
-  a = u64[] parameter(0)
-  b = u64[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=1000000
-  ROOT p = pred[] compare(a, b), direction=LT
-}
+""" + dead_site_computation(
+    "never", "u64", 1000000, "ROOT p = pred[] compare(a, b), direction=LT") + """\
 inner {
   z = u64[] parameter(0)
 %(inner)s  ROOT o = u64[] add(z, li)
@@ -238,14 +181,9 @@ body {
   g = u64[] add(f, rd)
   ROOT h = u64[] add(g, cl)
 }
-ENTRY e {
-  x = u64[5] parameter(0)
-  a = u64[2] rng-get-and-update-state(), delta=100
-  m = u64[5] map(x), dimensions={0}, to_apply=body
-  b = u64[2] rng-get-and-update-state(), delta=1
-  ROOT t = u64[9] concatenate(a, m, b), dimensions={0}
-}
-"""
+""" + state_bracket(parameters("x = u64[5]"),
+                    "  m = u64[5] map(x), dimensions={0}, to_apply=body\n",
+                    [("m", "u64[5]")], after=1)
 
 
 def test_map_nested_one_element_ops():
@@ -284,22 +222,8 @@ def test_map_nested_one_element_ops():
     assert bits_equal(cpu, np.array(want, np.uint64)), cpu
 
 
-REDUCE_LOOP = """HloModule m
-cond {
-  st = (u64[], u64[]) parameter(0)
-  i = u64[] get-tuple-element(st), index=0
-  n = u64[] get-tuple-element(st), index=1
-  ROOT lt = pred[] compare(i, n), direction=LT
-}
-step {
-  st = (u64[], u64[]) parameter(0)
-  i = u64[] get-tuple-element(st), index=0
-  n = u64[] get-tuple-element(st), index=1
-  s = u64[2] rng-get-and-update-state(), delta=%(d)d
-  one = u64[] constant(1)
-  j = u64[] add(i, one)
-  ROOT r = (u64[], u64[]) tuple(j, n)
-}
+REDUCE_LOOP = "HloModule m\n" + counted_loop(
+    "  s = u64[2] rng-get-and-update-state(), delta=%(d)d\n") + """\
 red {
   a = u64[] parameter(0)
   x = u64[] parameter(1)
@@ -308,15 +232,9 @@ red {
   loop = (u64[], u64[]) while(init), condition=cond, body=step
 %(e)s  ROOT r = u64[] add(a, le)
 }
-ENTRY e {
-  p = u64[3,4] parameter(0)
-  z = u64[] constant(0)
-  a = u64[2] rng-get-and-update-state(), delta=100
-  r = u64[4] reduce(p, z), dimensions={0}, to_apply=red
-  b = u64[2] rng-get-and-update-state(), delta=1
-  ROOT t = u64[8] concatenate(a, r, b), dimensions={0}
-}
-"""
+""" + state_bracket(parameters("p = u64[3,4]") + "  z = u64[] constant(0)\n",
+                    "  r = u64[4] reduce(p, z), dimensions={0}, to_apply=red\n",
+                    [("r", "u64[4]")], after=1)
 
 
 def test_reduce_loop_in_reducer_by_hand():

@@ -12,7 +12,8 @@ import numpy as np
 
 from gpu_check import bits_equal
 
-from rng_state_serial_common import M32, S0, both, read_low, words
+from hlo_modules import dead_site_computation, parameters, random_bit_compare, state_bracket
+from rng_state_common import M32, S0, both, read_low, words
 
 
 SCATTER = """HloModule m
@@ -23,17 +24,12 @@ comb {
   ab = u32[] multiply(a, b)
   ROOT r = u32[] add(ab, k)
 }
-ENTRY e {
-  x = u32[6] parameter(0)
-  idx = s32[5,1] parameter(1)
-  upd = u32[5,2] parameter(2)
-  a = u64[2] rng-get-and-update-state(), delta=100
+""" + state_bracket(parameters("x = u32[6]", "idx = s32[5,1]", "upd = u32[5,2]"),
+                    """\
   r = u32[6] scatter(x, idx, upd), update_window_dims={1}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
-  b = u64[2] rng-get-and-update-state(), delta=100
-  rc = u64[6] convert(r)
-  ROOT t = u64[10] concatenate(a, rc, b), dimensions={0}
-}
-"""
+""",
+                    [("rc", "u64[6]")],
+                    tail="  rc = u64[6] convert(r)\n")
 
 
 def test_scatter_by_hand():
@@ -72,18 +68,12 @@ comb {
   ij = s32[] xor(i, k)
   ROOT r = (f32[], s32[]) tuple(ab, ij)
 }
-ENTRY e {
-  x = f32[4,3] parameter(0)
-  y = s32[4,3] parameter(1)
-  idx = s32[3,2] parameter(2)
-  u = f32[3,2] parameter(3)
-  v = s32[3,2] parameter(4)
-  a = u64[2] rng-get-and-update-state(), delta=100
+""" + state_bracket(parameters("x = f32[4,3]", "y = s32[4,3]", "idx = s32[3,2]",
+                               "u = f32[3,2]", "v = s32[3,2]"),
+                    """\
   r = (f32[4,3], s32[4,3]) scatter(x, y, idx, u, v), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=comb
-  b = u64[2] rng-get-and-update-state(), delta=100
-  ROOT t = (u64[2], (f32[4,3], s32[4,3]), u64[2]) tuple(a, r, b)
-}
-"""
+""",
+                    [("r", "(f32[4,3], s32[4,3])")])
 
 
 def test_scatter_variadic():
@@ -100,29 +90,11 @@ def test_scatter_variadic():
     assert [int(w) for w in cpu[2]] == words(S0 + 100 - 4)
 
 
-SORT = """HloModule m
-less {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  i = s32[] parameter(2)
-  j = s32[] parameter(3)
-  s = u64[2] rng-get-and-update-state(), delta=%d
-  lo = u64[1] slice(s), slice={[0:1]}
-  l = u64[] reshape(lo)
-  one = u64[] constant(1)
-  bit = u64[] and(l, one)
-  z = u64[] constant(0)
-  ROOT p = pred[] compare(bit, z), direction=EQ
-}
-ENTRY e {
-  x = f32[%(rows)d,%(n)d] parameter(0)
-  i = s32[%(rows)d,%(n)d] iota(), iota_dimension=1
-  a = u64[2] rng-get-and-update-state(), delta=100
-  r = (f32[%(rows)d,%(n)d], s32[%(rows)d,%(n)d]) sort(x, i), dimensions={1}, to_apply=less
-  b = u64[2] rng-get-and-update-state(), delta=100
-  ROOT t = (u64[2], (f32[%(rows)d,%(n)d], s32[%(rows)d,%(n)d]), u64[2]) tuple(a, r, b)
-}
-"""
+SORT = "HloModule m\n" + random_bit_compare(
+    "less", ("a = f32[]", "b = f32[]", "i = s32[]", "j = s32[]"), "%d") + state_bracket(
+    parameters("x = f32[%(rows)d,%(n)d]") + "  i = s32[%(rows)d,%(n)d] iota(), iota_dimension=1\n",
+    "  r = (f32[%(rows)d,%(n)d], s32[%(rows)d,%(n)d]) sort(x, i), dimensions={1}, to_apply=less\n",
+    [("r", "(f32[%(rows)d,%(n)d], s32[%(rows)d,%(n)d])")])
 
 
 def test_sort_pairs_by_hand():
@@ -160,15 +132,12 @@ red {
 %(l)s  c = f32[] convert(l)
   ROOT r = f32[] add(ab, c)
 }
-ENTRY e {
-  x = f32[4] parameter(0)
-  a = u64[2] rng-get-and-update-state(), delta=100
+""" + state_bracket(parameters("x = f32[4]"),
+                    """\
   r = f32[4] all-reduce(x), to_apply=red, replica_groups={}
   g = f32[4] reduce-scatter(x), dimensions={0}, to_apply=red, replica_groups={}
-  b = u64[2] rng-get-and-update-state(), delta=100
-  ROOT t = (u64[2], f32[4], f32[4], u64[2]) tuple(a, r, g, b)
-}
-"""
+""",
+                    [("r", "f32[4]"), ("g", "f32[4]")])
 
 
 def test_one_device_collectives_never_call_the_reducer():
@@ -182,23 +151,13 @@ def test_one_device_collectives_never_call_the_reducer():
     assert [int(w) for w in cpu[3]] == words(S0 + 100)
 
 
-DEAD_SITE_SCATTER = """HloModule m
-comb {
-  a = %(t)s[] parameter(0)
-  b = %(t)s[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=9
-  ROOT r = %(t)s[] %(op)s(a, b)
-}
-ENTRY e {
-  x = %(t)s[4] parameter(0)
-  idx = s32[3,1] parameter(1)
-  upd = %(t)s[3] parameter(2)
-  a = u64[2] rng-get-and-update-state(), delta=100
+DEAD_SITE_SCATTER = "HloModule m\n" + dead_site_computation(
+    "comb", "%(t)s", 9, "ROOT r = %(t)s[] %(op)s(a, b)") + state_bracket(
+                    parameters("x = %(t)s[4]", "idx = s32[3,1]", "upd = %(t)s[3]"),
+                    """\
   r = %(t)s[4] scatter(x, idx, upd), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
-  b = u64[2] rng-get-and-update-state(), delta=100
-  ROOT t = (u64[2], %(t)s[4], u64[2]) tuple(a, r, b)
-}
-"""
+""",
+                    [("r", "%(t)s[4]")])
 
 
 def test_scatter_root_op_with_a_dead_site():
@@ -217,29 +176,14 @@ def test_scatter_root_op_with_a_dead_site():
         assert cpu[1].astype(np.float32).tolist() == [1, 1, 1, 0], t
 
 
-DEAD_SITE_SELECT_AND_SCATTER = """HloModule m
-sel {
-  a = u32[] parameter(0)
-  b = u32[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=5
-  ROOT p = pred[] compare(a, b), direction=GE
-}
-sct {
-  a = u32[] parameter(0)
-  b = u32[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=7
-  ROOT r = u32[] add(a, b)
-}
-ENTRY e {
-  x = u32[5] parameter(0)
-  src = u32[3] parameter(1)
-  i = u32[] constant(1000)
-  a = u64[2] rng-get-and-update-state(), delta=100
+DEAD_SITE_SELECT_AND_SCATTER = "HloModule m\n" + dead_site_computation(
+    "sel", "u32", 5, "ROOT p = pred[] compare(a, b), direction=GE") + dead_site_computation(
+    "sct", "u32", 7, "ROOT r = u32[] add(a, b)") + state_bracket(
+                    parameters("x = u32[5]", "src = u32[3]") + "  i = u32[] constant(1000)\n",
+                    """\
   r = u32[5] select-and-scatter(x, src, i), window={size=3 stride=2 pad=1_1}, select=sel, scatter=sct
-  b = u64[2] rng-get-and-update-state(), delta=100
-  ROOT t = (u64[2], u32[5], u64[2]) tuple(a, r, b)
-}
-"""
+""",
+                    [("r", "u32[5]")])
 
 
 def test_select_and_scatter_root_ops_with_dead_sites():

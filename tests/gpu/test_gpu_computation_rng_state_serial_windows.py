@@ -13,7 +13,8 @@ import pytest
 
 from gpu_check import bits_equal
 
-from rng_state_serial_common import M32, M64, S0, both, read_low, words
+from hlo_modules import parameters, random_bit_compare, state_bracket
+from rng_state_common import M32, M64, S0, both, read_low, words
 
 
 REDUCE_WINDOW = """HloModule m
@@ -107,17 +108,15 @@ red {
   x = s32[] select(ge, i, j)
   ROOT r = (f32[], s32[]) tuple(m, k)
 }
-ENTRY e {
-  p = f32[4,5] parameter(0)
+""" + state_bracket(parameters("p = f32[4,5]") + """\
   q = s32[4,5] iota(), iota_dimension=1
   z = f32[] constant(-inf)
   y = s32[] constant(-1)
-  a = u64[2] rng-get-and-update-state(), delta=100
+""",
+                    """\
   r = (f32[3,2], s32[3,2]) reduce-window(p, q, z, y), window={size=2x3 stride=1x2 pad=0_0x1_0}, to_apply=red
-  b = u64[2] rng-get-and-update-state(), delta=100
-  ROOT t = (u64[2], (f32[3,2], s32[3,2]), u64[2]) tuple(a, r, b)
-}
-"""
+""",
+                    [("r", "(f32[3,2], s32[3,2])")])
 
 
 def test_reduce_window_variadic():
@@ -145,17 +144,12 @@ sct {
   k = u32[] convert(sct)
   ROOT r = u32[] add(c, k)
 }
-ENTRY e {
-  x = u32[5] parameter(0)
-  src = u32[3] parameter(1)
-  i = u32[] constant(1000)
-  a = u64[2] rng-get-and-update-state(), delta=100
+""" + state_bracket(parameters("x = u32[5]", "src = u32[3]") + "  i = u32[] constant(1000)\n",
+                    """\
   r = u32[5] select-and-scatter(x, src, i), window={size=3 stride=2 pad=1_1}, select=sel, scatter=sct
-  b = u64[2] rng-get-and-update-state(), delta=100
-  rc = u64[5] convert(r)
-  ROOT t = u64[9] concatenate(a, rc, b), dimensions={0}
-}
-"""
+""",
+                    [("rc", "u64[5]")],
+                    tail="  rc = u64[5] convert(r)\n")
 
 
 SITE_FREE = "  {0} = u64[] constant(0)\n"
@@ -189,18 +183,8 @@ def test_select_and_scatter_by_hand(serial):
     assert bits_equal(cpu, np.array(want, np.uint64)), cpu
 
 
-SELECT_RANDOM = """HloModule m
-sel {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  s = u64[2] rng-get-and-update-state(), delta=%d
-  lo = u64[1] slice(s), slice={[0:1]}
-  l = u64[] reshape(lo)
-  one = u64[] constant(1)
-  bit = u64[] and(l, one)
-  z = u64[] constant(0)
-  ROOT p = pred[] compare(bit, z), direction=EQ
-}
+SELECT_RANDOM = "HloModule m\n" + random_bit_compare(
+    "sel", ("a = f32[]", "b = f32[]"), "%d") + """\
 sct {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
@@ -211,16 +195,12 @@ sct {
   ab = f32[] multiply(a, b)
   ROOT r = f32[] add(ab, c)
 }
-ENTRY e {
-  x = f32[4,5] parameter(0)
-  src = f32[2,3] parameter(1)
-  i = f32[] constant(0.5)
-  a = u64[2] rng-get-and-update-state(), delta=100
+""" + state_bracket(parameters("x = f32[4,5]", "src = f32[2,3]") +
+                    "  i = f32[] constant(0.5)\n",
+                    """\
   r = f32[4,5] select-and-scatter(x, src, i), window={size=3x3 stride=2x2 pad=0_1x1_1}, select=sel, scatter=sct
-  b = u64[2] rng-get-and-update-state(), delta=100
-  ROOT t = (u64[2], f32[4,5], u64[2]) tuple(a, r, b)
-}
-"""
+""",
+                    [("r", "f32[4,5]")])
 
 
 def test_select_and_scatter_random_choices():

@@ -16,27 +16,15 @@ import pytest
 from hloref.types import element_type
 
 from gpu_check import bits_equal, check
+from hlo_modules import scalar_computation
 
 X = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.5, 4.0, 0.1, 3.0, np.inf, -np.inf, np.nan,
               1e-30, 7e30, -3e-40, 0.75], np.float32)
 N = len(X)
 
-COMPS = """
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-sub {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] subtract(a, b)
-}
-ge {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = pred[] compare(a, b), direction=GE
-}
+COMPS = "\n" + scalar_computation("add", "f32", "add") + scalar_computation(
+    "sub", "f32", "subtract") + scalar_computation(
+    "ge", "f32", "compare", "direction=GE", out="pred") + """\
 step {
   a = f32[] parameter(0)
   c = f32[] parameter(1)

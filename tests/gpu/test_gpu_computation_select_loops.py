@@ -22,22 +22,9 @@ from hloref.evaluator.interpreter import Limits
 from hloref.gpu.computation import compile_computation
 
 from gpu_check import bits_equal, check
+from hlo_modules import counted_loop
 
-SELECTS = """
-cond {
-  s = (s32[], s32[]) parameter(0)
-  i = s32[] get-tuple-element(s), index=0
-  n = s32[] get-tuple-element(s), index=1
-  ROOT c = pred[] compare(i, n), direction=LT
-}
-step {
-  s = (s32[], s32[]) parameter(0)
-  i = s32[] get-tuple-element(s), index=0
-  n = s32[] get-tuple-element(s), index=1
-  one = s32[] constant(1)
-  j = s32[] add(i, one)
-  ROOT r = (s32[], s32[]) tuple(j, n)
-}
+SELECTS = "\n" + counted_loop(t="s32") + """\
 slow_ge {
   a = s32[] parameter(0)
   b = s32[] parameter(1)

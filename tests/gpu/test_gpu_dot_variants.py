@@ -12,6 +12,8 @@ import pytest
 import hloref
 
 from gpu_check import RNG, check
+from hlo_modules import MODULES
+from ragged_dot_reference import ragged_contracting, ragged_non_contracting
 
 #: (operand type, scale type, block size): MXFP8, MXFP8 e5m2, MXFP4, NVFP4
 FORMATS = [("f8e4m3fn", "f8e8m0fnu", 32), ("f8e5m2", "f8e8m0fnu", 32),
@@ -103,21 +105,9 @@ ENTRY e {
         hloref.evaluate(lapack, np.float32(1), backend="gpu", fallback=False)
 
 
-RAGGED_NON_CONTRACTING = """HloModule m
-ENTRY e {
-  a = f32[10,4] parameter(0)
-  b = f32[3,4,5] parameter(1)
-  g = s64[3] parameter(2)
-  ROOT r = f32[10,5] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
-}"""
+RAGGED_NON_CONTRACTING = MODULES["ragged-dot-non-contracting"]
 
-RAGGED_CONTRACTING = """HloModule m
-ENTRY e {
-  a = f32[6,9] parameter(0)
-  b = f32[9,5] parameter(1)
-  g = s32[3] parameter(2)
-  ROOT r = f32[3,6,5] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}
-}"""
+RAGGED_CONTRACTING = MODULES["ragged-dot-contracting"]
 
 
 @pytest.mark.parametrize("sizes", [[3, 2, 4], [0, 10, 0], [2, 2, 2]])
@@ -126,11 +116,7 @@ def test_ragged_dot_non_contracting(sizes):
     rhs = RNG.standard_normal((3, 4, 5)).astype(np.float32)
     got = check(RAGGED_NON_CONTRACTING, lhs, rhs, np.array(sizes, np.int64), opcode="dot",
                 exact=False, atol=1e-6, xla=False)  # XLA:CPU has no ragged-dot
-    expected = np.zeros((10, 5))
-    starts = np.cumsum([0] + sizes)
-    for i in range(3):  # rows of group i use rhs[i]; rows past the total stay 0
-        rows = slice(starts[i], min(starts[i + 1], 10))
-        expected[rows] = lhs[rows].astype(np.float64) @ rhs[i]
+    expected = ragged_non_contracting(lhs, rhs, sizes)
     np.testing.assert_allclose(got, expected.astype(np.float32), rtol=1e-6, atol=1e-6)
 
 
@@ -140,9 +126,7 @@ def test_ragged_dot_contracting_and_integer():
     sizes = [2, 3, 3]  # the 9th contracting index is in no group
     got = check(RAGGED_CONTRACTING, lhs, rhs, np.array(sizes, np.int32), opcode="dot",
                 exact=False, atol=1e-6, xla=False)
-    starts = np.cumsum([0] + sizes)
-    expected = np.stack([lhs[:, starts[i]:starts[i + 1]].astype(np.float64)
-                         @ rhs[starts[i]:starts[i + 1]] for i in range(3)])
+    expected = ragged_contracting(lhs, rhs, sizes)
     np.testing.assert_allclose(got, expected.astype(np.float32), rtol=1e-6, atol=1e-6)
     text = RAGGED_NON_CONTRACTING.replace("f32[10,4]", "s8[10,4]").replace("f32[3,4,5]", "s8[3,4,5]") \
         .replace("f32[10,5]", "s32[10,5]")

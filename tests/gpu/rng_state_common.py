@@ -1,5 +1,6 @@
-"""What the serial-mode rng-state tests (tests/gpu/test_gpu_computation_rng_state_serial*.py)
-share: a module run on both backends, the state's words, and the initial state."""
+"""What the rng-state tests (tests/gpu/test_gpu_computation_rng_state*.py) share: a
+module run on both backends, the state's words, and the initial state. Their module texts'
+common parts are built by tests/hlo_modules.py."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import warnings
 
 import hloref
 from hloref.evaluator.rng import RNG_STATE_INITIAL
+
+from hlo_modules import state_read
 
 
 S0 = RNG_STATE_INITIAL
@@ -31,6 +34,4 @@ def words(state):
 
 def read_low(name, delta):
     """HLO lines: ``{name}`` is the low word of the state a site of ``delta`` reads."""
-    return (f"  {name}_s = u64[2] rng-get-and-update-state(), delta={delta}\n"
-            f"  {name}_v = u64[1] slice({name}_s), slice={{[0:1]}}\n"
-            f"  {name} = u64[] reshape({name}_v)\n")
+    return state_read(delta, names=(f"{name}_s", f"{name}_v", name))
