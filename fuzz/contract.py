@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from hloref.ir import Instruction, Module
+from hloref.op_properties import values_of
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.types import ELEMENT_TYPES, ElementType, from_dtype
 
@@ -180,7 +181,7 @@ def _is_identity(op: str, init: np.ndarray) -> bool:
     v = np.asarray(init)
     if et is None:
         return True
-    if op in ("add", "or", "xor"):
+    if values_of("reducer-identity").get(op) == "0":  # add, or, xor
         return bool(np.all(v == 0))
     if op == "multiply":
         return bool(np.all(v == 1))

@@ -44,6 +44,168 @@ _EVALUATOR = """
 #: Properties the verdict wing reads: comparison, known classes, reduction, strategies,
 #: mutations, the user-program translations.
 _VERDICT = """
+# --- comparison (fuzz/compare.py)
+[ulp-budget] extra ULPs where XLA:CPU computes the function with its own polynomial
+| approximation: XLA's accuracy budgets (xla/codegen/intrinsic/accuracy, HLO_SURFACE
+| §4.8) plus one for hloref's rounding, widened where XLA was measured further off (erf
+| f32: 4 ULP below 1; tanh f64: 6 ULP just above -1); floats of 16 bits or fewer get at
+| most compare.NARROW_OPCODE_ULPS (value: ULPs)
+exponential=7 exponential-minus-one=7 log=2 log-plus-one=2 tanh=8 atan=4 atan2=4 erf=5
+tan=3 sine=2 cosine=2 cbrt=2 rsqrt=2 sqrt=1 power=8 logistic=8 sinh=8 cosh=8 asin=4
+acos=4 asinh=8 acosh=8 atanh=8
+
+# --- the generator (fuzz/strategies/)
+[generator-weight] the opcodes the generator draws, in the order it lists them, and how
+| often (relative weight; unary elementwise 1 and binary 1.5 unless the op is common in
+| real programs). Left out: mulhi (jaxlib 0.10.2's XLA has no lowering for it: its
+| StableHLO comes out as mhlo.unknown and fails to parse, checked with `hloref diff`), the
+| collectives, send/recv, infeed/outfeed, custom-call, rng and the async wrappers
+| (programs run on one device without host transfers; the rng state is the backend's),
+| fusion (XLA makes fusions itself), and the ops no maker builds yet
+floor=1 ceil=1 round-nearest-afz=1 round-nearest-even=1 is-finite=1 erf=1 cosine=1
+sine=1 tan=1 exponential=1.5 exponential-minus-one=1 log=1 log-plus-one=1 logistic=1
+rsqrt=1 sqrt=1 tanh=1.5 atan=1 cbrt=1 acos=1 acosh=1 asin=1 asinh=1 atanh=1 cosh=1
+sinh=1 real=1 imag=1 abs=1 sign=1 negate=1 count-leading-zeros=1 popcnt=1 not=1 copy=1
+add=4 subtract=2 multiply=3 divide=1.5 remainder=1.5 power=1.5 atan2=1.5 maximum=2
+minimum=1.5 and=1.5 or=1.5 xor=1.5 shift-left=1.5 shift-right-arithmetic=1.5
+shift-right-logical=1.5 complex=1.5 compare=3 select=3 clamp=1.5 convert=4
+bitcast-convert=1.5 reduce-precision=1 broadcast=3 reshape=3 transpose=2.5 reverse=1
+slice=2.5 concatenate=2 pad=2 iota=1.5 constant=2 dynamic-slice=2 dynamic-update-slice=2
+tuple=1 get-tuple-element=1 call=1.5 while=2 conditional=1.5 map=1 opt-barrier=0.7
+reduce=4 reduce-window=2 select-and-scatter=1 sort=2 gather=2 scatter=2 dot=4
+convolution=2.5 fft=0.7 cholesky=0.5 triangular-solve=0.7 batch-norm-inference=0.6
+batch-norm-training=0.6 batch-norm-grad=0.5 topk=0.8 rng-bit-generator=0.5
+stochastic-convert=0.5
+
+[generated-real-only] the generator gives these real operands only, narrower than their
+| catalogue kinds: their complex forms are UNIMPLEMENTED on XLA:CPU (jaxlib 0.10.2), so a
+| complex operand only tests the oracle's refusal
+acos acosh asin asinh atanh cosh sinh
+
+[maker-needs-kind] a type profile (fuzz/type_profiles.py) keeps the op only when it
+| holds an element type of this kind (letters of fcsup): fft and complex make complex
+| values, rng-bit-generator's state and stochastic-convert's random bits are unsigned
+fft=c complex=c rng-bit-generator=u stochastic-convert=u
+
+[body-op] what the generator builds the bodies of called computations (callees, loop
+| bodies and conditions, branches) from, in its order: common arithmetic, the moves, one
+| reduce/sort/dot each, so that control flow carries realistic values without each body
+| becoming a program of its own
+add multiply subtract maximum minimum negate abs convert select compare broadcast reshape
+transpose slice reduce dot exponential tanh dynamic-slice dynamic-update-slice
+concatenate and xor sort iota pad reverse clamp
+
+[control-flow] runs a called computation as control flow (a call, a loop's condition
+| and body, a branch): the generator nests them while the depth allows, and the
+| control-flow mutations put computations only where these may go (XLA:CPU aborts on a
+| while loop in a reduce-window's reducer)
+call while conditional
+
+[generated-reducer] the single-op reducers the generator draws for reduce (value: the
+| operand kinds it draws each for): associative and commutative on those kinds, so
+| XLA's free reassociation changes a result at most by rounding; multiply, and, or only
+| where they are exact (integers, pred); float add is drawn twice as often
+| (reduce.reducer_kinds); f8e8m0fnu draws no add (every sum of powers of two rounds)
+add=fcsu multiply=su maximum=fsup minimum=fsup and=psu or=psu
+
+[generated-scatter-combiner] the combiners the generator draws for scatter besides
+| assignment (value: operand kinds): independent of the order in which XLA applies
+| updates to one element (float add only with unique indices, where there is no order)
+add=fsu maximum=fsup minimum=fsup or=p
+
+[generated-map-body] the ops the generator builds a map's scalar body from: the
+| common arithmetic of one or two scalars, each drawn only where its catalogue kinds
+| take the mapped element type
+add multiply maximum subtract negate abs
+
+# --- reducers and identities (fuzz/known_gaps.py, fuzz/contract.py, ci/)
+[reducer-identity] the identity of the single-op reducer (operation_semantics §Reduce:
+| "all initial values have to form an identity under computation"); and: 1 for pred,
+| all bits set for integers; maximum/minimum: the type's lowest/highest value where it
+| has no infinity (value: the identity as a number)
+add=0 or=0 xor=0 multiply=1 and=1 maximum=-inf minimum=inf
+
+[not-associative] an op that makes a reducer holding it non-associative (or
+| non-commutative): XLA may reassociate a reduction, so the result depends on the order
+| (known_gaps: reducer-order), unless evaluating the reducer shows otherwise
+subtract divide power remainder atan2
+
+# --- known classes (fuzz/known_gaps.py, fuzz/known_bugs.py)
+[tf-fast-min-max] TensorFlow 2.21's XLA computes these with fast min/max that does not
+| propagate NaN (known gap tf-fast-min-max)
+maximum minimum clamp
+
+[tf-inaccurate-transcendental] TensorFlow 2.21's XLA computes these in f32/f64 beyond
+| the ULP budget (cbrt 3/30 ULP; cosh 15/13 ULP, sinh 19 ULP: exp(|x| - log 2) amplifies
+| the argument's rounding), and jaxlib's XLA:CPU rejects cosh/sinh (known gap
+| tf-transcendental-accuracy)
+cbrt cosh sinh
+
+[moves-elements] only moves, copies or drops elements: a value read through it is the
+| operand's value (known bug s4-wraps: XLA's float-normalization-s4 keeps these
+| unwrapped)
+reshape slice broadcast transpose copy bitcast reverse
+
+[e8m0-moves] ops that compute no f8e8m0fnu value of their own (they hold, move or
+| pack values): the known bugs about XLA folding f8e8m0fnu arithmetic skip them (matched
+| as opcode prefixes, so copy-start and bitcast-convert count too)
+get-tuple-element tuple reshape broadcast slice transpose copy bitcast concatenate
+reverse pad constant
+
+[s4-arithmetic] s4 integer arithmetic that XLA:CPU computes in a wider type without
+| wrapping back to 4 bits before a convert reads it (known bug s4-wraps)
+add subtract multiply
+
+# --- mutations (fuzz/mutations.py, fuzz/mutations_control.py)
+[not-same-type] elementwise ops whose operands and result need not share one element
+| type, or whose value depends on the type's format beyond the value (reduce-precision's
+| bit counts must fit it; popcnt and count-leading-zeros count its bits): the retype
+| mutation, which moves a region into another type, leaves them alone
+compare convert bitcast-convert select reduce-precision stochastic-convert is-finite
+real imag complex popcnt count-leading-zeros
+
+[special-value-op] the binary ops the special-values mutation applies with a special
+| value (inf, NaN, ±0, the extremes) as the second operand
+add subtract multiply divide maximum minimum
+
+[relayout] the identity the relayout mutation inserts: a copy to another layout, or a
+| transpose/reshape pair that gives back the operand's shape
+copy transpose reshape
+
+[never-wrapped] the control-flow mutations never wrap these in a call, conditional or
+| while (besides the side-effecting ops): parameters, tokens, state and device ids,
+| tuple plumbing, constants and iotas that XLA folds, and ops whose meaning depends on
+| where they stand (add-dependency, domain, opt-barrier, custom-call, rng-bit-generator)
+parameter after-all custom-call rng-bit-generator get-tuple-element tuple constant iota
+partition-id replica-id add-dependency domain opt-barrier
+
+# --- folding, rewrites, reduction (fuzz/folding.py, fuzz/rewrites.py, fuzz/reduce.py)
+[not-folded] ops without operands (or with only a state) that XLA's constant folding
+| leaves alone: their values come from outside or from a state
+parameter rng rng-get-and-update-state rng-bit-generator infeed recv recv-done
+custom-call after-all replica-id partition-id
+
+[same-shape-forward] forwards its operand's value unchanged when the shapes agree
+| (XLA's algebraic simplifier removes it): folding looks through it
+copy reshape bitcast
+
+[constant-wrapper] what XLA's constant folding leaves around a constant: a broadcast,
+| convert, reshape, copy or bitcast of one is still a constant to the rewrites
+broadcast convert reshape copy bitcast
+
+# --- findings, stages, differential (fuzz/filing.py, fuzz/findings.py, fuzz/stages.py ...)
+[plumbing] supplies or routes values without computing: left out of a finding's
+| signature and a root key's pattern, and of what a text round trip may lose
+parameter constant tuple get-tuple-element
+
+[emits-nothing] at the top level of an optimized module, emits no code of its own
+| besides the plumbing: a bitcast is a view of its operand's buffer, after-all a token
+| (fuzz/pass_coverage.py; fuzz/stages.py counts the bitcast only)
+bitcast after-all
+
+[composite] runs computations of its own: when it mismatches, its envelope is sampled
+| on the instruction alone (fuzz/differential.py)
+call fusion while conditional async-start map custom-call
 """
 
 #: Properties the envelope (``fuzz/perturb.py`` and its parts) reads.
