@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from hloref.opcodes import CATALOGUE
+
 from conformance_extract import parse_or_none
 
 #: A collective instruction in module text.
@@ -35,11 +37,17 @@ def multi_device(text: str) -> bool:
 
 #: Collectives with a ``use_global_device_ids`` field (channel_id alone: replica groups
 #: across all partitions) and without one (channel_id: partition ids).
-_WITH_GLOBAL_IDS_FIELD = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
-                          "reduce-scatter", "reduce-scatter-start", "collective-reduce")
-_WITHOUT_GLOBAL_IDS_FIELD = ("all-to-all", "all-to-all-start", "collective-permute",
-                             "collective-permute-start", "collective-broadcast",
-                             "collective-broadcast-start", "ragged-all-to-all")
+#: Read from the catalogue's attributes: the collectives that take the field, and those
+#: with a channel id and device groups (replica groups or source-target pairs) that do
+#: not; each also as the ``-start`` of an ``async-start`` that wraps it.
+_WITH_GLOBAL_IDS_FIELD = frozenset(
+    f"{op}{tail}" for op, info in CATALOGUE.items() if "use_global_device_ids" in info.attributes
+    for tail in ("", "-start") if not op.endswith("-start") or not tail)
+_WITHOUT_GLOBAL_IDS_FIELD = frozenset(
+    f"{op}{tail}" for op, info in CATALOGUE.items()
+    if "channel_id" in info.attributes and "use_global_device_ids" not in info.attributes
+    and {"replica_groups", "source_target_pairs"} & set(info.attributes)
+    for tail in ("", "-start") if not op.endswith("-start") or not tail)
 #: At most this many host devices (the xla worker's --xla_force_host_platform_device_count).
 MAX_DEVICES = 16
 
@@ -57,7 +65,7 @@ def devices_for(text: str) -> tuple[int, int] | None:
     if module is None or not COLLECTIVES.search(text):
         return None
     collectives = [i for _, i in module.instructions()
-                   if _collective_opcode(i) in _WITH_GLOBAL_IDS_FIELD + _WITHOUT_GLOBAL_IDS_FIELD]
+                   if _collective_opcode(i) in _WITH_GLOBAL_IDS_FIELD | _WITHOUT_GLOBAL_IDS_FIELD]
     if not collectives:
         return None
     R0, P0 = module.replica_count, module.num_partitions

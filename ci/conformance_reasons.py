@@ -10,6 +10,8 @@ import re
 
 import numpy as np
 
+from hloref.op_properties import values_of
+
 from conformance_extract import parse_or_none
 from conformance_layout import COLLECTIVES, devices_for
 
@@ -144,10 +146,8 @@ REASON_BY_LOCATION = {
         "bound; XLA's own test expects the runtime size 2, as hloref returns",
 }
 
-#: The identity of each simple reducer (operation_semantics §Reduce: "all initial values
-#: have to form an identity under computation").
-_IDENTITY = {"add": 0, "or": 0, "xor": 0, "multiply": 1, "and": 1,
-             "maximum": -np.inf, "minimum": np.inf}
+#: The identity of each simple reducer (op property ``reducer-identity``).
+_IDENTITY = values_of("reducer-identity", float)
 
 
 def _init_not_identity(text: str) -> bool:

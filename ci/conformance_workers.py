@@ -14,6 +14,8 @@ import traceback
 
 import numpy as np
 
+from hloref.op_properties import opcodes_with
+
 from conformance_extract import parse_or_none
 from conformance_judge import judge
 from conformance_layout import MAX_DEVICES
@@ -102,7 +104,8 @@ def bounded_sizes(text: str) -> dict:
         if instr.opcode != "set-dimension-size" or len(instr.operands) != 2:
             continue
         size = instr.operands[1]
-        while size.opcode in ("convert", "reshape", "copy", "bitcast") and size.operands:
+        # through ops that forward its value (a convert only retypes an integer size)
+        while size.opcode in opcodes_with("same-shape-forward") | {"convert"} and size.operands:
             size = size.operands[0]
         dims = tuple(instr.attrs.get("dimensions") or ())
         shape = instr.shape

@@ -254,22 +254,22 @@ def _checks(module: Module) -> dict[str, list[Callable]]:
 
 
 #: opcode -> checks of the operands; each returns ``[(kind, detail, mask or None)]``.
-CHECKS: dict[str, list[Callable]] = {
-    "add": [_signed_overflow(lambda a, b: a + b, 2)],
-    "subtract": [_signed_overflow(lambda a, b: a - b, 2)],
-    "multiply": [_signed_overflow(lambda a, b: a * b, 2)],
-    "negate": [_signed_overflow(lambda a: -a, 1)],
-    "abs": [_signed_overflow(np.abs, 1)],
-    "divide": [_division],
-    "remainder": [_division],
-    "shift-left": [_shift],
-    "shift-right-logical": [_shift],
-    "shift-right-arithmetic": [_shift],
-    "convert": [_convert],
-    "power": [_power],
-    "rng-bit-generator": [_rng_default],
-    "bitcast-convert": [_nan_bits],
-    "compare": [_nan_bits],
+CHECKS: dict[str, tuple[Callable, ...]] = {
+    "add": (_signed_overflow(lambda a, b: a + b, 2),),
+    "subtract": (_signed_overflow(lambda a, b: a - b, 2),),
+    "multiply": (_signed_overflow(lambda a, b: a * b, 2),),
+    "negate": (_signed_overflow(lambda a: -a, 1),),
+    "abs": (_signed_overflow(np.abs, 1),),
+    "divide": (_division,),
+    "remainder": (_division,),
+    "shift-left": (_shift,),
+    "shift-right-logical": (_shift,),
+    "shift-right-arithmetic": (_shift,),
+    "convert": (_convert,),
+    "power": (_power,),
+    "rng-bit-generator": (_rng_default,),
+    "bitcast-convert": (_nan_bits,),
+    "compare": (_nan_bits,),
 }
 
 

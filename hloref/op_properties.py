@@ -203,6 +203,72 @@ parameter constant tuple get-tuple-element
 | (fuzz/pass_coverage.py; fuzz/stages.py counts the bitcast only)
 bitcast after-all
 
+# --- the user-program translators (fuzz/user_jax.py, fuzz/user_tf.py)
+[jax-lax] the jax.lax function whose lowering emits the opcode (checked on jax 0.10.2
+| with jax.jit(f).lower(x).as_text(dialect="hlo"), except where jax-expanded says it
+| reaches XLA as other ops); the JAX translator writes it (round-nearest-* are
+| lax.round with a rounding method)
+abs=lax.abs negate=lax.neg sign=lax.sign floor=lax.floor ceil=lax.ceil
+exponential=lax.exp exponential-minus-one=lax.expm1 log=lax.log log-plus-one=lax.log1p
+sqrt=lax.sqrt rsqrt=lax.rsqrt cbrt=lax.cbrt tanh=lax.tanh tan=lax.tan sine=lax.sin
+cosine=lax.cos is-finite=lax.is_finite real=lax.real imag=lax.imag
+count-leading-zeros=lax.clz popcnt=lax.population_count erf=lax.erf not=lax.bitwise_not
+logistic=lax.logistic asin=lax.asin acos=lax.acos atanh=lax.atanh asinh=lax.asinh
+acosh=lax.acosh sinh=lax.sinh cosh=lax.cosh
+add=lax.add subtract=lax.sub multiply=lax.mul divide=lax.div remainder=lax.rem
+power=lax.pow maximum=lax.max minimum=lax.min atan2=lax.atan2 and=lax.bitwise_and
+or=lax.bitwise_or xor=lax.bitwise_xor shift-left=lax.shift_left
+shift-right-arithmetic=lax.shift_right_arithmetic
+shift-right-logical=lax.shift_right_logical complex=lax.complex
+select=lax.select clamp=lax.clamp bitcast-convert=lax.bitcast_convert_type
+iota=lax.broadcasted_iota broadcast=lax.broadcast_in_dim reshape=lax.reshape
+transpose=lax.transpose reverse=lax.rev slice=lax.slice concatenate=lax.concatenate
+pad=lax.pad dynamic-slice=lax.dynamic_slice dynamic-update-slice=lax.dynamic_update_slice
+reduce-precision=lax.reduce_precision convolution=lax.conv_general_dilated
+
+[jax-expanded] the jax.lax function reaches XLA as other HLO ops, so no HLO instruction
+| of this opcode does (value: what it lowers to; checked on jax 0.10.2 as jax-lax):
+| XLA expands chlo.asin into atan2(x, 1 + sqrt((1 - x)(1 + x))) * 2, chlo.acos into
+| atan2(sqrt((1 - x)(1 + x)), x) arithmetic, chlo.atanh into (log1p(x) - log1p(-x)) / 2
+| with a select, chlo.asinh and chlo.acosh into log/sqrt arithmetic, chlo.sinh into
+| expm1/exp arithmetic, chlo.cosh into exp arithmetic
+asin=chlo.asin acos=chlo.acos atanh=chlo.atanh asinh=chlo.asinh acosh=chlo.acosh
+sinh=chlo.sinh cosh=chlo.cosh logistic=1/(1+exp(-x))
+
+[no-jax-call] jax.lax has no call that emits this HLO instruction by itself (XLA makes
+| fusions itself; the others take computations, which the translator does not write)
+fusion call map while conditional custom-call
+
+[tf-function] the TensorFlow op that emits the opcode (TensorFlow 2.21; tfxla:
+| tensorflow.compiler.tf2xla.python.xla); the TF translator writes it. and/or/xor:
+| the bitwise op, for integers (pred takes tf.math.logical_*, op property tf-by-type)
+abs=tf.math.abs negate=tf.math.negative sign=tf.math.sign floor=tf.math.floor
+ceil=tf.math.ceil round-nearest-even=tf.math.round exponential=tf.math.exp
+exponential-minus-one=tf.math.expm1 log=tf.math.log log-plus-one=tf.math.log1p
+sqrt=tf.math.sqrt rsqrt=tf.math.rsqrt tanh=tf.math.tanh tan=tf.math.tan sine=tf.math.sin
+cosine=tf.math.cos is-finite=tf.math.is_finite real=tf.math.real imag=tf.math.imag
+erf=tf.math.erf logistic=tf.math.sigmoid asin=tf.math.asin acos=tf.math.acos
+atanh=tf.math.atanh asinh=tf.math.asinh acosh=tf.math.acosh sinh=tf.math.sinh
+cosh=tf.math.cosh
+add=tf.math.add subtract=tf.math.subtract multiply=tf.math.multiply power=tf.math.pow
+maximum=tf.math.maximum minimum=tf.math.minimum atan2=tf.math.atan2
+shift-left=tf.bitwise.left_shift and=tf.bitwise.bitwise_and or=tf.bitwise.bitwise_or
+xor=tf.bitwise.bitwise_xor
+select=tf.where clamp=tfxla.clamp bitcast-convert=tf.bitcast reshape=tf.reshape
+transpose=tf.transpose reverse=tf.reverse slice=tf.strided_slice concatenate=tf.concat
+pad=tfxla.pad convolution=tfxla.conv
+
+[tf-by-type] TensorFlow has one op per element type class for these: logical ops on
+| pred and bitwise ones on integers (and, or, xor), truncating integer division and
+| remainder (tf.truncatediv, tf.truncatemod) beside float division, and one right shift
+| that is arithmetic for signed and logical for unsigned types
+and or xor divide remainder shift-right-arithmetic shift-right-logical
+
+[no-tf-op] TensorFlow 2.21 has no op that emits it: no count-leading-zeros, no cube
+| root, no round-half-away-from-zero (tf.math.round rounds half to even), no iota, and
+| no op that emits an HLO fusion (XLA makes fusions itself)
+count-leading-zeros cbrt round-nearest-afz iota fusion
+
 [composite] runs computations of its own: when it mismatches, its envelope is sampled
 | on the instruction alone (fuzz/differential.py)
 call fusion while conditional async-start map custom-call
