@@ -55,13 +55,12 @@ tan=3 sine=2 cosine=2 cbrt=2 rsqrt=2 sqrt=1 power=8 logistic=8 sinh=8 cosh=8 asi
 acos=4 asinh=8 acosh=8 atanh=8
 
 # --- the generator (fuzz/strategies/)
-[generator-weight] the opcodes the generator draws, in the order it lists them, and how
-| often (relative weight; unary elementwise 1 and binary 1.5 unless the op is common in
-| real programs). Left out: mulhi (jaxlib 0.10.2's XLA has no lowering for it: its
-| StableHLO comes out as mhlo.unknown and fails to parse, checked with `hloref diff`), the
-| collectives, send/recv, infeed/outfeed, custom-call, rng and the async wrappers
-| (programs run on one device without host transfers; the rng state is the backend's),
-| fusion (XLA makes fusions itself), and the ops no maker builds yet
+[generator-weight] the opcodes the generator draws (each has a maker in
+| fuzz/strategies/registry.py), in its order, and how often (relative weight: unary
+| elementwise 1 and binary 1.5 unless raised for an op common in real programs). Of the
+| catalogue's unary and binary ops only mulhi is left out: jaxlib 0.10.2's XLA cannot
+| run it (its StableHLO comes out as mhlo.unknown and fails to parse; `hloref diff` on a
+| one-op module); atan is drawn only when asked for (registry.NOT_IN_XLA)
 floor=1 ceil=1 round-nearest-afz=1 round-nearest-even=1 is-finite=1 erf=1 cosine=1
 sine=1 tan=1 exponential=1.5 exponential-minus-one=1 log=1 log-plus-one=1 logistic=1
 rsqrt=1 sqrt=1 tanh=1.5 atan=1 cbrt=1 acos=1 acosh=1 asin=1 asinh=1 atanh=1 cosh=1
@@ -88,9 +87,9 @@ acos acosh asin asinh atanh cosh sinh
 fft=c complex=c rng-bit-generator=u stochastic-convert=u
 
 [body-op] what the generator builds the bodies of called computations (callees, loop
-| bodies and conditions, branches) from, in its order: common arithmetic, the moves, one
-| reduce/sort/dot each, so that control flow carries realistic values without each body
-| becoming a program of its own
+| bodies and conditions, branches) from, in its order: a smaller vocabulary than the
+| entry's (generator-weight) of common arithmetic, moves and a few heavier ops (reduce,
+| sort, dot)
 add multiply subtract maximum minimum negate abs convert select compare broadcast reshape
 transpose slice reduce dot exponential tanh dynamic-slice dynamic-update-slice
 concatenate and xor sort iota pad reverse clamp
@@ -101,11 +100,12 @@ concatenate and xor sort iota pad reverse clamp
 | while loop in a reduce-window's reducer)
 call while conditional
 
-[generated-reducer] the single-op reducers the generator draws for reduce (value: the
-| operand kinds it draws each for): associative and commutative on those kinds, so
-| XLA's free reassociation changes a result at most by rounding; multiply, and, or only
-| where they are exact (integers, pred); float add is drawn twice as often
-| (reduce.reducer_kinds); f8e8m0fnu draws no add (every sum of powers of two rounds)
+[generated-reducer] the single-op reducers the generator draws for reduce and
+| reduce-window (value: the operand kinds it draws each for): associative and
+| commutative on those kinds, so XLA's free reassociation changes a result at most by
+| rounding; multiply, and, or only on integers (and, or also on pred), where they are
+| exact. Float add is drawn twice as often (strategies/reduce.reducer_kinds); f8e8m0fnu
+| draws no add: it has no zero (0 converts to NaN), so add has no identity to start from
 add=fcsu multiply=su maximum=fsup minimum=fsup and=psu or=psu
 
 [generated-scatter-combiner] the combiners the generator draws for scatter besides
@@ -152,8 +152,9 @@ reshape slice broadcast transpose copy bitcast reverse
 get-tuple-element tuple reshape broadcast slice transpose copy bitcast concatenate
 reverse pad constant
 
-[s4-arithmetic] s4 integer arithmetic that XLA:CPU computes in a wider type without
-| wrapping back to 4 bits before a convert reads it (known bug s4-wraps)
+[s4-arithmetic] XLA:CPU (jaxlib 0.10.2) returns unwrapped s4 sums, differences and
+| products when the result is converted to a wider type, directly or through ops that
+| only move elements (known bug s4-wraps)
 add subtract multiply
 
 # --- mutations (fuzz/mutations.py, fuzz/mutations_control.py)
@@ -173,9 +174,12 @@ add subtract multiply divide maximum minimum
 copy transpose reshape
 
 [never-wrapped] the control-flow mutations never wrap these in a call, conditional or
-| while (besides the side-effecting ops): parameters, tokens, state and device ids,
-| tuple plumbing, constants and iotas that XLA folds, and ops whose meaning depends on
-| where they stand (add-dependency, domain, opt-barrier, custom-call, rng-bit-generator)
+| while (besides the side-effecting ops): a wrapped op becomes the root of a computation
+| whose parameters are its operands, which says nothing new for ops without data operands
+| (parameter, constant, iota, replica-id, partition-id, after-all), for tuple plumbing
+| and token ordering (tuple, get-tuple-element, add-dependency), and moves ops whose
+| meaning is where they stand (domain, opt-barrier, custom-call, rng-bit-generator's
+| state) (the list predates recorded reasons; this one is inferred from the mutation)
 parameter after-all custom-call rng-bit-generator get-tuple-element tuple constant iota
 partition-id replica-id add-dependency domain opt-barrier
 
@@ -204,10 +208,9 @@ parameter constant tuple get-tuple-element
 bitcast after-all
 
 # --- the user-program translators (fuzz/user_jax.py, fuzz/user_tf.py)
-[jax-lax] the jax.lax function whose lowering emits the opcode (checked on jax 0.10.2
-| with jax.jit(f).lower(x).as_text(dialect="hlo"), except where jax-expanded says it
-| reaches XLA as other ops); the JAX translator writes it (round-nearest-* are
-| lax.round with a rounding method)
+[jax-lax] the jax.lax function whose lowering emits the opcode (jax 0.10.2; where
+| jax-expanded names the op it reaches XLA as other ops instead); the JAX translator
+| writes it (round-nearest-* are lax.round with a rounding method)
 abs=lax.abs negate=lax.neg sign=lax.sign floor=lax.floor ceil=lax.ceil
 exponential=lax.exp exponential-minus-one=lax.expm1 log=lax.log log-plus-one=lax.log1p
 sqrt=lax.sqrt rsqrt=lax.rsqrt cbrt=lax.cbrt tanh=lax.tanh tan=lax.tan sine=lax.sin
@@ -227,7 +230,8 @@ pad=lax.pad dynamic-slice=lax.dynamic_slice dynamic-update-slice=lax.dynamic_upd
 reduce-precision=lax.reduce_precision convolution=lax.conv_general_dilated
 
 [jax-expanded] the jax.lax function reaches XLA as other HLO ops, so no HLO instruction
-| of this opcode does (value: what it lowers to; checked on jax 0.10.2 as jax-lax):
+| of this opcode does (value: what it lowers to; checked on jax 0.10.2 with
+| jax.jit(f).lower(x).as_text(dialect="hlo")):
 | XLA expands chlo.asin into atan2(x, 1 + sqrt((1 - x)(1 + x))) * 2, chlo.acos into
 | atan2(sqrt((1 - x)(1 + x)), x) arithmetic, chlo.atanh into (log1p(x) - log1p(-x)) / 2
 | with a select, chlo.asinh and chlo.acosh into log/sqrt arithmetic, chlo.sinh into
@@ -259,8 +263,8 @@ transpose=tf.transpose reverse=tf.reverse slice=tf.strided_slice concatenate=tf.
 pad=tfxla.pad convolution=tfxla.conv
 
 [tf-by-type] TensorFlow has one op per element type class for these: logical ops on
-| pred and bitwise ones on integers (and, or, xor), truncating integer division and
-| remainder (tf.truncatediv, tf.truncatemod) beside float division, and one right shift
+| pred and bitwise ones on integers (and, or, xor), truncating integer division
+| (tf.truncatediv) beside float division, tf.truncatemod for remainder, and one right shift
 | that is arithmetic for signed and logical for unsigned types
 and or xor divide remainder shift-right-arithmetic shift-right-logical
 
