@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from hloref.attrs import Enum
-from hloref.op_properties import has_property, values_of
+from hloref.op_properties import has_property, opcodes_with, values_of
 from hloref.opcodes import CATALOGUE, GROUPS
 from hloref.types import ELEMENT_TYPES
 
@@ -18,14 +18,20 @@ def _kinds(op: str) -> str:
     return kinds.replace("c", "") if has_property(op, "generated-real-only") else kinds
 
 
+def _generated(group: str) -> list[str]:
+    """The ops of catalogue group ``group`` the generator draws: those op property
+    ``generator-weight`` lists, in its order, then any other (at the default weight) but
+    those of op property ``not-generated``."""
+    listed = [op for op in values_of("generator-weight") if op in GROUPS[group]]
+    return listed + sorted(GROUPS[group] - set(listed) - opcodes_with("not-generated"))
+
+
 #: Unary opcodes -> the kinds of element type they take (letters of ``fcsup``): the
 #: catalogue's unary ops and ``copy``, with their catalogue kinds, narrowed to real
-#: operands for the op property ``generated-real-only``; the generator's order (op
-#: property ``generator-weight``).
-UNARY = {op: _kinds(op) for op in values_of("generator-weight")
-         if op in GROUPS["unary"] or op == "copy"}
+#: operands for op property ``generated-real-only``.
+UNARY = {op: _kinds(op) for op in _generated("unary") + ["copy"]}
 #: Binary opcodes -> the kinds of element type they take.
-BINARY = {op: _kinds(op) for op in values_of("generator-weight") if op in GROUPS["binary"]}
+BINARY = {op: _kinds(op) for op in _generated("binary")}
 
 
 def make_unary(op):

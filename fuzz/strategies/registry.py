@@ -14,8 +14,9 @@ from .builder import Builder
 from .elementwise import BINARY, UNARY
 
 #: Default relative weights of the opcodes the generator picks (op property
-#: ``generator-weight``, which also says what it leaves out).
-DEFAULT_WEIGHTS: dict[str, float] = values_of("generator-weight", float)
+#: ``generator-weight``; an elementwise op it does not list: 1 unary, 1.5 binary).
+DEFAULT_WEIGHTS: dict[str, float] = {**dict.fromkeys(UNARY, 1.0), **dict.fromkeys(BINARY, 1.5),
+                                     **values_of("generator-weight", float)}
 
 #: Opcodes hloref evaluates that XLA's HLO parser does not know (jaxlib 0.10.2): the
 #: generator makes them only when ``ops=`` names them.
