@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hloref.op_properties import values_of
 from hloref.types import ElementType, from_dtype
 
 __all__ = ["Verdict", "Tolerance", "compare_values", "tolerance_for", "accumulation_atol",
@@ -40,18 +41,11 @@ DTYPE_ULPS: dict[str, float] = {
     "f8e8m0fnu": 0, "c64": 2, "c128": 2,
 }
 
-#: Extra ULPs per opcode where XLA:CPU uses approximations: XLA's accuracy budgets
-#: (HLO_SURFACE §4.8) plus one for our rounding, widened where XLA was measured
-#: further off (erf f32: 4 ULP below 1; tanh f64: 6 ULP just above -1). For floats of
-#: 16 bits or fewer XLA computes in f32 and rounds, so an f32 budget shrinks below one
-#: of their ULPs: they get at most NARROW_OPCODE_ULPS (8 ULPs of f4e2m1fn span its
-#: whole range: atanh(1) = 0 instead of 6 passed as "3 ULP").
-OPCODE_ULPS: dict[str, float] = {
-    "exponential": 7, "exponential-minus-one": 7, "log": 2, "log-plus-one": 2, "tanh": 8,
-    "atan": 4, "atan2": 4, "erf": 5, "tan": 3, "sine": 2, "cosine": 2, "cbrt": 2, "rsqrt": 2,
-    "sqrt": 1, "power": 8, "logistic": 8, "sinh": 8, "cosh": 8, "asin": 4, "acos": 4,
-    "asinh": 8, "acosh": 8, "atanh": 8,
-}
+#: Extra ULPs per opcode where XLA:CPU uses approximations (op property ``ulp-budget``,
+#: with its sources). For floats of 16 bits or fewer XLA computes in f32 and rounds, so an
+#: f32 budget shrinks below one of their ULPs: they get at most NARROW_OPCODE_ULPS (8 ULPs
+#: of f4e2m1fn span its whole range: atanh(1) = 0 instead of 6 passed as "3 ULP").
+OPCODE_ULPS: dict[str, float] = values_of("ulp-budget", int)
 
 
 #: The most an opcode budget gives a float of 16 bits or fewer (see OPCODE_ULPS).

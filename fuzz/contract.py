@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from hloref.ir import Instruction, Module
+from hloref.op_properties import values_of
 from hloref.opcodes import ACCUMULATING
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.types import ELEMENT_TYPES, ElementType, from_dtype
@@ -183,7 +184,7 @@ def _is_identity(op: str, init: np.ndarray) -> bool:
     v = np.asarray(init)
     if et is None:
         return True
-    if op in ("add", "or", "xor"):
+    if values_of("reducer-identity").get(op) == "0":  # add, or, xor
         return bool(np.all(v == 0))
     if op == "multiply":
         return bool(np.all(v == 1))
@@ -259,22 +260,22 @@ def _checks(module: Module) -> dict[str, list[Callable]]:
 
 
 #: opcode -> checks of the operands; each returns ``[(kind, detail, mask or None)]``.
-CHECKS: dict[str, list[Callable]] = {
-    "add": [_signed_overflow(lambda a, b: a + b, 2)],
-    "subtract": [_signed_overflow(lambda a, b: a - b, 2)],
-    "multiply": [_signed_overflow(lambda a, b: a * b, 2)],
-    "negate": [_signed_overflow(lambda a: -a, 1)],
-    "abs": [_signed_overflow(np.abs, 1)],
-    "divide": [_division],
-    "remainder": [_division],
-    "shift-left": [_shift],
-    "shift-right-logical": [_shift],
-    "shift-right-arithmetic": [_shift],
-    "convert": [_convert],
-    "power": [_power],
-    "rng-bit-generator": [_rng_default],
-    "bitcast-convert": [_nan_bits],
-    "compare": [_nan_bits],
+CHECKS: dict[str, tuple[Callable, ...]] = {
+    "add": (_signed_overflow(lambda a, b: a + b, 2),),
+    "subtract": (_signed_overflow(lambda a, b: a - b, 2),),
+    "multiply": (_signed_overflow(lambda a, b: a * b, 2),),
+    "negate": (_signed_overflow(lambda a: -a, 1),),
+    "abs": (_signed_overflow(np.abs, 1),),
+    "divide": (_division,),
+    "remainder": (_division,),
+    "shift-left": (_shift,),
+    "shift-right-logical": (_shift,),
+    "shift-right-arithmetic": (_shift,),
+    "convert": (_convert,),
+    "power": (_power,),
+    "rng-bit-generator": (_rng_default,),
+    "bitcast-convert": (_nan_bits,),
+    "compare": (_nan_bits,),
 }
 
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from hloref.errors import HloError
 from hloref.ir import Computation, Instruction, Module
+from hloref.op_properties import opcodes_with
 from hloref.opcodes import ACCUMULATING, CATALOGUE, STRUCTURAL
 from hloref.shapes import ArrayShape, TokenShape, TupleShape, flatten_shape
 
@@ -275,8 +276,7 @@ def _accumulation_atol(module: Module, instr: Instruction, operands: list, expec
 
 
 #: Instructions whose own envelope is sampled (they run computations).
-_COMPOSITE = frozenset({"call", "fusion", "while", "conditional", "async-start", "map",
-                        "custom-call"})
+_COMPOSITE = opcodes_with("composite")
 
 
 def instruction_verdict(module: Module, instr: Instruction, operands: list, expected, actual,

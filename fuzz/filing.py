@@ -28,13 +28,15 @@ import platform
 
 import numpy as np
 
+from hloref.op_properties import opcodes_with
+
 __all__ = ["root_key", "refresh", "render", "load_values", "host_cpu", "FORMATS",
            "attribute_finding"]
 
 FORMATS = ("github", "md", "json")
 
 #: Opcodes left out of a root key's pattern: they only move values.
-_MOVES = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
+_MOVES = opcodes_with("plumbing")
 
 
 def root_key(attribution: dict | None, module, culprit: str | None = None) -> str:

@@ -26,6 +26,8 @@ import hashlib
 import json
 import os
 
+from hloref.op_properties import opcodes_with
+
 from .known_classes import FILED
 from .property import known_difference, leaves
 
@@ -34,7 +36,7 @@ __all__ = ["signature", "signature_key", "pre_key", "claim", "write_pending", "l
            "has_narrow_float", "classify", "upstream_status", "host_cpu_flags", "missing_cpu_flags"]
 
 #: Opcodes left out of a signature: they only move values.
-_STRUCTURAL = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
+_STRUCTURAL = opcodes_with("plumbing")
 
 
 def finding_dirs(out_dir: str) -> list[str]:

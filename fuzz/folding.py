@@ -6,12 +6,13 @@ read them."""
 
 from __future__ import annotations
 
+from hloref.op_properties import opcodes_with
+
 __all__ = ["NOT_FOLDED", "free_values", "folded", "operand_values"]
 
-#: ops without operands (or with only a state) that constant folding leaves alone
-NOT_FOLDED = frozenset({"parameter", "rng", "rng-get-and-update-state", "rng-bit-generator",
-                        "infeed", "recv", "recv-done", "custom-call", "after-all",
-                        "replica-id", "partition-id"})
+#: ops without operands (or with only a state) that constant folding leaves alone (op
+#: property ``not-folded``)
+NOT_FOLDED = opcodes_with("not-folded")
 
 def folded(module, keep, free: dict) -> dict:
     """``{(computation, name): instruction}`` of the instructions ``keep`` accepts whose
@@ -79,10 +80,13 @@ def _no_elements(instr) -> bool:
     return getattr(instr.shape, "is_array", False) and instr.shape.size == 0
 
 
+_SAME_SHAPE_FORWARD = opcodes_with("same-shape-forward")
+
+
 def _through_copies(instr):
     """The value ``instr`` forwards unchanged: through copies and reshapes or bitcasts to
     its own shape (XLA's simplifier removes them first)."""
-    while instr.opcode in ("copy", "reshape", "bitcast") and len(instr.operands) == 1 and \
+    while instr.opcode in _SAME_SHAPE_FORWARD and len(instr.operands) == 1 and \
             str(instr.operands[0].shape) == str(instr.shape):
         instr = instr.operands[0]
     return instr

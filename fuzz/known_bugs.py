@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from hloref.op_properties import opcodes_with
+
 from .compare import differs, infinity_became_nan
 from .folding import evaluate_all, folded, free_values, operand_values
 from .known_record import SIGNATURE, Case, KnownClass
@@ -24,11 +26,12 @@ __all__ = ["RECORDS", "folded_popcnt_s4", "complex_divide_by_folded_zero",
 
 _TWO_BIT = ("s2", "u2")
 #: ops that only move, copy or drop elements (values pass through unchanged)
-_MOVES_ELEMENTS = frozenset({"reshape", "slice", "broadcast", "transpose", "copy", "bitcast",
-                             "reverse"})
+_MOVES_ELEMENTS = opcodes_with("moves-elements")
+#: s4 arithmetic XLA:CPU leaves unwrapped (op property ``s4-arithmetic``)
+_S4_ARITHMETIC = opcodes_with("s4-arithmetic")
 _F8 = ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e4m3", "f8e3m4", "f8e4m3b11fnuz")
-_E8M0_MOVES = ("get-tuple-element", "tuple", "reshape", "broadcast", "slice", "transpose",
-               "copy", "bitcast", "concatenate", "reverse", "pad", "constant")
+#: opcode prefixes (``str.startswith``) of the ops property ``e8m0-moves`` names
+_E8M0_MOVES = tuple(sorted(opcodes_with("e8m0-moves")))
 
 
 def _type_name(instr) -> str:
@@ -151,9 +154,9 @@ def complex_divide_by_folded_zero(case: Case) -> bool:
 
 def _s4_wraps(case: Case) -> bool:
     s4 = _s4_to_wider(case.module)
-    exact = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
     for key, values in _values(case, s4).items():
-        wide = exact[s4[key].opcode](*(np.asarray(v).astype(np.int64) for v in values))
+        ufunc = getattr(np, s4[key].opcode)  # np.add, np.subtract, np.multiply
+        wide = ufunc(*(np.asarray(v).astype(np.int64) for v in values))
         if np.any((wide < -8) | (wide > 7)):
             return True
     return False
@@ -550,7 +553,7 @@ def _s4_to_wider(module) -> dict:
             i = u.operands[0]
             while i.opcode in _MOVES_ELEMENTS and i.operands:
                 i = i.operands[0]
-            if i.opcode in ("add", "subtract", "multiply") and _type_name(i) == "s4":
+            if i.opcode in _S4_ARITHMETIC and _type_name(i) == "s4":
                 out[(c.name, i.name)] = i
     return out
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hloref.op_properties import opcodes_with, values_of
 from hloref.types import from_dtype
 
 from .known_record import OPERATION, SIGNATURE, Case, KnownClass
@@ -26,7 +27,7 @@ __all__ = ["RECORDS", "tf_nan_to_nanless", "non_identity_inits", "non_associativ
 
 
 def _tf_fast_min_max(case: Case) -> bool:
-    if case.oracle != "tf" or not any(i.opcode in ("maximum", "minimum", "clamp")
+    if case.oracle != "tf" or not any(i.opcode in opcodes_with("tf-fast-min-max")
                                       for _, i in case.instructions()):
         return False
     return any(isinstance(v, np.ndarray) and v.dtype.kind not in "biu" and
@@ -36,7 +37,7 @@ def _tf_fast_min_max(case: Case) -> bool:
 
 def _tf_transcendental(case: Case) -> bool:
     return case.oracle == "tf" and any(
-        i.opcode in ("cbrt", "cosh", "sinh") and
+        i.opcode in opcodes_with("tf-inaccurate-transcendental") and
         getattr(getattr(i.shape, "element_type", None), "name", "") in ("f32", "f64")
         for _, i in case.instructions())
 
@@ -304,7 +305,7 @@ def _batch_norm_rearranged(comp, instr, values: dict) -> bool:
 def _is_identity(kind: str, value: np.ndarray) -> bool:
     v = np.asarray(value)
     et = from_dtype(v.dtype)
-    if kind in ("add", "or", "xor"):
+    if values_of("reducer-identity").get(kind) == "0":
         if et.is_complex:  # both parts (a float cast would drop the imaginary one)
             return bool(np.all(v.astype(np.complex128) == 0))
         return bool(np.all(v.astype(np.float64) == 0)) if et.is_float else bool(np.all(v == 0))
@@ -400,6 +401,6 @@ def _maybe_non_associative(module, computation) -> bool:
     """A reducer holding an op that is not associative, unless evaluating it shows it is
     associative and commutative up to rounding all the same (``logaddexp`` subtracts,
     ``fuzz/reducers.py``)."""
-    return any(i.opcode in ("subtract", "divide", "power", "remainder", "atan2")
+    return any(i.opcode in opcodes_with("not-associative")
                for i in computation.instructions) and not reorder_free(module, computation)
 

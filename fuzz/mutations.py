@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from hloref.attrs import ConvDimensionNumbers, PaddingDim, SliceDim, Window
 from hloref.ir import Computation, Instruction
+from hloref.op_properties import opcodes_with, values_of
 from hloref.opcodes import ELEMENTWISE
 from hloref.shape_inference import ShapeError, infer_shape
 from hloref.shapes import ArrayShape, Layout, TupleShape
@@ -35,9 +36,7 @@ __all__ = ["MUTATIONS", "MutationContext", "FLOAT_TARGETS", "INT_TARGETS", "SIZE
 #: dimension sizes ``resize_parameter`` picks: small, powers of two and just above
 SIZES = (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 65, 128, 129)
 #: elementwise opcodes whose operands and result share one element type
-_SAME_TYPE = ELEMENTWISE - {"compare", "convert", "bitcast-convert", "select", "reduce-precision",
-                            "stochastic-convert", "is-finite", "real", "imag", "complex",
-                            "popcnt", "count-leading-zeros"}
+_SAME_TYPE = ELEMENTWISE - opcodes_with("not-same-type")
 
 
 def _float_or_int(et) -> bool:
@@ -337,7 +336,7 @@ def identity_operation(draw, ed: Editor, ctx: MutationContext):
     if x is None:
         return None
     et = x.shape.element_type
-    op = draw(st.sampled_from(["add", "subtract", "multiply", "divide", "maximum", "minimum"]))
+    op = draw(st.sampled_from(list(values_of("special-value-op"))))
     value = draw(st.sampled_from(_specials(et)[:4] + [2]))
     users = ed.users(comp, x)
     root = comp.root is x
@@ -363,7 +362,7 @@ def layout_change(draw, ed: Editor, ctx: MutationContext):
     users = ed.users(comp, x)
     root = comp.root is x
     rank = x.shape.rank
-    kind = draw(st.sampled_from(["copy", "transpose", "reshape"]))
+    kind = draw(st.sampled_from(list(values_of("relayout"))))
     if kind == "copy":
         perm = tuple(draw(st.permutations(range(rank))))
         new = [ed.make("copy", [x], shape=x.shape.with_layout(Layout(perm)))]

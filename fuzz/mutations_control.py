@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from hloref.attrs import Enum, SliceDim
 from hloref.ir import Computation, Instruction
+from hloref.op_properties import opcodes_with
 from hloref.opcodes import SIDE_EFFECTING
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.types import ELEMENT_TYPES
@@ -18,10 +19,7 @@ from .mutation_graph import Editor, is_array
 __all__ = ["wrap_in_call", "wrap_in_conditional", "wrap_in_while"]
 
 #: opcodes never wrapped in a call/conditional/while
-_NOT_WRAPPED = SIDE_EFFECTING | {"parameter", "after-all", "custom-call", "rng-bit-generator",
-                                 "get-tuple-element", "tuple", "constant", "iota", "partition-id",
-                                 "replica-id", "add-dependency", "domain", "optimization-barrier",
-                                 "opt-barrier"}
+_NOT_WRAPPED = SIDE_EFFECTING | opcodes_with("never-wrapped")
 
 
 def _control_computations(ed: Editor) -> set:
@@ -30,7 +28,7 @@ def _control_computations(ed: Editor) -> set:
     XLA:CPU aborts on a while loop in a reduce-window's reducer)."""
     names = {ed.module.entry_name}
     for _, i in ed.module.instructions():
-        if i.opcode in ("while", "conditional", "call"):
+        if i.opcode in opcodes_with("control-flow"):
             names.update(i.called_computation_names())
     return names
 

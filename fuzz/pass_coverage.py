@@ -30,6 +30,8 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 
+from hloref.op_properties import opcodes_with
+
 from .blame import read_dump
 
 __all__ = ["Reach", "Coverage", "reach_of_dump", "probe", "instruction_lines", "opcode_of",
@@ -45,7 +47,7 @@ _METADATA = re.compile(r",\s*metadata=\{[^{}]*\}")
 _FUSION_KIND = re.compile(r"\bkind=(k\w+)")
 _CONFIG_KIND = re.compile(r'"fusion_config":\{"kind":"([^"]+)"')
 #: top-level instructions that emit nothing of their own
-_NOT_EMITTED = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all"}
+_NOT_EMITTED = opcodes_with("plumbing") | opcodes_with("emits-nothing")
 
 
 @dataclass

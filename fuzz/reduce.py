@@ -21,20 +21,10 @@ from typing import Callable
 import numpy as np
 
 from hloref.ir import Computation, Instruction, Module
+from hloref.opcodes import ELEMENTWISE
 from hloref.shapes import ArrayShape, TupleShape
 
 __all__ = ["reduce_failure", "dead_code_eliminated", "trace_entry"]
-
-_ELEMENTWISE = frozenset({
-    "abs", "negate", "sign", "ceil", "floor", "round-nearest-afz", "round-nearest-even",
-    "is-finite", "not", "popcnt", "count-leading-zeros", "real", "imag", "exponential",
-    "exponential-minus-one", "log", "log-plus-one", "sqrt", "rsqrt", "cbrt", "sine", "cosine",
-    "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "logistic",
-    "erf", "add", "subtract", "multiply", "divide", "remainder", "power", "atan2", "maximum",
-    "minimum", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical", "complex", "mulhi", "compare", "select", "clamp", "convert",
-    "reduce-precision", "bitcast-convert",
-})
 
 
 def _copy(module: Module) -> Module:
@@ -145,7 +135,7 @@ def _inline_call(module: Module, args: list, name: str) -> tuple[Module, list]:
 def _first_bad_element(module: Module, args: list, fails) -> tuple[Module, list] | None:
     """Shrink an elementwise root on same-shape operands to one element."""
     root = module.entry.root
-    if root.opcode not in _ELEMENTWISE or not isinstance(root.shape, ArrayShape) or root.shape.size <= 1:
+    if root.opcode not in ELEMENTWISE or not isinstance(root.shape, ArrayShape) or root.shape.size <= 1:
         return None
     if not all(isinstance(o.shape, ArrayShape) and o.shape.dims == root.shape.dims
                for o in root.operands):

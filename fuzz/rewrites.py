@@ -30,6 +30,7 @@ from typing import Callable
 import numpy as np
 
 from hloref.ir import Computation, Instruction, Module
+from hloref.op_properties import opcodes_with
 from hloref.shapes import ArrayShape
 
 __all__ = ["Rewrite", "REWRITES", "RewriteRun", "matches", "is_nonnegative", "RECOVERED_ULPS"]
@@ -58,15 +59,19 @@ class Rewrite:
 # ---------------------------------------------------------------- preconditions
 
 
+#: what constant folding leaves around a constant (op property ``constant-wrapper``)
+_CONSTANT_WRAPPER = opcodes_with("constant-wrapper")
+
+
 def _constant_like(instr: Instruction) -> bool:
     """A constant, or a broadcast/convert/reshape of one (what constant folding leaves)."""
-    while instr.opcode in ("broadcast", "convert", "reshape", "copy", "bitcast"):
+    while instr.opcode in _CONSTANT_WRAPPER:
         instr = instr.operands[0]
     return instr.opcode == "constant" and instr.literal is not None
 
 
 def _constant_value(instr: Instruction):
-    while instr.opcode in ("broadcast", "convert", "reshape", "copy", "bitcast"):
+    while instr.opcode in _CONSTANT_WRAPPER:
         instr = instr.operands[0]
     return np.asarray(instr.literal) if instr.opcode == "constant" else None
 

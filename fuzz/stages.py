@@ -37,6 +37,8 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
+from hloref.op_properties import opcodes_with
+
 from .stage_table import component_of, stage
 from .workers import FATAL_LINE
 
@@ -349,8 +351,7 @@ def runtime_only(optimized: str | None) -> list[str]:
         module = hloref.parse(optimized)
     except hloref.HloError:
         return []
-    ops = {i.opcode for i in module.entry.instructions} - {
-        "parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
+    ops = {i.opcode for i in module.entry.instructions} - opcodes_with("plumbing") - {"bitcast"}
     return sorted(ops) if ops and ops <= RUNTIME_THUNK_OPCODES else []
 
 
@@ -384,8 +385,7 @@ def _note_folded(out: Attribution, answer: dict) -> None:
         after = hloref.parse(answer["roundtrip"])
     except hloref.HloError:
         return
-    moves = {"parameter", "constant", "tuple", "get-tuple-element"}
-    gone = sorted({i.opcode for _, i in before.instructions()} - moves
+    gone = sorted({i.opcode for _, i in before.instructions()} - opcodes_with("plumbing")
                   - {i.opcode for _, i in after.instructions()})
     stablehlo = answer.get("stablehlo") or ""
     for opcode in gone:

@@ -10,6 +10,7 @@ random bits) are left out of a profile without them; index operands of
 
 from __future__ import annotations
 
+from hloref.op_properties import values_of
 from hloref.types import ARRAY_TYPES
 
 #: every array element type (as fuzz/strategies/shapes.py derives it, without Hypothesis)
@@ -22,7 +23,7 @@ TYPE_PROFILES: dict[str, tuple[str, ...]] = {
 }
 
 #: opcode -> the element type kinds its maker needs (kind letters as in ``element_types``)
-_NEEDS = {"fft": "c", "complex": "c", "rng-bit-generator": "u", "stochastic-convert": "u"}
+_NEEDS = values_of("maker-needs-kind")
 
 
 class TypesError(ValueError):

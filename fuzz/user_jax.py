@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from hloref.op_properties import opcodes_with, values_of
+from hloref.opcodes import GROUPS
 from hloref.types import element_type
 
 from .standalone import array_literal
@@ -22,39 +24,38 @@ from .user_translate import Translator, Unexpressible
 
 __all__ = ["JaxTranslator", "UNARY", "BINARY", "EXPANDED"]
 
-UNARY = {
-    "abs": "lax.abs", "negate": "lax.neg", "sign": "lax.sign", "floor": "lax.floor",
-    "ceil": "lax.ceil", "exponential": "lax.exp", "exponential-minus-one": "lax.expm1",
-    "log": "lax.log", "log-plus-one": "lax.log1p", "sqrt": "lax.sqrt", "rsqrt": "lax.rsqrt",
-    "cbrt": "lax.cbrt", "tanh": "lax.tanh", "tan": "lax.tan", "sine": "lax.sin",
-    "cosine": "lax.cos", "is-finite": "lax.is_finite", "real": "lax.real", "imag": "lax.imag",
-    "count-leading-zeros": "lax.clz", "popcnt": "lax.population_count", "erf": "lax.erf",
-    "not": "lax.bitwise_not", "logistic": "lax.logistic", "asin": "lax.asin",
-    "acos": "lax.acos", "atanh": "lax.atanh", "asinh": "lax.asinh", "acosh": "lax.acosh",
-    "sinh": "lax.sinh", "cosh": "lax.cosh", "erf-inv": "lax.erf_inv",
-}
+#: opcode -> the jax.lax function that emits it (op property ``jax-lax``), for the unary
+#: and binary elementwise ops.
+UNARY = {op: fn for op, fn in values_of("jax-lax").items() if op in GROUPS["unary"]}
+BINARY = {op: fn for op, fn in values_of("jax-lax").items() if op in GROUPS["binary"]}
 
-#: Unary ops whose jax function reaches XLA as other HLO ops (checked on jax 0.10.2 with
-#: ``jax.jit(f).lower(x).as_text(dialect="hlo")``).
-EXPANDED = {
-    "asin": "chlo.asin, which XLA expands into atan2(x, 1 + sqrt((1 - x)(1 + x))) * 2",
-    "acos": "chlo.acos, which XLA expands into atan2(sqrt((1 - x)(1 + x)), x) arithmetic",
-    "atanh": "chlo.atanh, which XLA expands into (log1p(x) - log1p(-x)) / 2 with a select",
-    "asinh": "chlo.asinh, which XLA expands into log/sqrt arithmetic",
-    "acosh": "chlo.acosh, which XLA expands into log/sqrt arithmetic",
-    "sinh": "chlo.sinh, which XLA expands into expm1/exp arithmetic",
-    "cosh": "chlo.cosh, which XLA expands into exp arithmetic",
-    "erf-inv": "chlo.erf_inv, which XLA expands into a polynomial",
-    "logistic": "1 / (1 + exp(-x))",
-}
+#: Unary ops whose jax function reaches XLA as other HLO ops (op property
+#: ``jax-expanded``: opcode -> what the jax function lowers to).
+EXPANDED = values_of("jax-expanded")
 
-BINARY = {
-    "add": "lax.add", "subtract": "lax.sub", "multiply": "lax.mul", "divide": "lax.div",
-    "remainder": "lax.rem", "power": "lax.pow", "maximum": "lax.max", "minimum": "lax.min",
-    "atan2": "lax.atan2", "and": "lax.bitwise_and", "or": "lax.bitwise_or",
-    "xor": "lax.bitwise_xor", "shift-left": "lax.shift_left",
-    "shift-right-arithmetic": "lax.shift_right_arithmetic",
-    "shift-right-logical": "lax.shift_right_logical", "complex": "lax.complex",
+#: jax.lax function -> its arguments (an elementwise op's are its operands).
+_ARGUMENTS = {
+    "lax.select": "{x}, {y}, {z}",
+    "lax.clamp": "{x}, {y}, {z}",
+    "lax.bitcast_convert_type": "{x}, {dtype}",
+    "lax.broadcasted_iota": "{dtype}, {shape}, {iota_dimension}",
+    "lax.broadcast_in_dim": "{x}, {shape}, {dims}",
+    "lax.reshape": "{x}, {shape}",
+    "lax.transpose": "{x}, {dims}",
+    "lax.rev": "{x}, {dims}",
+    "lax.slice": "{x}, {starts}, {limits}, {strides}",
+    "lax.concatenate": "[{args}], {dim0}",
+    "lax.pad": "{x}, {y}, {padding_config}",
+    "lax.dynamic_slice": "{x}, [{rest1}], {sizes}, allow_negative_indices=False",
+    "lax.dynamic_update_slice": "{x}, {y}, [{rest2}], allow_negative_indices=False",
+    "lax.reduce_precision":
+        "{x}, exponent_bits={exponent_bits}, mantissa_bits={mantissa_bits}",
+    "lax.conv_general_dilated": (
+        "{x}, {y}, window_strides={window_strides}, "
+        "padding={window_padding}, lhs_dilation={lhs_dilation}, rhs_dilation={rhs_dilation}, "
+        "dimension_numbers=lax.ConvDimensionNumbers(lhs_spec={lhs_spec}, rhs_spec={rhs_spec}, "
+        "out_spec={out_spec}), feature_group_count={feature_group_count}, "
+        "batch_group_count={batch_group_count}, preferred_element_type={dtype}"),
 }
 
 _COMPARE = {"EQ": "lax.eq", "NE": "lax.ne", "LT": "lax.lt", "LE": "lax.le", "GT": "lax.gt",
@@ -81,31 +82,9 @@ def _shape_of(instr):
 class JaxTranslator(Translator):
     api = "jax"
     TEMPLATES = {
-        **{code: f"{fn}({{x}})" for code, fn in UNARY.items()},
-        **{code: f"{fn}({{x}}, {{y}})" for code, fn in BINARY.items()},
+        **{code: f"{fn}({_ARGUMENTS.get(fn, '{x}' if code in UNARY else '{x}, {y}')})"
+           for code, fn in values_of("jax-lax").items()},
         **{code: f"lax.round({{x}}, lax.RoundingMethod.{how})" for code, how in _ROUND.items()},
-        "select": "lax.select({x}, {y}, {z})",
-        "clamp": "lax.clamp({x}, {y}, {z})",
-        "bitcast-convert": "lax.bitcast_convert_type({x}, {dtype})",
-        "iota": "lax.broadcasted_iota({dtype}, {shape}, {iota_dimension})",
-        "broadcast": "lax.broadcast_in_dim({x}, {shape}, {dims})",
-        "reshape": "lax.reshape({x}, {shape})",
-        "transpose": "lax.transpose({x}, {dims})",
-        "reverse": "lax.rev({x}, {dims})",
-        "slice": "lax.slice({x}, {starts}, {limits}, {strides})",
-        "concatenate": "lax.concatenate([{args}], {dim0})",
-        "pad": "lax.pad({x}, {y}, {padding_config})",
-        "dynamic-slice": "lax.dynamic_slice({x}, [{rest1}], {sizes}, allow_negative_indices=False)",
-        "dynamic-update-slice":
-            "lax.dynamic_update_slice({x}, {y}, [{rest2}], allow_negative_indices=False)",
-        "reduce-precision":
-            "lax.reduce_precision({x}, exponent_bits={exponent_bits}, mantissa_bits={mantissa_bits})",
-        "convolution": (
-            "lax.conv_general_dilated({x}, {y}, window_strides={window_strides}, "
-            "padding={window_padding}, lhs_dilation={lhs_dilation}, rhs_dilation={rhs_dilation}, "
-            "dimension_numbers=lax.ConvDimensionNumbers(lhs_spec={lhs_spec}, rhs_spec={rhs_spec}, "
-            "out_spec={out_spec}), feature_group_count={feature_group_count}, "
-            "batch_group_count={batch_group_count}, preferred_element_type={dtype})"),
     }
 
     def header(self) -> list[str]:
@@ -138,7 +117,7 @@ class JaxTranslator(Translator):
 
     def missing(self, instr) -> Unexpressible:
         code = instr.opcode
-        if code in ("fusion", "call", "map", "while", "conditional", "custom-call"):
+        if code in opcodes_with("no-jax-call"):
             return Unexpressible(f"`{code}` (%{instr.name}): jax.lax has no call that emits "
                                  f"this HLO instruction"
                                  + (" (XLA makes fusions itself)" if code == "fusion" else ""))
@@ -170,8 +149,7 @@ class JaxTranslator(Translator):
 
     def _reduce(self, instr, args) -> str:
         body = self.binary_body(instr.attrs["to_apply"])
-        if len(args) != 2 or body not in ("add", "maximum", "minimum", "multiply", "and",
-                                          "or", "xor"):
+        if len(args) != 2 or body not in opcodes_with("reducer-identity"):
             raise Unexpressible(f"reduce %{instr.name}: only a single-operand reduce whose "
                                 f"reducer is one add/max/min/mul/and/or/xor is translated")
         return f"lax.reduce({args[0]}, {args[1]}, {BINARY[body]}, {tuple(instr.attrs['dimensions'])})"
@@ -222,11 +200,13 @@ class JaxTranslator(Translator):
                 f"algorithm=lax.RandomAlgorithm.{algorithm})")
 
 
-JaxTranslator.SPECIAL = {
+#: opcode -> the method that writes what a template cannot say.
+_SPECIAL = {
     "compare": JaxTranslator._compare, "convert": JaxTranslator._convert,
     "reduce": JaxTranslator._reduce, "sort": JaxTranslator._sort, "dot": JaxTranslator._dot,
     "rng-bit-generator": JaxTranslator._rng_bit_generator,
 }
+JaxTranslator.SPECIAL = _SPECIAL
 
 
 def _leaves(shape) -> list:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hloref.op_properties import opcodes_with
+
 from .standalone import first_difference, report_results, run_script, value_differs
 from .user_translate import Unexpressible
 
@@ -35,9 +37,10 @@ __all__ = ["UserProgram", "user_program", "confirm", "run_program", "hlo_opcodes
 
 APIS = ("jax", "tf")
 
-#: Opcodes left out when comparing the module's ops with the HLO the API made.
-_PLUMBING = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "copy",
-                       "bitcast", "reshape"})
+#: Opcodes left out when comparing the module's ops with the HLO the API made: the
+#: plumbing, and what forwards a value unchanged (an API adds or drops copies, reshapes
+#: and bitcasts of its own).
+_PLUMBING = opcodes_with("plumbing") | opcodes_with("same-shape-forward")
 
 
 @dataclass(frozen=True)

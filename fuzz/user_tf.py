@@ -11,43 +11,52 @@ from __future__ import annotations
 
 import numpy as np
 
+from hloref.op_properties import PROPERTIES, opcodes_with, values_of
+from hloref.opcodes import CATALOGUE, GROUPS
+
 from .oracles.tf import TF_DTYPES
 from .standalone import array_literal
 from .user_translate import Translator, Unexpressible
 
 __all__ = ["TfTranslator", "UNARY", "NO_TF_OP"]
 
-UNARY = {
-    "abs": "tf.math.abs", "negate": "tf.math.negative", "sign": "tf.math.sign",
-    "floor": "tf.math.floor", "ceil": "tf.math.ceil", "round-nearest-even": "tf.math.round",
-    "exponential": "tf.math.exp", "exponential-minus-one": "tf.math.expm1",
-    "log": "tf.math.log", "log-plus-one": "tf.math.log1p", "sqrt": "tf.math.sqrt",
-    "rsqrt": "tf.math.rsqrt", "tanh": "tf.math.tanh", "tan": "tf.math.tan",
-    "sine": "tf.math.sin", "cosine": "tf.math.cos", "is-finite": "tf.math.is_finite",
-    "real": "tf.math.real", "imag": "tf.math.imag", "erf": "tf.math.erf",
-    "logistic": "tf.math.sigmoid", "asin": "tf.math.asin", "acos": "tf.math.acos",
-    "atanh": "tf.math.atanh", "asinh": "tf.math.asinh", "acosh": "tf.math.acosh",
-    "sinh": "tf.math.sinh", "cosh": "tf.math.cosh",
-}
-_ARITH = {
-    "add": "tf.math.add", "subtract": "tf.math.subtract", "multiply": "tf.math.multiply",
-    "power": "tf.math.pow", "maximum": "tf.math.maximum", "minimum": "tf.math.minimum",
-    "atan2": "tf.math.atan2", "shift-left": "tf.bitwise.left_shift",
-}
-_LOGICAL = {"and": ("tf.math.logical_and", "tf.bitwise.bitwise_and"),
-            "or": ("tf.math.logical_or", "tf.bitwise.bitwise_or"),
-            "xor": ("tf.math.logical_xor", "tf.bitwise.bitwise_xor")}
+#: opcode -> the TensorFlow op that emits it (op property ``tf-function``), for the unary
+#: elementwise ops.
+UNARY = {op: fn for op, fn in values_of("tf-function").items() if op in GROUPS["unary"]}
+#: Ops whose TF function depends on the element type (op property ``tf-by-type``).
+_BY_TYPE = opcodes_with("tf-by-type")
 _COMPARE = {"EQ": "tf.math.equal", "NE": "tf.math.not_equal", "LT": "tf.math.less",
             "LE": "tf.math.less_equal", "GT": "tf.math.greater", "GE": "tf.math.greater_equal"}
 
-#: HLO ops TensorFlow has no op for, with what it has instead.
-NO_TF_OP = {
-    "count-leading-zeros": "TF has no count-leading-zeros op",
-    "cbrt": "TF has no cube-root op",
-    "round-nearest-afz": "TF has no round-half-away-from-zero op (tf.math.round rounds half "
-                         "to even)",
-    "iota": "TF has no iota op",
-    "fusion": "TF has no op that emits an HLO fusion (XLA makes fusions itself)",
+#: HLO ops TensorFlow has no op for (op property ``no-tf-op``, which says what TF has
+#: instead).
+NO_TF_OP = opcodes_with("no-tf-op")
+#: TF function -> its arguments (an elementwise op's are its operands).
+_ARGUMENTS = {
+    "tf.where": "{x}, {y}, {z}",
+    "tfxla.clamp": "{x}, {y}, {z}",
+    "tf.bitcast": "{x}, {dtype}",
+    "tf.reshape": "{x}, {shape}",
+    "tf.transpose": "{x}, {dims}",
+    "tf.reverse": "{x}, {dims}",
+    "tf.strided_slice": "{x}, {starts}, {limits}, {strides}",
+    "tf.concat": "[{args}], {dim0}",
+    "tfxla.pad": "{x}, {y}, {low}, {high}, {interior}",
+    "tfxla.conv": (
+        "{x}, {y}, window_strides={window_strides}, padding={window_padding}, "
+        "lhs_dilation={lhs_dilation}, rhs_dilation={rhs_dilation}, "
+        "dimension_numbers=xla_data_pb2.ConvolutionDimensionNumbers("
+        "input_batch_dimension={dn.input_batch_dimension}, "
+        "input_feature_dimension={dn.input_feature_dimension}, "
+        "input_spatial_dimensions={dn.input_spatial_dimensions}, "
+        "kernel_input_feature_dimension={dn.kernel_input_feature_dimension}, "
+        "kernel_output_feature_dimension={dn.kernel_output_feature_dimension}, "
+        "kernel_spatial_dimensions={dn.kernel_spatial_dimensions}, "
+        "output_batch_dimension={dn.output_batch_dimension}, "
+        "output_feature_dimension={dn.output_feature_dimension}, "
+        "output_spatial_dimensions={dn.output_spatial_dimensions}), "
+        "feature_group_count={feature_group_count}, batch_group_count={batch_group_count}, "
+        "preferred_element_type={dtype}"),
 }
 _RNG = {"rng_default": 0, "rng_three_fry": 1, "rng_philox": 2}
 
@@ -71,34 +80,8 @@ def tf_dtype(et) -> str:
 class TfTranslator(Translator):
     api = "tf"
     SEQUENCE = list
-    TEMPLATES = {
-        **{code: f"{fn}({{x}})" for code, fn in UNARY.items()},
-        **{code: f"{fn}({{x}}, {{y}})" for code, fn in _ARITH.items()},
-        "select": "tf.where({x}, {y}, {z})",
-        "clamp": "tfxla.clamp({x}, {y}, {z})",
-        "bitcast-convert": "tf.bitcast({x}, {dtype})",
-        "reshape": "tf.reshape({x}, {shape})",
-        "transpose": "tf.transpose({x}, {dims})",
-        "reverse": "tf.reverse({x}, {dims})",
-        "slice": "tf.strided_slice({x}, {starts}, {limits}, {strides})",
-        "concatenate": "tf.concat([{args}], {dim0})",
-        "pad": "tfxla.pad({x}, {y}, {low}, {high}, {interior})",
-        "convolution": (
-            "tfxla.conv({x}, {y}, window_strides={window_strides}, padding={window_padding}, "
-            "lhs_dilation={lhs_dilation}, rhs_dilation={rhs_dilation}, "
-            "dimension_numbers=xla_data_pb2.ConvolutionDimensionNumbers("
-            "input_batch_dimension={dn.input_batch_dimension}, "
-            "input_feature_dimension={dn.input_feature_dimension}, "
-            "input_spatial_dimensions={dn.input_spatial_dimensions}, "
-            "kernel_input_feature_dimension={dn.kernel_input_feature_dimension}, "
-            "kernel_output_feature_dimension={dn.kernel_output_feature_dimension}, "
-            "kernel_spatial_dimensions={dn.kernel_spatial_dimensions}, "
-            "output_batch_dimension={dn.output_batch_dimension}, "
-            "output_feature_dimension={dn.output_feature_dimension}, "
-            "output_spatial_dimensions={dn.output_spatial_dimensions}), "
-            "feature_group_count={feature_group_count}, batch_group_count={batch_group_count}, "
-            "preferred_element_type={dtype})"),
-    }
+    TEMPLATES = {code: f"{fn}({_ARGUMENTS.get(fn, '{x}' if code in UNARY else '{x}, {y}')})"
+                 for code, fn in values_of("tf-function").items() if code not in _BY_TYPE}
 
     def __init__(self, module, inputs: list):
         super().__init__(module, inputs)
@@ -142,7 +125,8 @@ class TfTranslator(Translator):
 
     def missing(self, instr) -> Unexpressible:
         if instr.opcode in NO_TF_OP:
-            return Unexpressible(f"`{instr.opcode}` (%{instr.name}): {NO_TF_OP[instr.opcode]}")
+            return Unexpressible(f"`{instr.opcode}` (%{instr.name}): "
+                                 f"{PROPERTIES['no-tf-op'].reason}")
         return Unexpressible(f"`{instr.opcode}` (%{instr.name}) is not in the TF translator's "
                              f"table")
 
@@ -156,8 +140,9 @@ class TfTranslator(Translator):
     def _by_type(self, instr, args) -> str:
         """Ops whose TF function depends on the element type (pred / integer / float)."""
         code, et = instr.opcode, instr.shape.element_type
-        if code in _LOGICAL:
-            return f"{_LOGICAL[code][0 if et.is_pred else 1]}({', '.join(args)})"
+        if CATALOGUE[code].kinds == "psu":  # and, or, xor: logical on pred, else bitwise
+            fn = f"tf.math.logical_{code}" if et.is_pred else values_of("tf-function")[code]
+            return f"{fn}({', '.join(args)})"
         if code in ("shift-right-arithmetic", "shift-right-logical"):
             if (code == "shift-right-arithmetic") != et.is_signed_integer:
                 raise Unexpressible(f"`{code}` of {et.name}: tf.bitwise.right_shift is "
@@ -244,9 +229,9 @@ class TfTranslator(Translator):
                 f"preferred_element_type={tf_dtype(instr.shape.element_type)})")
 
 
-TfTranslator.SPECIAL = {
-    **{code: TfTranslator._by_type for code in (*_LOGICAL, "divide", "remainder",
-                                                 "shift-right-arithmetic", "shift-right-logical")},
+#: opcode -> the method that writes what a template cannot say.
+_SPECIAL = {
+    **{code: TfTranslator._by_type for code in _BY_TYPE},
     "not": TfTranslator._not, "compare": TfTranslator._compare, "convert": TfTranslator._convert,
     "dynamic-slice": TfTranslator._dynamic_slice,
     "dynamic-update-slice": TfTranslator._dynamic_slice,
@@ -254,3 +239,4 @@ TfTranslator.SPECIAL = {
     "sort": TfTranslator._sort,
     "dot": TfTranslator._dot, "rng-bit-generator": TfTranslator._rng_bit_generator,
 }
+TfTranslator.SPECIAL = _SPECIAL

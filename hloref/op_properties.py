@@ -141,6 +141,244 @@ convert reshape copy bitcast
 #: Properties the verdict wing reads: comparison, known classes, reduction, strategies,
 #: mutations, the user-program translations.
 _VERDICT = """
+# --- comparison (fuzz/compare.py)
+[ulp-budget] extra ULPs where XLA:CPU computes the function with its own polynomial
+| approximation: XLA's accuracy budgets (xla/codegen/intrinsic/accuracy, HLO_SURFACE
+| §4.8) plus one for hloref's rounding, widened where XLA was measured further off (erf
+| f32: 4 ULP below 1; tanh f64: 6 ULP just above -1); floats of 16 bits or fewer get at
+| most compare.NARROW_OPCODE_ULPS (value: ULPs)
+exponential=7 exponential-minus-one=7 log=2 log-plus-one=2 tanh=8 atan=4 atan2=4 erf=5
+tan=3 sine=2 cosine=2 cbrt=2 rsqrt=2 sqrt=1 power=8 logistic=8 sinh=8 cosh=8 asin=4
+acos=4 asinh=8 acosh=8 atanh=8
+
+# --- the generator (fuzz/strategies/)
+[generator-weight] the opcodes the generator draws (each has a maker in
+| fuzz/strategies/registry.py), in its order, and how often (relative weight: unary
+| elementwise 1 and binary 1.5 unless raised for an op common in real programs). A unary
+| or binary op of the catalogue not listed here is drawn too, at those defaults, after
+| the listed ones, unless not-generated names it; atan is drawn only when asked for
+| (registry.NOT_IN_XLA)
+floor=1 ceil=1 round-nearest-afz=1 round-nearest-even=1 is-finite=1 erf=1 cosine=1
+sine=1 tan=1 exponential=1.5 exponential-minus-one=1 log=1 log-plus-one=1 logistic=1
+rsqrt=1 sqrt=1 tanh=1.5 atan=1 cbrt=1 acos=1 acosh=1 asin=1 asinh=1 atanh=1 cosh=1
+sinh=1 real=1 imag=1 abs=1 sign=1 negate=1 count-leading-zeros=1 popcnt=1 not=1 copy=1
+add=4 subtract=2 multiply=3 divide=1.5 remainder=1.5 power=1.5 atan2=1.5 maximum=2
+minimum=1.5 and=1.5 or=1.5 xor=1.5 shift-left=1.5 shift-right-arithmetic=1.5
+shift-right-logical=1.5 complex=1.5 compare=3 select=3 clamp=1.5 convert=4
+bitcast-convert=1.5 reduce-precision=1 broadcast=3 reshape=3 transpose=2.5 reverse=1
+slice=2.5 concatenate=2 pad=2 iota=1.5 constant=2 dynamic-slice=2 dynamic-update-slice=2
+tuple=1 get-tuple-element=1 call=1.5 while=2 conditional=1.5 map=1 opt-barrier=0.7
+reduce=4 reduce-window=2 select-and-scatter=1 sort=2 gather=2 scatter=2 dot=4
+convolution=2.5 fft=0.7 cholesky=0.5 triangular-solve=0.7 batch-norm-inference=0.6
+batch-norm-training=0.6 batch-norm-grad=0.5 topk=0.8 rng-bit-generator=0.5
+stochastic-convert=0.5
+
+[not-generated] a unary or binary op the generator never draws: jaxlib 0.10.2's XLA
+| cannot run mulhi (its StableHLO comes out as mhlo.unknown and fails to parse; checked
+| with `hloref diff` on a one-op module), so every generated mulhi would be an oracle
+| failure
+mulhi
+
+[generated-real-only] the generator gives these real operands only, narrower than their
+| catalogue kinds: their complex forms are UNIMPLEMENTED on XLA:CPU (jaxlib 0.10.2), so a
+| complex operand only tests the oracle's refusal
+acos acosh asin asinh atanh cosh sinh
+
+[maker-needs-kind] a type profile (fuzz/type_profiles.py) keeps the op only when it
+| holds an element type of this kind (letters of fcsup): fft and complex make complex
+| values, rng-bit-generator's state and stochastic-convert's random bits are unsigned
+fft=c complex=c rng-bit-generator=u stochastic-convert=u
+
+[body-op] what the generator builds the bodies of called computations (callees, loop
+| bodies and conditions, branches) from, in its order: a smaller vocabulary than the
+| entry's (generator-weight) of common arithmetic, moves and a few heavier ops (reduce,
+| sort, dot)
+add multiply subtract maximum minimum negate abs convert select compare broadcast reshape
+transpose slice reduce dot exponential tanh dynamic-slice dynamic-update-slice
+concatenate and xor sort iota pad reverse clamp
+
+[control-flow] runs a called computation as control flow (a call, a loop's condition
+| and body, a branch): the generator nests them while the depth allows, and the
+| control-flow mutations put computations only where these may go (XLA:CPU aborts on a
+| while loop in a reduce-window's reducer)
+call while conditional
+
+[generated-reducer] the single-op reducers the generator draws for reduce and
+| reduce-window (value: the operand kinds it draws each for): associative and
+| commutative on those kinds, so XLA's free reassociation changes a result at most by
+| rounding; multiply, and, or only on integers (and, or also on pred), where they are
+| exact. Float add is drawn twice as often (strategies/reduce.reducer_kinds); f8e8m0fnu
+| draws no add: it has no zero (0 converts to NaN), so add has no identity to start from
+add=fcsu multiply=su maximum=fsup minimum=fsup and=psu or=psu
+
+[generated-scatter-combiner] the combiners the generator draws for scatter besides
+| assignment (value: operand kinds): independent of the order in which XLA applies
+| updates to one element (float add only with unique indices, where there is no order)
+add=fsu maximum=fsup minimum=fsup or=p
+
+[generated-map-body] the ops the generator builds a map's scalar body from: the
+| common arithmetic of one or two scalars, each drawn only where its catalogue kinds
+| take the mapped element type
+add multiply maximum subtract negate abs
+
+# --- reducers and identities (fuzz/known_gaps.py, fuzz/contract.py, ci/)
+[reducer-identity] the identity of the single-op reducer (operation_semantics §Reduce:
+| "all initial values have to form an identity under computation"); and: 1 for pred,
+| all bits set for integers; maximum/minimum: the type's lowest/highest value where it
+| has no infinity (value: the identity as a number)
+add=0 or=0 xor=0 multiply=1 and=1 maximum=-inf minimum=inf
+
+[not-associative] an op that makes a reducer holding it non-associative (or
+| non-commutative): XLA may reassociate a reduction, so the result depends on the order
+| (known_gaps: reducer-order), unless evaluating the reducer shows otherwise
+subtract divide power remainder atan2
+
+# --- known classes (fuzz/known_gaps.py, fuzz/known_bugs.py)
+[tf-fast-min-max] TensorFlow 2.21's XLA computes these with fast min/max that does not
+| propagate NaN (known gap tf-fast-min-max)
+maximum minimum clamp
+
+[tf-inaccurate-transcendental] TensorFlow 2.21's XLA computes these in f32/f64 beyond
+| the ULP budget (cbrt 3/30 ULP; cosh 15/13 ULP, sinh 19 ULP: exp(|x| - log 2) amplifies
+| the argument's rounding), and jaxlib's XLA:CPU rejects cosh/sinh (known gap
+| tf-transcendental-accuracy)
+cbrt cosh sinh
+
+[moves-elements] only moves, copies or drops elements: a value read through it is the
+| operand's value (known bug s4-wraps: XLA's float-normalization-s4 keeps these
+| unwrapped)
+reshape slice broadcast transpose copy bitcast reverse
+
+[e8m0-moves] ops that compute no f8e8m0fnu value of their own (they hold, move or
+| pack values): the known bugs about XLA folding f8e8m0fnu arithmetic skip them (matched
+| as opcode prefixes, so copy-start and bitcast-convert count too)
+get-tuple-element tuple reshape broadcast slice transpose copy bitcast concatenate
+reverse pad constant
+
+[s4-arithmetic] XLA:CPU (jaxlib 0.10.2) returns unwrapped s4 sums, differences and
+| products when the result is converted to a wider type, directly or through ops that
+| only move elements (known bug s4-wraps)
+add subtract multiply
+
+# --- mutations (fuzz/mutations.py, fuzz/mutations_control.py)
+[not-same-type] elementwise ops whose operands and result need not share one element
+| type, or whose value depends on the type's format beyond the value (reduce-precision's
+| bit counts must fit it; popcnt and count-leading-zeros count its bits): the retype
+| mutation, which moves a region into another type, leaves them alone
+compare convert bitcast-convert select reduce-precision stochastic-convert is-finite
+real imag complex popcnt count-leading-zeros
+
+[special-value-op] the binary ops the special-values mutation applies with a special
+| value (inf, NaN, ±0, the extremes) as the second operand
+add subtract multiply divide maximum minimum
+
+[relayout] the identity the relayout mutation inserts: a copy to another layout, or a
+| transpose/reshape pair that gives back the operand's shape
+copy transpose reshape
+
+[never-wrapped] the control-flow mutations never wrap these in a call, conditional or
+| while (besides the side-effecting ops): a wrapped op becomes the root of a computation
+| whose parameters are its operands, which says nothing new for ops without data operands
+| (parameter, constant, iota, replica-id, partition-id, after-all), for tuple plumbing
+| and token ordering (tuple, get-tuple-element, add-dependency), and moves ops whose
+| meaning is where they stand (domain, opt-barrier, custom-call, rng-bit-generator's
+| state) (the list predates recorded reasons; this one is inferred from the mutation)
+parameter after-all custom-call rng-bit-generator get-tuple-element tuple constant iota
+partition-id replica-id add-dependency domain opt-barrier
+
+# --- folding, rewrites, reduction (fuzz/folding.py, fuzz/rewrites.py, fuzz/reduce.py)
+[not-folded] ops without operands (or with only a state) that XLA's constant folding
+| leaves alone: their values come from outside or from a state
+parameter rng rng-get-and-update-state rng-bit-generator infeed recv recv-done
+custom-call after-all replica-id partition-id
+
+[same-shape-forward] forwards its operand's value unchanged when the shapes agree
+| (XLA's algebraic simplifier removes it): folding looks through it
+copy reshape bitcast
+
+[constant-wrapper] what XLA's constant folding leaves around a constant: a broadcast,
+| convert, reshape, copy or bitcast of one is still a constant to the rewrites
+broadcast convert reshape copy bitcast
+
+# --- findings, stages, differential (fuzz/filing.py, fuzz/findings.py, fuzz/stages.py ...)
+[plumbing] supplies or routes values without computing: left out of a finding's
+| signature and a root key's pattern, and of what a text round trip may lose
+parameter constant tuple get-tuple-element
+
+[emits-nothing] at the top level of an optimized module, emits no code of its own
+| besides the plumbing: a bitcast is a view of its operand's buffer, after-all a token
+| (fuzz/pass_coverage.py; fuzz/stages.py counts the bitcast only)
+bitcast after-all
+
+# --- the user-program translators (fuzz/user_jax.py, fuzz/user_tf.py)
+[jax-lax] the jax.lax function whose lowering emits the opcode (jax 0.10.2; where
+| jax-expanded names the op it reaches XLA as other ops instead); the JAX translator
+| writes it (round-nearest-* are lax.round with a rounding method)
+abs=lax.abs negate=lax.neg sign=lax.sign floor=lax.floor ceil=lax.ceil
+exponential=lax.exp exponential-minus-one=lax.expm1 log=lax.log log-plus-one=lax.log1p
+sqrt=lax.sqrt rsqrt=lax.rsqrt cbrt=lax.cbrt tanh=lax.tanh tan=lax.tan sine=lax.sin
+cosine=lax.cos is-finite=lax.is_finite real=lax.real imag=lax.imag
+count-leading-zeros=lax.clz popcnt=lax.population_count erf=lax.erf not=lax.bitwise_not
+logistic=lax.logistic asin=lax.asin acos=lax.acos atanh=lax.atanh asinh=lax.asinh
+acosh=lax.acosh sinh=lax.sinh cosh=lax.cosh
+add=lax.add subtract=lax.sub multiply=lax.mul divide=lax.div remainder=lax.rem
+power=lax.pow maximum=lax.max minimum=lax.min atan2=lax.atan2 and=lax.bitwise_and
+or=lax.bitwise_or xor=lax.bitwise_xor shift-left=lax.shift_left
+shift-right-arithmetic=lax.shift_right_arithmetic
+shift-right-logical=lax.shift_right_logical complex=lax.complex
+select=lax.select clamp=lax.clamp bitcast-convert=lax.bitcast_convert_type
+iota=lax.broadcasted_iota broadcast=lax.broadcast_in_dim reshape=lax.reshape
+transpose=lax.transpose reverse=lax.rev slice=lax.slice concatenate=lax.concatenate
+pad=lax.pad dynamic-slice=lax.dynamic_slice dynamic-update-slice=lax.dynamic_update_slice
+reduce-precision=lax.reduce_precision convolution=lax.conv_general_dilated
+
+[jax-expanded] the jax.lax function reaches XLA as other HLO ops, so no HLO instruction
+| of this opcode does (value: what it lowers to; checked on jax 0.10.2 with
+| jax.jit(f).lower(x).as_text(dialect="hlo")):
+| XLA expands chlo.asin into atan2(x, 1 + sqrt((1 - x)(1 + x))) * 2, chlo.acos into
+| atan2(sqrt((1 - x)(1 + x)), x) arithmetic, chlo.atanh into (log1p(x) - log1p(-x)) / 2
+| with a select, chlo.asinh and chlo.acosh into log/sqrt arithmetic, chlo.sinh into
+| expm1/exp arithmetic, chlo.cosh into exp arithmetic
+asin=chlo.asin acos=chlo.acos atanh=chlo.atanh asinh=chlo.asinh acosh=chlo.acosh
+sinh=chlo.sinh cosh=chlo.cosh logistic=1/(1+exp(-x))
+
+[no-jax-call] jax.lax has no call that emits this HLO instruction by itself (XLA makes
+| fusions itself; the others take computations, which the translator does not write)
+fusion call map while conditional custom-call
+
+[tf-function] the TensorFlow op that emits the opcode (TensorFlow 2.21; tfxla:
+| tensorflow.compiler.tf2xla.python.xla); the TF translator writes it. and/or/xor:
+| the bitwise op, for integers (pred takes tf.math.logical_*, op property tf-by-type)
+abs=tf.math.abs negate=tf.math.negative sign=tf.math.sign floor=tf.math.floor
+ceil=tf.math.ceil round-nearest-even=tf.math.round exponential=tf.math.exp
+exponential-minus-one=tf.math.expm1 log=tf.math.log log-plus-one=tf.math.log1p
+sqrt=tf.math.sqrt rsqrt=tf.math.rsqrt tanh=tf.math.tanh tan=tf.math.tan sine=tf.math.sin
+cosine=tf.math.cos is-finite=tf.math.is_finite real=tf.math.real imag=tf.math.imag
+erf=tf.math.erf logistic=tf.math.sigmoid asin=tf.math.asin acos=tf.math.acos
+atanh=tf.math.atanh asinh=tf.math.asinh acosh=tf.math.acosh sinh=tf.math.sinh
+cosh=tf.math.cosh
+add=tf.math.add subtract=tf.math.subtract multiply=tf.math.multiply power=tf.math.pow
+maximum=tf.math.maximum minimum=tf.math.minimum atan2=tf.math.atan2
+shift-left=tf.bitwise.left_shift and=tf.bitwise.bitwise_and or=tf.bitwise.bitwise_or
+xor=tf.bitwise.bitwise_xor
+select=tf.where clamp=tfxla.clamp bitcast-convert=tf.bitcast reshape=tf.reshape
+transpose=tf.transpose reverse=tf.reverse slice=tf.strided_slice concatenate=tf.concat
+pad=tfxla.pad convolution=tfxla.conv
+
+[tf-by-type] TensorFlow has one op per element type class for these: logical ops on
+| pred and bitwise ones on integers (and, or, xor), truncating integer division
+| (tf.truncatediv) beside float division, tf.truncatemod for remainder, and one right shift
+| that is arithmetic for signed and logical for unsigned types
+and or xor divide remainder shift-right-arithmetic shift-right-logical
+
+[no-tf-op] TensorFlow 2.21 has no op that emits it: no count-leading-zeros, no cube
+| root, no round-half-away-from-zero (tf.math.round rounds half to even), no iota, and
+| no op that emits an HLO fusion (XLA makes fusions itself)
+count-leading-zeros cbrt round-nearest-afz iota fusion
+
+[composite] runs computations of its own: when it mismatches, its envelope is sampled
+| on the instruction alone (fuzz/differential.py)
+call fusion while conditional async-start map custom-call
 """
 
 #: Properties the envelope (``fuzz/perturb.py`` and its parts) reads.

@@ -54,32 +54,8 @@ LEAST = 3
 _MOVING = "moved by the verdict/envelope helpers"
 #: Files still holding collections of opcode names, and who moves them (to be empty).
 ALLOWED: dict[str, str] = {
-    "fuzz/compare.py": _MOVING,
-    "fuzz/contract.py": _MOVING,
-    "fuzz/differential.py": _MOVING,
     "fuzz/error_bounds.py": _MOVING,
-    "fuzz/filing.py": _MOVING,
-    "fuzz/findings.py": _MOVING,
-    "fuzz/folding.py": _MOVING,
-    "fuzz/known_bugs.py": _MOVING,
-    "fuzz/known_gaps.py": _MOVING,
-    "fuzz/mutations.py": _MOVING,
-    "fuzz/mutations_control.py": _MOVING,
-    "fuzz/pass_coverage.py": _MOVING,
     "fuzz/perturb.py": _MOVING,
-    "fuzz/reduce.py": _MOVING,
-    "fuzz/rewrites.py": _MOVING,
-    "fuzz/stages.py": _MOVING,
-    "fuzz/strategies/builder.py": _MOVING,
-    "fuzz/strategies/control.py": _MOVING,
-    "fuzz/strategies/elementwise.py": _MOVING,
-    "fuzz/strategies/indexing.py": _MOVING,
-    "fuzz/strategies/reduce.py": _MOVING,
-    "fuzz/strategies/registry.py": _MOVING,
-    "fuzz/type_profiles.py": _MOVING,
-    "fuzz/user_jax.py": _MOVING,
-    "fuzz/user_program.py": _MOVING,
-    "fuzz/user_tf.py": _MOVING,
 }
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from hloref.attrs import ComputationRef, Enum, SliceDim
 from hloref.ir import Computation, Instruction, ProgramShape
+from hloref.op_properties import values_of
 from hloref.shape_inference import infer_shape
 from hloref.shapes import ArrayShape, Shape, TupleShape
 from hloref.types import ELEMENT_TYPES, ElementType
@@ -22,13 +23,12 @@ from hloref.types import ELEMENT_TYPES, ElementType
 from .inputs import random_array
 from .shapes import KIND_DEFAULT, draw_dims, kind_letter, random_layout
 
-#: What the bodies of called computations (loops, branches, callees) are made of.
-BODY_OPS = ["add", "multiply", "subtract", "maximum", "minimum", "negate", "abs", "convert",
-            "select", "compare", "broadcast", "reshape", "transpose", "slice", "reduce",
-            "dot", "exponential", "tanh", "dynamic-slice", "dynamic-update-slice", "concatenate",
-            "and", "xor", "sort", "iota", "pad", "reverse", "clamp"]
-#: Added to ``BODY_OPS`` while the nesting is below ``max_depth``.
-NESTING_OPS = ["call", "while", "conditional"]
+#: What the bodies of called computations (loops, branches, callees) are made of (op
+#: property ``body-op``, in its order).
+BODY_OPS = list(values_of("body-op"))
+#: Added to ``BODY_OPS`` while the nesting is below ``max_depth`` (op property
+#: ``control-flow``, in its order).
+NESTING_OPS = list(values_of("control-flow"))
 
 
 @dataclass

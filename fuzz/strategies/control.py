@@ -7,9 +7,12 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from hloref.attrs import Enum
+from hloref.op_properties import values_of
+from hloref.opcodes import CATALOGUE
 from hloref.shapes import ArrayShape, TupleShape
 
 from .builder import Builder, adapt, no_layout
+from .shapes import kind_letter
 
 
 def make_opt_barrier(b: Builder):
@@ -117,10 +120,10 @@ def make_map(b: Builder):
     k = b.draw(st.integers(1, 2))
     args = [x] + [b.operand(et=x.shape.element_type, dims=x.shape.dims) for _ in range(k - 1)]
     sb = b.sub_builder([ArrayShape(x.shape.element_type, ())] * k)
+    letter = kind_letter(x.shape.element_type)
+    body = [op for op in values_of("generated-map-body") if letter in CATALOGUE[op].kinds]
     for _ in range(b.draw(st.integers(1, 3))):
-        op = b.draw(st.sampled_from(["add", "multiply", "maximum", "subtract", "negate", "abs"]
-                                    if not x.shape.element_type.is_unsigned_integer else
-                                    ["add", "multiply", "maximum", "subtract"]))
+        op = b.draw(st.sampled_from(body))
         sb.ctx.makers[op](sb)
     root = sb.pool[-1] if sb.pool[-1].opcode != "parameter" else sb.add("copy", [sb.pool[-1]])
     root = adapt(sb, root, ArrayShape(x.shape.element_type, ()))

@@ -6,30 +6,32 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from hloref.attrs import Enum
+from hloref.op_properties import has_property, opcodes_with, values_of
+from hloref.opcodes import CATALOGUE, GROUPS
 from hloref.types import ELEMENT_TYPES
 
 from .builder import Builder
 
-#: Unary opcodes -> the kinds of element type they take (letters of ``fcsup``).
-UNARY = {
-    **{op: "f" for op in ("floor", "ceil", "round-nearest-afz", "round-nearest-even",
-                          "is-finite", "erf")},
-    **{op: "fc" for op in ("cosine", "sine", "tan", "exponential", "exponential-minus-one",
-                           "log", "log-plus-one", "logistic", "rsqrt", "sqrt",
-                           "tanh", "atan")},
-    "cbrt": "f",  # XLA's shape inference refuses complex cbrt
-    # complex forms: UNIMPLEMENTED on XLA:CPU (jaxlib 0.10.2), real operands only
-    **{op: "f" for op in ("acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh")},
-    "real": "fc", "imag": "fc", "abs": "fcs", "sign": "fcs", "negate": "fcsu",
-    "count-leading-zeros": "su", "popcnt": "su", "not": "psu", "copy": "fcsup",
-}
+
+def _kinds(op: str) -> str:
+    kinds = CATALOGUE[op].kinds
+    return kinds.replace("c", "") if has_property(op, "generated-real-only") else kinds
+
+
+def _generated(group: str) -> list[str]:
+    """The ops of catalogue group ``group`` the generator draws: those op property
+    ``generator-weight`` lists, in its order, then any other (at the default weight) but
+    those of op property ``not-generated``."""
+    listed = [op for op in values_of("generator-weight") if op in GROUPS[group]]
+    return listed + sorted(GROUPS[group] - set(listed) - opcodes_with("not-generated"))
+
+
+#: Unary opcodes -> the kinds of element type they take (letters of ``fcsup``): the
+#: catalogue's unary ops and ``copy``, with their catalogue kinds, narrowed to real
+#: operands for op property ``generated-real-only``.
+UNARY = {op: _kinds(op) for op in _generated("unary") + ["copy"]}
 #: Binary opcodes -> the kinds of element type they take.
-BINARY = {
-    "add": "fcsu", "subtract": "fcsu", "multiply": "fcsup", "divide": "fcsu",
-    "remainder": "fsu", "power": "fcsu", "atan2": "fc", "maximum": "fcsup",
-    "minimum": "fcsup", "and": "psu", "or": "psu", "xor": "psu", "shift-left": "su",
-    "shift-right-arithmetic": "su", "shift-right-logical": "su", "complex": "f",
-}
+BINARY = {op: _kinds(op) for op in _generated("binary")}
 
 
 def make_unary(op):

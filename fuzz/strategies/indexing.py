@@ -19,10 +19,12 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from hloref.ir import Instruction
+from hloref.op_properties import values_of
 from hloref.shape_inference.indexing import interleave_dims
 from hloref.shapes import ArrayShape
 
 from .builder import Builder
+from .shapes import kind_letter
 
 # --------------------------------------------------------------------------- dimension numbers
 
@@ -291,11 +293,8 @@ def make_scatter(b: Builder):
     et = x.shape.element_type
     sd = draw_scatter_dims(b.draw, x.shape.dims, lambda: b.new_dims(max_rank=2))
     # combiner: assignment needs unique indices; otherwise an order-independent one
-    if et.is_float and et.name not in ("f8e8m0fnu",):
-        kinds = ["maximum", "minimum", "assign", "add"]
-    else:
-        kinds = ["add", "maximum", "minimum", "assign"] if not et.is_pred else \
-            ["maximum", "minimum", "or", "assign"]
+    kinds = [op for op, letters in values_of("generated-scatter-combiner").items()
+             if kind_letter(et) in letters] + ["assign"]
     kind = b.draw(st.sampled_from(kinds))
     unique = kind == "assign" or (kind == "add" and et.is_float)
     idx = _indices(b, sd.indices_dims, max(x.shape.dims) + 1, unique=unique)

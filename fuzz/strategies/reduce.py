@@ -7,10 +7,12 @@ import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
+from hloref.op_properties import values_of
 from hloref.shapes import ArrayShape
 from hloref.types import ElementType
 
 from .builder import Builder
+from .shapes import kind_letter
 
 
 def identity(et: ElementType, kind: str):
@@ -34,15 +36,14 @@ def identity(et: ElementType, kind: str):
 
 
 def reducer_kinds(et: ElementType) -> list[str]:
-    if et.is_pred:
-        return ["and", "or", "maximum", "minimum"]
-    if et.is_integer:
-        return ["add", "multiply", "maximum", "minimum", "and", "or"]
-    if et.is_complex:
-        return ["add"]
-    if et.name == "f8e8m0fnu":
-        return ["maximum", "minimum"]
-    return ["add", "add", "maximum", "minimum"]
+    """The single-op reducers drawn for ``et`` (op property ``generated-reducer``): float
+    add twice, f8e8m0fnu without add."""
+    letter = kind_letter(et)
+    kinds = [op for op, letters in values_of("generated-reducer").items()
+             if letter in letters and not (op == "add" and et.name == "f8e8m0fnu")]
+    if et.is_float and "add" in kinds:
+        kinds.insert(0, "add")
+    return kinds
 
 
 def make_reduce(b: Builder):

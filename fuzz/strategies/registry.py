@@ -6,26 +6,17 @@ from __future__ import annotations
 from typing import Callable
 
 from hloref.ir import Instruction
+from hloref.op_properties import values_of
 
 from . import (control, convert, convolution, dot, elementwise, indexing, linalg, reduce, rng,
                shape_ops, sort, windows)
 from .builder import Builder
 from .elementwise import BINARY, UNARY
 
-#: Default relative weights of the opcodes the generator picks.
-DEFAULT_WEIGHTS: dict[str, float] = {
-    **{op: 1.0 for op in UNARY}, **{op: 1.5 for op in BINARY},
-    "add": 4, "multiply": 3, "subtract": 2, "maximum": 2, "exponential": 1.5, "tanh": 1.5,
-    "compare": 3, "select": 3, "clamp": 1.5, "convert": 4, "bitcast-convert": 1.5,
-    "reduce-precision": 1, "broadcast": 3, "reshape": 3, "transpose": 2.5, "reverse": 1,
-    "slice": 2.5, "concatenate": 2, "pad": 2, "iota": 1.5, "constant": 2,
-    "dynamic-slice": 2, "dynamic-update-slice": 2, "tuple": 1, "get-tuple-element": 1,
-    "call": 1.5, "while": 2, "conditional": 1.5, "map": 1, "opt-barrier": 0.7,
-    "reduce": 4, "reduce-window": 2, "select-and-scatter": 1, "sort": 2, "gather": 2,
-    "scatter": 2, "dot": 4, "convolution": 2.5, "fft": 0.7, "cholesky": 0.5,
-    "triangular-solve": 0.7, "batch-norm-inference": 0.6, "batch-norm-training": 0.6,
-    "batch-norm-grad": 0.5, "topk": 0.8, "rng-bit-generator": 0.5, "stochastic-convert": 0.5,
-}
+#: Default relative weights of the opcodes the generator picks (op property
+#: ``generator-weight``; an elementwise op it does not list: 1 unary, 1.5 binary).
+DEFAULT_WEIGHTS: dict[str, float] = {**dict.fromkeys(UNARY, 1.0), **dict.fromkeys(BINARY, 1.5),
+                                     **values_of("generator-weight", float)}
 
 #: Opcodes hloref evaluates that XLA's HLO parser does not know (jaxlib 0.10.2): the
 #: generator makes them only when ``ops=`` names them.
