@@ -24,7 +24,7 @@ from .corpus import Seed
 from .mutation_graph import Editor
 from .mutations import MUTATIONS, MutationContext
 
-__all__ = ["Seed", "MutantStats", "mutants", "apply_mutation"]
+__all__ = ["Seed", "MutantStats", "mutants", "apply_mutation", "mutate_parsed"]
 
 
 @dataclass
@@ -48,7 +48,18 @@ def apply_mutation(draw, text: str, name: str, ctx: MutationContext,
                    stats: MutantStats | None = None) -> tuple[str, str | None]:
     """Apply mutation ``name`` to the module ``text``; ``(new text, description)``, or
     ``(text, None)`` when it did not apply or the verifier rejected the result."""
-    module = _parse(text)
+    new, desc, _ = mutate_parsed(draw, text, None, name, ctx, stats)
+    return new, desc
+
+
+def mutate_parsed(draw, text: str, module, name: str, ctx: MutationContext,
+                  stats: MutantStats | None = None):
+    """``apply_mutation`` on ``module``, the parsed ``text`` (``None``: parsed here), which
+    the mutation edits in place: ``(new text, description, verified module of the new
+    text)``. The module comes back ``None`` when the mutation did not apply (the text is
+    then the old one and its module must be parsed again), so a chain of mutations
+    parses each mutant once, its verification being the next mutation's start."""
+    module = module if module is not None else _parse(text)
     module.attrs.pop("entry_computation_layout", None)  # the signature may change
     ed = Editor(module)
     try:
@@ -57,21 +68,21 @@ def apply_mutation(draw, text: str, name: str, ctx: MutationContext,
         # a mutation that cannot build its instructions here (shape inference refused)
         if stats is not None:
             stats.invalid[name] += 1
-        return text, None
+        return text, None, None
     if desc is None:
         if stats is not None:
             stats.not_applicable[name] += 1
-        return text, None
+        return text, None, None
     new = module.to_text()
     try:
-        _parse(new)
+        verified = _parse(new)
     except HloError:
         if stats is not None:
             stats.invalid[name] += 1
-        return text, None
+        return text, None, None
     if stats is not None:
         stats.applied[name] += 1
-    return new, desc
+    return new, desc, verified
 
 
 def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=None,
@@ -123,7 +134,7 @@ def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=No
             ctx.donors = [seed_module(pool[k])]
         else:
             ctx.donors = []
-        text, done = seed.text, []
+        text, module, done = seed.text, None, []
         for _ in range(draw(st.integers(1 if max_mutations else 0, max_mutations))):
             r = draw(st.integers(0, sum(scale) - 1))
             acc = 0
@@ -131,10 +142,11 @@ def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=No
                 acc += w
                 if r < acc:
                     break
-            text, desc = apply_mutation(draw, text, name, ctx, stats)
+            text, desc, module = mutate_parsed(draw, text, module, name, ctx, stats)
             if desc:
                 done.append(f"{name}: {desc}")
-        module = _parse(text)
+        if module is None:
+            module = _parse(text)
         module.fuzz_hints = {}
         module.mutations = {"seed": seed.name, "mutations": done}
         return module

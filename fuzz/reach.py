@@ -6,7 +6,9 @@ generator:
 
 * ``mutate``: programs are mutants of the seed corpus (``fuzz/corpus.py``,
   ``fuzz/mutants.py``) instead of generated ones (``mix``: the share of generated
-  programs kept among them);
+  programs kept among them); seeds larger than ``cut_instructions`` are replaced by
+  cuts of them (``fuzz/seed_cuts.py``: a value and what it needs), which XLA compiles
+  and hloref judges in a fraction of the whole program's time;
 * ``probe_every``: one program in every N is compiled again with XLA's per-pass
   dump (``fuzz/pass_coverage.py``); the (pass, opcode) and (emitter, element type)
   pairs it reached are counted, and in a mutation campaign a mutant that reached a
@@ -34,7 +36,10 @@ from dataclasses import dataclass
 from .mutants import MutantStats, Seed, mutants
 from .pass_coverage import Coverage, load_coverage, probe
 
-__all__ = ["ReachOptions", "ReachState", "prepare", "summary"]
+__all__ = ["ReachOptions", "ReachState", "prepare", "summary", "CUT_FROM"]
+
+#: the largest programs seeds are cut from
+CUT_FROM = 5000
 
 
 @dataclass
@@ -50,6 +55,10 @@ class ReachOptions:
     target_pass: str | None = None
     max_mutations: int = 4
     max_seed_instructions: int = 150
+    #: seeds larger than this are replaced by cuts of at most this many instructions
+    #: (``fuzz/seed_cuts.py``); 0: no cuts, seeds above ``max_seed_instructions`` are
+    #: left out
+    cut_instructions: int = 40
 
 
 def _dir(out: str, *parts) -> str:
@@ -64,8 +73,17 @@ def prepare(reach: ReachOptions, out: str, types=None) -> dict:
     if not reach.mutate:
         return {}
     from .corpus import load_corpus
-    corpus = load_corpus(realistic=reach.realistic, examples=reach.examples, dirs=reach.corpus,
-                         types=types, max_instructions=reach.max_seed_instructions)
+    if reach.cut_instructions:
+        from .seed_cuts import cut_seeds
+        corpus = load_corpus(realistic=reach.realistic, examples=reach.examples,
+                             dirs=reach.corpus, types=None, max_instructions=CUT_FROM)
+        corpus.seeds, skipped = cut_seeds(corpus.seeds, max_instructions=reach.cut_instructions,
+                                          types=types)
+        corpus.skipped.update(skipped)
+    else:
+        corpus = load_corpus(realistic=reach.realistic, examples=reach.examples,
+                             dirs=reach.corpus, types=types,
+                             max_instructions=reach.max_seed_instructions)
     if not corpus.seeds:
         reasons = "; ".join(f"{k}: {v}" for k, v in corpus.skipped.items())
         raise ValueError(f"the seed corpus is empty ({reasons or 'no seeds found'})")
