@@ -397,9 +397,12 @@ def _nan_read_by_bits(module, values: dict) -> bool:
 
 
 def _maybe_non_associative(module, computation) -> bool:
-    """A reducer holding an op that is not associative, unless evaluating it shows it is
+    """A reducer holding an op that is not associative, or a ``convert`` or
+    ``reduce-precision`` (a sum rounded to bf16 or an f8 type at every step depends on
+    the order far beyond its parameters' rounding), unless evaluating it shows it is
     associative and commutative up to rounding all the same (``logaddexp`` subtracts,
     ``fuzz/reducers.py``)."""
-    return any(i.opcode in ("subtract", "divide", "power", "remainder", "atan2")
+    return any(i.opcode in ("subtract", "divide", "power", "remainder", "atan2", "convert",
+                            "reduce-precision")
                for i in computation.instructions) and not reorder_free(module, computation)
 

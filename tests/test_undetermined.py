@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -108,6 +109,49 @@ def test_a_non_associative_reducer_is_undetermined_on_xla_cpu(worker):
     assert abs(float(report.actual) - left) > 1.0 or abs(float(report.expected) - left) > 1.0
     assert report.verdict == "undetermined", report.summary()
     assert report.undetermined == "non-associative-reducer" and "%r" in report.message
+
+
+#: a mutant's reducer (a campaign's finding): each step of the sum rounded to f8e4m3fn
+NARROWING = """HloModule m
+
+r {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ca = f8e4m3fn[] convert(a)
+  cb = f8e4m3fn[] convert(b)
+  s = f8e4m3fn[] add(ca, cb)
+  ROOT w = f32[] convert(s)
+}
+
+ENTRY e {
+  x = f32[32,100] parameter(0)
+  i = f32[] parameter(1)
+  ROOT s = f32[32] reduce(x, i), dimensions={1}, to_apply=r
+}
+"""
+
+
+def test_a_reducer_rounding_to_a_narrower_type_is_undetermined_on_xla_cpu(worker):
+    x = np.exp(-np.abs(np.random.default_rng(3).standard_normal((32, 100)))).astype(np.float32)
+    report = diff(NARROWING, [x, np.float32(0)], worker=worker)
+    # by hand: the sums of a row in f8e4m3fn from the left and in pairs (a tree) differ
+    f8 = ml_dtypes.float8_e4m3fn
+
+    def left(row):
+        acc = f8(0)
+        for v in row:
+            acc = f8(float(acc) + float(f8(v)))
+        return float(acc)
+
+    def tree(row):
+        vals = [float(f8(v)) for v in row]
+        while len(vals) > 1:
+            vals = [float(f8(vals[k] + vals[k + 1])) if k + 1 < len(vals) else vals[k]
+                    for k in range(0, len(vals), 2)]
+        return vals[0]
+    assert any(left(r) != tree(r) for r in x)
+    assert report.verdict == "undetermined", report.summary()
+    assert report.undetermined == "non-associative-reducer" and "%s" in report.message
 
 
 RNG = """HloModule m
