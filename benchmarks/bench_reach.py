@@ -14,7 +14,7 @@ run one after the other, the second arm would see another machine). The arms:
 
 * ``generator``: the generator alone (``--types``);
 * ``mixed``: ``--mutate --mix 0.5``: half the programs generated, half mutants of the
-  seed corpus (``--realistic``, examples; seeds larger than 40 instructions replaced by
+  seed corpus (``--realistic``, examples; seeds larger than 16 instructions replaced by
   cuts of them), mutants that reach a new (pass, opcode) or (emitter, type) pair kept
   as seeds;
 * ``mutants``: ``--mutate --mix 0``, mutants only;

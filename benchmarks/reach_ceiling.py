@@ -11,7 +11,8 @@ and read the way a campaign's probes are (``fuzz/pass_coverage.py``): the passes
 changed it and its (pass, opcode) pairs. The dump's file names also name the pass that
 ran after each snapshot (``after_A.before_B``), so passes that ran without changing the
 module show up too (a lower bound of the passes that run: one never followed by a
-changing pass is not named). Prints the union over all programs, per program, and
+changing pass is not named); XLA's own log (``TF_CPP_VMODULE=hlo_pass_pipeline=1``)
+names every pass its pipelines run, changing or not. Prints the union over all programs, per program, and
 which passes one program alone reaches; ``--json`` writes every figure.
 """
 
@@ -20,7 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -56,6 +59,36 @@ def _ran(directory: str) -> set:
             if s.next_pass:
                 names.add(s.next_pass)
     return names
+
+
+_PASS_LINE = re.compile(r"\]\s+HLO pass (\S+)\s*$")
+_PIPELINE_LINE = re.compile(r"Running HLO pass pipeline on module \S+: (.*)$")
+
+
+def pipeline_passes(programs, timeout: float) -> tuple[list, list]:
+    """``(pass names, pipeline names)`` XLA:CPU runs when it compiles ``programs``, read
+    from its own log (``TF_CPP_VMODULE=hlo_pass_pipeline=1``: one line per pass run,
+    changing the module or not), in a subprocess."""
+    with tempfile.TemporaryDirectory(prefix="hloref-passes-") as d:
+        paths = []
+        for k, (_, text) in enumerate(programs):
+            paths.append(os.path.join(d, f"{k}.hlo"))
+            with open(paths[-1], "w", encoding="utf-8") as f:
+                f.write(text)
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="hlo_pass_pipeline=1")
+        code = ("import sys\nfrom hloref.fuzz.oracles.xla import compile_hlo\n"
+                "for p in sys.argv[1:]:\n    compile_hlo(open(p).read())\n")
+        proc = subprocess.run([sys.executable, "-c", code, *paths], env=env, timeout=timeout,
+                              capture_output=True, text=True)
+    passes, pipelines = set(), set()
+    for line in proc.stderr.splitlines():
+        m = _PASS_LINE.search(line)
+        if m:
+            passes.add(m.group(1))
+        m = _PIPELINE_LINE.search(line)
+        if m:
+            pipelines.add(m.group(1))
+    return sorted(passes), sorted(pipelines)
 
 
 def measure(programs, timeout: float) -> dict:
@@ -107,8 +140,12 @@ def main(argv=None) -> int:
     p.add_argument("--json")
     p.add_argument("--timeout", type=float, default=300.0)
     args = p.parse_args(argv)
-    r = measure(_programs(args), args.timeout)
+    programs = _programs(args)
+    r = measure(programs, args.timeout)
+    r["pipeline_passes"], r["pipelines"] = pipeline_passes(programs, args.timeout * 4)
     print(f"{r['programs']} programs compiled ({len(r['failed'])} failed)")
+    print(f"distinct passes XLA:CPU's pipelines ran on them (its log): "
+          f"{len(r['pipeline_passes'])}, in {len(r['pipelines'])} pipelines")
     print(f"passes that changed at least one program: {r['n_changing_passes']}")
     print(f"passes seen running (changing or named as the next pass): "
           f"{r['n_passes_seen_running']}")

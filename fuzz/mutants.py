@@ -29,15 +29,17 @@ __all__ = ["Seed", "MutantStats", "mutants", "apply_mutation", "mutate_parsed"]
 
 @dataclass
 class MutantStats:
-    """Mutations applied, not applicable, and rejected by the verifier, by name."""
+    """Mutations applied, not applicable, rejected by the verifier, and dropped for
+    making the mutant larger than ``MutationContext.max_instructions``, by name."""
 
     applied: Counter = field(default_factory=Counter)
     not_applicable: Counter = field(default_factory=Counter)
     invalid: Counter = field(default_factory=Counter)
+    too_large: Counter = field(default_factory=Counter)
 
     def to_json(self) -> dict:
         return {"applied": dict(self.applied), "not_applicable": dict(self.not_applicable),
-                "invalid": dict(self.invalid)}
+                "invalid": dict(self.invalid), "too_large": dict(self.too_large)}
 
 
 def _parse(text: str):
@@ -80,21 +82,30 @@ def mutate_parsed(draw, text: str, module, name: str, ctx: MutationContext,
         if stats is not None:
             stats.invalid[name] += 1
         return text, None, None
+    if ctx.max_instructions is not None and \
+            sum(len(c.instructions) for c in verified.computations.values()) > ctx.max_instructions:
+        if stats is not None:
+            stats.too_large[name] += 1
+        return text, None, None
     if stats is not None:
         stats.applied[name] += 1
     return new, desc, verified
 
 
 def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=None,
-            donors: bool = True, stats: MutantStats | None = None):
+            donors: bool = True, stats: MutantStats | None = None,
+            max_instructions: int | None = None, max_splice: int = 80):
     """Modules made by mutating ``seeds`` (a non-empty list of ``Seed``; the list as it
     is when the strategy is made: the campaign makes one per Hypothesis run, with the
     mutants that reached new passes added).
 
     ``kinds``: the mutations to use (default all of ``MUTATIONS``); ``weights``: name →
     relative weight; ``types``: element types a retype may pick; ``donors``: whether
-    ``splice`` may take subgraphs from the other seeds; ``stats``: counts what was
-    applied and rejected."""
+    ``splice`` may take subgraphs from the other seeds (of at most ``max_splice``
+    instructions); ``stats``: counts what was applied and rejected;
+    ``max_instructions``: a mutation that makes the mutant larger is dropped (XLA's
+    compile and hloref's judgement cost about the same per instruction, so the size of
+    the mutants sets a campaign's speed)."""
     if not seeds:
         raise InvalidArgument("mutants needs at least one seed")
     kinds = list(kinds or MUTATIONS)
@@ -109,7 +120,10 @@ def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=No
     scale = [max(0, int(round(10 * weights.get(k, 1.0)))) for k in kinds]
     if sum(scale) <= 0:
         raise InvalidArgument("every mutation has weight 0")
-    ctx = MutationContext(**({"types": tuple(types)} if types else {}))
+    if max_instructions is not None and max_instructions < 1:
+        raise InvalidArgument(f"max_instructions={max_instructions!r} must be >= 1")
+    ctx = MutationContext(**({"types": tuple(types)} if types else {}),
+                          max_splice=max_splice, max_instructions=max_instructions)
     parsed: dict = {}
 
     def seed_module(s: Seed):

@@ -8,7 +8,9 @@ generator:
   ``fuzz/mutants.py``) instead of generated ones (``mix``: the share of generated
   programs kept among them); seeds larger than ``cut_instructions`` are replaced by
   cuts of them (``fuzz/seed_cuts.py``: a value and what it needs), which XLA compiles
-  and hloref judges in a fraction of the whole program's time;
+  and hloref judges in a fraction of the whole program's time; mutants then stay
+  within twice that size (as do the mutants kept as seeds) and splices take at most
+  ``cut_instructions`` instructions;
 * ``probe_every``: one program in every N is compiled again with XLA's per-pass
   dump (``fuzz/pass_coverage.py``); the (pass, opcode) and (emitter, element type)
   pairs it reached are counted, and in a mutation campaign a mutant that reached a
@@ -58,7 +60,7 @@ class ReachOptions:
     #: seeds larger than this are replaced by cuts of at most this many instructions
     #: (``fuzz/seed_cuts.py``); 0: no cuts, seeds above ``max_seed_instructions`` are
     #: left out
-    cut_instructions: int = 40
+    cut_instructions: int = 16
 
 
 def _dir(out: str, *parts) -> str:
@@ -126,6 +128,9 @@ class ReachState:
         self.grown = 0
         self.count = 0
         self.path = _dir(out, "coverage", f"worker-{index}.json")
+        #: mutants kept as seeds are no larger than this
+        self.seed_limit = (min(reach.max_seed_instructions, 2 * reach.cut_instructions)
+                           if reach.cut_instructions else reach.max_seed_instructions)
         self._last_flush = 0.0
 
     def strategy(self, generated):
@@ -137,8 +142,11 @@ class ReachState:
 
         from .pass_patterns import mutation_weights
         weights = mutation_weights(self.reach.target_pass) if self.reach.target_pass else None
+        cut = self.reach.cut_instructions
         muts = mutants(self.seeds, max_mutations=self.reach.max_mutations, weights=weights,
-                       types=self.types, stats=self.mstats)
+                       types=self.types, stats=self.mstats,
+                       max_instructions=2 * cut if cut else None,
+                       max_splice=cut if cut else 80)
         mix = max(0.0, min(1.0, self.reach.mix))
         if mix <= 0.0:
             return muts
@@ -176,7 +184,7 @@ class ReachState:
             score = float(len(hits)) if target else float(len(new_pairs) + len(new_emitters))
             best = max(best, score)
             small = sum(len(c.instructions) for c in module.computations.values()) \
-                <= self.reach.max_seed_instructions
+                <= self.seed_limit
             if self.reach.mutate and small and (new_pairs or new_emitters or hits):
                 self.grown += 1
                 self.coverage.kept += 1
@@ -207,7 +215,7 @@ def summary(reach: ReachOptions, out: str, prepared: dict | None = None) -> dict
                     m = json.load(f).get("mutations", {})
             except (OSError, ValueError):
                 continue
-            for key in ("applied", "not_applicable", "invalid"):
+            for key in ("applied", "not_applicable", "invalid", "too_large"):
                 getattr(muts, key).update(m.get(key, {}))
     out_d = {"pass_coverage": cov.summary()}
     if reach.target_pass:

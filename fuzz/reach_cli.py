@@ -35,9 +35,9 @@ def add_reach_arguments(f) -> None:
     f.add_argument("--max-mutations", type=int, default=4, help="mutations per mutant (max)")
     f.add_argument("--max-seed-instructions", type=int, default=150,
                    help="seeds (and mutants kept as seeds) have at most this many instructions")
-    f.add_argument("--cut-seeds", type=int, default=40, metavar="N",
+    f.add_argument("--cut-seeds", type=int, default=16, metavar="N",
                    help="seeds larger than N instructions are replaced by cuts of them (a "
-                        "value and what it needs, at most N instructions; default 40); 0: "
+                        "value and what it needs, at most N instructions; default 16); 0: "
                         "no cuts, seeds above --max-seed-instructions are left out")
 
 
