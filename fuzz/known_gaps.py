@@ -13,7 +13,7 @@ import numpy as np
 from hloref.types import from_dtype
 
 from .known_record import OPERATION, SIGNATURE, Case, KnownClass
-from .reducers import reorder_free
+from .reducers import reorder_checkable, reorder_free
 from .window_order import same_under_another_order
 
 __all__ = ["RECORDS", "tf_nan_to_nanless", "non_identity_inits", "non_associative_reducers"]
@@ -397,12 +397,13 @@ def _nan_read_by_bits(module, values: dict) -> bool:
 
 
 def _maybe_non_associative(module, computation) -> bool:
-    """A reducer holding an op that is not associative, or a ``convert`` or
-    ``reduce-precision`` (a sum rounded to bf16 or an f8 type at every step depends on
-    the order far beyond its parameters' rounding), unless evaluating it shows it is
-    associative and commutative up to rounding all the same (``logaddexp`` subtracts,
-    ``fuzz/reducers.py``)."""
+    """A reducer that evaluating shows is not associative and commutative up to rounding
+    (``fuzz/reducers.py``: ``max(acc, 0) + x`` is not, nor is a sum rounded to bf16 at
+    every step; ``logaddexp``, which subtracts, is). A reducer that cannot be evaluated
+    on samples (variadic, complex) counts when it holds an op that is not associative,
+    a ``convert`` or a ``reduce-precision``."""
+    if reorder_checkable(computation):
+        return not reorder_free(module, computation)
     return any(i.opcode in ("subtract", "divide", "power", "remainder", "atan2", "convert",
                             "reduce-precision")
                for i in computation.instructions) and not reorder_free(module, computation)
-
