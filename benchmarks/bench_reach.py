@@ -8,8 +8,9 @@ run (issue #30).
 Each arm is one ``hloref fuzz`` campaign with the same seed, time and number of
 workers, every arm probing the same share of its programs for pass coverage
 (``--pass-coverage N``: one program in N is compiled again with XLA's per-pass dump).
-The arms run **at the same time**, each in its own subprocess, so that they share the
-machine's load (a shared machine's speed drifts by a factor of two within minutes;
+The arms run **at the same time**, each in its own subprocess (the arms without
+mutants start when the mutation arms' seed corpora are written, so that every clock
+starts together), so that they share the machine's load (a shared machine's speed drifts by a factor of two within minutes;
 run one after the other, the second arm would see another machine). The arms:
 
 * ``generator``: the generator alone (``--types``);
@@ -65,10 +66,26 @@ def run_arms(args, out: str) -> dict:
     procs = {}
     env = dict(os.environ, NUMBA_CACHE_DIR=os.environ.get(
         "NUMBA_CACHE_DIR", os.path.join(ROOT, ".numba_cache")))
-    for arm in args.arms:
+
+    def start(arm):
         log = open(os.path.join(out, f"{arm}.log"), "w", encoding="utf-8")
         procs[arm] = (subprocess.Popen(_command(arm, args, out), cwd=ROOT, env=env,
                                        stdout=log, stderr=subprocess.STDOUT), log)
+
+    # a mutation arm first prepares its seed corpus (a minute: lowering is cached, cutting
+    # is not) before its clock starts; the other arms start when every corpus is written
+    mutating = [a for a in args.arms if "--mutate" in ARMS[a]]
+    for arm in mutating:
+        start(arm)
+    t0 = time.time()
+    while mutating and time.time() - t0 < 900:
+        if all(os.path.exists(os.path.join(out, a, ".reach", "seeds", "index.json"))
+               or procs[a][0].poll() is not None for a in mutating):
+            break
+        time.sleep(0.5)
+    for arm in args.arms:
+        if arm not in procs:
+            start(arm)
     results = {}
     for arm, (proc, log) in procs.items():
         proc.wait()

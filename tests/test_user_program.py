@@ -41,6 +41,10 @@ REPRODUCES = {
 #: (finding, api) pairs whose program runs but does not reproduce, with why (measured);
 #: None: the program's own ``reason`` says it (the API lowers the op to other HLO).
 NOT_REACHED = {
+    ("constant-negative-zero-parsed-as-positive", "jax"):
+        "jax.jit compiles StableHLO, never HLO text: the -0 constant keeps its sign",
+    ("constant-negative-zero-parsed-as-positive", "tf"):
+        "TF hands XLA an HloModuleProto, never HLO text: the -0 constant keeps its sign",
     ("acos-f8e3m4-iota-out-of-domain-inf", "jax"): None,
     ("asin-acos-of-integer-never-nan", "jax"): None,
     ("atanh-f4e2m1fn-constant-folding", "jax"): None,
