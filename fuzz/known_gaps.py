@@ -14,7 +14,7 @@ from hloref.op_properties import opcodes_with, values_of
 from hloref.types import from_dtype
 
 from .known_record import OPERATION, SIGNATURE, Case, KnownClass
-from .reducers import reorder_free
+from .reducers import reorder_checkable, reorder_free
 from .window_order import same_under_another_order
 
 __all__ = ["RECORDS", "tf_nan_to_nanless", "non_identity_inits", "non_associative_reducers"]
@@ -398,9 +398,12 @@ def _nan_read_by_bits(module, values: dict) -> bool:
 
 
 def _maybe_non_associative(module, computation) -> bool:
-    """A reducer holding an op that is not associative, unless evaluating it shows it is
-    associative and commutative up to rounding all the same (``logaddexp`` subtracts,
-    ``fuzz/reducers.py``)."""
+    """A reducer that evaluating shows is not associative and commutative up to rounding
+    (``fuzz/reducers.py``: ``max(acc, 0) + x`` is not, nor is a sum rounded to bf16 at
+    every step; ``logaddexp``, which subtracts, is). A reducer that cannot be evaluated
+    on samples (variadic, complex) counts when it holds an op that is not associative,
+    a ``convert`` or a ``reduce-precision``."""
+    if reorder_checkable(computation):
+        return not reorder_free(module, computation)
     return any(i.opcode in opcodes_with("not-associative")
                for i in computation.instructions) and not reorder_free(module, computation)
-

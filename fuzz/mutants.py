@@ -24,20 +24,22 @@ from .corpus import Seed
 from .mutation_graph import Editor
 from .mutations import MUTATIONS, MutationContext
 
-__all__ = ["Seed", "MutantStats", "mutants", "apply_mutation"]
+__all__ = ["Seed", "MutantStats", "mutants", "apply_mutation", "mutate_parsed"]
 
 
 @dataclass
 class MutantStats:
-    """Mutations applied, not applicable, and rejected by the verifier, by name."""
+    """Mutations applied, not applicable, rejected by the verifier, and dropped for
+    making the mutant larger than ``MutationContext.max_instructions``, by name."""
 
     applied: Counter = field(default_factory=Counter)
     not_applicable: Counter = field(default_factory=Counter)
     invalid: Counter = field(default_factory=Counter)
+    too_large: Counter = field(default_factory=Counter)
 
     def to_json(self) -> dict:
         return {"applied": dict(self.applied), "not_applicable": dict(self.not_applicable),
-                "invalid": dict(self.invalid)}
+                "invalid": dict(self.invalid), "too_large": dict(self.too_large)}
 
 
 def _parse(text: str):
@@ -48,7 +50,18 @@ def apply_mutation(draw, text: str, name: str, ctx: MutationContext,
                    stats: MutantStats | None = None) -> tuple[str, str | None]:
     """Apply mutation ``name`` to the module ``text``; ``(new text, description)``, or
     ``(text, None)`` when it did not apply or the verifier rejected the result."""
-    module = _parse(text)
+    new, desc, _ = mutate_parsed(draw, text, None, name, ctx, stats)
+    return new, desc
+
+
+def mutate_parsed(draw, text: str, module, name: str, ctx: MutationContext,
+                  stats: MutantStats | None = None):
+    """``apply_mutation`` on ``module``, the parsed ``text`` (``None``: parsed here), which
+    the mutation edits in place: ``(new text, description, verified module of the new
+    text)``. The module comes back ``None`` when the mutation did not apply (the text is
+    then the old one and its module must be parsed again), so a chain of mutations
+    parses each mutant once, its verification being the next mutation's start."""
+    module = module if module is not None else _parse(text)
     module.attrs.pop("entry_computation_layout", None)  # the signature may change
     ed = Editor(module)
     try:
@@ -57,33 +70,42 @@ def apply_mutation(draw, text: str, name: str, ctx: MutationContext,
         # a mutation that cannot build its instructions here (shape inference refused)
         if stats is not None:
             stats.invalid[name] += 1
-        return text, None
+        return text, None, None
     if desc is None:
         if stats is not None:
             stats.not_applicable[name] += 1
-        return text, None
+        return text, None, None
     new = module.to_text()
     try:
-        _parse(new)
+        verified = _parse(new)
     except HloError:
         if stats is not None:
             stats.invalid[name] += 1
-        return text, None
+        return text, None, None
+    if ctx.max_instructions is not None and \
+            sum(len(c.instructions) for c in verified.computations.values()) > ctx.max_instructions:
+        if stats is not None:
+            stats.too_large[name] += 1
+        return text, None, None
     if stats is not None:
         stats.applied[name] += 1
-    return new, desc
+    return new, desc, verified
 
 
 def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=None,
-            donors: bool = True, stats: MutantStats | None = None):
+            donors: bool = True, stats: MutantStats | None = None,
+            max_instructions: int | None = None, max_splice: int = 80):
     """Modules made by mutating ``seeds`` (a non-empty list of ``Seed``; the list as it
     is when the strategy is made: the campaign makes one per Hypothesis run, with the
     mutants that reached new passes added).
 
     ``kinds``: the mutations to use (default all of ``MUTATIONS``); ``weights``: name →
     relative weight; ``types``: element types a retype may pick; ``donors``: whether
-    ``splice`` may take subgraphs from the other seeds; ``stats``: counts what was
-    applied and rejected."""
+    ``splice`` may take subgraphs from the other seeds (of at most ``max_splice``
+    instructions); ``stats``: counts what was applied and rejected;
+    ``max_instructions``: a mutation that makes the mutant larger is dropped (XLA's
+    compile and hloref's judgement cost about the same per instruction, so the size of
+    the mutants sets a campaign's speed)."""
     if not seeds:
         raise InvalidArgument("mutants needs at least one seed")
     kinds = list(kinds or MUTATIONS)
@@ -98,7 +120,10 @@ def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=No
     scale = [max(0, int(round(10 * weights.get(k, 1.0)))) for k in kinds]
     if sum(scale) <= 0:
         raise InvalidArgument("every mutation has weight 0")
-    ctx = MutationContext(**({"types": tuple(types)} if types else {}))
+    if max_instructions is not None and max_instructions < 1:
+        raise InvalidArgument(f"max_instructions={max_instructions!r} must be >= 1")
+    ctx = MutationContext(**({"types": tuple(types)} if types else {}),
+                          max_splice=max_splice, max_instructions=max_instructions)
     parsed: dict = {}
 
     def seed_module(s: Seed):
@@ -123,7 +148,7 @@ def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=No
             ctx.donors = [seed_module(pool[k])]
         else:
             ctx.donors = []
-        text, done = seed.text, []
+        text, module, done = seed.text, None, []
         for _ in range(draw(st.integers(1 if max_mutations else 0, max_mutations))):
             r = draw(st.integers(0, sum(scale) - 1))
             acc = 0
@@ -131,10 +156,11 @@ def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=No
                 acc += w
                 if r < acc:
                     break
-            text, desc = apply_mutation(draw, text, name, ctx, stats)
+            text, desc, module = mutate_parsed(draw, text, module, name, ctx, stats)
             if desc:
                 done.append(f"{name}: {desc}")
-        module = _parse(text)
+        if module is None:
+            module = _parse(text)
         module.fuzz_hints = {}
         module.mutations = {"seed": seed.name, "mutations": done}
         return module

@@ -17,11 +17,15 @@ INT_TARGETS = ("s32", "s8", "s16", "s64", "u32", "u8")
 @dataclass
 class MutationContext:
     """What mutations may use: the element types retypes may pick, other seeds to
-    splice from (parsed modules), the largest number of elements a new value has."""
+    splice from (parsed modules), the largest number of elements a new value has, the
+    largest subgraph a splice takes, and the largest mutant (instructions, all
+    computations; a mutation that makes it larger is dropped)."""
 
     types: tuple = FLOAT_TARGETS + INT_TARGETS
     donors: list = field(default_factory=list)
     max_elements: int = 1 << 16
+    max_splice: int = 80
+    max_instructions: int | None = None
 
 
 def pick(draw, items):

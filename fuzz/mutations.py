@@ -443,7 +443,7 @@ def splice(draw, ed: Editor, ctx: MutationContext):
             need.add(id(i))
             todo += i.operands
     part = [i for i in dentry.instructions if id(i) in need]
-    if len(part) > 80:
+    if len(part) > ctx.max_splice:
         return None
     renamed: dict = {}
     for i in part:

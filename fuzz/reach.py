@@ -6,7 +6,11 @@ generator:
 
 * ``mutate``: programs are mutants of the seed corpus (``fuzz/corpus.py``,
   ``fuzz/mutants.py``) instead of generated ones (``mix``: the share of generated
-  programs kept among them);
+  programs kept among them); seeds larger than ``cut_instructions`` are replaced by
+  cuts of them (``fuzz/seed_cuts.py``: a value and what it needs), which XLA compiles
+  and hloref judges in a fraction of the whole program's time; mutants then stay
+  within twice that size (as do the mutants kept as seeds) and splices take at most
+  ``cut_instructions`` instructions;
 * ``probe_every``: one program in every N is compiled again with XLA's per-pass
   dump (``fuzz/pass_coverage.py``); the (pass, opcode) and (emitter, element type)
   pairs it reached are counted, and in a mutation campaign a mutant that reached a
@@ -34,7 +38,10 @@ from dataclasses import dataclass
 from .mutants import MutantStats, Seed, mutants
 from .pass_coverage import Coverage, load_coverage, probe
 
-__all__ = ["ReachOptions", "ReachState", "prepare", "summary"]
+__all__ = ["ReachOptions", "ReachState", "prepare", "summary", "CUT_FROM"]
+
+#: the largest programs seeds are cut from
+CUT_FROM = 5000
 
 
 @dataclass
@@ -50,6 +57,10 @@ class ReachOptions:
     target_pass: str | None = None
     max_mutations: int = 4
     max_seed_instructions: int = 150
+    #: seeds larger than this are replaced by cuts of at most this many instructions
+    #: (``fuzz/seed_cuts.py``); 0: no cuts, seeds above ``max_seed_instructions`` are
+    #: left out
+    cut_instructions: int = 16
 
 
 def _dir(out: str, *parts) -> str:
@@ -64,8 +75,17 @@ def prepare(reach: ReachOptions, out: str, types=None) -> dict:
     if not reach.mutate:
         return {}
     from .corpus import load_corpus
-    corpus = load_corpus(realistic=reach.realistic, examples=reach.examples, dirs=reach.corpus,
-                         types=types, max_instructions=reach.max_seed_instructions)
+    if reach.cut_instructions:
+        from .seed_cuts import cut_seeds
+        corpus = load_corpus(realistic=reach.realistic, examples=reach.examples,
+                             dirs=reach.corpus, types=None, max_instructions=CUT_FROM)
+        corpus.seeds, skipped = cut_seeds(corpus.seeds, max_instructions=reach.cut_instructions,
+                                          types=types)
+        corpus.skipped.update(skipped)
+    else:
+        corpus = load_corpus(realistic=reach.realistic, examples=reach.examples,
+                             dirs=reach.corpus, types=types,
+                             max_instructions=reach.max_seed_instructions)
     if not corpus.seeds:
         reasons = "; ".join(f"{k}: {v}" for k, v in corpus.skipped.items())
         raise ValueError(f"the seed corpus is empty ({reasons or 'no seeds found'})")
@@ -108,6 +128,9 @@ class ReachState:
         self.grown = 0
         self.count = 0
         self.path = _dir(out, "coverage", f"worker-{index}.json")
+        #: mutants kept as seeds are no larger than this
+        self.seed_limit = (min(reach.max_seed_instructions, 2 * reach.cut_instructions)
+                           if reach.cut_instructions else reach.max_seed_instructions)
         self._last_flush = 0.0
 
     def strategy(self, generated):
@@ -119,8 +142,11 @@ class ReachState:
 
         from .pass_patterns import mutation_weights
         weights = mutation_weights(self.reach.target_pass) if self.reach.target_pass else None
+        cut = self.reach.cut_instructions
         muts = mutants(self.seeds, max_mutations=self.reach.max_mutations, weights=weights,
-                       types=self.types, stats=self.mstats)
+                       types=self.types, stats=self.mstats,
+                       max_instructions=2 * cut if cut else None,
+                       max_splice=cut if cut else 80)
         mix = max(0.0, min(1.0, self.reach.mix))
         if mix <= 0.0:
             return muts
@@ -158,7 +184,7 @@ class ReachState:
             score = float(len(hits)) if target else float(len(new_pairs) + len(new_emitters))
             best = max(best, score)
             small = sum(len(c.instructions) for c in module.computations.values()) \
-                <= self.reach.max_seed_instructions
+                <= self.seed_limit
             if self.reach.mutate and small and (new_pairs or new_emitters or hits):
                 self.grown += 1
                 self.coverage.kept += 1
@@ -189,7 +215,7 @@ def summary(reach: ReachOptions, out: str, prepared: dict | None = None) -> dict
                     m = json.load(f).get("mutations", {})
             except (OSError, ValueError):
                 continue
-            for key in ("applied", "not_applicable", "invalid"):
+            for key in ("applied", "not_applicable", "invalid", "too_large"):
                 getattr(muts, key).update(m.get(key, {}))
     out_d = {"pass_coverage": cov.summary()}
     if reach.target_pass:

@@ -35,6 +35,10 @@ def add_reach_arguments(f) -> None:
     f.add_argument("--max-mutations", type=int, default=4, help="mutations per mutant (max)")
     f.add_argument("--max-seed-instructions", type=int, default=150,
                    help="seeds (and mutants kept as seeds) have at most this many instructions")
+    f.add_argument("--cut-seeds", type=int, default=16, metavar="N",
+                   help="seeds larger than N instructions are replaced by cuts of them (a "
+                        "value and what it needs, at most N instructions; default 16); 0: "
+                        "no cuts, seeds above --max-seed-instructions are left out")
 
 
 def reach_options(args, ops):
@@ -69,8 +73,11 @@ def reach_options(args, ops):
         raise CliError("--max-mutations must be >= 0")
     if args.max_seed_instructions < 1:
         raise CliError("--max-seed-instructions must be >= 1")
+    if args.cut_seeds < 0:
+        raise CliError("--cut-seeds must be >= 0")
     return types, ops, ReachOptions(mutate=mutate, corpus=tuple(args.corpus),
                                     realistic=args.realistic, mix=args.mix, probe_every=probe,
                                     target_pass=args.target_pass,
                                     max_mutations=args.max_mutations,
-                                    max_seed_instructions=args.max_seed_instructions)
+                                    max_seed_instructions=args.max_seed_instructions,
+                                    cut_instructions=args.cut_seeds)

@@ -27,7 +27,7 @@ import numpy as np
 from hloref.ir import Computation, Module
 from hloref.shapes import ArrayShape
 
-__all__ = ["reorder_free", "TOLERANCE_EPS"]
+__all__ = ["reorder_free", "reorder_checkable", "TOLERANCE_EPS"]
 
 #: Allowed difference between two orders of three elements, in epsilons of the element
 #: type times (|a| + |b| + |c| + |each result|): a few roundings per application, each
@@ -79,21 +79,36 @@ def reorder_free(module: Module, computation: Computation) -> bool:
     return result
 
 
-def _reorder_free(module: Module, computation: Computation) -> bool:
+def reorder_checkable(computation: Computation) -> bool:
+    """True when ``reorder_free`` can test ``computation`` by evaluating it: a reducer of
+    two scalars of one real element type numpy holds, giving one such scalar (for any
+    other, ``reorder_free`` says False without knowing)."""
+    return _scalar_type(computation) is not None
+
+
+def _scalar_type(computation: Computation):
     params, root = computation.parameters, computation.root
     if len(params) != 2 or root is None:
-        return False
+        return None
     shapes = [p.shape for p in params] + [root.shape]
     if not all(isinstance(s, ArrayShape) and s.rank == 0 for s in shapes) or \
             len({s.element_type for s in shapes}) != 1:
-        return False
+        return None
     et = shapes[0].element_type
     if et.is_complex:
-        return False
+        return None
     try:
-        dtype = np.dtype(et.dtype)
+        np.dtype(et.dtype)
     except TypeError:
+        return None
+    return et
+
+
+def _reorder_free(module: Module, computation: Computation) -> bool:
+    et = _scalar_type(computation)
+    if et is None:
         return False
+    dtype = np.dtype(et.dtype)
     from hloref.evaluator.interpreter import Interpreter
     interp = Interpreter(module)
     is_float = et.is_float

@@ -230,8 +230,10 @@ add=0 or=0 xor=0 multiply=1 and=1 maximum=-inf minimum=inf
 
 [not-associative] an op that makes a reducer holding it non-associative (or
 | non-commutative): XLA may reassociate a reduction, so the result depends on the order
-| (known_gaps: reducer-order), unless evaluating the reducer shows otherwise
-subtract divide power remainder atan2
+| (known_gaps: reducer-order), unless evaluating the reducer shows otherwise; convert and
+| reduce-precision round the running value at every step, so the sum of a reducer that
+| holds one depends on the order too
+subtract divide power remainder atan2 convert reduce-precision
 
 # --- known classes (fuzz/known_gaps.py, fuzz/known_bugs.py)
 [tf-fast-min-max] TensorFlow 2.21's XLA computes these with fast min/max that does not

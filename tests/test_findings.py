@@ -127,7 +127,7 @@ def test_findings_still_reproduce():
     pytest.importorskip("jax")
     from hloref.fuzz.campaign import replay
     results = replay([str(ROOT), str(KNOWN / "xla-cpu-jaxlib-0.10.2")])
-    assert len(results) == 26
+    assert len(results) == 27
     # a finding seen only on some processors may not reproduce on a host without its
     # CPU flags (finding.json: host_cpu_flags); everywhere else a miss is a fix
     not_reproducing = [r["path"] for r in results if not r["reproduces"] and not r["host_lacks"]]

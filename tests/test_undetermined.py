@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -108,6 +109,82 @@ def test_a_non_associative_reducer_is_undetermined_on_xla_cpu(worker):
     assert abs(float(report.actual) - left) > 1.0 or abs(float(report.expected) - left) > 1.0
     assert report.verdict == "undetermined", report.summary()
     assert report.undetermined == "non-associative-reducer" and "%r" in report.message
+
+
+#: a mutant's reducer (a campaign's finding): each step of the sum rounded to f8e4m3fn
+NARROWING = """HloModule m
+
+r {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ca = f8e4m3fn[] convert(a)
+  cb = f8e4m3fn[] convert(b)
+  s = f8e4m3fn[] add(ca, cb)
+  ROOT w = f32[] convert(s)
+}
+
+ENTRY e {
+  x = f32[32,100] parameter(0)
+  i = f32[] parameter(1)
+  ROOT s = f32[32] reduce(x, i), dimensions={1}, to_apply=r
+}
+"""
+
+
+#: a mutant's reducer (a campaign's finding): a ReLU on the accumulator, then add
+RELU_ACC = """HloModule m
+
+r {
+  a = f32[] parameter(0)
+  z = f32[] constant(-0)
+  m = f32[] maximum(a, z)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(m, b)
+}
+
+ENTRY e {
+  x = f32[12,200] parameter(0)
+  i = f32[] parameter(1)
+  ROOT s = f32[12] reduce(x, i), dimensions={1}, to_apply=r
+}
+"""
+
+
+def _f8_add(a, b):
+    f8 = ml_dtypes.float8_e4m3fn
+    return float(f8(float(f8(a)) + float(f8(b))))
+
+
+def _relu_add(a, b):
+    return max(a, 0.0) + b
+
+
+@pytest.mark.parametrize("module,r,shape", [(NARROWING, _f8_add, (32, 100)),
+                                            (RELU_ACC, _relu_add, (12, 200))],
+                         ids=["rounds-to-f8e4m3fn", "relu-of-the-accumulator"])
+def test_a_reducer_that_is_not_associative_is_undetermined_on_xla_cpu(worker, module, r,
+                                                                        shape):
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    if r is _f8_add:
+        x = np.exp(-np.abs(x)).astype(np.float32)
+    report = diff(module, [x, np.float32(0)], worker=worker)
+
+    # by hand: the reduction of a row from the left and in pairs (a tree) differ
+    def left(row):
+        acc = 0.0
+        for v in row:
+            acc = r(acc, float(v))
+        return acc
+
+    def tree(row):
+        vals = [r(0.0, float(v)) for v in row]
+        while len(vals) > 1:
+            vals = [r(vals[k], vals[k + 1]) if k + 1 < len(vals) else vals[k]
+                    for k in range(0, len(vals), 2)]
+        return vals[0]
+    assert any(abs(left(row) - tree(row)) > 1e-3 for row in x)
+    assert report.verdict == "undetermined", report.summary()
+    assert report.undetermined == "non-associative-reducer" and "%s" in report.message
 
 
 RNG = """HloModule m
