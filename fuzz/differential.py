@@ -41,7 +41,7 @@ from .compare import Verdict, accumulation_atol, compare_values, differs
 from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_atol, expander_atol
 from .known_classes import BY_NAME, Case, known_class
 from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, confirmed, sample
-from .perturb import flushed_terms
+from .accumulation import flushed_terms
 from .vocabulary import oracle_label, verdict_meaning
 from .workers import OracleResult, OracleWorker
 

@@ -11,7 +11,7 @@ type's ULP budget (``compare.DTYPE_ULPS``, the final rounding); where the runs
 cluster on at most three values (a coarse grid: bf16 gradients, f8 values), the
 sampled range itself is extended by ``widen`` times the deviation on each side.
 
-The runs come from ``perturb.sample``; the freedoms and the sampling policy are in
+The runs come from ``sampling.sample``; the freedoms and the sampling policy are in
 ``freedoms``.
 """
 
@@ -30,7 +30,9 @@ from hloref.types import ElementType
 from .compare import DTYPE_ULPS, largest_finite, smallest_normal
 from .compare import leaves as _leaves
 from .freedoms import EnvelopePolicy, Freedoms
-from .perturb import Perturber, Sampled, float_type, is_narrow, program_computations, sample, ulp_at
+from .perturb import Perturber, program_computations
+from .rounding import float_type, is_narrow, ulp_at
+from .sampling import Sampled, sample
 
 __all__ = ["Freedoms", "EnvelopePolicy", "Envelope", "EnvelopeVerdict", "Perturber", "Sampled",
            "sample", "envelope_of", "program_computations", "confirmed", "MARGINAL_WIDTHS"]
