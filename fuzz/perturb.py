@@ -42,9 +42,8 @@ integer result that differs between samples is allowed its sampled range.
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 from collections import defaultdict
+from functools import lru_cache
 
 import ml_dtypes
 import numpy as np
@@ -520,16 +519,18 @@ class Perturber:
             self._modes[key] = mode
         return mode
 
-    # -- the three kinds of perturbation -------------------------------------
-def _schedule(seed: int, comp: str, instr: str, runs: int) -> list:
-    """The shuffled modes of one instruction over ``runs`` runs (see ``_mode``)."""
+
+@lru_cache(maxsize=1 << 16)
+def _schedule(seed: int, comp: str, instr: str, runs: int) -> tuple:
+    """The shuffled modes of one instruction over ``runs`` runs (see ``_mode``); the same
+    for every run of a sampling, so computed once (not once per run)."""
     import zlib
     key = zlib.crc32(f"{comp}\x00{instr}".encode())
     rng = np.random.default_rng([seed, key])
     quarter = max(1, runs // 4)
     plan = [1.0] * quarter + [-1.0] * quarter + [None] * max(0, runs - 2 * quarter)
     rng.shuffle(plan)
-    return plan
+    return tuple(plan)
 
 
 def _daz_plans(seed: int, comp: Computation, runs: int) -> dict:
