@@ -3,7 +3,7 @@ training step (tests/realistic_programs.py, ``transformer_train_large``), with a
 without the envelope, measured in the same run.
 
     python benchmarks/bench_envelope.py [--repeat 5] [--program NAME] [--samples N]
-                                        [--no-diff]
+                                        [--no-diff] [--hlo FILE]
 
 Prints the median seconds of one hloref evaluation and of the envelope (the nominal
 run plus ``samples`` perturbed runs, then the envelope built from them), in CPU
@@ -39,6 +39,9 @@ def main(argv=None) -> int:
     parser.add_argument("--program", default="transformer_train_large")
     parser.add_argument("--samples", type=int, default=None)
     parser.add_argument("--no-diff", action="store_true", help="skip the diffs against XLA")
+    parser.add_argument("--hlo", help="an HLO module file instead of a realistic program "
+                        "(inputs: seeded standard normal values; implies --no-diff), e.g. "
+                        "benchmarks/layer_norm_bf16_big.hlo, an output-dominated case")
     args = parser.parse_args(argv)
 
     import realistic_programs as rp
@@ -52,13 +55,22 @@ def main(argv=None) -> int:
     from hloref.fuzz.envelope import Envelope, EnvelopePolicy, sample
     from hloref.fuzz.workers import OracleWorker
 
-    out = tempfile.mkdtemp(prefix="hloref-bench-envelope-")
-    m = rp.materialize(rp.PROGRAMS[args.program](), out, dump=False)
-    text = open(m.module, encoding="utf-8").read()
-    module = hloref.parse(text)
+    if args.hlo:
+        import numpy as np
+        text = open(args.hlo, encoding="utf-8").read()
+        module = hloref.parse(text)
+        rng = np.random.default_rng(0)
+        values = [rng.standard_normal(tuple(p.shape.dims)).astype(p.shape.element_type.dtype)
+                  for p in module.entry.parameters]
+        args.program, args.no_diff = os.path.basename(args.hlo), True
+    else:
+        out = tempfile.mkdtemp(prefix="hloref-bench-envelope-")
+        m = rp.materialize(rp.PROGRAMS[args.program](), out, dump=False)
+        text = open(m.module, encoding="utf-8").read()
+        module = hloref.parse(text)
+        values = unflatten_arguments(read_npz(m.inputs),
+                                     [p.shape for p in module.entry.parameters])
     n_instr = rp.count_instructions(text)
-    values = unflatten_arguments(read_npz(m.inputs),
-                                 [p.shape for p in module.entry.parameters])
     values = [coerce_argument(v, p.shape, "argument") for v, p in
               zip(values, module.entry.parameters)]
     policy = EnvelopePolicy(**({"samples": args.samples} if args.samples else {}))
