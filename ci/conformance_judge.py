@@ -292,13 +292,13 @@ def judge_sort_ties(module, args, expected, limits):
 def judge_devices(module, args, expected, ours, eval_seconds: float, limits) -> dict:
     """``judge`` for a module on N > 1 devices: the N per-device values together, within
     the ULP floor, else inside the envelope of the whole program (every simulated
-    device's interpreter perturbed, ``fuzz.perturb.sample_program``), as ``hloref.jax``
+    device's interpreter perturbed, ``fuzz.sampling.sample_program``), as ``hloref.jax``
     judges shard_map/pmap programs. No known-gap classification (single-device gaps)."""
     import hloref
     from hloref.fuzz.compare import compare_values
     from hloref.fuzz.envelope import Envelope
     from hloref.fuzz.freedoms import EnvelopePolicy
-    from hloref.fuzz.perturb import sample_program
+    from hloref.fuzz.sampling import sample_program
     theirs, mine = tuple(expected), tuple(ours)
     plain = compare_values(theirs, mine)
     if plain.ok:

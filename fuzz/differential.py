@@ -44,7 +44,7 @@ from .error_bounds import COMPLEX_FORMULA_OPS, EXPANDED_OPS, complex_formula_ato
 from .known_classes import BY_NAME, Case, known_class
 from .isolation import isolated_module
 from .envelope import Envelope, EnvelopePolicy, EnvelopeVerdict, confirmed, sample
-from .perturb import flushed_terms
+from .accumulation import flushed_terms
 from .vocabulary import oracle_label, verdict_meaning
 from .workers import OracleResult, OracleWorker
 

@@ -11,7 +11,7 @@ type's ULP budget (``compare.DTYPE_ULPS``, the final rounding); where the runs
 cluster on at most three values (a coarse grid: bf16 gradients, f8 values), the
 sampled range itself is extended by ``widen`` times the deviation on each side.
 
-The runs come from ``perturb.sample``; the freedoms and the sampling policy are in
+The runs come from ``sampling.sample``; the freedoms and the sampling policy are in
 ``freedoms``.
 """
 
@@ -30,7 +30,9 @@ from hloref.types import ElementType
 from .compare import DTYPE_ULPS, largest_finite, smallest_normal
 from .compare import leaves as _leaves
 from .freedoms import EnvelopePolicy, Freedoms
-from .perturb import Perturber, Sampled, float_type, is_narrow, program_computations, sample, ulp_at
+from .perturb import Perturber, program_computations
+from .rounding import float_type, is_narrow, ulp_at
+from .sampling import Sampled, sample
 
 __all__ = ["Freedoms", "EnvelopePolicy", "Envelope", "EnvelopeVerdict", "Perturber", "Sampled",
            "sample", "envelope_of", "program_computations", "confirmed", "MARGINAL_WIDTHS"]
@@ -126,8 +128,8 @@ class Envelope:
                     raise HloEvalError(f"envelope: a perturbed run gave output {list(path)} "
                                        f"the shape {list(v.shape)}, the nominal run "
                                        f"{list(nom.shape)} (an hloref bug)")
-            self.leaves[path] = leaf = _make_leaf(nom, values, policy,
-                                                  overflow_reachable=peak >= OVERFLOW_REACH)
+            self.leaves[path] = leaf = _built_leaf(nom, values, policy,
+                                                   overflow_reachable=peak >= OVERFLOW_REACH)
             if leaf.et is not None and not leaf.et.is_complex:
                 leaf.grid = _common_grid([nom] + values, leaf.et, grids)
 
@@ -221,11 +223,11 @@ def _on_grid(x: np.ndarray, t: ElementType) -> np.ndarray:
 def _common_grid(values: list, et: ElementType, grids: list) -> ElementType | None:
     """The narrowest of ``grids`` (narrower than ``et``) holding every value, if the
     values are not all trivially representable (small integers, zeros)."""
-    xs = [v.astype(np.float64) for v in values]
     for t in grids:
         if t.float_format.mantissa_bits >= et.float_format.mantissa_bits or t.bits >= et.bits:
             continue
-        if all(np.all(_on_grid(x, t)) for x in xs):
+        # one value widened at a time (not all runs at once: 8 bytes per element each)
+        if all(np.all(_on_grid(v.astype(np.float64), t)) for v in values):
             return t
     return None
 
@@ -233,6 +235,35 @@ def _common_grid(values: list, et: ElementType, grids: list) -> ElementType | No
 #: a program some of whose values came within this fraction of their type's largest
 #: finite value (2^-8) may overflow in an order or rounding its runs did not take
 OVERFLOW_REACH = 2.0 ** -8
+
+
+#: Elements per piece in which a large output's envelope is built: every step of
+#: ``_make_leaf`` is element by element, and its temporaries (the runs stacked in f64,
+#: sorted, their gaps: ``_ENVELOPE_BYTES_PER_RUN``) then stay this small.
+_BUILD_CHUNK = 1 << 15
+
+
+def _built_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy, *,
+                overflow_reachable: bool = False) -> _Leaf:
+    """``_make_leaf``, in pieces of ``_BUILD_CHUNK`` elements for a large output."""
+    if nom.size <= _BUILD_CHUNK:
+        return _make_leaf(nom, values, policy, overflow_reachable=overflow_reachable)
+    flat, runs = nom.reshape(-1), [v.reshape(-1) for v in values]
+    fields = ("lo", "hi", "nan_ok", "inf_ok")
+    out: dict = {}
+    for i in range(0, nom.size, _BUILD_CHUNK):
+        part = _make_leaf(flat[i:i + _BUILD_CHUNK], [v[i:i + _BUILD_CHUNK] for v in runs],
+                          policy, overflow_reachable=overflow_reachable)
+        for f in fields:
+            piece = getattr(part, f)
+            if piece is None:
+                continue
+            if f not in out:  # filled piece by piece: no second copy to concatenate
+                out[f] = np.empty(nom.size, piece.dtype)
+            out[f][i:i + piece.size] = piece
+    shaped = {f: out[f].reshape(nom.shape) if f in out else None for f in fields}
+    return _Leaf(nom, shaped["lo"], shaped["hi"], shaped["nan_ok"], part.et,
+                 inf_ok=shaped["inf_ok"])
 
 
 def _make_leaf(nom: np.ndarray, values: list, policy: EnvelopePolicy, *,

@@ -17,6 +17,7 @@ import re
 import numpy as np
 
 from hloref.ir import Instruction
+from hloref.op_properties import opcodes_with
 from hloref.opcodes import EXPANDED
 from hloref.shapes import ArrayShape, TupleShape, flatten_shape
 from hloref.types import ElementType
@@ -188,7 +189,7 @@ def triangular_solve_atol(a: np.ndarray, x: np.ndarray, *, left_side, lower, uni
 
 
 #: Complex transcendentals XLA:CPU builds from real formulas (elementwise_ir_emitter).
-COMPLEX_FORMULA_OPS = frozenset({"sine", "cosine", "power", "atan2"})
+COMPLEX_FORMULA_OPS = opcodes_with("complex-formula")
 
 
 def complex_formula_atol(opcode: str, operands: list, et: ElementType):

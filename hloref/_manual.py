@@ -127,7 +127,7 @@ class _PerDevice(list):
 
 def evaluate_manual(module, inputs: list, *, limits=None, hooks=None):
     """The global value of a shard_map module on global ``inputs`` (see the module doc).
-    ``hooks`` (``hloref.fuzz.perturb.RunHooks``): one run of the numerical envelope;
+    ``hooks`` (``hloref.fuzz.sampling.RunHooks``): one run of the numerical envelope;
     every interpreter started here (one per device, one per global-view instruction)
     gets its perturbation hook."""
 

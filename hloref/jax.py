@@ -246,7 +246,7 @@ def check_devices(module, inputs: list, oracle_value, *, devices: int, names: li
     from hloref.fuzz.compare import compare_values
     from hloref.fuzz.differential import DiffReport
     from hloref.fuzz.envelope import Envelope, EnvelopePolicy
-    from hloref.fuzz.perturb import sample_program
+    from hloref.fuzz.sampling import sample_program
     from ._frontend import frontend_report, flat_result, format_index
     from .errors import HloError
     from ._manual import evaluate_manual

@@ -325,7 +325,7 @@ def test_bf16_all_reduce_on_8_devices_sums_in_f32_once_and_a_wrong_element_is_fl
     # accumulation freedom of an all-reduce is over the group's terms (Σ|terms| from the
     # collective on |x|, n = group size), not the result's magnitude alone.
     import ml_dtypes
-    from hloref.fuzz.perturb import sample_program
+    from hloref.fuzz.sampling import sample_program
     text = """HloModule m, replica_count=8
 add { a = bf16[] parameter(0) b = bf16[] parameter(1) ROOT c = bf16[] add(a, b) }
 ENTRY e { x = bf16[4096] parameter(0)

@@ -1,0 +1,135 @@
+"""Sampling the envelope: the nominal run and ``policy.samples`` perturbed runs.
+
+``sample`` evaluates a module once as written (the *nominal* run, which also records
+each accumulation's budget) and ``policy.samples`` times with a ``Perturber`` as the
+interpreter's ``perturb`` hook; ``sample_program`` does the same for a program that
+is several interpreter runs (``RunHooks``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hloref.ir import Module
+
+from .freedoms import EnvelopePolicy
+from .perturb import Perturber
+
+__all__ = ["Sampled", "RunHooks", "sample_program", "sample"]
+
+
+@dataclass
+class Sampled:
+    """The nominal result, the perturbed results, and (when recorded) the values of
+    each entry instruction in the nominal and the perturbed runs."""
+
+    nominal: object
+    samples: list
+    entry_nominal: dict = field(default_factory=dict)
+    entry_samples: dict = field(default_factory=dict)  # name -> list of values
+    seconds: float = 0.0
+    #: the largest finite magnitude an accumulation of the program reached in the nominal
+    #: run, as a fraction of its type's largest finite value (``Perturber._record_peak``)
+    peak: float = 0.0
+    #: per perturbed run, the XLA rewrites it took (``rewrites.RewriteRun.applied``)
+    rewrites: list = field(default_factory=list)
+
+
+class RunHooks:
+    """The hooks of one run (the nominal one, ``index=None``, or perturbed run
+    ``index``) of a program that may be several interpreter runs: one per device, or
+    the pieces of a multi-device program. ``perturber(module, key)`` is the ``perturb``
+    hook of the piece named ``key`` (its budgets are recorded in the nominal run and
+    reused by the same piece in every perturbed run); ``interpreter_options(module,
+    key)`` the ``Interpreter`` keyword arguments (the hook and ``op_overrides``)."""
+
+    def __init__(self, policy: EnvelopePolicy, index: int | None, budgets: dict,
+                 seed: np.random.SeedSequence | None = None, shared: dict | None = None):
+        import threading
+        self.policy, self.index, self.seed = policy, index, seed
+        self._budgets = budgets
+        self.shared = shared if shared is not None else {}
+        self._lock = threading.Lock()
+        self._perturbers: list = []
+
+    def rewrites(self) -> frozenset:
+        """The XLA rewrites this run's perturbers took."""
+        return frozenset(n for p in self._perturbers if p.rewrites is not None
+                         for n in p.rewrites.applied)
+
+    def perturber(self, module: Module, key: str = "") -> Perturber:
+        import zlib
+        with self._lock:
+            budgets = self._budgets.setdefault(key, {})
+        freedoms = self.policy.freedoms
+        if self.index is None:
+            return Perturber(module, freedoms, None, budgets, shared=self.shared)
+        seed = self.seed if not key else np.random.SeedSequence(
+            self.seed.entropy, spawn_key=tuple(self.seed.spawn_key) + (zlib.crc32(key.encode()),))
+        perturber = Perturber(module, freedoms, np.random.default_rng(seed), budgets,
+                              schedule=(self.policy.seed, self.index, self.policy.samples),
+                              shared=self.shared)
+        with self._lock:
+            self._perturbers.append(perturber)
+        return perturber
+
+    def interpreter_options(self, module: Module, key: str = "") -> dict:
+        options = {"perturb": self.perturber(module, key)}
+        if self.index is not None and self.policy.freedoms.accumulation:
+            # a perturbed run sums f32 dots in f32 (as XLA does): its error is far inside
+            # the accumulation freedom the run adds anyway, and BLAS sgemm is twice
+            # dgemm's speed
+            options["op_overrides"] = {"dot": {"accumulate": "native"}}
+        return options
+
+
+def sample_program(run, policy: EnvelopePolicy | None = None) -> Sampled:
+    """The nominal and ``policy.samples`` perturbed values of a program that ``run(hooks)``
+    evaluates, giving each interpreter it starts ``hooks.interpreter_options(module,
+    key)`` (``RunHooks``): for programs that are more than one interpreter run."""
+    import time
+    policy = policy or EnvelopePolicy()
+    t0 = time.perf_counter()
+    budgets: dict = {}
+    shared: dict = {}
+    out = Sampled(run(RunHooks(policy, None, budgets, shared=shared)), [])
+    seeds = np.random.SeedSequence(policy.seed).spawn(policy.samples)
+    for k, s in enumerate(seeds):
+        hooks = RunHooks(policy, k, budgets, s, shared=shared)
+        out.samples.append(run(hooks))
+        out.rewrites.append(hooks.rewrites())
+    out.seconds = time.perf_counter() - t0
+    out.peak = shared.get("peak", 0.0)
+    return out
+
+
+def sample(module: Module, args: list, policy: EnvelopePolicy | None = None, *, limits=None,
+           record_entry: bool = False, nominal=None) -> Sampled:
+    """Evaluate ``module`` once as written and ``policy.samples`` times perturbed."""
+    from hloref.evaluator.interpreter import Interpreter
+    out = Sampled(None, [])
+
+    def observer_for(hooks: RunHooks):
+        if not record_entry:
+            return None
+        store, many = (out.entry_nominal, False) if hooks.index is None else \
+            (out.entry_samples, True)
+
+        def observe(comp, instr, value):
+            if comp is module.entry and instr.opcode != "parameter":
+                if many:
+                    store.setdefault(instr.name, []).append(value)
+                else:
+                    store[instr.name] = value
+        return observe
+
+    def run(hooks: RunHooks):
+        return Interpreter(module, limits=limits, observer=observer_for(hooks),
+                           **hooks.interpreter_options(module)).run(list(args))
+
+    runs = sample_program(run, policy)
+    out.nominal, out.samples, out.seconds = runs.nominal, runs.samples, runs.seconds
+    out.peak, out.rewrites = runs.peak, runs.rewrites
+    return out
