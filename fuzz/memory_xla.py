@@ -9,8 +9,10 @@ assignment, both as XLA dumped them. XLA aborting, crashing or hanging kills the
 not the caller: it comes back as :class:`XlaMemoryError`.
 
 ``read_dump(directory)`` finds the same files in an ``--xla_dump_to`` directory.
-``audit_hlo_text(text, args)`` compiles an HLO module and audits what XLA made of it
-(the hook a campaign would call for each generated program).
+``audit_hlo_text(text, args)`` compiles an HLO module and audits what XLA made of it.
+Campaigns (``fuzz/memory_campaign.py``) compile in their oracle worker instead
+(``OracleWorker.memory``, which runs :func:`compile_in_worker` in the child): the
+same files, without a new process per program.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 __all__ = ["XlaMemory", "XlaMemoryError", "compile_for_memory", "read_dump", "STATS_FIELDS",
-           "audit_hlo_text"]
+           "audit_hlo_text", "compile_in_worker"]
 
 STATS_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
                 "temp_size_in_bytes", "peak_memory_in_bytes", "host_argument_size_in_bytes",
@@ -102,6 +104,29 @@ def audit_hlo_text(text: str, args: list | None = None, *, timeout: float = 300.
     if args is not None and len(args) != len(module.entry.parameters):
         args = None
     return audit(module, assignment=assignment, xla_stats=xla.stats, args=args)
+
+
+def compile_in_worker(text: str, debug_options: dict | None = None) -> dict:
+    """(in an oracle worker's child) compile HLO ``text`` as the XLA oracle does, with
+    ``--xla_dump_to`` a fresh directory; ``{"optimized", "assignment", "stats"}``: the
+    dumped optimized module and buffer assignment, and ``memory_analysis()``'s figures.
+    XLA's refusal raises the oracle's errors (the worker answers them as verdicts)."""
+    import shutil
+
+    from hloref.fuzz.oracles.xla import XlaExecutable
+    directory = tempfile.mkdtemp(prefix="hloref-memory-")
+    try:
+        options = {**(debug_options or {}), "xla_dump_to": directory,
+                   "xla_dump_large_constants": True}
+        exe = XlaExecutable(text, options)  # not the oracle's cache: a compile of its own
+        optimized_path, assignment_path = read_dump(directory)
+        with open(optimized_path, encoding="utf-8") as f:
+            optimized = f.read()
+        with open(assignment_path, encoding="utf-8") as f:
+            assignment = f.read()
+        return {"optimized": optimized, "assignment": assignment, "stats": exe.memory_stats()}
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _child() -> None:

@@ -281,3 +281,23 @@ def test_hlo_text_audited_and_refusals_survived():
     bad = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[3] add(p, p)\n}\n"
     with pytest.raises(XlaMemoryError):
         audit_hlo_text(bad)
+
+
+def test_write_into_a_read_only_argument(donated):
+    """A temporary moved into the allocation of entry parameter 0 (not donated: the
+    caller's bytes) is flagged ``read-only`` with the pair, even where its live range
+    would allow the reuse; the donated parameter's allocation is not read-only."""
+    c = donated
+    bad = copy.deepcopy(c.assignment)
+    temp = next(a for a in bad.allocations if a.is_temp)
+    value = max(temp.values, key=lambda v: v.size)
+    param = next(a for a in bad.allocations if a.parameter == 0)
+    assert not param.is_live_out and value.size <= param.size
+    temp.values.remove(value)
+    value.offset = 0
+    param.values.append(value)
+    rules = [(x.rule, x.values) for x in check_assignment(c.lv, bad).collisions]
+    assert ("read-only", (param.values[0].name, value.name)) in rules, rules
+    donated_alloc = next(a for a in c.assignment.allocations if a.parameter == 1)
+    assert donated_alloc.is_live_out  # aliased with an output: writable, and not flagged
+    assert check_assignment(c.lv, c.assignment).ok
