@@ -26,12 +26,27 @@ import tempfile
 from dataclasses import dataclass, field
 
 __all__ = ["XlaMemory", "XlaMemoryError", "compile_for_memory", "read_dump", "STATS_FIELDS",
-           "audit_hlo_text", "compile_in_worker"]
+           "audit_hlo_text", "compile_in_worker", "stats_of"]
 
 STATS_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
                 "temp_size_in_bytes", "peak_memory_in_bytes", "host_argument_size_in_bytes",
                 "host_output_size_in_bytes", "host_alias_size_in_bytes",
                 "host_temp_size_in_bytes", "generated_code_size_in_bytes")
+
+
+def stats_of(stats) -> dict:
+    """``CompiledMemoryStats`` as a dict of its figures, with what its serialized buffer
+    assignment says about the peak (``fuzz/memory_proto.py``): ``heap_simulator_traces``
+    (how many traces XLA's ``ComputePeakMemory`` replays) and ``recounted_peak_in_bytes``
+    (its answer, replayed here)."""
+    out = {k: int(getattr(stats, k)) for k in STATS_FIELDS if hasattr(stats, k)}
+    raw = getattr(stats, "serialized_buffer_assignment_proto", None)
+    if raw:
+        from .memory_proto import peak_from_proto
+        recount = peak_from_proto(bytes(raw))
+        out["heap_simulator_traces"] = recount.heap_simulator_traces
+        out["recounted_peak_in_bytes"] = recount.peak
+    return out
 
 
 class XlaMemoryError(RuntimeError):
@@ -124,7 +139,8 @@ def compile_in_worker(text: str, debug_options: dict | None = None) -> dict:
             optimized = f.read()
         with open(assignment_path, encoding="utf-8") as f:
             assignment = f.read()
-        return {"optimized": optimized, "assignment": assignment, "stats": exe.memory_stats()}
+        return {"optimized": optimized, "assignment": assignment,
+                "stats": stats_of(exe.compiled_memory_stats())}
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -148,9 +164,7 @@ def _child() -> None:
         opts.env_option_overrides = [("xla_dump_to", job["dump"]),
                                      ("xla_dump_large_constants", True)]
         exe = be.compile_and_load(text, be.local_devices()[:1], opts)
-        stats = exe.get_compiled_memory_stats()
-        reply = {"stats": {k: int(getattr(stats, k)) for k in STATS_FIELDS
-                           if hasattr(stats, k)}}
+        reply = {"stats": stats_of(exe.get_compiled_memory_stats())}
     except Exception as exc:  # noqa: BLE001 - XLA's refusal is the answer
         reply = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     out.write(pickle.dumps(reply))

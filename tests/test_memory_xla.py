@@ -301,3 +301,22 @@ def test_write_into_a_read_only_argument(donated):
     donated_alloc = next(a for a in c.assignment.allocations if a.parameter == 1)
     assert donated_alloc.is_live_out  # aliased with an output: writable, and not flagged
     assert check_assignment(c.lv, c.assignment).ok
+
+
+def test_xla_cpu_peak_is_compute_peak_memory_without_heap_traces(temps, donated, scan):
+    """Why XLA:CPU's peak_memory_in_bytes leaves out temporaries: it is XLA's
+    ComputePeakMemory on the executable's BufferAssignmentProto (replayed here,
+    fuzz/memory_proto.py, and equal to XLA's figure), and that proto carries no
+    heap-simulator traces, where the temporaries would be; so the peak is the
+    parameter, constant and live-out allocations' largest buffers alone."""
+    for c in (temps, donated, scan):
+        s = c.xla.stats
+        assert s["heap_simulator_traces"] == 0
+        assert s["recounted_peak_in_bytes"] == s["peak_memory_in_bytes"]
+        figs = c.assignment.figures()
+        assert s["temp_size_in_bytes"] > 0
+        assert s["peak_memory_in_bytes"] == (figs["argument"] + figs["output"]
+                                             + figs["constant"] - figs["alias"])
+    rows = {r.figure: r for r in hj.memory(jax.jit(_temps), X, W).rows}
+    assert dict(rows["peak"].causes).get("XLA:CPU's peak leaves out temporaries", 0) < 0
+    assert not rows["peak"].finding

@@ -350,11 +350,9 @@ class XlaExecutable(OracleExecutable):
             raise OracleError(f"XLA:CPU failed to run the module: {_message(e)}") from e
         return [rebuild_result(self.result_shape, iter(device_leaves)) for device_leaves in leaves]
 
-    def memory_stats(self) -> dict[str, int]:
-        """``memory_analysis()``'s figures (``CompiledMemoryStats``) as a dict."""
-        stats = self._exe.get_compiled_memory_stats()
-        return {k: int(getattr(stats, k)) for k in dir(stats)
-                if k.endswith("_in_bytes") and isinstance(getattr(stats, k), int)}
+    def compiled_memory_stats(self):
+        """``memory_analysis()``'s ``CompiledMemoryStats``."""
+        return self._exe.get_compiled_memory_stats()
 
     def optimized_hlo(self) -> str:
         """The HLO text of the module after XLA:CPU's optimization passes (constants in
