@@ -121,28 +121,46 @@ def audit_hlo_text(text: str, args: list | None = None, *, timeout: float = 300.
     return audit(module, assignment=assignment, xla_stats=xla.stats, args=args)
 
 
-def compile_in_worker(text: str, debug_options: dict | None = None) -> dict:
-    """(in an oracle worker's child) compile HLO ``text`` as the XLA oracle does, with
-    ``--xla_dump_to`` a fresh directory; ``{"optimized", "assignment", "stats"}``: the
-    dumped optimized module and buffer assignment, and ``memory_analysis()``'s figures.
-    XLA's refusal raises the oracle's errors (the worker answers them as verdicts)."""
+def compile_in_worker(text: str, debug_options: dict | None = None,
+                      dialect: str = "hlo") -> dict:
+    """(in an oracle worker's child) compile ``text`` with ``--xla_dump_to`` a fresh
+    directory: HLO text as the XLA oracle compiles it, or StableHLO text
+    (``dialect="mlir"``, as jax lowers it) as jax does; ``{"optimized", "assignment",
+    "stats"}``: the dumped optimized module and buffer assignment, and
+    ``memory_analysis()``'s figures. XLA's refusal raises (the worker answers it as a
+    verdict)."""
     import shutil
 
-    from hloref.fuzz.oracles.xla import XlaExecutable
     directory = tempfile.mkdtemp(prefix="hloref-memory-")
     try:
-        options = {**(debug_options or {}), "xla_dump_to": directory,
-                   "xla_dump_large_constants": True}
-        exe = XlaExecutable(text, options)  # not the oracle's cache: a compile of its own
+        if dialect == "hlo":
+            from hloref.fuzz.oracles.xla import XlaExecutable
+            options = {**(debug_options or {}), "xla_dump_to": directory,
+                       "xla_dump_large_constants": True}
+            # not the oracle's cache: a compile of its own
+            stats = XlaExecutable(text, options).compiled_memory_stats()
+        else:
+            stats = _compile_mlir(text, directory)
         optimized_path, assignment_path = read_dump(directory)
         with open(optimized_path, encoding="utf-8") as f:
             optimized = f.read()
         with open(assignment_path, encoding="utf-8") as f:
             assignment = f.read()
-        return {"optimized": optimized, "assignment": assignment,
-                "stats": stats_of(exe.compiled_memory_stats())}
+        return {"optimized": optimized, "assignment": assignment, "stats": stats_of(stats)}
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _compile_mlir(text: str, directory: str):
+    """Compile StableHLO ``text`` on XLA:CPU as jax does, dumping into ``directory``;
+    the executable's ``CompiledMemoryStats``."""
+    from jax.extend import backend as jb
+    from jaxlib import xla_client as xc
+    be = jb.get_backend("cpu")
+    opts = xc.CompileOptions()
+    # large constants printed in full, so that the dumped module can be evaluated
+    opts.env_option_overrides = [("xla_dump_to", directory), ("xla_dump_large_constants", True)]
+    return be.compile_and_load(text, be.local_devices()[:1], opts).get_compiled_memory_stats()
 
 
 def _child() -> None:
@@ -151,20 +169,13 @@ def _child() -> None:
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write to the reply
     try:
-        from jax.extend import backend as jb
-        from jaxlib import xla_client as xc
-        be = jb.get_backend("cpu")
         text = job["text"]
         if job["dialect"] == "hlo":
             import jaxlib._jax as jaxmod
+            from jaxlib import xla_client as xc
             proto = xc.hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
             text = jaxmod.mlir.hlo_to_stablehlo(proto)
-        opts = xc.CompileOptions()
-        # large constants printed in full, so that the dumped module can be evaluated
-        opts.env_option_overrides = [("xla_dump_to", job["dump"]),
-                                     ("xla_dump_large_constants", True)]
-        exe = be.compile_and_load(text, be.local_devices()[:1], opts)
-        reply = {"stats": stats_of(exe.get_compiled_memory_stats())}
+        reply = {"stats": stats_of(_compile_mlir(text, job["dump"]))}
     except Exception as exc:  # noqa: BLE001 - XLA's refusal is the answer
         reply = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     out.write(pickle.dumps(reply))

@@ -546,13 +546,14 @@ class OracleWorker:
             debug_options = {**self.debug_options, **(debug_options or {})}
         return self._submit(("run", (text, list(args), debug_options, optimized)), timeout)
 
-    def memory(self, text: str, *, debug_options: dict | None = None,
+    def memory(self, text: str, *, debug_options: dict | None = None, dialect: str = "hlo",
                timeout: float | None = None) -> OracleResult:
-        """Compile ``text`` in the child with ``--xla_dump_to``; the result's ``value`` is
-        ``{"optimized", "assignment", "stats"}`` (``fuzz/memory_xla.compile_in_worker``)."""
+        """Compile ``text`` (HLO, or StableHLO with ``dialect="mlir"``) in the child with
+        ``--xla_dump_to``; the result's ``value`` is ``{"optimized", "assignment",
+        "stats"}`` (``fuzz/memory_xla.compile_in_worker``)."""
         if self.debug_options:
             debug_options = {**self.debug_options, **(debug_options or {})}
-        return self._submit(("memory", (text, debug_options)), timeout)
+        return self._submit(("memory", (text, debug_options, dialect)), timeout)
 
     def abort_for_test(self) -> OracleResult:
         """Make the child call ``abort()`` (tests of the crash path)."""
