@@ -49,7 +49,8 @@ def _memory_findings(out) -> list[str]:
 def test_clean_campaign_audits_and_finds_nothing(tmp_path, capsys):
     out, summary = tmp_path / "out", tmp_path / "summary.json"
     code = main(["fuzz", "--examples", "4", "--seed", "3", "--batch", "1", "--out", str(out),
-                 "--no-blame", "--memory-audit", "--json-summary", str(summary),
+                 "--no-blame", "--memory-audit", "--memory-audit-every", "1",
+                 "--json-summary", str(summary),
                  "--max-instructions", "6"])
     data = json.loads(summary.read_text())
     m = data["memory_audit"]
@@ -62,11 +63,11 @@ def test_clean_campaign_audits_and_finds_nothing(tmp_path, capsys):
 
 def test_memory_audit_every_n_and_bad_values(tmp_path):
     out, summary = tmp_path / "out", tmp_path / "summary.json"
-    main(["fuzz", "--examples", "4", "--seed", "3", "--batch", "1", "--out", str(out),
-          "--no-blame", "--memory-audit-every", "2", "--json-summary", str(summary),
+    main(["fuzz", "--examples", "8", "--seed", "3", "--batch", "1", "--out", str(out),
+          "--no-blame", "--memory-audit", "--json-summary", str(summary),
           "--max-instructions", "6"])
     m = json.loads(summary.read_text())["memory_audit"]
-    assert m.get("audited", 0) + m.get("skipped", 0) == 2
+    assert m.get("audited", 0) + m.get("skipped", 0) == 2  # every 4th by default
     assert main(["fuzz", "--examples", "1", "--memory-audit-every", "0",
                  "--memory-audit", "--out", str(out)]) == 2
     assert main(["fuzz", "--examples", "1", "--memory-audit", "--oracle", "tf",
