@@ -10,7 +10,8 @@ Four rules, each broken rule a :class:`Collision` (a finding):
   share no byte, except an instruction's result written over an operand it reads for the
   last time, and only when the op reads that operand element by element at the result's
   own positions (an elementwise op, or a loop fusion whose parameter reaches the root
-  through elementwise ops only: XLA's ``CanShareOperandBufferWithUser``).
+  through elementwise ops, and dynamic-update-slices over it, only: XLA's
+  ``CanShareOperandBufferWithUser``).
 
 * ``read-only``: an entry parameter's allocation that no output aliases, and a
   constant's, hold only that parameter (constant) and its aliases: the caller's
@@ -83,7 +84,12 @@ def _reads_elementwise(module: Module, fusion: Instruction, operand_number: int)
     while stack:
         instr = stack.pop()
         for user in users.get(id(instr), []):
-            if user.opcode not in ELEMENTWISE and user.opcode != "bitcast":
+            # a dynamic-update-slice writing over this value (its operand 0, and nothing
+            # else) keeps every element at its place or replaces it: still elementwise
+            # (XLA's AreTransitiveUsesEffectivelyElementwise)
+            dus = user.opcode == "dynamic-update-slice" and user.operands[0] is instr and \
+                all(o is not instr for o in user.operands[1:])
+            if user.opcode not in ELEMENTWISE and user.opcode != "bitcast" and not dus:
                 return False
             if getattr(user.shape, "dims", None) != out_dims and user.opcode != "bitcast":
                 return False
