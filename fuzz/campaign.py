@@ -100,6 +100,10 @@ class Runner:
         self._t_mark = time.perf_counter()
         self._tested: set = set()  # digests of the programs run, to skip repeats
         self._starts_closed = 0  # oracle starts of workers closed already
+        self.memory = None
+        if opts.memory_audit_every:
+            from .memory_campaign import CampaignMemoryAudit
+            self.memory = CampaignMemoryAudit(self)
         self.reach = None
         if opts.reach is not None:
             from .reach import ReachState
@@ -178,6 +182,8 @@ class Runner:
                                        stats=self.stats) for it in items]
             for (module, args), info, result in zip(items, infos, results):
                 worst = max(worst, self.account(module, args, result, oracle, info).score)
+        if self.memory is not None:
+            self.memory.check(items, infos)
         self.share_refusals()
         return worst
 

@@ -57,6 +57,12 @@ class CampaignOptions:
     element_types: tuple | None = None
     #: mutants of real programs, pass coverage, a target pass (``fuzz/reach.py``)
     reach: object = None
+    #: ``--memory-audit-every N``: audit the memory of every N-th program (0: none;
+    #: ``fuzz/memory_campaign.py``)
+    memory_audit_every: int = 0
+    #: tests: callable(optimized module, BufferAssignment) that may corrupt the
+    #: assignment before the memory audit reads it (True when it did)
+    memory_corrupt: object = None
 
 
 #: ``--xla-opt``: the debug options every XLA:CPU compile of the campaign gets (batches,

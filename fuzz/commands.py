@@ -352,6 +352,12 @@ def add_commands(sub) -> None:
 # --------------------------------------------------------------------------- campaigns
 
 
+#: ``--memory-audit`` alone audits every 4th program: auditing one costs about 0.9 s
+#: (a compile of its own, liveness, the check, the evaluation through the assignment)
+#: where checking its value costs about 0.7 s (10-minute mainstream campaign, docs/memory.md)
+MEMORY_AUDIT_EVERY = 4
+
+
 def cmd_fuzz(args) -> int:
     from .campaign import CampaignOptions, CampaignSetupError, parse_duration, run_campaign
     from .stats import format_summary
@@ -382,6 +388,12 @@ def cmd_fuzz(args) -> int:
         ops = None
     from .reach_cli import reach_options
     types, ops, reach = reach_options(args, ops)
+    every = args.memory_audit_every if args.memory_audit_every is not None else \
+        (MEMORY_AUDIT_EVERY if args.memory_audit else 0)
+    if every < 0 or (args.memory_audit_every == 0 and args.memory_audit):
+        raise CliError("--memory-audit-every must be >= 1")
+    if every and ("xla" not in oracles or args.ray):
+        raise CliError("--memory-audit needs the xla oracle and local workers (not --ray)")
     opts = CampaignOptions(out=args.out, oracles=oracles, seed=args.seed, examples=args.examples,
                            seconds=seconds, workers=args.workers or (0 if args.ray else 1),
                            ops=ops, db=args.db, batch=args.batch, ray=args.ray,
@@ -390,7 +402,7 @@ def cmd_fuzz(args) -> int:
                            timeout=args.timeout, blame=not args.no_blame,
                            json_summary=args.json_summary, junit=args.junit,
                            progress_every=args.progress_every, xla_opt=args.xla_opt,
-                           element_types=types, reach=reach)
+                           element_types=types, reach=reach, memory_audit_every=every)
     try:
         if opts.ray:
             from .ray_campaign import run_ray_campaign
@@ -490,6 +502,13 @@ def add_fuzz_commands(sub) -> None:
                    help="most instructions per generated program (default 12)")
     f.add_argument("--timeout", type=float, default=60.0, help="oracle time limit per run (s)")
     f.add_argument("--no-blame", action="store_true", help="skip XLA pass blame on findings")
+    f.add_argument("--memory-audit", action="store_true",
+                   help="also audit XLA:CPU's buffer assignment and memory figures of the "
+                        "generated programs (hloref memory); a failed audit is a finding")
+    f.add_argument("--memory-audit-every", type=int, metavar="N",
+                   help=f"audit every N-th program (implies --memory-audit; default "
+                        f"{MEMORY_AUDIT_EVERY}; 1: all, which about halves the campaign's "
+                        f"programs per second)")
     from .reach_cli import add_reach_arguments
     add_reach_arguments(f)
     f.add_argument("--progress-every", type=float, default=10.0,

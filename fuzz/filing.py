@@ -310,20 +310,12 @@ def render(directory: str, fmt: str = "github") -> str:
     else:
         lines += [f"Not reachable from the {up_prog.get('api', 'user').upper()} API: "
                   f"{up_prog.get('reason') or 'not checked'}", ""]
-    expected = load_values(directory, "expected", module)
-    actual = load_values(directory, "actual", module)
-    lines += ["## Inputs", "", "```", _show(tuple(args)), "```", "",
-              "## Expected", "", "```", _show(expected), "```", "",
-              meta.get("derivation") or _derivation(meta, a), "",
-              f"## Actual ({system})", ""]
-    if meta.get("verdict") == "crash" or actual is None:
-        lines += ["The process dies" + (f" with {a.get('signal')}" if a.get("signal") else "")
-                  + ":", "", "```", a.get("fatal") or meta.get("message") or "(no fatal line)",
-                  "```", ""]
-        if a.get("backtrace"):
-            lines += _block("\n".join(a["backtrace"][:30]), "", fold, "native backtrace (gdb)")
+    if meta.get("verdict") == "memory":  # a failed memory audit: no Expected / Actual
+        from .memory_finding import memory_report_lines
+        lines += ["## Inputs", "", "```", _show(tuple(args)), "```", ""]
+        lines += memory_report_lines(meta)
     else:
-        lines += ["```", _show(actual), "```", ""]
+        lines += _values_lines(directory, meta, a, module, args, system, fold)
     if a.get("steps"):
         lines += ["## Where along XLA's chain (measured)", "",
                   "Each stage's output evaluated by hloref on the same inputs, against the "
@@ -345,6 +337,27 @@ def render(directory: str, fmt: str = "github") -> str:
         lines += [f"- {v}" for v in meta["variants"]]
     return "\n".join(lines) + "\n"
 
+
+
+def _values_lines(directory: str, meta: dict, a: dict, module, args, system: str,
+                  fold: bool) -> list[str]:
+    """Inputs, Expected and Actual of a value or crash finding."""
+    lines: list[str] = []
+    expected = load_values(directory, "expected", module)
+    actual = load_values(directory, "actual", module)
+    lines += ["## Inputs", "", "```", _show(tuple(args)), "```", "",
+              "## Expected", "", "```", _show(expected), "```", "",
+              meta.get("derivation") or _derivation(meta, a), "",
+              f"## Actual ({system})", ""]
+    if meta.get("verdict") == "crash" or actual is None:
+        lines += ["The process dies" + (f" with {a.get('signal')}" if a.get("signal") else "")
+                  + ":", "", "```", a.get("fatal") or meta.get("message") or "(no fatal line)",
+                  "```", ""]
+        if a.get("backtrace"):
+            lines += _block("\n".join(a["backtrace"][:30]), "", fold, "native backtrace (gdb)")
+    else:
+        lines += ["```", _show(actual), "```", ""]
+    return lines
 
 def _title(meta: dict, a: dict, module, system: str) -> str:
     """``[system] component: crash / wrong result in `ops` (types)``."""

@@ -9,8 +9,10 @@ assignment, both as XLA dumped them. XLA aborting, crashing or hanging kills the
 not the caller: it comes back as :class:`XlaMemoryError`.
 
 ``read_dump(directory)`` finds the same files in an ``--xla_dump_to`` directory.
-``audit_hlo_text(text, args)`` compiles an HLO module and audits what XLA made of it
-(the hook a campaign would call for each generated program).
+``audit_hlo_text(text, args)`` compiles an HLO module and audits what XLA made of it.
+Campaigns (``fuzz/memory_campaign.py``) compile in their oracle worker instead
+(``OracleWorker.memory``, which runs :func:`compile_in_worker` in the child): the
+same files, without a new process per program.
 """
 
 from __future__ import annotations
@@ -24,12 +26,27 @@ import tempfile
 from dataclasses import dataclass, field
 
 __all__ = ["XlaMemory", "XlaMemoryError", "compile_for_memory", "read_dump", "STATS_FIELDS",
-           "audit_hlo_text"]
+           "audit_hlo_text", "compile_in_worker", "stats_of"]
 
 STATS_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
                 "temp_size_in_bytes", "peak_memory_in_bytes", "host_argument_size_in_bytes",
                 "host_output_size_in_bytes", "host_alias_size_in_bytes",
                 "host_temp_size_in_bytes", "generated_code_size_in_bytes")
+
+
+def stats_of(stats) -> dict:
+    """``CompiledMemoryStats`` as a dict of its figures, with what its serialized buffer
+    assignment says about the peak (``fuzz/memory_proto.py``): ``heap_simulator_traces``
+    (how many traces XLA's ``ComputePeakMemory`` replays) and ``recounted_peak_in_bytes``
+    (its answer, replayed here)."""
+    out = {k: int(getattr(stats, k)) for k in STATS_FIELDS if hasattr(stats, k)}
+    raw = getattr(stats, "serialized_buffer_assignment_proto", None)
+    if raw:
+        from .memory_proto import peak_from_proto
+        recount = peak_from_proto(bytes(raw))
+        out["heap_simulator_traces"] = recount.heap_simulator_traces
+        out["recounted_peak_in_bytes"] = recount.peak
+    return out
 
 
 class XlaMemoryError(RuntimeError):
@@ -104,28 +121,61 @@ def audit_hlo_text(text: str, args: list | None = None, *, timeout: float = 300.
     return audit(module, assignment=assignment, xla_stats=xla.stats, args=args)
 
 
+def compile_in_worker(text: str, debug_options: dict | None = None,
+                      dialect: str = "hlo") -> dict:
+    """(in an oracle worker's child) compile ``text`` with ``--xla_dump_to`` a fresh
+    directory: HLO text as the XLA oracle compiles it, or StableHLO text
+    (``dialect="mlir"``, as jax lowers it) as jax does; ``{"optimized", "assignment",
+    "stats"}``: the dumped optimized module and buffer assignment, and
+    ``memory_analysis()``'s figures. XLA's refusal raises (the worker answers it as a
+    verdict)."""
+    import shutil
+
+    directory = tempfile.mkdtemp(prefix="hloref-memory-")
+    try:
+        if dialect == "hlo":
+            from hloref.fuzz.oracles.xla import XlaExecutable
+            options = {**(debug_options or {}), "xla_dump_to": directory,
+                       "xla_dump_large_constants": True}
+            # not the oracle's cache: a compile of its own
+            stats = XlaExecutable(text, options).compiled_memory_stats()
+        else:
+            stats = _compile_mlir(text, directory)
+        optimized_path, assignment_path = read_dump(directory)
+        with open(optimized_path, encoding="utf-8") as f:
+            optimized = f.read()
+        with open(assignment_path, encoding="utf-8") as f:
+            assignment = f.read()
+        return {"optimized": optimized, "assignment": assignment, "stats": stats_of(stats)}
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _compile_mlir(text: str, directory: str):
+    """Compile StableHLO ``text`` on XLA:CPU as jax does, dumping into ``directory``;
+    the executable's ``CompiledMemoryStats``."""
+    from jax.extend import backend as jb
+    from jaxlib import xla_client as xc
+    be = jb.get_backend("cpu")
+    opts = xc.CompileOptions()
+    # large constants printed in full, so that the dumped module can be evaluated
+    opts.env_option_overrides = [("xla_dump_to", directory), ("xla_dump_large_constants", True)]
+    return be.compile_and_load(text, be.local_devices()[:1], opts).get_compiled_memory_stats()
+
+
 def _child() -> None:
     """(child) read the job from stdin, compile, write the reply to stdout."""
     job = pickle.loads(sys.stdin.buffer.read())
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write to the reply
     try:
-        from jax.extend import backend as jb
-        from jaxlib import xla_client as xc
-        be = jb.get_backend("cpu")
         text = job["text"]
         if job["dialect"] == "hlo":
             import jaxlib._jax as jaxmod
+            from jaxlib import xla_client as xc
             proto = xc.hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
             text = jaxmod.mlir.hlo_to_stablehlo(proto)
-        opts = xc.CompileOptions()
-        # large constants printed in full, so that the dumped module can be evaluated
-        opts.env_option_overrides = [("xla_dump_to", job["dump"]),
-                                     ("xla_dump_large_constants", True)]
-        exe = be.compile_and_load(text, be.local_devices()[:1], opts)
-        stats = exe.get_compiled_memory_stats()
-        reply = {"stats": {k: int(getattr(stats, k)) for k in STATS_FIELDS
-                           if hasattr(stats, k)}}
+        reply = {"stats": stats_of(_compile_mlir(text, job["dump"]))}
     except Exception as exc:  # noqa: BLE001 - XLA's refusal is the answer
         reply = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     out.write(pickle.dumps(reply))

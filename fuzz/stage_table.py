@@ -65,6 +65,11 @@ STAGES: tuple[Stage, ...] = (
           "pass alone"),
     Stage("runtime", "XLA:CPU runtime", "openxla/xla", "xla/backends/cpu/runtime/",
           "the process died while executing, after the compile finished"),
+    Stage("buffer-assignment", "XLA's buffer assignment (BufferAssigner, and the "
+          "CompiledMemoryStats read off it)", "openxla/xla", "xla/service/buffer_assignment.cc",
+          "the memory audit (hloref memory): XLA's assignment checked against hloref's "
+          "liveness, the module evaluated through the assignment, memory_analysis()'s "
+          "figures against hloref's"),
     Stage("tf-xla", "TensorFlow's bundled XLA:CPU (the XlaCallModule route)",
           "tensorflow/tensorflow", "tensorflow/compiler/tf2xla/, third_party/xla/",
           "TensorFlow's XLA is wrong where jaxlib's XLA gives the right value on the same "

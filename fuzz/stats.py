@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 __all__ = ["Stats", "atomic_json", "aggregate", "progress_line", "make_summary", "reason",
            "write_junit", "format_summary", "TIME_PARTS"]
 
-_COUNTERS = ("opcodes", "element_types", "outcomes", "verdicts", "known", "rejected")
+_COUNTERS = ("opcodes", "element_types", "outcomes", "verdicts", "known", "rejected", "memory")
 
 #: The time split, in the order the summary prints it: (Stats field, label).
 TIME_PARTS = (("generator_seconds", "generation"), ("hloref_seconds", "hloref"),
@@ -63,6 +63,8 @@ class Stats:
     verdicts: Counter = field(default_factory=Counter)
     known: Counter = field(default_factory=Counter)
     rejected: Counter = field(default_factory=Counter)
+    #: ``--memory-audit``: audited, ok, failed, findings, skipped, seconds
+    memory: Counter = field(default_factory=Counter)
     findings: list = field(default_factory=list)  # directories written by this run
     duplicates: int = 0
 
@@ -170,6 +172,7 @@ def make_summary(run: Stats, totals: Stats, new_findings, all_findings, *, worke
         "element_types_covered": sorted(run.element_types),
         "outcomes": dict(run.outcomes), "verdicts": dict(run.verdicts),
         "known_differences": dict(run.known), "rejected": dict(run.rejected),
+        "memory_audit": dict(run.memory),
         "duplicates": run.duplicates, "findings": findings, "new_findings": len(new_findings),
         "all_findings": all_findings, "workers": workers, "seed": seed,
         "oracles": list(oracles), "out": out,
@@ -226,6 +229,15 @@ def format_summary(summary: dict) -> str:
         lines.append("rejected programs (expected, not bugs: the generator draws ops and types "
                      "the oracle or hloref does not implement): "
                      + "; ".join(f"{v}× {k}" for k, v in top[:5]) + more)
+    m = s.get("memory_audit") or {}
+    if m:
+        why = sorted(((k, v) for k, v in m.items() if k.startswith("skipped: ")),
+                     key=lambda kv: -kv[1])[:3]
+        lines.append(f"memory audit: {m.get('audited', 0)} programs audited in "
+                     f"{m.get('seconds', 0.0):.1f} s, {m.get('ok', 0)} checked out, "
+                     f"{m.get('failed', 0)} failed ({m.get('findings', 0)} new findings), "
+                     f"{m.get('skipped', 0)} not audited"
+                     + ("".join(f"; {v}× {k[9:]}" for k, v in why)))
     if s.get("ray"):
         r = s["ray"]
         lines.append(f"ray: {r['actors']} workers at {r['address']}, {r['units']} units, "

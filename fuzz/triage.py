@@ -15,7 +15,8 @@ import os
 from .findings import finding_dirs, module_types, signature, signature_key, write_pending
 from .report import markdown_report, write_finding
 
-__all__ = ["reduce_and_write", "contract_variant", "write_outside_contract"]
+__all__ = ["reduce_and_write", "contract_variant", "write_outside_contract", "same_root",
+           "add_variant"]
 
 
 def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: str = "xla",
@@ -92,9 +93,9 @@ def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: st
     known = known_root_keys().get(rkey)
     if known is not None:  # reported or fixed upstream already: counted, not filed
         return f"known-upstream:{known}", sig, False
-    same = _same_root(out_dir, rkey)
+    same = same_root(out_dir, rkey)
     if same is not None:
-        _add_variant(same, variant)
+        add_variant(same, variant)
         return same, sig, False
     name = f"{final.verdict}-{culprit.opcode if culprit else 'module'}-{key}"
     path = os.path.join(out_dir, name)
@@ -156,7 +157,7 @@ def write_outside_contract(out_dir: str, module, args, report, outside: dict) ->
     return write_pending(os.path.join(out_dir, "outside-contract"), key, module, args, meta)
 
 
-def _same_root(out_dir: str, rkey: str) -> str | None:
+def same_root(out_dir: str, rkey: str) -> str | None:
     """The finding in ``out_dir`` with root key ``rkey``, if any."""
     for name in finding_dirs(out_dir):
         try:
@@ -168,7 +169,7 @@ def _same_root(out_dir: str, rkey: str) -> str | None:
     return None
 
 
-def _add_variant(path: str, variant: dict) -> None:
+def add_variant(path: str, variant: dict) -> None:
     """Record another program with the same root cause in its finding."""
     meta_path = os.path.join(path, "finding.json")
     with open(meta_path, encoding="utf-8") as f:

@@ -136,6 +136,11 @@ def child_main(oracle: str) -> None:
             if kind == "sleep":  # test hook: hang
                 time.sleep(payload)
                 return ("ok", (None, None, (0.0, 0.0)))
+            if kind == "memory":  # the memory audit's compile (fuzz/memory_xla.py)
+                from hloref.fuzz.memory_xla import compile_in_worker
+                t0 = time.perf_counter()
+                found = compile_in_worker(*payload)
+                return ("ok", (found, None, (time.perf_counter() - t0, 0.0)))
             text, args, debug_options, want_optimized = payload
             t0 = time.perf_counter()
             exe = backend.compile_hlo(text, debug_options=debug_options)
@@ -540,6 +545,15 @@ class OracleWorker:
         if self.debug_options:
             debug_options = {**self.debug_options, **(debug_options or {})}
         return self._submit(("run", (text, list(args), debug_options, optimized)), timeout)
+
+    def memory(self, text: str, *, debug_options: dict | None = None, dialect: str = "hlo",
+               timeout: float | None = None) -> OracleResult:
+        """Compile ``text`` (HLO, or StableHLO with ``dialect="mlir"``) in the child with
+        ``--xla_dump_to``; the result's ``value`` is ``{"optimized", "assignment",
+        "stats"}`` (``fuzz/memory_xla.compile_in_worker``)."""
+        if self.debug_options:
+            debug_options = {**self.debug_options, **(debug_options or {})}
+        return self._submit(("memory", (text, debug_options, dialect)), timeout)
 
     def abort_for_test(self) -> OracleResult:
         """Make the child call ``abort()`` (tests of the crash path)."""

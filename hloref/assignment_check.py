@@ -1,6 +1,6 @@
 """Check XLA's buffer assignment against hloref's own liveness (``hloref.liveness``).
 
-Three rules, each broken rule a :class:`Collision` (a finding):
+Four rules, each broken rule a :class:`Collision` (a finding):
 
 * ``out-of-bounds`` / ``too-small``: every value's slice lies inside its allocation and
   holds the value's shape (``hloref.memory_sizes.buffer_bytes``);
@@ -10,7 +10,13 @@ Three rules, each broken rule a :class:`Collision` (a finding):
   share no byte, except an instruction's result written over an operand it reads for the
   last time, and only when the op reads that operand element by element at the result's
   own positions (an elementwise op, or a loop fusion whose parameter reaches the root
-  through elementwise ops only: XLA's ``CanShareOperandBufferWithUser``).
+  through elementwise ops, and dynamic-update-slices over it, only: XLA's
+  ``CanShareOperandBufferWithUser``).
+
+* ``read-only``: an entry parameter's allocation that no output aliases, and a
+  constant's, hold only that parameter (constant) and its aliases: the caller's
+  argument and the program's constants are never written (XLA's
+  ``BufferAllocation::is_readonly``).
 
 Thread-local allocations (a reducer's scalars) are XLA:CPU's stack and are skipped.
 """
@@ -78,7 +84,12 @@ def _reads_elementwise(module: Module, fusion: Instruction, operand_number: int)
     while stack:
         instr = stack.pop()
         for user in users.get(id(instr), []):
-            if user.opcode not in ELEMENTWISE and user.opcode != "bitcast":
+            # a dynamic-update-slice writing over this value (its operand 0, and nothing
+            # else) keeps every element at its place or replaces it: still elementwise
+            # (XLA's AreTransitiveUsesEffectivelyElementwise)
+            dus = user.opcode == "dynamic-update-slice" and user.operands[0] is instr and \
+                all(o is not instr for o in user.operands[1:])
+            if user.opcode not in ELEMENTWISE and user.opcode != "bitcast" and not dus:
                 return False
             if getattr(user.shape, "dims", None) != out_dims and user.opcode != "bitcast":
                 return False
@@ -157,6 +168,7 @@ def check_assignment(lv: Liveness, assignment: BufferAssignment) -> AssignmentCh
     """Every rule of the module docstring, for ``assignment`` against ``lv``."""
     check = AssignmentCheck()
     slices = slices_by_buffer(lv, assignment, check)
+    _read_only(lv, assignment, check)
     instrs = _instructions(lv.module)
     by_alloc: dict[int, list[tuple[int, int, Buffer, AssignedValue]]] = {}
     for bid, (alloc, offset, size, value) in slices.items():
@@ -174,6 +186,27 @@ def check_assignment(lv: Liveness, assignment: BufferAssignment) -> AssignmentCh
                     check.collisions.append(collision)
     check.collisions.sort(key=lambda c: (c.time if c.time is not None else -1))
     return check
+
+
+def _read_only(lv: Liveness, assignment: BufferAssignment, check: AssignmentCheck) -> None:
+    """Records a value written into a read-only allocation (module docstring)."""
+    for alloc in assignment.allocations:
+        readonly = (alloc.is_parameter and not alloc.is_live_out) or alloc.is_constant
+        if alloc.is_thread_local or not readonly:
+            continue
+        placed = [(v, lv.position_buffer.get((v.instruction, v.index))) for v in alloc.values]
+        owners = [(v, b) for v, b in placed if b is not None and (
+            lv.buffers[b].is_argument if alloc.is_parameter else lv.buffers[b].is_constant)]
+        owned = {b for _, b in owners}
+        for v, b in placed:
+            if b is None or b in owned:
+                continue
+            owner = owners[0][0].name if owners else f"allocation {alloc.index}"
+            what = "entry parameter" if alloc.is_parameter else "constant"
+            check.collisions.append(Collision(
+                "read-only", f"{v.name} is written into the {what} allocation {alloc.index} of "
+                f"{owner}, which is read-only (no output aliases it)",
+                (owner, v.name), alloc.index, lv.buffers[b].start))
 
 
 def _overlap(lv: Liveness, instrs, alloc, first, second) -> Collision | None:

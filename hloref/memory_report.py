@@ -16,10 +16,15 @@ XLA's figures are ``memory_analysis()``'s (``CompiledMemoryStats``) or, equivale
   must not be negative: a temp allocation smaller than what is live in it at once is
   an unsafe assignment).
 * ``peak``: hloref's peak is everything live at once under the schedule. XLA:CPU's
-  ``peak_memory_in_bytes`` is, on every program measured, argument + output + constant
-  - alias allocations: temporaries do not count (``XLA:CPU's peak leaves out
-  temporaries``); outputs count before they are defined (``outputs not yet defined at
-  hloref's peak``) and at their allocation's size.
+  ``peak_memory_in_bytes`` is ``ComputePeakMemory`` (``xla/service/buffer_assignment.cc``)
+  on the executable's ``BufferAssignmentProto``: the largest buffer of every parameter,
+  constant and live-out allocation, plus a replay of the proto's heap-simulator traces,
+  the only place temporaries appear. jaxlib 0.10.2's XLA:CPU proto has no traces
+  (``heap_simulator_traces`` = 0 in XLA's figures, ``fuzz/memory_proto.py``), so
+  temporaries do not count (``XLA:CPU's peak leaves out temporaries``: applied only
+  when the proto has no traces); outputs count before they are defined (``outputs not
+  yet defined at hloref's peak``) and at their allocation's size. XLA's peak must also
+  equal ``ComputePeakMemory`` replayed on its own proto (``recounted_peak_in_bytes``).
 * ``total``: the bytes of all of XLA's allocations against hloref's peak; XLA's may not
   be smaller (``packing fragmentation and alignment``).
 
@@ -35,10 +40,15 @@ from .buffer_assignment import BufferAssignment
 from .liveness import Liveness
 from .memory_sizes import HOST_MEMORY_SPACE
 
-__all__ = ["FigureRow", "compare_figures", "XLA_FIELDS", "figures_from_stats", "IN_PLACE"]
+__all__ = ["FigureRow", "compare_figures", "XLA_FIELDS", "figures_from_stats", "IN_PLACE",
+           "PEAK_WITHOUT_TEMPS"]
 
 #: the cause of bytes counted twice by hloref and once by XLA
 IN_PLACE = "results written in place over an operand's last read"
+
+#: the cause of XLA:CPU's peak below hloref's: ComputePeakMemory replays heap-simulator
+#: traces, and XLA:CPU's BufferAssignmentProto carries none (see the module docstring)
+PEAK_WITHOUT_TEMPS = "XLA:CPU's peak leaves out temporaries"
 
 #: memory_analysis() field of each figure (device; ``host_`` + it for the host).
 XLA_FIELDS = {"argument": "argument_size_in_bytes", "output": "output_size_in_bytes",
@@ -73,6 +83,8 @@ def figures_from_stats(stats, host: bool = False) -> dict[str, int]:
     out = {name: get(prefix + f) for name, f in XLA_FIELDS.items()}
     if not host:
         out["peak"] = get("peak_memory_in_bytes")
+        out["heap_simulator_traces"] = get("heap_simulator_traces")
+        out["recounted_peak"] = get("recounted_peak_in_bytes")
     return {k: int(v) for k, v in out.items() if v is not None}
 
 
@@ -199,10 +211,17 @@ def compare_figures(lv: Liveness, xla: dict[str, int], assignment: BufferAssignm
         outputs = [b for b in spaced if b.is_output and not b.is_argument]
         undefined = sum(b.size for b in outputs
                         if not any(lo <= t <= hi for lo, hi in b.intervals()))
-        causes = [("XLA:CPU's peak leaves out temporaries", -temp_at_peak),
+        # temporaries leave XLA's peak only where its proto has no heap-simulator traces
+        traces = xla.get("heap_simulator_traces")
+        causes = [(PEAK_WITHOUT_TEMPS, -temp_at_peak if not traces else 0),
                   ("outputs not yet defined at hloref's peak", undefined)]
         if placed is not None:
             causes.append(("live-out allocation holds a larger temporary",
                            rows[2].causes[0][1] if rows[2].causes else 0))
-        rows.append(_row("peak", mine["peak"], xla["peak"], causes))
+        row = _row("peak", mine["peak"], xla["peak"], causes)
+        recount = xla.get("recounted_peak")
+        if recount is not None and recount != xla["peak"]:
+            row.finding = (f"peak: peak_memory_in_bytes {xla['peak']} is not ComputePeakMemory "
+                           f"on XLA's own buffer-assignment proto ({recount})")
+        rows.append(row)
     return rows

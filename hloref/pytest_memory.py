@@ -2,7 +2,8 @@
 test executes (``hloref.memory_audit``), beside the value check of ``pytest --hloref``.
 
 Each distinct computation (its StableHLO text) is compiled once more by XLA:CPU in a
-child process (``hloref.fuzz.memory_xla``), and its optimized module, buffer assignment
+worker process kept for the session (``OracleWorker.memory``: XLA aborting ends the
+worker's child, which the next computation restarts), and its optimized module, buffer assignment
 and ``memory_analysis()`` figures are audited; the module is evaluated through the
 assignment on the inputs of its first execution. A finding fails the test that executed
 the computation. ``hloref/pytest_plugin.py`` owns the hooks and calls
@@ -34,6 +35,25 @@ class MemoryAuditor:
         self.stats = MemoryStats()
         self._seen: set[bytes] = set()
         self._lock = threading.Lock()
+        self._worker = None
+        self._worker_lock = threading.Lock()
+
+    def _compile(self, stablehlo_text: str) -> dict:
+        """XLA:CPU's optimized module, assignment and figures (a RuntimeError when XLA
+        refused, crashed or hung)."""
+        from hloref.fuzz.workers import OracleWorker
+        with self._worker_lock:
+            if self._worker is None:
+                self._worker = OracleWorker("xla", timeout=300.0)
+            r = self._worker.memory(stablehlo_text, dialect="mlir")
+        if not r.ok:
+            raise RuntimeError(f"XLA:CPU {r.kind}: {r.message}")
+        return r.value
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
 
     def audit(self, stablehlo_text: str | None, inputs: list, name: str,
               test: str) -> list[str]:
@@ -48,14 +68,13 @@ class MemoryAuditor:
             self._seen.add(key)
         try:
             import hloref
-            from hloref.fuzz.memory_xla import compile_for_memory
             from .buffer_assignment import parse_buffer_assignment
             from .memory_audit import audit
-            xla = compile_for_memory(stablehlo_text)
-            module = hloref.parse(xla.optimized)
-            assignment = parse_buffer_assignment(xla.assignment)
+            xla = self._compile(stablehlo_text)
+            module = hloref.parse(xla["optimized"])
+            assignment = parse_buffer_assignment(xla["assignment"])
             args = inputs if len(inputs) == len(module.entry.parameters) else None
-            result = audit(module, assignment=assignment, xla_stats=xla.stats, args=args)
+            result = audit(module, assignment=assignment, xla_stats=xla["stats"], args=args)
         except Exception as exc:  # noqa: BLE001 - an audit we cannot make is a skip
             return self._skip(f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
                               if str(exc) else type(exc).__name__)

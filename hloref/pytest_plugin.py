@@ -522,6 +522,8 @@ class HlorefSession:
 
     def pytest_unconfigure(self, config):
         self.uninstall()
+        if self.memory is not None:
+            self.memory.close()
 
     def summary_lines(self) -> list[str]:
         s = self.stats

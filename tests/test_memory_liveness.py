@@ -265,3 +265,70 @@ allocation 3: size 16, output shape is |(s4[6], s8[6])|, maybe-live-out:
     result = evaluate_through_assignment(module, assignment,
                                          [np.array([1, -2, 3, -4, 5, 7], np.int8)], lv=lv)
     assert result.ok and result.unplaced == 2
+
+
+DUS_FUSION = """HloModule m, is_scheduled=true
+fused {
+  a = f32[8]{0} parameter(0)
+  u = f32[2]{0} parameter(1)
+  i = s32[] parameter(2)
+  n = f32[8]{0} negate(a)
+  ROOT d = f32[8]{0} dynamic-update-slice(n, u, i)
+}
+fused_bad {
+  a = f32[8]{0} parameter(0)
+  i = s32[] parameter(2)
+  u = f32[2]{0} parameter(1)
+  s = f32[2]{0} slice(a), slice={[6:8]}
+  n = f32[8]{0} negate(a)
+  ROOT d = f32[8]{0} dynamic-update-slice(n, s, i)
+}
+ENTRY e {
+  p = f32[8]{0} parameter(0)
+  q = f32[2]{0} parameter(1)
+  j = s32[] parameter(2)
+  x = f32[8]{0} exponential(p)
+  f = f32[8]{0} fusion(x, q, j), kind=kLoop, calls=FUSED
+  ROOT o = f32[8]{0} add(f, p)
+}
+"""
+
+
+def _dus_assignment(same: bool) -> str:
+    return "\n".join([
+        "BufferAssignment:",
+        "allocation 0: size 32, parameter 0, shape |f32[8]| at ShapeIndex {}:",
+        " value: <0 p @0> (size=32,offset=0): f32[8]{0}",
+        "allocation 1: size 8, parameter 1, shape |f32[2]| at ShapeIndex {}:",
+        " value: <1 q @0> (size=8,offset=0): f32[2]{0}",
+        "allocation 2: size 4, parameter 2, shape |s32[]| at ShapeIndex {}:",
+        " value: <2 j @0> (size=4,offset=0): s32[]",
+        "allocation 3: size 64, preallocated-temp:",
+        " value: <3 x @0> (size=32,offset=0): f32[8]{0}",
+        f" value: <4 f @0> (size=32,offset={0 if same else 32}): f32[8]{{0}}",
+        "allocation 4: size 32, output shape is |f32[8]|, maybe-live-out:",
+        " value: <5 o @0> (size=32,offset=0): f32[8]{0}"]) + "\n"
+
+
+def test_fusion_updating_its_operand_with_dynamic_update_slice_computes_in_place():
+    """A loop fusion whose parameter reaches a dynamic-update-slice's operand 0 through
+    elementwise ops may write over it (each element stays or is replaced); one that
+    also reads the parameter elsewhere (the update is a slice of it) may not."""
+    from hloref.assignment_check import check_assignment
+    from hloref.memory_arena import evaluate_through_assignment
+    p = np.linspace(-1, 1, 8, dtype=np.float32)
+    args = [p, np.array([5, 6], np.float32), np.int32(3)]
+    module = hloref.parse(DUS_FUSION.replace("FUSED", "fused"))
+    lv = analyze(module)
+    assert check_assignment(lv, parse_buffer_assignment(_dus_assignment(True))).ok
+    assert check_assignment(lv, parse_buffer_assignment(_dus_assignment(False))).ok
+    result = evaluate_through_assignment(module, parse_buffer_assignment(_dus_assignment(True)),
+                                         args, lv=lv)
+    assert result.ok
+    expected = -np.exp(p)
+    expected[3:5] = [5, 6]
+    np.testing.assert_allclose(hloref.evaluate(module, *args), expected + p, rtol=1e-6)
+    bad = hloref.parse(DUS_FUSION.replace("FUSED", "fused_bad"))
+    rules = [c.rule for c in check_assignment(analyze(bad), parse_buffer_assignment(
+        _dus_assignment(True))).collisions]
+    assert rules == ["illegal-in-place"], rules

@@ -281,3 +281,42 @@ def test_hlo_text_audited_and_refusals_survived():
     bad = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[3] add(p, p)\n}\n"
     with pytest.raises(XlaMemoryError):
         audit_hlo_text(bad)
+
+
+def test_write_into_a_read_only_argument(donated):
+    """A temporary moved into the allocation of entry parameter 0 (not donated: the
+    caller's bytes) is flagged ``read-only`` with the pair, even where its live range
+    would allow the reuse; the donated parameter's allocation is not read-only."""
+    c = donated
+    bad = copy.deepcopy(c.assignment)
+    temp = next(a for a in bad.allocations if a.is_temp)
+    value = max(temp.values, key=lambda v: v.size)
+    param = next(a for a in bad.allocations if a.parameter == 0)
+    assert not param.is_live_out and value.size <= param.size
+    temp.values.remove(value)
+    value.offset = 0
+    param.values.append(value)
+    rules = [(x.rule, x.values) for x in check_assignment(c.lv, bad).collisions]
+    assert ("read-only", (param.values[0].name, value.name)) in rules, rules
+    donated_alloc = next(a for a in c.assignment.allocations if a.parameter == 1)
+    assert donated_alloc.is_live_out  # aliased with an output: writable, and not flagged
+    assert check_assignment(c.lv, c.assignment).ok
+
+
+def test_xla_cpu_peak_is_compute_peak_memory_without_heap_traces(temps, donated, scan):
+    """Why XLA:CPU's peak_memory_in_bytes leaves out temporaries: it is XLA's
+    ComputePeakMemory on the executable's BufferAssignmentProto (replayed here,
+    fuzz/memory_proto.py, and equal to XLA's figure), and that proto carries no
+    heap-simulator traces, where the temporaries would be; so the peak is the
+    parameter, constant and live-out allocations' largest buffers alone."""
+    for c in (temps, donated, scan):
+        s = c.xla.stats
+        assert s["heap_simulator_traces"] == 0
+        assert s["recounted_peak_in_bytes"] == s["peak_memory_in_bytes"]
+        figs = c.assignment.figures()
+        assert s["temp_size_in_bytes"] > 0
+        assert s["peak_memory_in_bytes"] == (figs["argument"] + figs["output"]
+                                             + figs["constant"] - figs["alias"])
+    rows = {r.figure: r for r in hj.memory(jax.jit(_temps), X, W).rows}
+    assert dict(rows["peak"].causes).get("XLA:CPU's peak leaves out temporaries", 0) < 0
+    assert not rows["peak"].finding

@@ -350,6 +350,10 @@ class XlaExecutable(OracleExecutable):
             raise OracleError(f"XLA:CPU failed to run the module: {_message(e)}") from e
         return [rebuild_result(self.result_shape, iter(device_leaves)) for device_leaves in leaves]
 
+    def compiled_memory_stats(self):
+        """``memory_analysis()``'s ``CompiledMemoryStats``."""
+        return self._exe.get_compiled_memory_stats()
+
     def optimized_hlo(self) -> str:
         """The HLO text of the module after XLA:CPU's optimization passes (constants in
         full, so that the text can be evaluated)."""
