@@ -208,11 +208,13 @@ _HLOREF_STOPS = frozenset({"error"})
 RECORDS: tuple[KnownClass, ...] = (
     KnownClass(
         "decomposition-choices", "undetermined", "LAPACK (the custom call's routine)",
-        "an eigen-, singular-value or Schur decomposition has several right answers "
+        "an eigen-, singular-value, Schur or QR decomposition has several right answers "
         "(eigenvector signs and phases, the basis of a repeated eigenvalue's space, the "
-        "order of eigenvalues, any answer exact for a matrix within LAPACK's backward "
-        "error): XLA's is judged by the identities that define it "
-        "(fuzz/decompositions.py), and the outputs that follow from it are its choice",
+        "order of eigenvalues, Householder reflectors past a rank deficiency, any answer "
+        "exact for a matrix within LAPACK's backward error), and a product of Householder "
+        "reflectors (orgqr) is fixed only to its rounding bound: XLA's is judged by the "
+        "identities that define it (fuzz/decompositions.py), and the outputs that follow "
+        "from it are its choice",
         _decomposition_held, specificity=SIGNATURE, detail=_decomposition_detail),
     KnownClass(
         "unstable-sort-ties", "undetermined", _CONTRACT,
