@@ -18,8 +18,8 @@ import numpy as np
 
 from .known_record import SIGNATURE, Case, KnownClass, leaves_of
 
-__all__ = ["RECORDS", "comparator_fn", "elided_constants", "sort_result_valid",
-           "tie_order_valid", "tied_sort_check", "unstable_sorts"]
+__all__ = ["RECORDS", "comparator_fn", "elided_constants", "follows_choice",
+           "sort_result_valid", "tie_order_valid", "tied_sort_check", "unstable_sorts"]
 
 _CONTRACT = "the semantics (the text leaves it open)"
 
@@ -324,14 +324,91 @@ def _decomposition(case: Case):
     return case.shared("decomposition", judge)
 
 
+def _same_leaves(a, b) -> bool:
+    x, y = list(leaves_of(a)), list(leaves_of(b))
+    return len(x) == len(y) and all(
+        np.shape(p) == np.shape(q) and np.asarray(p).dtype == np.asarray(q).dtype
+        and np.asarray(p).tobytes() == np.asarray(q).tobytes() for p, q in zip(x, y))
+
+
+def _in_place_of(theirs, value):
+    """XLA's answer ``theirs`` in the structure and element types of hloref's ``value``."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(np.asarray(t, dtype=np.asarray(v).dtype) for v, t in zip(value, theirs))
+    return np.asarray(theirs, dtype=np.asarray(value).dtype)
+
+
+def follows_choice(module, args, culprit, actual, policy=None):
+    """Whether the outputs that follow from a decomposition are XLA's once its choice is
+    aligned: hloref evaluates ``module`` on ``args`` with XLA's answer ``culprit.actual``
+    in place of its own wherever the culprit instruction (``culprit.computation``,
+    ``culprit.name``) meets the operands it was run alone on, and XLA's value ``actual``
+    must lie within the ULP floor or the numerical envelope of that evaluation (its
+    perturbed runs take XLA's answer at the same executions of the instruction; what
+    follows is perturbed as usual). ``(held, words)``, or None where the instruction
+    never meets those operands (not checked)."""
+    from hloref.evaluator.interpreter import Interpreter
+    from .compare import compare_values
+    from .envelope import Envelope
+    from .freedoms import EnvelopePolicy
+    from .perturb import sample_program
+    theirs, placed = culprit.actual, set()
+    shapes = [np.shape(t) for t in leaves_of(theirs)]
+
+    def run(hooks):
+        options = hooks.interpreter_options(module)
+        perturb, seen = options["perturb"], [0]
+
+        def hook(comp, instr, operands, value, recompute):
+            value = perturb(comp, instr, operands, value, recompute)
+            if comp.name != culprit.computation or instr.name != culprit.name:
+                return value
+            k, seen[0] = seen[0], seen[0] + 1
+            if hooks.index is None and _same_leaves(list(operands), list(culprit.operands)) \
+                    and [np.shape(v) for v in leaves_of(value)] == shapes:
+                placed.add(k)
+            return _in_place_of(theirs, value) if k in placed else value
+        options["perturb"] = hook
+        return Interpreter(module, **options).run(list(args))
+
+    policy = policy or EnvelopePolicy()
+    try:
+        runs = sample_program(run, policy)
+    except Exception as exc:  # noqa: BLE001 - no evaluation with XLA's choice: a failure
+        return False, f"hloref with XLA's answer in its place failed ({type(exc).__name__}: {exc})"
+    if not placed:
+        return None
+    plain = compare_values(actual, runs.nominal)
+    inside = plain if plain.ok else Envelope.of(runs, policy, module).check(actual)
+    return inside.ok, ("with XLA's answer in its place, hloref's value of the entry is XLA's"
+                       if plain.ok else "with XLA's answer in its place, XLA's value of the "
+                       f"entry is {'inside' if inside.ok else 'outside'} hloref's envelope: "
+                       f"{inside}")
+
+
+def _followed(case: Case):
+    """:func:`follows_choice` of the case (once per case)."""
+    def check():
+        if case.module is None or case.args is None or case.actual is None:
+            return None
+        return follows_choice(case.module, list(case.args), case.culprit, case.actual)
+    return case.shared("follows-choice", check)
+
+
 def _decomposition_held(case: Case) -> bool:
     found = _decomposition(case)
-    return found is not None and found[0]
+    if found is None or not found[0]:
+        return False
+    follows = _followed(case)
+    return follows is None or follows[0]
 
 
 def _decomposition_detail(case: Case) -> str:
     c = case.culprit
-    return f"%{c.name}'s answer on XLA:CPU: {_decomposition(case)[1]}"
+    follows = _followed(case)
+    then = "the outputs that follow not checked (the instruction does not meet those " \
+        "operands in the entry's evaluation)" if follows is None else follows[1]
+    return f"%{c.name}'s answer on XLA:CPU: {_decomposition(case)[1]}; {then}"
 
 
 _HLOREF_STOPS = frozenset({"error"})

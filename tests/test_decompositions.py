@@ -212,3 +212,31 @@ def test_householder_product_by_hand():
     cq, _, info = scipy_lapack().zungqr(cqr, ctau)
     assert identities_hold("lapack_zungqr_ffi", {}, [cqr, ctau], cq, cq)[0]
     assert not identities_hold("lapack_zungqr_ffi", {}, [cqr, ctau], cq, cq.conj())[0]
+
+
+# ---------------------------------------------------------------- what follows a choice
+
+
+def test_the_outputs_that_follow_a_decomposition_are_checked_with_xlas_choice():
+    """eigh's vectors times a vector: XLA:CPU's eigenvectors of the repeated eigenvalue
+    differ from hloref's, so does the product; with XLA's eigenvectors in place of its
+    own, hloref gives XLA's product (within the envelope). A product XLA did not compute
+    from its eigenvectors (one element changed) is a mismatch, the eigh still right."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    from hloref.fuzz.differential import diff
+    from hloref.fuzz.workers import OracleWorker
+    a = _repeated_eigenvalue()
+    text = jax.jit(lambda x: jnp.linalg.eigh(x)[1] @ jnp.arange(4.0, dtype=jnp.float32)) \
+        .lower(a).as_text(dialect="hlo")
+    with OracleWorker("xla") as worker:
+        report = diff(text, [a], worker=worker)
+        assert report.verdict == "undetermined", report.summary()
+        assert "identities held" in report.message
+        assert "with XLA's answer in its place" in report.message
+        assert not np.allclose(report.actual, report.expected, atol=1e-3)
+        wrong = np.array(report.actual, copy=True)
+        wrong[1] += 1e-3
+        bad = diff(text, [a], worker=worker, oracle_value=wrong)
+    assert bad.culprit is not None and bad.culprit.innermost().opcode == "custom-call"
+    assert bad.verdict == "mismatch", bad.summary()
