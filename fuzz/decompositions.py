@@ -27,6 +27,15 @@ its elements are hloref's:
   result type), H₁⋯H_k computed in f64/c128. jax passes any τ
   (``householder_product``), so Hᵢ need not be unitary and QᴴQ = I is not asked.
 
+* jaxlib's ``tridiagonal_solve_perturbed_ffi`` (Gaussian elimination with partial
+  pivoting, tiny pivots replaced by eps·max|U| as LAPACK's ``xLAGTS`` does): X solves
+  T·X = B for a T within the backward error, ‖T·x̂ − b‖∞ ≤ c·n·u·(‖T‖∞·‖x̂‖∞ + ‖b‖∞)
+  for each column (the normwise backward error of Rigal and Gaches; LAPACK Users'
+  Guide, 3rd ed., §4.4, bounds it by p(n)·u for the tridiagonal solvers); LAPACK's
+  ``gtsv`` the same for X, and its factor U (the three diagonals it returns in dl, d,
+  du) within c·n·u·‖T‖∞ of hloref's, elementwise (partial pivoting on a tridiagonal
+  matrix grows its elements by at most 2, Higham, §9.9), info hloref's.
+
 LAPACK's Householder convention fixes QR's signs only up to the sign of a computed
 value: ``xLARFG`` (Reference-LAPACK ``SRC/dlarfg.f``, ``zlarfg.f``) makes
 β = −sign(Re α)·‖(α, x)‖₂ (so R's diagonal is real and opposite in sign to the pivot
@@ -63,11 +72,14 @@ def _routine(target: str) -> str | None:
     return {"heevd": "syevd", "ungqr": "orgqr"}.get(name, name)
 
 
-#: XLA's own QR custom calls (``xla/hlo/builder/lib/qr.cc``), with LAPACK's conventions
-_XLA_TARGETS = {"Qr": "geqrf", "ProductOfElementaryHouseholderReflectors": "orgqr"}
+#: XLA's own QR custom calls (``xla/hlo/builder/lib/qr.cc``), with LAPACK's conventions,
+#: and jaxlib's tridiagonal solve
+_XLA_TARGETS = {"Qr": "geqrf", "ProductOfElementaryHouseholderReflectors": "orgqr",
+                "tridiagonal_solve_perturbed_ffi": "gtsv-perturbed"}
 
 #: the routines judged by their identities
-DECOMPOSITIONS = ("syevd", "geev", "gesdd", "gesvd", "gees", "geqrf", "geqp3", "orgqr")
+DECOMPOSITIONS = ("syevd", "geev", "gesdd", "gesvd", "gees", "geqrf", "geqp3", "orgqr",
+                  "gtsv", "gtsv-perturbed")
 
 
 def _u(x: np.ndarray) -> float:
@@ -291,6 +303,39 @@ def _orgqr(a, tau, actual) -> tuple[bool, str]:
                                        "product)"})
 
 
+def _tridiagonal_solve(dl, d, du, b, actual, expected=None) -> tuple[bool, str]:
+    """X with T·X = B, T = tridiag(dl[1:], d, du[:-1]) (jax's convention: dl[0] and
+    du[n-1] unused); for ``gtsv`` (``actual`` its five outputs) also the factor's
+    diagonals near hloref's (``expected``) and the same info."""
+    factors = isinstance(actual, (tuple, list)) and len(actual) == 5
+    x_all = actual[3] if factors else actual[0] if isinstance(actual, (tuple, list)) else actual
+    u = _u(x_all)
+    worst = {"residual": 0.0}
+    if factors:
+        if not np.array_equal(np.asarray(actual[4]), np.asarray(expected[4])):
+            return False, "identities fail: XLA's info is not hloref's"
+        n = np.shape(d)[-1]
+        norm_t = float(np.max(np.abs(_vectors(dl)) + np.abs(_vectors(d)) + np.abs(_vectors(du)),
+                              initial=0))
+        scale = _C * max(n, 1) * u * max(norm_t, np.finfo(np.float64).tiny)
+        worst["factor"] = max(float(np.max(np.abs(_wide(t) - _wide(o)), initial=0))
+                              for t, o in zip(actual[:3], expected[:3])) / scale
+    for L, D, U, B, X in zip(_vectors(dl), _vectors(d), _vectors(du), _matrices(b),
+                             _matrices(x_all)):
+        n = D.shape[-1]
+        T = np.diag(D) + np.diag(L[1:], -1) + np.diag(U[:-1], 1) if n else np.zeros((0, 0))
+        norm_t = float(np.max(np.sum(np.abs(T), axis=1), initial=0))
+        for j in range(B.shape[-1]):
+            x, y = X[:, j], B[:, j]
+            scale = _C * max(n, 1) * u * max(
+                norm_t * float(np.max(np.abs(x), initial=0)) + float(np.max(np.abs(y), initial=0)),
+                np.finfo(np.float64).tiny)
+            worst["residual"] = max(worst["residual"],
+                                    float(np.max(np.abs(T @ x - y), initial=0)) / scale)
+    return _verdict(worst, {"residual": "T·X = B (backward error)",
+                            "factor": "U's diagonals = hloref's (c·n·u·‖T‖)"})
+
+
 def _verdict(worst: dict, names: dict) -> tuple[bool, str]:
     """All ratios ≤ 1 (within c·n·u·‖A‖): held; the words list each identity and its
     worst ratio to the bound."""
@@ -313,6 +358,9 @@ def identities_hold(target: str, config: dict, operands: list, expected, actual)
         with np.errstate(all="ignore"):
             if routine == "orgqr":
                 return _orgqr(a, operands[1], actual) if len(operands) == 2 else None
+            if routine in ("gtsv", "gtsv-perturbed"):
+                return _tridiagonal_solve(*operands, actual, expected) \
+                    if len(operands) == 4 else None
             if not isinstance(actual, (tuple, list)):
                 return None
             if routine in ("geqrf", "geqp3"):

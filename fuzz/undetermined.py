@@ -419,7 +419,8 @@ RECORDS: tuple[KnownClass, ...] = (
         "an eigen-, singular-value, Schur or QR decomposition has several right answers "
         "(eigenvector signs and phases, the basis of a repeated eigenvalue's space, the "
         "order of eigenvalues, Householder reflectors past a rank deficiency, any answer "
-        "exact for a matrix within LAPACK's backward error), and a product of Householder "
+        "exact for a matrix within LAPACK's backward error); a tridiagonal solve is right "
+        "for any matrix within its backward error, and a product of Householder "
         "reflectors (orgqr) is fixed only to its rounding bound: XLA's is judged by the "
         "identities that define it (fuzz/decompositions.py), and the outputs that follow "
         "from it are its choice",

@@ -240,3 +240,48 @@ def test_the_outputs_that_follow_a_decomposition_are_checked_with_xlas_choice():
         bad = diff(text, [a], worker=worker, oracle_value=wrong)
     assert bad.culprit is not None and bad.culprit.innermost().opcode == "custom-call"
     assert bad.verdict == "mismatch", bad.summary()
+
+
+# ---------------------------------------------------------------- tridiagonal solves
+
+
+def _tridiagonal(seed: int):
+    rng = np.random.default_rng(seed)
+    dl, d, du = (rng.standard_normal((3, 8)).astype(np.float32) for _ in range(3))
+    dl[:, 0] = 0
+    du[:, -1] = 0
+    return dl, d, du, rng.standard_normal((3, 8, 2)).astype(np.float32)
+
+
+def test_xla_cpus_tridiagonal_solve_is_right_by_its_backward_error():
+    """XLA:CPU's f32 gtsv and hloref's (f64, rounded) differ by tens of ULPs in X and in
+    the factor; both solve T·X = B for a T within the backward error."""
+    pytest.importorskip("jax")
+    from jax import lax
+    import hloref.jax as hj
+    report = hj.check(lax.linalg.tridiagonal_solve, *_tridiagonal(21))
+    assert report.culprit is not None and "gtsv" in report.culprit.text
+    assert report.verdict == "undetermined", report.summary()
+    assert "identities held: T·X = B" in report.message
+
+
+def test_tridiagonal_solves_by_hand():
+    dl, d, du, b = (x[0].astype(np.float64) for x in _tridiagonal(3))
+    t = np.diag(d) + np.diag(dl[1:], -1) + np.diag(du[:-1], 1)
+    x = np.linalg.solve(t, b)
+    held, words = identities_hold("tridiagonal_solve_perturbed_ffi", {}, [dl, d, du, b], x, x)
+    assert held and "T·X = B" in words, words
+    off = x.copy()
+    off[4, 1] *= 1 + 1e-9
+    assert not identities_hold("tridiagonal_solve_perturbed_ffi", {}, [dl, d, du, b], x, off)[0]
+    # LAPACK's gtsv: (dl, d, du) hold U's diagonals, b the solution, then info
+    du2, d2, du1, xg, info = scipy_lapack().dgtsv(dl[1:], d, du[:-1], b)
+    ours = [np.r_[0, du2], d2, np.r_[du1, 0], xg, np.int32(info)]
+    assert identities_hold("lapack_dgtsv_ffi", {}, [dl, d, du, b], ours, ours)[0]
+    theirs = list(ours)
+    theirs[1] = d2 * (1 + 1e-6)  # another factor: not U
+    held, words = identities_hold("lapack_dgtsv_ffi", {}, [dl, d, du, b], ours, theirs)
+    assert not held and "U's diagonals" in words
+    theirs = list(ours)
+    theirs[4] = np.int32(1)
+    assert not identities_hold("lapack_dgtsv_ffi", {}, [dl, d, du, b], ours, theirs)[0]
