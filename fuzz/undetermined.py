@@ -344,8 +344,9 @@ def follows_choice(module, args, culprit, actual, policy=None):
     in place of its own wherever the culprit instruction (``culprit.computation``,
     ``culprit.name``) meets the operands it was run alone on, and XLA's value ``actual``
     must lie within the ULP floor or the numerical envelope of that evaluation (its
-    perturbed runs take XLA's answer at the same executions of the instruction; what
-    follows is perturbed as usual). ``(held, words)``, or None where the instruction
+    perturbed runs take XLA's answer at the same executions of the instruction, with the
+    rounding freedom hloref's own answer gets there: XLA's LAPACK need not give the same
+    bits twice; what follows is perturbed as usual). ``(held, words)``, or None where the instruction
     never meets those operands (not checked)."""
     from hloref.evaluator.interpreter import Interpreter
     from .compare import compare_values
@@ -360,14 +361,15 @@ def follows_choice(module, args, culprit, actual, policy=None):
         perturb, seen = options["perturb"], [0]
 
         def hook(comp, instr, operands, value, recompute):
-            value = perturb(comp, instr, operands, value, recompute)
-            if comp.name != culprit.computation or instr.name != culprit.name:
-                return value
-            k, seen[0] = seen[0], seen[0] + 1
-            if hooks.index is None and _same_leaves(list(operands), list(culprit.operands)) \
-                    and [np.shape(v) for v in leaves_of(value)] == shapes:
-                placed.add(k)
-            return _in_place_of(theirs, value) if k in placed else value
+            if comp.name == culprit.computation and instr.name == culprit.name:
+                k, seen[0] = seen[0], seen[0] + 1
+                if hooks.index is None and \
+                        _same_leaves(list(operands), list(culprit.operands)) and \
+                        [np.shape(v) for v in leaves_of(value)] == shapes:
+                    placed.add(k)
+                if k in placed:  # XLA's answer, perturbed as hloref's own would be
+                    value = _in_place_of(theirs, value)
+            return perturb(comp, instr, operands, value, recompute)
         options["perturb"] = hook
         return Interpreter(module, **options).run(list(args))
 
