@@ -285,3 +285,26 @@ def test_tridiagonal_solves_by_hand():
     theirs = list(ours)
     theirs[4] = np.int32(1)
     assert not identities_hold("lapack_dgtsv_ffi", {}, [dl, d, du, b], ours, theirs)[0]
+
+
+def test_the_answer_the_entry_shows_is_judged_when_it_is_not_the_one_run_alone():
+    """XLA:CPU's LAPACK need not give the same answer twice: where the entry returns the
+    decomposition's outputs, XLA's answer as they show it is judged. By hand: the Schur
+    form Q·D, D·T·D (D = diag(±1)) of XLA's own is another right answer."""
+    jax = pytest.importorskip("jax")
+    from hloref.fuzz.differential import diff
+    from hloref.fuzz.workers import OracleWorker
+    import jax.scipy.linalg as jsl
+    a = RNG.standard_normal((4, 4)).astype(np.float32)
+    text = jax.jit(jsl.schur).lower(a).as_text(dialect="hlo")
+    d = np.diag([1.0, -1.0, 1.0, -1.0]).astype(np.float32)
+    with OracleWorker("xla") as worker:
+        t, q = worker.run(text, [a]).value
+        other = (d @ t @ d, q @ d)
+        report = diff(text, [a], worker=worker, oracle_value=other)
+        assert report.verdict == "undetermined", report.summary()
+        assert "as the entry's outputs show it" in report.message
+        assert "Q·T·Qᴴ = A" in report.message
+        wrong = (other[0] + np.triu(np.ones((4, 4), np.float32), 2) * 1e-2, other[1])
+        bad = diff(text, [a], worker=worker, oracle_value=wrong)
+    assert bad.verdict == "mismatch", bad.summary()
