@@ -31,7 +31,7 @@ For each module:
    within the per-type ULP floor (``fuzz/compare.py``), else inside the numerical
    envelope (``fuzz/envelope.py``: 8 perturbed evaluations, fewer, at least 2, for a
    module whose evaluation takes over 5 s; reported separately), else another valid
-   answer (an unstable sort's tie order, ``judge_sort_ties``; a dynamic result at its
+   answer (an unstable sort's tie order, ``fuzz/undetermined.py:tie_order_valid``; a dynamic result at its
    padded bound, ``valid_region``; counted apart), else a documented
    semantic gap (``fuzz/known_classes.py``), else a mismatch. A module on several devices
    runs on that many host devices; where its collectives are written for another
@@ -52,8 +52,9 @@ the rest lives beside it, one concept a module:
   script re-executes itself with ``--worker``), XLA's cached answers (``Cache``), seeded
   size parameters (``bounded_sizes``).
 * ``ci/conformance_judge.py``: judging one value (``judge``, ``judge_devices``, the
-  envelope's ``envelope_samples``) and the other valid answers (``judge_sort_ties``,
-  ``sort_result_valid``, ``valid_region``).
+  envelope's ``envelope_samples``); the other valid answers it accepts are checked
+  by ``fuzz/dynamic_region.py:valid_region`` (a dynamic result at its padded bound) and
+  ``fuzz/undetermined.py:tie_order_valid`` (an unstable sort's tie order).
 * ``ci/conformance_layout.py``: multi-device layouts (``devices_for``,
   ``layout_consistent``, ``with_devices``).
 * ``ci/conformance_reasons.py``: the reason tables (``reason_for``, ``REASON_RULES``,

@@ -13,7 +13,38 @@ its elements are hloref's:
   multiset within Bauer–Fike's κ(V)·‖E‖₂;
 * ``gesdd``/``gesvd`` (svd): A = U·diag(s)·Vᴴ, UᴴU = I, VᴴV = I, s hloref's (Weyl);
 * ``gees`` (schur): A = Q·T·Qᴴ, QᴴQ = I, T quasi upper triangular, its eigenvalues
-  hloref's.
+  hloref's;
+* ``geqrf`` and XLA's ``Qr`` (QR): Q·R = A with Q = H₁⋯H_k the product of the
+  elementary reflectors Hᵢ = I − τᵢ·vᵢ·vᵢᴴ the packed answer holds and R its upper
+  triangle, QᴴQ = I; ``geqp3`` (pivoted QR): the same for A·P, P a permutation, and
+  |r₁₁| ≥ |r₂₂| ≥ … (the pivoting's order; an exact tie may go either way);
+* ``orgqr``/``ungqr`` and XLA's ``ProductOfElementaryHouseholderReflectors``: the
+  reflectors are its input, so Q is determined, but only to the rounding of a product
+  of k rank-one updates: |Q̂ − H₁⋯H_k| ≤ γ_{k(m+3)+1}·|H₁|⋯|H_k| elementwise, γ_j =
+  j·u/(1 − j·u) (each update Q − τ·v·(vᴴQ) is within γ_{m+3}·|Hᵢ|·|Q| with
+  |Hᵢ| ≤ I + |τᵢ|·|vᵢ|·|vᵢ|ᵀ, the inner product's bound of Higham, Accuracy and Stability
+  of Numerical Algorithms, 2nd ed., §3.1 and §3.5 (3.13), and one more rounding to the
+  result type), H₁⋯H_k computed in f64/c128. jax passes any τ
+  (``householder_product``), so Hᵢ need not be unitary and QᴴQ = I is not asked.
+
+* jaxlib's ``tridiagonal_solve_perturbed_ffi`` (Gaussian elimination with partial
+  pivoting, tiny pivots replaced by eps·max|U| as LAPACK's ``xLAGTS`` does): X solves
+  T·X = B for a T within the backward error, ‖T·x̂ − b‖∞ ≤ c·n·u·(‖T‖∞·‖x̂‖∞ + ‖b‖∞)
+  for each column (the normwise backward error of Rigal and Gaches; LAPACK Users'
+  Guide, 3rd ed., §4.4, bounds it by p(n)·u for the tridiagonal solvers); LAPACK's
+  ``gtsv`` the same for X, and its factor U (the three diagonals it returns in dl, d,
+  du) within c·n·u·‖T‖∞ of hloref's, elementwise (partial pivoting on a tridiagonal
+  matrix grows its elements by at most 2, Higham, §9.9), info hloref's.
+
+LAPACK's Householder convention fixes QR's signs only up to the sign of a computed
+value: ``xLARFG`` (Reference-LAPACK ``SRC/dlarfg.f``, ``zlarfg.f``) makes
+β = −sign(Re α)·‖(α, x)‖₂ (so R's diagonal is real and opposite in sign to the pivot
+α, the diagonal element of the column after the previous reflections) and takes H = I
+(τ = 0, β = α) where x, the column below the diagonal, is exactly zero. Where α is
+within rounding of zero its sign, and so the signs of R's row and Q's column, is the
+arithmetic's; where the column below the diagonal is within rounding of zero (a
+rank-deficient A), the reflector itself is. Either way another answer satisfies the
+identities, so QR is judged by them.
 
 ‖E‖₂ is the backward error LAPACK's algorithms guarantee, p(n)·u·‖A‖₂ (LAPACK Users'
 Guide, 3rd ed., §4.7 to §4.9, the error bounds of the symmetric and nonsymmetric
@@ -33,14 +64,22 @@ _C = 32
 
 def _routine(target: str) -> str | None:
     """``lapack_ssyevd_ffi`` -> ``syevd``; None for other targets."""
+    if target in _XLA_TARGETS:
+        return _XLA_TARGETS[target]
     if not (target.startswith("lapack_") and target.endswith("_ffi")):
         return None
     name = target[len("lapack_") + 1:-len("_ffi")]
-    return {"heevd": "syevd", "gesdd": "gesdd", "gesvd": "gesvd"}.get(name, name)
+    return {"heevd": "syevd", "ungqr": "orgqr"}.get(name, name)
 
+
+#: XLA's own QR custom calls (``xla/hlo/builder/lib/qr.cc``), with LAPACK's conventions,
+#: and jaxlib's tridiagonal solve
+_XLA_TARGETS = {"Qr": "geqrf", "ProductOfElementaryHouseholderReflectors": "orgqr",
+                "tridiagonal_solve_perturbed_ffi": "gtsv-perturbed"}
 
 #: the routines judged by their identities
-DECOMPOSITIONS = ("syevd", "geev", "gesdd", "gesvd", "gees")
+DECOMPOSITIONS = ("syevd", "geev", "gesdd", "gesvd", "gees", "geqrf", "geqp3", "orgqr",
+                  "gtsv", "gtsv-perturbed")
 
 
 def _u(x: np.ndarray) -> float:
@@ -201,6 +240,102 @@ def _gees(a, expected, actual) -> tuple[bool, str]:
                             "eigenvalues": "eig(T) = hloref's"})
 
 
+def _reflectors(packed: np.ndarray, tau: np.ndarray, m: int) -> np.ndarray:
+    """H₁·H₂⋯H_k (m × m), Hᵢ = I − τᵢ·vᵢ·vᵢᴴ with vᵢ = (0, …, 0, 1, packed[i+1:, i])
+    (LAPACK's packed form, ``xGEQRF``'s and ``xORGQR``'s)."""
+    q = np.eye(m, dtype=np.result_type(packed, tau))
+    for i in reversed(range(len(tau))):
+        v = np.zeros(m, dtype=q.dtype)
+        v[i] = 1
+        v[i + 1:] = packed[i + 1:, i]
+        q = q - tau[i] * np.outer(v, v.conj() @ q)
+    return q
+
+
+def _geqrf(a, actual, pivoted: bool) -> tuple[bool, str]:
+    """``(packed, tau)``, or ``(packed, jpvt, tau)`` of ``geqp3``: Q·R = A·P."""
+    packed, tau = actual[0], actual[-1]
+    jpvt = actual[1] if pivoted else None
+    u = _u(packed)
+    worst = {"reconstruction": 0.0, "orthogonality": 0.0}
+    if pivoted:
+        worst["pivot order"] = 0.0
+    jpvts = np.asarray(jpvt).reshape(-1, np.shape(jpvt)[-1]) if pivoted else None
+    for b, (A, P, T) in enumerate(zip(_matrices(a), _matrices(packed), _vectors(tau))):
+        m, n = A.shape
+        k = min(m, n)
+        scale = _C * max(m, n) * u * max(_norm2(A), np.finfo(np.float64).tiny)
+        if pivoted:
+            order = jpvts[b].astype(np.int64) - 1
+            if sorted(order.tolist()) != list(range(n)):
+                return False, "identities fail: jpvt is not a permutation of the columns"
+            A = A[:, order]
+            d = np.abs(np.diag(P)[:k])
+            worst["pivot order"] = max(worst["pivot order"], float(
+                np.max(d[1:] - d[:-1], initial=0)) / scale)
+        Q = _reflectors(P, T[:k], m)
+        R = np.triu(P)[:k, :]
+        worst["reconstruction"] = max(worst["reconstruction"], float(
+            np.max(np.abs(Q[:, :k] @ R - A), initial=0)) / scale)
+        worst["orthogonality"] = max(worst["orthogonality"], _orthonormal(Q, u) / _C)
+    return _verdict(worst, {"reconstruction": "Q·R = A·P" if pivoted else "Q·R = A",
+                            "orthogonality": "QᴴQ = I (Q = H₁⋯H_k)",
+                            "pivot order": "|r₁₁| ≥ |r₂₂| ≥ …"})
+
+
+def _orgqr(a, tau, actual) -> tuple[bool, str]:
+    """Q = the first n columns of H₁⋯H_k, the reflectors ``a`` and ``tau`` hold (any τ:
+    jax's ``householder_product`` takes reflectors that are not unitary too)."""
+    q_all = actual[0] if isinstance(actual, (tuple, list)) else actual
+    u = _u(q_all)
+    worst = {"product": 0.0}
+    for P, T, Q in zip(_matrices(a), _vectors(tau), _matrices(q_all)):
+        m, n = Q.shape
+        k = T.shape[-1]
+        exact = _reflectors(P, T, m)[:, :n]
+        # |H₁|⋯|H_k| (elementwise absolute values, |Hᵢ| ≤ I + |τᵢ|·|vᵢ|·|vᵢ|ᵀ)
+        size = _reflectors(np.abs(np.tril(P, -1)) + np.eye(*P.shape), -np.abs(T), m)[:, :n]
+        gamma = (k * (m + 3) + 1) * u
+        bound = gamma / (1 - gamma) * np.maximum(np.abs(size), np.finfo(np.float64).tiny)
+        worst["product"] = max(worst["product"],
+                               float(np.max(np.abs(Q - exact) / bound, initial=0)))
+    return _verdict(worst, {"product": "Q = H₁⋯H_k (within the rounding bound of the "
+                                       "product)"})
+
+
+def _tridiagonal_solve(dl, d, du, b, actual, expected=None) -> tuple[bool, str]:
+    """X with T·X = B, T = tridiag(dl[1:], d, du[:-1]) (jax's convention: dl[0] and
+    du[n-1] unused); for ``gtsv`` (``actual`` its five outputs) also the factor's
+    diagonals near hloref's (``expected``) and the same info."""
+    factors = isinstance(actual, (tuple, list)) and len(actual) == 5
+    x_all = actual[3] if factors else actual[0] if isinstance(actual, (tuple, list)) else actual
+    u = _u(x_all)
+    worst = {"residual": 0.0}
+    if factors:
+        if not np.array_equal(np.asarray(actual[4]), np.asarray(expected[4])):
+            return False, "identities fail: XLA's info is not hloref's"
+        n = np.shape(d)[-1]
+        norm_t = float(np.max(np.abs(_vectors(dl)) + np.abs(_vectors(d)) + np.abs(_vectors(du)),
+                              initial=0))
+        scale = _C * max(n, 1) * u * max(norm_t, np.finfo(np.float64).tiny)
+        worst["factor"] = max(float(np.max(np.abs(_wide(t) - _wide(o)), initial=0))
+                              for t, o in zip(actual[:3], expected[:3])) / scale
+    for L, D, U, B, X in zip(_vectors(dl), _vectors(d), _vectors(du), _matrices(b),
+                             _matrices(x_all)):
+        n = D.shape[-1]
+        T = np.diag(D) + np.diag(L[1:], -1) + np.diag(U[:-1], 1) if n else np.zeros((0, 0))
+        norm_t = float(np.max(np.sum(np.abs(T), axis=1), initial=0))
+        for j in range(B.shape[-1]):
+            x, y = X[:, j], B[:, j]
+            scale = _C * max(n, 1) * u * max(
+                norm_t * float(np.max(np.abs(x), initial=0)) + float(np.max(np.abs(y), initial=0)),
+                np.finfo(np.float64).tiny)
+            worst["residual"] = max(worst["residual"],
+                                    float(np.max(np.abs(T @ x - y), initial=0)) / scale)
+    return _verdict(worst, {"residual": "T·X = B (backward error)",
+                            "factor": "U's diagonals = hloref's (c·n·u·‖T‖)"})
+
+
 def _verdict(worst: dict, names: dict) -> tuple[bool, str]:
     """All ratios ≤ 1 (within c·n·u·‖A‖): held; the words list each identity and its
     worst ratio to the bound."""
@@ -216,12 +351,22 @@ def identities_hold(target: str, config: dict, operands: list, expected, actual)
     ``target`` is no decomposition judged so. ``config``: the call's backend_config
     characters (``uplo``, ``mode``, ``compute_left``, ``compute_right``)."""
     routine = _routine(target)
-    if routine not in DECOMPOSITIONS or len(operands) != 1 or \
-            not isinstance(actual, (tuple, list)) or not isinstance(expected, (tuple, list)):
+    if routine not in DECOMPOSITIONS or not operands:
         return None
     a = operands[0]
     try:
         with np.errstate(all="ignore"):
+            if routine == "orgqr":
+                return _orgqr(a, operands[1], actual) if len(operands) == 2 else None
+            if routine in ("gtsv", "gtsv-perturbed"):
+                return _tridiagonal_solve(*operands, actual, expected) \
+                    if len(operands) == 4 else None
+            if not isinstance(actual, (tuple, list)):
+                return None
+            if routine in ("geqrf", "geqp3"):
+                return _geqrf(a, actual, routine == "geqp3")
+            if len(operands) != 1 or not isinstance(expected, (tuple, list)):
+                return None
             if routine == "syevd":
                 return _eigh(a, config.get("uplo", "L") == "L", expected, actual)
             if routine == "geev":

@@ -465,6 +465,7 @@ def test_sort_result_valid_evaluates_the_written_comparator():
     # a comparator that is not a strict weak order (x + 1 < y, sort_utils_test.cc:233):
     # only compare(next, prev) must be false for every neighbour pair
     import hloref
+    from hloref.fuzz import undetermined
     text = """HloModule m
 c {
   a = f32[] parameter(0)
@@ -479,14 +480,14 @@ ENTRY e {
 }
 """
     module = hloref.parse(text)
-    compare = conformance_judge.comparator_fn(module, module.computations["c"])
+    compare = undetermined.comparator_fn(module, module.computations["c"])
     x = np.array([0.5, 0.0, 3.0], np.float32)
     # 0.5 before 0: 0 + 1 < 0.5 is false, so in order; 3 then 0.5 would not be
-    assert conformance_judge.sort_result_valid([x], [np.array([0.5, 0.0, 3.0], np.float32)], 0, compare)[0]
-    assert not conformance_judge.sort_result_valid([x], [np.array([3.0, 0.5, 0.0], np.float32)], 0,
+    assert undetermined.sort_result_valid([x], [np.array([0.5, 0.0, 3.0], np.float32)], 0, compare)[0]
+    assert not undetermined.sort_result_valid([x], [np.array([3.0, 0.5, 0.0], np.float32)], 0,
                                              compare)[0]
     # bit for bit: -0 is not the input's 0
-    assert not conformance_judge.sort_result_valid([x], [np.array([0.5, -0.0, 3.0], np.float32)], 0,
+    assert not undetermined.sort_result_valid([x], [np.array([0.5, -0.0, 3.0], np.float32)], 0,
                                              compare)[0]
 
 
