@@ -15,7 +15,7 @@ import numpy as np
 
 from hloref.errors import HloEvalError
 
-from . import kernels
+from . import kernels, trig_f32, unary_tables
 from .numeric import (compute_array, element_type_of, finish, float_compute, float_compute_f64,
                       int_compute_dtype, wrap_int)
 from .registry import op
@@ -180,6 +180,10 @@ _TRANSCENDENTAL = {
 }
 
 
+#: f32 kernels that return what ``float_compute_f64`` of the table's function does
+_F32_KERNELS = {"sine": trig_f32.sin_f32, "cosine": trig_f32.cos_f32}
+
+
 def _transcendental(name):
     real_fn, complex_fn = _TRANSCENDENTAL[name]
 
@@ -191,7 +195,15 @@ def _transcendental(name):
             return float_compute_f64(complex_fn, x, et=et)
         if not et.is_float:
             raise HloEvalError(f"{name} needs a floating-point operand, got {et.name}")
-        return float_compute_f64(real_fn, x, et=et)
+        fast = _F32_KERNELS.get(name) if x.dtype == np.float32 and et.dtype == np.float32 \
+            else None
+        if fast is not None:  # the same bits as the line below (trig_f32's docstring)
+            return fast(x)
+        table = unary_tables.lookup(name, compute, x, et) if et.is_narrow_float else None
+        return table if table is not None else compute(x)
+
+    def compute(x):
+        return float_compute_f64(real_fn, x, et=element_type_of(x))
 
     evaluate.__name__ = name.replace("-", "_")
     return evaluate
