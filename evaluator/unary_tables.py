@@ -35,8 +35,8 @@ def tabulable(et) -> bool:
 def lookup(name: str, compute, x: np.ndarray, et) -> np.ndarray | None:
     """``compute(x)`` for a unary ``compute`` of float type ``et`` (operand and result),
     by table; ``None`` when ``et`` is not tabulable or ``x`` too small to build one."""
-    if not tabulable(et) or x.dtype != et.dtype:
-        return None
+    if type(x) is not np.ndarray or x.ndim == 0 or not tabulable(et) or x.dtype != et.dtype:
+        return None  # (a scalar, as a per-element reducer passes, is computed directly)
     key = (name, et.name)
     table = _TABLES.get(key)
     if table is None:
