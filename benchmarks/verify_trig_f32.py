@@ -1,11 +1,11 @@
-"""Check ``evaluator/trig_f32.py`` against the reference path on every f32 input.
+"""Check the fast f32 paths of the transcendentals against the reference path on every
+f32 input: ``evaluator/trig_f32.py`` (sine, cosine) and ``elementwise.sqrt_f32``.
 
-    python benchmarks/verify_trig_f32.py [--op sine|cosine] [--sample N] [--seed S]
+    python benchmarks/verify_trig_f32.py [--op sine|cosine|sqrt] [--sample N] [--seed S]
 
 For each f32 bit pattern (all 2**32, or ``--sample`` random ones): the f32 result of
-``sin_f32``/``cos_f32`` must equal, bit for bit, the reference path's (numpy's f64
-``sin``/``cos`` of the widened input, rounded once to f32: what
-``numeric.float_compute_f64`` computed before). It also prints the largest distance,
+the fast path must equal, bit for bit, the reference path's (numpy's f64 function of
+the widened input, rounded once to f32: what ``numeric.float_compute_f64`` computes). It also prints the largest distance,
 in f64 ulps, between the kernel's f64 value (``approx_f64``) and the libm's where the
 kernel is used (``|x| <= REDUCE_LIMIT``): the guard (``GUARD``) must exceed it for the
 argument of the module docstring to hold. Exits 1 on any difference. About 1 minute
@@ -22,9 +22,12 @@ import numpy as np
 
 # through ``hloref.evaluator``, as the interpreter imports it: Numba's cache records the
 # module's import name, and a kernel cached as ``evaluator.trig_f32`` fails to load there
+from hloref.evaluator.elementwise import sqrt_f32
 from hloref.evaluator.trig_f32 import GUARD, REDUCE_LIMIT, approx_f64, cos_f32, sin_f32
 
-OPS = {"sine": (sin_f32, np.sin, 0), "cosine": (cos_f32, np.cos, 1)}
+#: op -> (fast f32 path, the f64 function of the reference path, the kernel's quadrant
+#: offset for ``approx_f64``, or None where there is no f64 approximation to measure)
+OPS = {"sine": (sin_f32, np.sin, 0), "cosine": (cos_f32, np.cos, 1), "sqrt": (sqrt_f32, np.sqrt, None)}
 CHUNK = 1 << 24
 
 
@@ -38,6 +41,8 @@ def check(bits: np.ndarray, op: str) -> tuple[int, int]:
         reference = reference64.astype(np.float32)
     got = fast(x)
     differ = int(np.count_nonzero(got.view(np.uint32) != reference.view(np.uint32)))
+    if quadrant0 is None:
+        return differ, 0
     approx = np.empty(x.size, np.float64)
     approx_f64(x, approx, quadrant0)
     used = np.abs(wide) <= REDUCE_LIMIT

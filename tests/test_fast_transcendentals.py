@@ -11,7 +11,8 @@ conversion, the nearest by exact f64 distance (ties to the even pattern).
 normal magnitudes, arguments next to multiples of π/2 and the special values, with
 the elements it leaves to the libm present; ``evaluator/unary_tables.py`` (8- and
 16-bit floats) on every bit pattern of each type, through ``hloref.evaluate``.
-``benchmarks/verify_trig_f32.py`` checks all 2**32 f32 inputs of the first.
+``benchmarks/verify_trig_f32.py`` checks all 2**32 f32 inputs of the first, and of f32
+``sqrt`` (f32's own square root: the same bits as the rounded f64 one).
 """
 
 from __future__ import annotations
@@ -115,3 +116,17 @@ def test_narrow_transcendentals_by_table_are_the_rounded_f64_value(ty, dtype, op
     want = _round_to(wide, dtype)
     _same_bits(_evaluate(opcode, ty, x), want)
     _same_bits(_evaluate(opcode, ty, x[:7]), want[:7])  # small: the table once built
+
+
+def test_f32_sqrt_is_the_rounded_f64_square_root_bit_for_bit():
+    """f32's own square root (the fast path) against the f64 one rounded, every bit of
+    every result compared, NaNs (and their payloads and signs) included."""
+    rng = np.random.default_rng(7)
+    bits = np.concatenate([rng.integers(0, 1 << 32, 1 << 21, dtype=np.uint64).astype(np.uint32),
+                           np.array([0x7F800001, 0xFF800001, 0x7FC00001, 0xFFFFFFFF, 0x80000000,
+                                     0x00000001, 0x807FFFFF, 0x7F7FFFFF], np.uint32)])
+    x = bits.view(np.float32)
+    with np.errstate(all="ignore"):
+        want = np.sqrt(x.astype(np.float64)).astype(np.float32)
+    got = _evaluate("sqrt", "f32", x)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
