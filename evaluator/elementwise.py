@@ -190,6 +190,7 @@ def sqrt_f32(x: np.ndarray) -> np.ndarray:
     return out if type(out) is np.ndarray else np.asarray(out)
 
 
+_F32 = np.dtype(np.float32)
 #: f32 kernels that return what ``float_compute_f64`` of the table's function does
 _F32_KERNELS = {"sine": trig_f32.sin_f32, "cosine": trig_f32.cos_f32, "sqrt": sqrt_f32}
 
@@ -205,15 +206,15 @@ def _transcendental(name):
             return float_compute_f64(complex_fn, x, et=et)
         if not et.is_float:
             raise HloEvalError(f"{name} needs a floating-point operand, got {et.name}")
-        fast = _F32_KERNELS.get(name) if x.dtype == np.float32 and et.dtype == np.float32 \
-            else None
-        if fast is not None:  # the same bits as the line below (trig_f32's docstring)
+        fast = _F32_KERNELS.get(name) if x.dtype == _F32 and et.dtype == _F32 else None
+        if fast is not None:  # the same bits as the last line (trig_f32's docstring)
             return fast(x)
-        table = unary_tables.lookup(name, compute, x, et) if et.is_narrow_float else None
-        return table if table is not None else compute(x)
-
-    def compute(x):
-        return float_compute_f64(real_fn, x, et=element_type_of(x))
+        if et.is_narrow_float:  # a table of that line's values, when ``x`` is of type ``et``
+            table = unary_tables.lookup(name, lambda v: float_compute_f64(real_fn, v, et=et),
+                                        x, et)
+            if table is not None:
+                return table
+        return float_compute_f64(real_fn, x, et=et)
 
     evaluate.__name__ = name.replace("-", "_")
     return evaluate
