@@ -2,6 +2,7 @@
 f32 input: ``evaluator/trig_f32.py`` (sine, cosine) and ``elementwise.sqrt_f32``.
 
     python benchmarks/verify_trig_f32.py [--op sine|cosine|sqrt] [--sample N] [--seed S]
+                                         [--kernel-range]
 
 For each f32 bit pattern (all 2**32, or ``--sample`` random ones): the f32 result of
 the fast path must equal, bit for bit, the reference path's (numpy's f64 function of
@@ -59,6 +60,10 @@ def main(argv=None) -> int:
     parser.add_argument("--sample", type=int, default=0,
                         help="random bit patterns to check (default: all 2**32)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--kernel-range", action="store_true",
+                        help="every f32 with |x| <= REDUCE_LIMIT (both signs) instead of all "
+                             "2**32: the inputs the kernel computes; the others go to the "
+                             "reference path itself")
     args = parser.parse_args(argv)
     failed = False
     for op in args.op or sorted(OPS):
@@ -67,6 +72,10 @@ def main(argv=None) -> int:
             rng = np.random.default_rng(args.seed)
             chunks = (rng.integers(0, 1 << 32, min(CHUNK, args.sample - lo), dtype=np.uint64)
                       .astype(np.uint32) for lo in range(0, args.sample, CHUNK))
+        elif args.kernel_range:
+            top = int(np.float32(REDUCE_LIMIT).view(np.uint32)) + 1  # |x| <= limit: bits < top
+            chunks = (np.arange(lo, min(lo + CHUNK, top), dtype=np.uint64).astype(np.uint32)
+                      | np.uint32(sign) for sign in (0, 1 << 31) for lo in range(0, top, CHUNK))
         else:
             chunks = (np.arange(lo, lo + CHUNK, dtype=np.uint64).astype(np.uint32)
                       for lo in range(0, 1 << 32, CHUNK))
