@@ -22,7 +22,7 @@ round on another grid), or when ``|x| > REDUCE_LIMIT`` or ``x`` is not finite. S
 result is that of the reference path provided the kernel and the libm differ by less
 than ``GUARD`` ulps where the kernel is used; ``benchmarks/verify_trig_f32.py``
 checks f32 inputs against the reference path, all 2**32 or (``--kernel-range``) the
-2,466,250,754 the kernel computes: for the sine all of these agree, the largest
+2,466,250,754 the kernel computes: for sine and cosine all of these agree, the largest
 kernel-libm distance 3 f64 ulps against a guard of 2**10 (docs/benchmarks.md);
 ``tests/test_fast_transcendentals.py`` checks samples and the recomputed cases.
 """
