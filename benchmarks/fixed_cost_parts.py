@@ -42,8 +42,8 @@ def rows(calls: int):
     rng = np.random.default_rng(0)
     x16 = np.ones(16, np.float32)
     m = hloref.parse(bench_core._binary("add", "f32", 16))
-    yield "evaluate add f32[16] (the fixed cost)", cpu_us(lambda: hloref.evaluate(m, x16, x16), calls), \
-        cpu_us(lambda: np.add(x16, x16), calls)
+    yield "evaluate add f32[16] (the fixed cost)", \
+        cpu_us(lambda: hloref.evaluate(m, x16, x16), calls), cpu_us(lambda: np.add(x16, x16), calls)
     x = rng.standard_normal(1 << 16).astype(np.float32)
     m = hloref.parse(bench_core._binary("add", "f32", 1 << 16))
     yield "evaluate add f32[65536]", cpu_us(lambda: hloref.evaluate(m, x, x), calls), \
@@ -59,7 +59,8 @@ def rows(calls: int):
     m = hloref.parse(bench_core._dot("f32", 64, 64, 64))
     yield "evaluate dot f32[64,64]x[64,64]", cpu_us(lambda: hloref.evaluate(m, b, b), calls), \
         cpu_us(lambda: b @ b, calls)
-    yield "  dgemm alone (numpy: sgemm alone)", cpu_us(lambda: np.matmul(bd, bd, out=out64), calls), \
+    yield "  dgemm alone (numpy: sgemm alone)", \
+        cpu_us(lambda: np.matmul(bd, bd, out=out64), calls), \
         cpu_us(lambda: np.matmul(b, b, out=out32), calls)
     m = hloref.parse(bench_core._chain(1000))
     x4 = np.ones(4, np.float32)

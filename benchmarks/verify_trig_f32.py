@@ -6,8 +6,8 @@ f32 input: ``evaluator/trig_f32.py`` (sine, cosine) and ``elementwise.sqrt_f32``
 
 For each f32 bit pattern (all 2**32, or ``--sample`` random ones): the f32 result of
 the fast path must equal, bit for bit, the reference path's (numpy's f64 function of
-the widened input, rounded once to f32: what ``numeric.float_compute_f64`` computes). It also prints the largest distance,
-in f64 ulps, between the kernel's f64 value (``approx_f64``) and the libm's where the
+the widened input, rounded once to f32: what ``numeric.float_compute_f64`` computes).
+It also prints the largest distance, in f64 ulps, between the kernel's f64 value (``approx_f64``) and the libm's where the
 kernel is used (``|x| <= REDUCE_LIMIT``): the guard (``GUARD``) must exceed it for the
 argument of the module docstring to hold. Exits 1 on any difference. About 1 minute
 per 2**28 inputs and op on one core of the development machine.
@@ -28,7 +28,8 @@ from hloref.evaluator.trig_f32 import GUARD, REDUCE_LIMIT, approx_f64, cos_f32, 
 
 #: op -> (fast f32 path, the f64 function of the reference path, the kernel's quadrant
 #: offset for ``approx_f64``, or None where there is no f64 approximation to measure)
-OPS = {"sine": (sin_f32, np.sin, 0), "cosine": (cos_f32, np.cos, 1), "sqrt": (sqrt_f32, np.sqrt, None)}
+OPS = {"sine": (sin_f32, np.sin, 0), "cosine": (cos_f32, np.cos, 1),
+       "sqrt": (sqrt_f32, np.sqrt, None)}
 CHUNK = 1 << 24
 
 
