@@ -11,8 +11,10 @@ fixed inputs: parse excluded, the interpreter's per-instruction overhead include
 and of the numpy expression computing the same values, and the median of their
 per-round ratios (hloref / numpy; lower is better; the two are timed in turns, see
 ``timing.py``). Numba kernels are compiled (or loaded from the cache) by a warm-up
-call first. numpy computes f32 transcendentals in f32 (a few ulp); hloref computes
-them in f64 and rounds once, so those ratios compare different accuracies.
+call first. numpy computes f32 transcendentals in f32 (a few ulp; bf16 ones through
+ml_dtypes' f32 loops); hloref computes them in f64 and rounds once, so those ratios
+compare different accuracies. A bf16 transcendental's first call builds its table of
+every bf16 value (``evaluator/unary_tables.py``) and is the warm-up.
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ def cases(quick: bool):
         yield (f"sine f32[{n}]", _unary("sine", "f32", n), (x,), lambda x=x: np.sin(x))
         xb, yb = x.astype(ml_dtypes.bfloat16), y.astype(ml_dtypes.bfloat16)
         yield (f"add bf16[{n}]", _binary("add", "bf16", n), (xb, yb), lambda x=xb, y=yb: x + y)
+        yield (f"exponential bf16[{n}]", _unary("exponential", "bf16", n), (xb,),
+               lambda x=xb: np.exp(x))
+        yield (f"sine bf16[{n}]", _unary("sine", "bf16", n), (xb,), lambda x=xb: np.sin(x))
         xi, yi = (x * 100).astype(np.int32), (y * 100).astype(np.int32) | 1
         yield (f"divide s32[{n}]", _binary("divide", "s32", n), (xi, yi),
                lambda x=xi, y=yi: np.fix(x / y).astype(np.int32))
@@ -100,7 +105,8 @@ def cases(quick: bool):
 TARGETS = {"add f32[65536]": 2.0, "add bf16[65536]": 2.0, "divide s32[65536]": 2.0,
            "reduce-add f32[256,256] dim 0": 2.0, "reduce-add f32[256,256] dim 1": 2.0,
            "dot f32[64,64]x[64,64]": 3.0, "exponential f32[1048576]": 3.0,
-           "sine f32[1048576]": 3.0}
+           "sine f32[1048576]": 3.0, "exponential bf16[1048576]": 3.0,
+           "sine bf16[1048576]": 3.0}
 
 
 def _chain(n: int) -> str:

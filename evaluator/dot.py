@@ -26,7 +26,8 @@ import numpy as np
 from hloref.types import F32
 
 from .convert import convert_array
-from .numeric import contiguous, element_type_of, finish, int_compute_dtype, scratch, to_float64
+from .numeric import (contiguous, element_type_of, finish, int_compute_dtype, quiet, scratch,
+                      to_float64)
 from .registry import op
 
 
@@ -180,6 +181,11 @@ _F32_F64 = (np.dtype(np.float32), np.dtype(np.float64))
 _SMALL_BYTES = 1 << 17
 
 
+def _product_rounded(a, b, product, dtype):
+    np.matmul(a, b, out=product)
+    return product.astype(dtype)
+
+
 def _widened(x, batch, contracting, contract_last: bool, slot: int):
     """``_arrange`` of an f32/f64 operand, widened exactly to f64 in one copy into a
     scratch buffer."""
@@ -206,10 +212,8 @@ def _dot_f64(lhs, rhs, et, lhs_batch, rhs_batch, lhs_contracting, rhs_contractin
         a = lhs.astype(np.float64, order="C")
         b = rhs.astype(np.float64, order="C")
         product = scratch((a.shape[0], b.shape[1]), np.float64, 2)
-        with np.errstate(all="ignore"):
-            np.matmul(a, b, out=product)
-        with np.errstate(over="ignore", invalid="ignore"):  # f64 -> f32 overflow is inf
-            return product.astype(et.dtype)
+        # f64 -> f32 overflow is inf; one warnings state for both steps (``quiet``)
+        return quiet(_product_rounded, a, b, product, et.dtype)
     a, lhs_free = _widened(lhs, lhs_batch, lhs_contracting, True, 0)
     b, rhs_free = _widened(rhs, rhs_batch, rhs_contracting, False, 1)
     product = scratch((a.shape[0], a.shape[1], b.shape[2]), np.float64, 2)

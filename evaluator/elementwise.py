@@ -15,9 +15,9 @@ import numpy as np
 
 from hloref.errors import HloEvalError
 
-from . import kernels
+from . import kernels, trig_f32, unary_tables
 from .numeric import (compute_array, element_type_of, finish, float_compute, float_compute_f64,
-                      int_compute_dtype, wrap_int)
+                      int_compute_dtype, quiet, wrap_int)
 from .registry import op
 
 
@@ -179,6 +179,21 @@ _TRANSCENDENTAL = {
 }
 
 
+def sqrt_f32(x: np.ndarray) -> np.ndarray:
+    """``f32(sqrt(f64(x)))`` computed as f32's own square root: the same bits, since a
+    square root correctly rounded to a format of at least 2p+2 bits (f64: 53 >= 2·24+2)
+    and then to p bits is correctly rounded to p bits (Figueroa, "When is double
+    rounding innocuous?", 1995); ``benchmarks/verify_trig_f32.py --op sqrt`` checks all
+    2**32 inputs, NaN payloads included."""
+    out = quiet(np.sqrt, x)
+    return out if type(out) is np.ndarray else np.asarray(out)
+
+
+_F32 = np.dtype(np.float32)
+#: f32 kernels that return what ``float_compute_f64`` of the table's function does
+_F32_KERNELS = {"sine": trig_f32.sin_f32, "cosine": trig_f32.cos_f32, "sqrt": sqrt_f32}
+
+
 def _transcendental(name):
     real_fn, complex_fn = _TRANSCENDENTAL[name]
 
@@ -190,6 +205,14 @@ def _transcendental(name):
             return float_compute_f64(complex_fn, x, et=et)
         if not et.is_float:
             raise HloEvalError(f"{name} needs a floating-point operand, got {et.name}")
+        fast = _F32_KERNELS.get(name) if x.dtype == _F32 and et.dtype == _F32 else None
+        if fast is not None:  # the same bits as the last line (trig_f32's docstring)
+            return fast(x)
+        if et.is_narrow_float:  # a table of that line's values, when ``x`` is of type ``et``
+            table = unary_tables.lookup(name, lambda v: float_compute_f64(real_fn, v, et=et),
+                                        x, et)
+            if table is not None:
+                return table
         return float_compute_f64(real_fn, x, et=et)
 
     evaluate.__name__ = name.replace("-", "_")

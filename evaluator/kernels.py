@@ -251,16 +251,22 @@ def _sum_rows_f64(x, out):
         out[o] = acc
 
 
+_F32_F64 = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def sum_f64(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray | None:
     """f64 sum of an f32/f64 array over adjacent ``axes`` (None if not adjacent)."""
-    axes = tuple(sorted(axes))
-    if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or not x.flags.c_contiguous:
+    if len(axes) != 1:  # (one axis, the common case, needs neither sorting nor a range)
+        axes = tuple(sorted(axes))
+        if not axes or axes != tuple(range(axes[0], axes[-1] + 1)):
+            return None
+    # dtype objects, not scalar types: ``x.dtype == np.float32`` converts the type first
+    if not x.flags.c_contiguous or x.dtype not in _F32_F64:
         return None
-    if x.dtype not in (np.float32, np.float64):
-        return None
-    outer = math.prod(x.shape[:axes[0]])  # math.prod: np.prod costs ~3 µs a call
-    red = math.prod([x.shape[a] for a in axes])
-    inner = math.prod(x.shape[axes[-1] + 1:])
+    shape = x.shape
+    outer = math.prod(shape[:axes[0]])  # math.prod: np.prod costs ~3 µs a call
+    red = math.prod([shape[a] for a in axes])
+    inner = math.prod(shape[axes[-1] + 1:])
     out = np.empty((outer, inner), np.float64)
     if inner == 1:
         _sum_rows_f64(x.reshape(outer, red), out.reshape(outer))

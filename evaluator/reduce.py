@@ -31,7 +31,8 @@ from . import plan_cache
 from .combiners import COMBINERS
 from .elementwise import ieee_max_min  # shared NaN/±0 rule
 from .kernels import sum_f64
-from .numeric import contiguous, compute_array, element_type_of, finish, int_compute_dtype, to_float64
+from .numeric import (contiguous, compute_array, element_type_of, finish, int_compute_dtype, quiet,
+                      to_float64)
 from .registry import op
 
 
@@ -137,19 +138,23 @@ def reduced_positions(dims, reduced: tuple[int, ...]) -> np.ndarray:
 _F32_F64 = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+def _add_and_round(total: np.ndarray, init: np.ndarray, dtype) -> np.ndarray:
+    total += init
+    return total if total.dtype == dtype else total.astype(dtype)
+
+
 def fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.ndarray | None:
     """Reduce ``x`` over ``axis`` (an int or tuple) with a recognised reducer, then
     combine with ``init``. Works in place of a transposed copy: numpy reduces the
     axes directly (float add/multiply accumulate in f64 on the fly)."""
     axes = axis if isinstance(axis, tuple) else (axis,)
     axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
-    if kind == "add" and x.dtype in _F32_F64 and x.dtype == et.dtype:
+    if kind == "add" and x.dtype in _F32_F64 and x.dtype == et.dtype and init.dtype == x.dtype:
         # the commonest reduce, first: what the general path below computes for it
+        # (``to_float64`` and ``finish`` of these types are these two ``astype``)
         total = sum_f64(x, axes)
         if total is not None:
-            with np.errstate(all="ignore"):
-                total += to_float64(init)
-                return finish(total, et)
+            return quiet(_add_and_round, total, init.astype(np.float64), x.dtype)
     kept = tuple(n for d, n in enumerate(x.shape) if d not in axes)
     empty = any(x.shape[a] == 0 for a in axes)
     with np.errstate(all="ignore"):

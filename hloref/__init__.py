@@ -22,8 +22,8 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, **kwargs)
     """Evaluate the entry computation on numpy ``args``; returns an array or a tuple.
 
     See ``hloref.api.evaluate`` for multi-device modules and infeed/outfeed queues."""
-    from .api import evaluate as _evaluate
-    return _evaluate(module_or_text, *args, backend=backend, limits=limits, **kwargs)
+    from . import api  # the submodule once imported: a dictionary look-up
+    return api.evaluate(module_or_text, *args, backend=backend, limits=limits, **kwargs)
 
 
 def supported_opcodes(backend: str = "cpu") -> frozenset[str]:

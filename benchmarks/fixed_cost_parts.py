@@ -1,0 +1,84 @@
+"""CPU time of ``hloref.evaluate`` on the ``bench_core`` fixed-cost cases and of the
+numpy work inside them, in µs.
+
+    python benchmarks/fixed_cost_parts.py [--calls N]
+
+Each figure is the median over ``--calls`` calls of the calling thread's CPU time
+(``time.thread_time_ns``), which a shared machine distorts less than wall time: a
+descheduled thread's wait is not counted. Run it with another checkout's Python
+(``/work/main/.venv/bin/python benchmarks/fixed_cost_parts.py``) for a before/after
+pair on the same machine state. docs/benchmarks.md ("Round 2") quotes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_core  # noqa: E402
+
+import hloref  # noqa: E402
+
+
+def cpu_us(fn, calls: int) -> float:
+    """Median CPU µs of ``fn()`` after one warm-up call."""
+    fn()
+    samples = []
+    for _ in range(calls):
+        t0 = time.thread_time_ns()
+        fn()
+        samples.append(time.thread_time_ns() - t0)
+    samples.sort()
+    return samples[len(samples) // 2] / 1e3
+
+
+def rows(calls: int):
+    rng = np.random.default_rng(0)
+    x16 = np.ones(16, np.float32)
+    m = hloref.parse(bench_core._binary("add", "f32", 16))
+    yield "evaluate add f32[16] (the fixed cost)", \
+        cpu_us(lambda: hloref.evaluate(m, x16, x16), calls), cpu_us(lambda: np.add(x16, x16), calls)
+    x = rng.standard_normal(1 << 16).astype(np.float32)
+    m = hloref.parse(bench_core._binary("add", "f32", 1 << 16))
+    yield "evaluate add f32[65536]", cpu_us(lambda: hloref.evaluate(m, x, x), calls), \
+        cpu_us(lambda: np.add(x, x), calls)
+    a = rng.standard_normal((256, 256)).astype(np.float32)
+    for dim in (0, 1):
+        m = hloref.parse(bench_core._reduce("f32", 256, 256, dim))
+        yield f"evaluate reduce-add f32[256,256] dim {dim}", \
+            cpu_us(lambda: hloref.evaluate(m, a), calls), cpu_us(lambda: a.sum(axis=dim), calls)
+    b = rng.standard_normal((64, 64)).astype(np.float32)
+    bd = b.astype(np.float64)
+    out64, out32 = np.empty((64, 64)), np.empty((64, 64), np.float32)
+    m = hloref.parse(bench_core._dot("f32", 64, 64, 64))
+    yield "evaluate dot f32[64,64]x[64,64]", cpu_us(lambda: hloref.evaluate(m, b, b), calls), \
+        cpu_us(lambda: b @ b, calls)
+    yield "  dgemm alone (numpy: sgemm alone)", \
+        cpu_us(lambda: np.matmul(bd, bd, out=out64), calls), \
+        cpu_us(lambda: np.matmul(b, b, out=out32), calls)
+    m = hloref.parse(bench_core._chain(1000))
+    x4 = np.ones(4, np.float32)
+    yield "per instruction (1,000 f32[4] adds)", \
+        cpu_us(lambda: hloref.evaluate(m, x4), max(calls // 20, 5)) / 1000, None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=3000)
+    args = parser.parse_args(argv)
+    print(f"{'case':44s} {'hloref us':>10s} {'numpy us':>9s} {'ratio':>6s}")
+    for name, ours, ref in rows(args.calls):
+        tail = f"{ref:9.2f} {ours / ref:6.2f}" if ref else ""
+        print(f"{name:44s} {ours:10.2f} {tail}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
