@@ -14,7 +14,7 @@ from hloref.op_properties import opcodes_with, values_of
 from hloref.types import from_dtype
 
 from .known_record import OPERATION, SIGNATURE, Case, KnownClass
-from .reducers import reorder_checkable, reorder_free
+from .reducers import acts_as_identity, reorder_checkable, reorder_free
 from .window_order import same_under_another_order
 
 __all__ = ["RECORDS", "tf_nan_to_nanless", "non_identity_inits", "non_associative_reducers"]
@@ -118,8 +118,10 @@ def non_associative_reducers(module) -> list:
 
 
 def non_identity_inits(module, values: dict) -> list:
-    """The ``reduce``/``reduce-window`` instructions of a single-op reducer whose init
-    value (a constant, or hloref's value) is not that reducer's identity."""
+    """The ``reduce``/``reduce-window`` instructions whose init value (a constant, or
+    hloref's value) is not the reducer's identity: by the table for a single-op reducer,
+    by evaluating it for a written scalar one (``reducers.acts_as_identity``: a
+    ``logaddexp`` reducer started from 0)."""
     from hloref.evaluator.reduce import simple_reducer
     out = []
     for comp in module.computations.values():
@@ -128,14 +130,19 @@ def non_identity_inits(module, values: dict) -> list:
                 else None
             if called is None or str(called) not in module.computations:
                 continue
-            kind = simple_reducer(module.computations[str(called)])
-            if kind is None:
+            reducer = module.computations[str(called)]
+            kind = simple_reducer(reducer)
+            if kind is None and not reorder_checkable(reducer):
                 continue
             n = len(instr.operands) // 2
             for init in instr.operands[n:]:
                 value = init.literal if init.opcode == "constant" else \
                     values.get((comp.name, init.name))
-                if value is not None and not _is_identity(kind, value):
+                if value is None:
+                    continue
+                wrong = not _is_identity(kind, value) if kind is not None else \
+                    not acts_as_identity(module, reducer, value)
+                if wrong:
                     out.append(instr)
                     break
     return out

@@ -27,7 +27,7 @@ import numpy as np
 from hloref.ir import Computation, Module
 from hloref.shapes import ArrayShape
 
-__all__ = ["reorder_free", "reorder_checkable", "TOLERANCE_EPS"]
+__all__ = ["reorder_free", "reorder_checkable", "acts_as_identity", "TOLERANCE_EPS"]
 
 #: Allowed difference between two orders of three elements, in epsilons of the element
 #: type times (|a| + |b| + |c| + |each result|): a few roundings per application, each
@@ -137,3 +137,34 @@ def _reorder_free(module: Module, computation: Computation) -> bool:
         scale = commute_scale = np.zeros(a.shape)
     return _agree(left, right, scale, dtype, is_float) and \
         _agree(ab, ba, commute_scale, dtype, is_float)
+
+
+def acts_as_identity(module: Module, computation: Computation, init) -> bool:
+    """True when the scalar ``init`` is an identity of the reducer ``computation`` on
+    sampled values: ``r(init, x)`` and ``r(x, init)`` give ``x`` up to the rounding
+    ``reorder_free`` allows (``logaddexp``'s is -inf, not 0). A reducer that cannot be
+    evaluated this way (``reorder_checkable`` is False), or an init that is not one
+    scalar of its type, gives True: not known to be wrong."""
+    et = _scalar_type(computation)
+    value = np.asarray(init)
+    if et is None or value.size != 1:
+        return True
+    dtype = np.dtype(et.dtype)
+    from hloref.evaluator.interpreter import Interpreter
+    interp = Interpreter(module)
+    x = _samples(dtype, et.is_float, 4)
+    e = np.full(x.shape, value.reshape(()), dtype)
+
+    def r(a, b):
+        return np.asarray(interp.call(computation, [a, b])).astype(dtype, copy=False)
+
+    try:
+        with np.errstate(all="ignore"):
+            left, right = r(e, x), r(x, e)
+    except Exception:  # noqa: BLE001 - cannot run on arrays: not known to be wrong
+        return True
+    if left.shape != x.shape or right.shape != x.shape:
+        return True
+    scale = np.abs(x.astype(np.float64)) if et.is_float else np.zeros(x.shape)
+    return _agree(left, x, scale, dtype, et.is_float) and \
+        _agree(right, x, scale, dtype, et.is_float)

@@ -300,3 +300,45 @@ def test_what_a_dynamic_result_still_determines_is_checked(padding):
     assert report.verdict == "mismatch" and report.undetermined is None
     report = diff(DYNAMIC, [ROWS, np.int32(2)], oracle_value=at_bound[:3], localize=False)
     assert report.verdict == "mismatch" and report.undetermined is None
+
+
+#: a campaign's finding (a cumulative logsumexp of jax's): a written logaddexp reducer,
+#: whose identity is -inf, started from 0
+LOGADDEXP_WINDOW = """HloModule m
+
+r {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  d = f32[] subtract(a, b)
+  nan = pred[] compare(d, d), direction=NE
+  s = f32[] add(a, b)
+  m = f32[] maximum(a, b)
+  n = f32[] abs(d)
+  e = f32[] negate(n)
+  x = f32[] exponential(e)
+  l = f32[] log-plus-one(x)
+  t = f32[] add(m, l)
+  ROOT o = f32[] select(nan, s, t)
+}
+
+ENTRY e {
+  p = f32[16,64] parameter(0)
+  i = f32[] parameter(1)
+  ROOT w = f32[16,64] reduce-window(p, i), window={size=1x64 pad=0_0x63_0}, to_apply=r
+}
+"""
+
+
+def test_a_written_reducer_started_from_a_value_that_is_not_its_identity(worker):
+    """logaddexp(0, x) = log(1 + e^x) is not x, so an init of 0 makes the value depend on
+    where XLA puts it in the schedule: undetermined; -inf is the identity
+    (logaddexp(-inf, x) = x + log1p(0)), and then XLA:CPU must match."""
+    p = np.random.default_rng(5).standard_normal((16, 64)).astype(np.float32)
+    # by hand, in f64: the first window holds p[:, 0] alone (63 elements of padding)
+    first = np.log1p(np.exp(p[:, 0].astype(np.float64)))  # init 0 applied once
+    assert np.all(np.abs(first - p[:, 0]) > 1e-3)
+    zero = diff(LOGADDEXP_WINDOW, [p, np.float32(0)], worker=worker)
+    assert zero.verdict == "undetermined", zero.summary()
+    assert zero.undetermined == "reduce-non-identity-init" and "%w" in zero.message
+    minus_inf = diff(LOGADDEXP_WINDOW, [p, np.float32(-np.inf)], worker=worker)
+    assert minus_inf.verdict == "match", minus_inf.summary()
