@@ -40,12 +40,13 @@ NUMPY = {
 
 
 def _domain(op: str, x: np.ndarray) -> np.ndarray:
-    if op in ("log", "log-plus-one", "sqrt", "rsqrt"):
-        return np.abs(x) + 0.5
-    if op == "acosh":
-        return np.abs(x) + 1.5
-    if op in ("asin", "acos", "atanh"):
-        return x / 5
+    """``x`` moved into the op's real domain: the first of x, x/5, |x|+0.5, |x|+1.5 on
+    which numpy's function is finite everywhere (log and sqrt want positive values,
+    asin/acos/atanh |x| < 1, acosh x > 1)."""
+    with np.errstate(all="ignore"):
+        for y in (x, x / 5, np.abs(x) + 0.5, np.abs(x) + 1.5):
+            if np.all(np.isfinite(NUMPY[op](y.astype(np.float64)))):
+                return y.astype(x.dtype)
     return x
 
 

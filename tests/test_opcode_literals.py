@@ -147,13 +147,30 @@ def is_implementation_table(found: Found) -> bool:
     if found.table is None:
         return False
     folder, _, rest = found.path.partition("/")
-    if folder not in PACKAGES:
-        return False
-    dotted = ".".join([PACKAGES[folder], *Path(rest).with_suffix("").parts])
-    obj = getattr(importlib.import_module(dotted.removesuffix(".__init__")), found.table[0])
+    if folder in PACKAGES:
+        dotted = ".".join([PACKAGES[folder], *Path(rest).with_suffix("").parts])
+        module = importlib.import_module(dotted.removesuffix(".__init__"))
+    else:  # a script of ci/ or benchmarks/: loaded from its file, its folder importable
+        module = _script(ROOT / found.path)
+    obj = getattr(module, found.table[0])
     for key in found.table[1]:
         obj = obj[key]
     return isinstance(obj, dict) and all(_implementation(v) for v in obj.values())
+
+
+def _script(path: Path):
+    """The script at ``path`` imported as a module (its folder on sys.path, as when it
+    runs), once."""
+    import importlib.util
+    import sys
+    name = "_opcode_literals_" + "_".join(path.relative_to(ROOT).with_suffix("").parts)
+    if name not in sys.modules:
+        sys.path.insert(0, str(path.parent))
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def _files():
