@@ -396,7 +396,7 @@ def follows_choice(module, args, culprit, actual, policy=None):
     from .compare import compare_values
     from .envelope import Envelope
     from .freedoms import EnvelopePolicy
-    from .perturb import sample_program
+    from .sampling import sample_program
     theirs, placed = culprit.actual, set()
     shapes = [np.shape(t) for t in leaves_of(theirs)]
 
