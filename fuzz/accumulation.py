@@ -185,7 +185,10 @@ def order_budget(module: Module, instr: Instruction, operands: list, value, reco
     """A written reducer (not one op of its parameters) that is associative and
     commutative up to rounding (``reducers.reorder_free``: ``logaddexp``, ``hypot``)
     may be applied in any order, as the semantics allow: the same op folded from the
-    left (``reducer_order="left"``, XLA's loop order) gives the other end; the budget
+    left (``reducer_order="left"``, XLA's loop order) gives the other end (for a reducer
+    hloref cannot vectorize, which it folds from the left already, a reduce folded over
+    its reversed dimensions: XLA may simplify such a reducer, e.g. ``add(a, add(0, b))``,
+    and reorder it); the budget
     is twice their difference plus sqrt(n)·4 ULPs of the value where they differ
     anywhere (the roundings of the n applications). ``None`` when both orders agree
     bit for bit (an exact reducer, e.g. an argmax) or the reducer is not free."""
@@ -196,11 +199,18 @@ def order_budget(module: Module, instr: Instruction, operands: list, value, reco
     if comp is None or et is None or isinstance(value, tuple):
         return None
     n = terms(instr, operands, value, module)
-    if n > MAX_FOLD_TERMS or not reorder_free(module, comp) or \
-            not is_vectorizable(comp, module):
+    if n > MAX_FOLD_TERMS or not reorder_free(module, comp):
         return None
     try:
-        other = np.asarray(recompute(*operands, reducer_order="left"))
+        if is_vectorizable(comp, module):
+            other = np.asarray(recompute(*operands, reducer_order="left"))
+        elif instr.opcode == "reduce" and len(operands) == 2:
+            # hloref folds this reducer left to right already: the other end is the
+            # right-to-left fold, the same fold over the reversed reduced dimensions
+            dims = tuple(instr.attrs.get("dimensions") or ())
+            other = np.asarray(recompute(np.flip(operands[0], axis=dims), operands[1]))
+        else:
+            return None
     except Exception:  # noqa: BLE001 - a budget is best effort
         return None
     if other.shape != value.shape:

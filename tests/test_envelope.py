@@ -579,3 +579,42 @@ def test_a_fault_before_code_generation_is_not_blamed_on_a_pass(worker):
     assert np.isneginf(report.expected[1]) and np.isposinf(report.actual[1])
     assert report.fault_stage == "before code generation"
     assert "XLA's parser" in report.summary() and "an HLO pass changed" not in report.summary()
+
+
+#: a mutant's reducer (a campaign's finding, a layer norm's sum): add(a, add(0, b)), which
+#: hloref folds left to right (a constant inside: not vectorized) and XLA simplifies to
+#: add and reorders
+ADD_OF_ZERO_PLUS = """HloModule m
+r {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  z = f32[] constant(0)
+  zb = f32[] broadcast(z), dimensions={}
+  s = f32[] add(zb, b)
+  ROOT t = f32[] add(a, s)
+}
+ENTRY e {
+  x = f32[32,64] parameter(0)
+  i = f32[] parameter(1)
+  ROOT s = f32[32] reduce(x, i), dimensions={1}, to_apply=r
+}
+"""
+
+
+def test_a_reducer_hloref_folds_in_order_may_still_be_reordered(worker):
+    x = np.random.default_rng(11).uniform(-12.8, 12.8, (32, 64)).astype(np.float32)
+    # by hand: the row sums folded left to right and in pairs (XLA's vectorized order
+    # is another) differ in f32 somewhere
+    left = np.zeros(32, np.float32)
+    for k in range(64):
+        left = (left + x[:, k]).astype(np.float32)
+    pairs = x.copy()
+    while pairs.shape[1] > 1:
+        pairs = (pairs[:, 0::2] + pairs[:, 1::2]).astype(np.float32)
+    assert np.any(left != pairs[:, 0])
+    report = diff(ADD_OF_ZERO_PLUS, [x, np.float32(0)], worker=worker)
+    assert report.verdict == "match", report.summary()
+    wrong = np.array(report.actual, copy=True)
+    wrong[5] += np.float32(1e-3) * np.abs(x[5]).sum()  # a planted error stays outside
+    report = diff(ADD_OF_ZERO_PLUS, [x, np.float32(0)], worker=worker, oracle_value=wrong)
+    assert report.verdict == "mismatch", report.summary()
