@@ -100,21 +100,23 @@ def _conv_padding(case: Case) -> bool:
                _nonfinite_or_unknown(kernel) for _, _, window, kernel in _convolutions(case))
 
 
-def non_associative_reducers(module) -> list:
-    """The ``reduce``/``reduce-window`` instructions of ``module`` whose reducer (single
-    or variadic) is not associative (``_maybe_non_associative``)."""
-    from hloref.evaluator.reduce import simple_reducer
-    out = []
+def _reductions(module):
+    """``(computation, instruction, reducer)`` for every ``reduce``/``reduce-window`` of
+    ``module`` whose reducer computation is in it."""
     for comp in module.computations.values():
         for instr in comp.instructions:
             called = instr.attrs.get("to_apply") if instr.opcode in ("reduce", "reduce-window") \
                 else None
-            if called is None or str(called) not in module.computations:
-                continue
-            reducer = module.computations[str(called)]
-            if simple_reducer(reducer) is None and _maybe_non_associative(module, reducer):
-                out.append(instr)
-    return out
+            if called is not None and str(called) in module.computations:
+                yield comp, instr, module.computations[str(called)]
+
+
+def non_associative_reducers(module) -> list:
+    """The ``reduce``/``reduce-window`` instructions of ``module`` whose reducer (single
+    or variadic) is not associative (``_maybe_non_associative``)."""
+    from hloref.evaluator.reduce import simple_reducer
+    return [instr for _, instr, reducer in _reductions(module)
+            if simple_reducer(reducer) is None and _maybe_non_associative(module, reducer)]
 
 
 def non_identity_inits(module, values: dict) -> list:
@@ -124,27 +126,21 @@ def non_identity_inits(module, values: dict) -> list:
     ``logaddexp`` reducer started from 0)."""
     from hloref.evaluator.reduce import simple_reducer
     out = []
-    for comp in module.computations.values():
-        for instr in comp.instructions:
-            called = instr.attrs.get("to_apply") if instr.opcode in ("reduce", "reduce-window") \
-                else None
-            if called is None or str(called) not in module.computations:
+    for comp, instr, reducer in _reductions(module):
+        kind = simple_reducer(reducer)
+        if kind is None and not reorder_checkable(reducer):
+            continue
+        n = len(instr.operands) // 2
+        for init in instr.operands[n:]:
+            value = init.literal if init.opcode == "constant" else \
+                values.get((comp.name, init.name))
+            if value is None:
                 continue
-            reducer = module.computations[str(called)]
-            kind = simple_reducer(reducer)
-            if kind is None and not reorder_checkable(reducer):
-                continue
-            n = len(instr.operands) // 2
-            for init in instr.operands[n:]:
-                value = init.literal if init.opcode == "constant" else \
-                    values.get((comp.name, init.name))
-                if value is None:
-                    continue
-                wrong = not _is_identity(kind, value) if kind is not None else \
-                    not acts_as_identity(module, reducer, value)
-                if wrong:
-                    out.append(instr)
-                    break
+            wrong = not _is_identity(kind, value) if kind is not None else \
+                not acts_as_identity(module, reducer, value)
+            if wrong:
+                out.append(instr)
+                break
     return out
 
 
