@@ -104,19 +104,24 @@ def _scalar_type(computation: Computation):
     return et
 
 
+def _applied(module: Module, computation: Computation, dtype: np.dtype):
+    """``r(x, y)``: the reducer applied elementwise to two arrays of samples."""
+    from hloref.evaluator.interpreter import Interpreter
+    interp = Interpreter(module)
+
+    def r(x, y):
+        return np.asarray(interp.call(computation, [x, y])).astype(dtype, copy=False)
+    return r
+
+
 def _reorder_free(module: Module, computation: Computation) -> bool:
     et = _scalar_type(computation)
     if et is None:
         return False
     dtype = np.dtype(et.dtype)
-    from hloref.evaluator.interpreter import Interpreter
-    interp = Interpreter(module)
     is_float = et.is_float
     a, b, c = (_samples(dtype, is_float, seed) for seed in (1, 2, 3))
-
-    def r(x, y):
-        return np.asarray(interp.call(computation, [x, y])).astype(dtype, copy=False)
-
+    r = _applied(module, computation, dtype)
     try:
         with np.errstate(all="ignore"):
             ab, bc = r(a, b), r(b, c)
@@ -150,14 +155,9 @@ def acts_as_identity(module: Module, computation: Computation, init) -> bool:
     if et is None or value.size != 1:
         return True
     dtype = np.dtype(et.dtype)
-    from hloref.evaluator.interpreter import Interpreter
-    interp = Interpreter(module)
     x = _samples(dtype, et.is_float, 4)
     e = np.full(x.shape, value.reshape(()), dtype)
-
-    def r(a, b):
-        return np.asarray(interp.call(computation, [a, b])).astype(dtype, copy=False)
-
+    r = _applied(module, computation, dtype)
     try:
         with np.errstate(all="ignore"):
             left, right = r(e, x), r(x, e)
