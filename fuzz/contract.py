@@ -29,7 +29,6 @@ from hloref.opcodes import ACCUMULATING
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.types import ELEMENT_TYPES, ElementType, from_dtype
 
-from .contract_accumulation import accumulation_overflow
 
 __all__ = ["Breach", "CHECKS", "contract_breaches", "unsigned_variant", "unsigned_arguments",
            "unstable_tie_mask"]
@@ -253,7 +252,7 @@ def _checks(module: Module) -> dict[str, list[Callable]]:
     out = {k: list(v) for k, v in CHECKS.items()}
     out.setdefault("reduce", []).append(_reduce_init(module))
     out.setdefault("sort", []).append(_unstable_ties(module))
-    overflow = accumulation_overflow(module)
+    overflow = _accumulation_overflow(module)
     for opcode in ACCUMULATING:
         out.setdefault(opcode, []).append(overflow)
     return out
@@ -340,13 +339,15 @@ def contract_breaches(module: Module | str, inputs: list, *, limits=None) -> lis
 
 
 _UNSIGNED = {f"s{b}": f"u{b}" for b in (1, 2, 4, 8, 16, 32, 64)}
+#: the signed types an accumulation is recomputed in s64 for (s64 itself is not checked)
+_WIDE = {f"s{b}": "s64" for b in (1, 2, 4, 8, 16, 32)}
 
 
-def _unsigned_shape(shape):
-    if isinstance(shape, ArrayShape) and shape.element_type.name in _UNSIGNED:
-        return shape.with_element_type(ELEMENT_TYPES[_UNSIGNED[shape.element_type.name]])
+def _mapped_shape(shape, types: dict[str, str]):
+    if isinstance(shape, ArrayShape) and shape.element_type.name in types:
+        return shape.with_element_type(ELEMENT_TYPES[types[shape.element_type.name]])
     if isinstance(shape, TupleShape):
-        return TupleShape(tuple(_unsigned_shape(s) for s in shape.elements))
+        return TupleShape(tuple(_mapped_shape(s, types) for s in shape.elements))
     return shape
 
 
@@ -362,6 +363,13 @@ def _unsigned_value(value):
     return bits.astype(target.dtype)
 
 
+def _wide_value(value):
+    if isinstance(value, tuple):
+        return tuple(_wide_value(v) for v in value)
+    a = np.asarray(value)
+    return a.astype(np.int64) if _signed(a) and _et(a).name in _WIDE else a
+
+
 def unsigned_arguments(args: list) -> list:
     """``args`` with every signed integer array as the unsigned type of its width (the
     same bits), for ``unsigned_variant``'s parameters."""
@@ -369,11 +377,11 @@ def unsigned_arguments(args: list) -> list:
             for a in args]
 
 
-def unsigned_variant(module: Module) -> Module | None:
-    """``module`` with every signed integer element type made the unsigned type of the
-    same width (constants keep their bits; a ``compare`` of type SIGNED becomes
-    UNSIGNED), where wrap-around is defined; ``None`` when the module has no signed
-    integer or the variant does not verify. Its parameters take ``unsigned_arguments``."""
+def _retyped(module: Module, types: dict[str, str], value: Callable, *,
+             unsigned_compare: bool = False) -> Module | None:
+    """``module`` with the element types ``types`` names replaced (``value`` converts
+    its constants; ``unsigned_compare``: a ``compare`` of type SIGNED becomes
+    UNSIGNED); ``None`` when nothing changes or the result does not verify."""
     import hloref
     from hloref.attrs import Enum
     from hloref.errors import HloError
@@ -384,14 +392,16 @@ def unsigned_variant(module: Module) -> Module | None:
     layout = variant.attrs.get("entry_computation_layout")
     if isinstance(layout, ProgramShape):
         variant.attrs["entry_computation_layout"] = ProgramShape(
-            tuple(_unsigned_shape(s) for s in layout.parameters), _unsigned_shape(layout.result))
+            tuple(_mapped_shape(s, types) for s in layout.parameters),
+            _mapped_shape(layout.result, types))
     for _, instr in variant.instructions():
-        shape = _unsigned_shape(instr.shape)
+        shape = _mapped_shape(instr.shape, types)
         if shape != instr.shape:
             instr.shape, changed = shape, True
         if instr.opcode == "constant" and instr.literal is not None:
-            instr.literal = _unsigned_value(instr.literal)
-        if instr.opcode == "compare" and str(instr.attrs.get("type", "")) == "SIGNED":
+            instr.literal = value(instr.literal)
+        if unsigned_compare and instr.opcode == "compare" and \
+                str(instr.attrs.get("type", "")) == "SIGNED":
             instr.attrs["type"] = Enum("UNSIGNED")
     if not changed:
         return None
@@ -401,6 +411,54 @@ def unsigned_variant(module: Module) -> Module | None:
     except HloError:
         return None
     return variant
+
+
+def unsigned_variant(module: Module) -> Module | None:
+    """``module`` with every signed integer element type made the unsigned type of the
+    same width (constants keep their bits; a ``compare`` of type SIGNED becomes
+    UNSIGNED), where wrap-around is defined; ``None`` when the module has no signed
+    integer or the variant does not verify. Its parameters take ``unsigned_arguments``."""
+    return _retyped(module, _UNSIGNED, _unsigned_value, unsigned_compare=True)
+
+
+# ---------------------------------------------------------------- accumulations
+
+
+def _leaves(value) -> list:
+    if isinstance(value, tuple):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [np.asarray(value)]
+
+
+def _accumulation_overflow(module: Module) -> Callable:
+    """Signed overflow inside an accumulation (the catalogue's ``accumulating`` group: a
+    ``dot``, ``convolution``, ``reduce``, ``scatter``... of a signed type of at most 32
+    bits): undefined as for an ``add`` (openxla/xla#41784). Exact: the instruction is
+    run alone (``isolation.isolated_module``) with those types widened to s64 on the
+    same operand values, and the result compared with the type's range. Only an exact
+    result outside the range counts: a partial sum that overflows in some order while
+    the result fits is wrapped back by two's complement on every backend."""
+    def check(instr, operands, value):
+        leaves = _leaves(value)
+        if not any(_signed(a) and _et(a).name in _WIDE for a in leaves):
+            return []
+        import hloref
+        from hloref.errors import HloError
+
+        from .isolation import isolated_module
+        wide = _retyped(isolated_module(module, instr), _WIDE, _wide_value)
+        if wide is None:
+            return []
+        try:
+            exact = _leaves(hloref.evaluate(wide, *[_wide_value(o) for o in operands]))
+        except HloError:
+            return []
+        for got, want in zip(leaves, exact):
+            if _signed(got) and _et(got).name in _WIDE:
+                return [("signed-overflow", "the exact accumulated result leaves the signed "
+                         "type's range", _outside(want, _et(got)))]
+        return []
+    return check
 
 
 def unstable_tie_mask(module: Module, instr: Instruction, value) -> np.ndarray | None:

@@ -213,7 +213,7 @@ ENTRY e {
     assert contract_breaches(hloref.parse(text), [np.array([1, 2, 3], np.float32)]) == []
 
 
-# Signed overflow inside an accumulation (fuzz/contract_accumulation.py): each case's exact
+# Signed overflow inside an accumulation (fuzz/contract.py, `_accumulation_overflow`): each case's exact
 # result by hand; the breach is reported only where it leaves the type's range.
 _CONV_S16 = """HloModule c
 ENTRY e {
