@@ -15,6 +15,8 @@ import pytest
 
 from hloref.fuzz.differential import diff
 
+from hlo_modules import MODULES
+
 SORT = """HloModule m
 
 cmp {
@@ -215,24 +217,7 @@ ENTRY e {
 }
 """
 
-LOOP = """HloModule m
-
-cond {
-  p = s32[] parameter(0)
-  ROOT t = pred[] constant(true)
-}
-
-body {
-  p = s32[] parameter(0)
-  one = s32[] constant(1)
-  ROOT n = s32[] add(p, one)
-}
-
-ENTRY e {
-  z = s32[] constant(0)
-  ROOT w = s32[] while(z), condition=cond, body=body
-}
-"""
+LOOP = MODULES["endless-while"]
 
 
 def test_an_elided_constant_is_undetermined():
