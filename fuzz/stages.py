@@ -183,6 +183,9 @@ class Attribution:
     signal: str | None = None
     backtrace: list[str] = field(default_factory=list)
     stablehlo: str | None = None
+    #: what the stage did wrong, where a check measured it (a parsed constant's change
+    #: of class: ``constant f32: -0 -> +0``); findings' root keys tell causes apart by it
+    cause: str | None = None
 
     @property
     def component(self) -> str:
@@ -196,7 +199,8 @@ class Attribution:
         return {"stage": self.stage, "component": self.component, "repository": self.repository,
                 "pass": self.pass_name, "confirmed": self.confirmed,
                 "confirmation": self.confirmation, "steps": [list(s) for s in self.steps],
-                "fatal": self.fatal, "signal": self.signal, "backtrace": self.backtrace}
+                "fatal": self.fatal, "signal": self.signal, "backtrace": self.backtrace,
+                **({"cause": self.cause} if self.cause else {})}
 
     def table(self) -> str:
         lines = ["| step | what hloref saw |", "|---|---|"]
@@ -254,6 +258,7 @@ def attribute_mismatch(text: str, args, *, worker=None, debug_options: dict | No
     out.steps.append(("parse", f"XLA's parsed module printed back: {note}"))
     if inside is False:
         out.stage = "parse"
+        _confirm_parse(out, reference.module, answer.get("parsed_proto"))
         return out
 
     # 4-5: XLA's own dump, pass by pass
@@ -338,6 +343,26 @@ def attribute_mismatch(text: str, args, *, worker=None, debug_options: dict | No
             out.confirmation += ("; with xla_cpu_use_fusion_emitters=false it is right: "
                                  "XLA:CPU's fusion emitters")
     return out
+
+
+def _confirm_parse(out: Attribution, module, proto: bytes | None) -> None:
+    """The parsed module printed back is outside: the parser or the printer. The
+    module's proto holds the parser's literals before any printing: a constant that
+    differs there is the parser's (``parsed_literals``)."""
+    from .parsed_literals import constant_differences
+    if not proto:
+        return
+    differences = constant_differences(module, proto)
+    if differences:
+        out.confirmed = True
+        out.cause = "constant " + differences[0].kind
+        out.confirmation = ("XLA's parsed module (its HloModuleProto, before printing) "
+                            "already holds a different constant: "
+                            + "; ".join(d.text for d in differences[:3]))
+    else:
+        out.confirmation = ("every constant of XLA's parsed HloModuleProto equals the text's "
+                            "bit for bit: the value changes elsewhere in parsing, or in "
+                            "printing the module back")
 
 
 def runtime_only(optimized: str | None) -> list[str]:

@@ -33,9 +33,13 @@ def _attribute(name: str) -> dict:
 
 # (finding, stage, pass or None, confirmed, a fact the evidence must show)
 PINNED = [
-    # XLA's parser reads the constant (nan, inf) as (nan, nan): its printed module says so
-    ("xla-cpu-jaxlib-0.10.2/divide-c64-constant-infinite-numerator", "parse", None, None,
-     "XLA's parsed module printed back: outside"),
+    # XLA's parser reads the constant (nan, inf) as (nan, nan): its printed module says so,
+    # and so does its HloModuleProto, before any printing
+    ("xla-cpu-jaxlib-0.10.2/divide-c64-constant-infinite-numerator", "parse", None, True,
+     "(nan+infj) became (nan+nanj)"),
+    # XLA's parser reads the literal -0 as +0 (its proto literal's sign bit is clear)
+    ("xla-cpu-jaxlib-0.10.2/negative-zero-constant-print-parse-round-trip", "parse", None, True,
+     "-0.0 became 0.0"),
     # before_optimizations already wrong; the unchanged StableHLO round trip folds the atanh
     ("xla-cpu-jaxlib-0.10.2/atanh-f4e2m1fn-constant-folding", "import", None, None,
      "StableHLO converted back unchanged: outside"),
@@ -82,7 +86,8 @@ def test_stage_of_stored_finding(name, stage, pass_name, confirmed, evidence):
         assert a["pass"] == pass_name, a["steps"]
     if confirmed is not None:
         assert a["confirmed"] is confirmed, a.get("confirmation")
-    seen = " ".join(str(w) for _, w in a["steps"]) + " " + " ".join(a.get("backtrace") or [])
+    seen = " ".join(str(w) for _, w in a["steps"]) + " " + " ".join(a.get("backtrace") or []) \
+        + " " + (a.get("confirmation") or "")
     assert evidence in seen, a["steps"]
 
 
@@ -146,3 +151,18 @@ def test_root_key_groups_variants_and_separates_causes():
     assert root_key(folding, s8, None) != root_key({"stage": "emitter"}, s8, None)
     assert root_key(folding, s8, None) != root_key({"stage": "hlo-pass", "pass": "algsimp"},
                                                    s8, None)
+
+
+def test_two_parser_faults_in_the_same_operations_are_two_root_causes():
+    # the stored parser findings: a divide of constants each, one losing a zero's sign
+    # (f32), one a complex NaN's imaginary part; their measured causes keep them apart
+    zero, nan = (_attribute(n) for n in (
+        "xla-cpu-jaxlib-0.10.2/negative-zero-constant-print-parse-round-trip",
+        "xla-cpu-jaxlib-0.10.2/divide-c64-constant-infinite-numerator"))
+    assert zero["cause"] == "constant float32: -0 -> +0"
+    assert nan["cause"] == "constant complex64: (nan, inf) -> (nan, nan)"
+    import hloref
+    module = hloref.parse("HloModule m\nENTRY e {\n c = f32[2] constant({1, -0})\n"
+                          " ROOT d = f32[2] divide(c, c)\n}\n")
+    assert root_key(zero, module, None) != root_key(nan, module, None)
+    assert root_key(zero, module, None) == root_key(dict(zero), module, None)

@@ -13,7 +13,8 @@ Modes:
 * ``texts``: XLA's own views of the module along the import chain, each printed as
   HLO text where XLA can print it:
 
-  - ``parsed``: ``hlo_module_from_text`` printed back (XLA's HLO parser);
+  - ``parsed``: ``hlo_module_from_text`` printed back (XLA's HLO parser), and
+    ``parsed_proto``, the same module serialized (its literals as binary data);
   - ``stablehlo``: the StableHLO that ``hlo_to_stablehlo`` imports (MLIR text);
   - ``roundtrip``: that StableHLO converted back to HLO unchanged
     (``mlir_module_to_xla_computation``: the importer and the exporter);
@@ -54,6 +55,7 @@ def _texts(text: str) -> dict:
         options = xc.hlo.HloPrintOptions()
         options.print_large_constants = True
         out["parsed"] = module.to_string(options)
+        out["parsed_proto"] = module.as_serialized_hlo_module_proto()
         _mark("import")
         imported = jaxmod.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
         with jax_mlir.make_ir_context():
