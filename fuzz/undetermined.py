@@ -9,13 +9,16 @@ The conditions come from ``fuzz/contract.py`` (unstable-sort ties, the default R
 algorithm), read from one ``contract_breaches`` walk per case; the reducer classes
 (non-associative reducers, non-identity inits) are in ``fuzz/known_gaps.py``. Elided
 constants and loops still running at hloref's limit are seen where hloref stops
-(verdict ``error`` in :class:`~fuzz.known_record.Case`, ``case.error``).
+(verdict ``error`` in :class:`~fuzz.known_record.Case`, ``case.error``); collectives
+naming devices the run does not have, in the module itself
+(``fuzz/collective_domain.py``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .collective_domain import outside_domain
 from .known_record import SIGNATURE, Case, KnownClass, leaves_of
 
 __all__ = ["RECORDS", "comparator_fn", "elided_constants", "follows_choice",
@@ -270,6 +273,22 @@ def _loop_detail(case: Case) -> str:
     return f"{case.error}: a loop that does not end within hloref's limit has no value"
 
 
+# ---------------------------------------------------------------- collectives
+
+
+def _collectives_outside(case: Case) -> list:
+    return case.shared("outside-domain", lambda: outside_domain(case.module))
+
+
+def _outside_domain(case: Case) -> bool:
+    return bool(_collectives_outside(case))
+
+
+def _domain_detail(case: Case) -> str:
+    return "; ".join(why for _, why in _collectives_outside(case)) + \
+        ": the spec's constraints on the groups do not hold, and no value is defined"
+
+
 # ---------------------------------------------------------------- dynamic sizes
 
 
@@ -477,6 +496,17 @@ RECORDS: tuple[KnownClass, ...] = (
         "a constant written constant({...}): the text does not hold its data",
         _elided, verdicts=_HLOREF_STOPS | {"mismatch"}, specificity=SIGNATURE,
         detail=_elided_detail),
+    KnownClass(
+        "collective-outside-domain", "undetermined", _CONTRACT,
+        "a collective whose replica_groups or source_target_pairs name a device the run "
+        "does not have (an id at or past replica_count, num_partitions or their product, "
+        "which XLA's verifier lets through where that count is 1), or, for "
+        "collective-broadcast and collective-reduce, name one twice: outside the op's "
+        "domain in the StableHLO spec (0 <= replica_groups < N, is_unique), so the text "
+        "defines no value (XLA:CPU returns the operand of such an all-reduce, zeros for "
+        "such a collective-permute, or fails at run time; hloref stops)",
+        _outside_domain, verdicts=_HLOREF_STOPS | {"mismatch"}, specificity=SIGNATURE,
+        detail=_domain_detail),
     KnownClass(
         "loop-never-ends", "undetermined", _CONTRACT,
         "a while loop still running at hloref's iteration limit (Limits.max_while_iterations): "
