@@ -8,7 +8,8 @@ permutation of its rows, in the comparator's order: ``tie_order_valid``, which
 The conditions come from ``fuzz/contract.py`` (unstable-sort ties, the default RNG
 algorithm), read from one ``contract_breaches`` walk per case; the reducer classes
 (non-associative reducers, non-identity inits) are in ``fuzz/known_gaps.py``. Elided
-constants and loops still running at hloref's limit are seen where hloref stops
+constants, loops still running at hloref's limit and reads of a dynamic value's padding
+inside the module (``HloUnsupportedError.reads_padding``) are seen where hloref stops
 (verdict ``error`` in :class:`~fuzz.known_record.Case`, ``case.error``); collectives
 naming devices the run does not have, in the module itself
 (``fuzz/collective_domain.py``).
@@ -321,6 +322,17 @@ def _padding_detail(case: Case) -> str:
             f"hloref's value")
 
 
+def _padding_read(case: Case) -> bool:
+    return bool(getattr(case.error, "reads_padding", False))
+
+
+def _padding_read_detail(case: Case) -> str:
+    e = case.error
+    return (f"%{e.instruction} ({e.opcode}) reads the padding of a bounded dynamic value: "
+            f"{e.reason.split(': ', 1)[-1]}; the text defines no value there, hloref stops "
+            f"and nothing is compared")
+
+
 # ---------------------------------------------------------------- decompositions
 
 
@@ -480,6 +492,15 @@ RECORDS: tuple[KnownClass, ...] = (
         "padding the text does not define (XLA:CPU returns the bound-sized buffer, the "
         "runtime-sized value densely first); the region the sizes cover must be hloref's",
         _dynamic_padding, specificity=SIGNATURE, detail=_padding_detail),
+    KnownClass(
+        "dynamic-padding-read", "undetermined", _CONTRACT,
+        "an instruction inside the module reads the padding of a bounded dynamic value "
+        "(past its runtime size: a dynamic-slice window or a gather position past it, a "
+        "result dimension the instruction declares static with fewer elements defined, a "
+        "scatter whose updates are shorter at runtime than its indices): the text defines "
+        "no value there (XLA:CPU returns whatever the buffer holds); hloref stops",
+        _padding_read, verdicts=_HLOREF_STOPS, specificity=SIGNATURE,
+        detail=_padding_read_detail),
     KnownClass(
         "unstable-sort-ties", "undetermined", _CONTRACT,
         "a sort with is_stable=false whose comparator calls elements equal that differ: "
