@@ -419,7 +419,7 @@ def cmd_fuzz(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    from .findings import replay
+    from .replay import replay
     from .stats import atomic_json
     for p in args.dirs:
         if not os.path.isdir(p):
@@ -431,12 +431,14 @@ def cmd_replay(args) -> int:
         raise CliError("no findings (directories with finding.json) found")
     for r in results:
         status = ("REPRODUCES" if r["reproduces"] else
+                  "CHANGED" if r["verdict"] == r["stored_verdict"] == "memory" else
                   f"known difference ({r['known_difference']})" if r.get("known_difference")
                   else f"not on this host (lacks {', '.join(r['host_lacks'])})"
                   if r.get("host_lacks") else "fixed/gone")
         print(f"{status:11s} {r['path']}: stored {r['stored_verdict']}, now {r['verdict']}: "
               f"{r['classification']}" + (f"; stage {r['stage']}" if r.get("stage") else "")
-              + (f"; upstream: {r['upstream']}" if r.get("upstream") else ""))
+              + (f"; upstream: {r['upstream']}" if r.get("upstream") else "")
+              + (f"; {r['message']}" if r.get("memory") else ""))
     by_root: dict = {}
     for r in results:
         if r.get("root_key"):

@@ -106,3 +106,27 @@ def test_planted_collision_is_one_reduced_finding_with_the_pair(tmp_path):
     assert main(["report", str(d)]) == 0
     assert main(["report", str(out), "--index", str(tmp_path / "index.md")]) == 0
     assert "buffer assignment" in (tmp_path / "index.md").read_text()
+
+
+def test_replay_audits_a_memory_finding_again(tmp_path, capsys):
+    """A planted finding replayed with the same corruption fails the same way; replayed
+    without it (XLA:CPU's real assignment), the audit checks out and the finding is gone;
+    ``hloref replay`` says so and why."""
+    out = tmp_path / "out"
+    opts = C.CampaignOptions(out=str(out), seed=5, examples=4, batch=1, ops=["add"],
+                             max_instructions=5, blame=False, quiet=True,
+                             memory_audit_every=1, memory_corrupt=plant_output_over_parameter)
+    C.run_campaign(opts)
+    (name,) = _memory_findings(out)
+    d = str(out / name)
+    (again,) = C.replay([d], memory_corrupt=plant_output_over_parameter)
+    assert again["reproduces"] and again["verdict"] == "memory", again
+    assert (again["memory"]["kind"], again["memory"]["rule"]) == ("collision", "read-only")
+    assert "fails the same way: collision / read-only" in again["message"]
+    (real,) = C.replay([d])
+    assert not real["reproduces"] and real["verdict"] == "ok", real
+    assert "checks out now (stored: collision / read-only, planted" in real["message"]
+    assert main(["replay", d]) == 0
+    printed = capsys.readouterr().out
+    assert "stored memory, now ok: not a bug: the memory audit checks out" in printed
+    assert "0 of 1 findings still reproduce" in printed
