@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from .memory_finding import MemoryFailure, failure_of
 
 __all__ = ["MemoryCheck", "audit_program", "CampaignMemoryAudit", "reduce_and_write_memory",
-           "replay_memory"]
+           "replay_memory", "memory_pre_key"]
 
 
 @dataclass
@@ -72,6 +72,15 @@ def audit_program(module, args, worker, *, debug_options: dict | None = None, co
     failure = failure_of(result)
     return MemoryCheck("finding" if failure else "ok", failure, audit=result, xla=found,
                        planted=planted)
+
+
+def memory_pre_key(module, check: MemoryCheck) -> str:
+    """The cheap key of a failed audit, before reduction (``OUT/.seen/<key>``): its kind,
+    rule and the program's operations."""
+    from .findings import module_opcodes
+    f = check.failure
+    basis = ["memory", f.kind, f.rule, module_opcodes(module)]
+    return "memory-" + hashlib.sha256(json.dumps(basis).encode()).hexdigest()[:12]
 
 
 class CampaignMemoryAudit:
@@ -125,12 +134,9 @@ class CampaignMemoryAudit:
     def record(self, module, args, check: MemoryCheck, info) -> str | None:
         """Reduce and write a failed audit (once per cheap key); the new finding's
         directory, or None (a duplicate, known upstream)."""
-        from .findings import claim, module_opcodes
+        from .findings import claim
         runner = self.runner
-        f = check.failure
-        basis = ["memory", f.kind, f.rule, module_opcodes(module)]
-        key = hashlib.sha256(json.dumps(basis).encode()).hexdigest()[:12]
-        if not claim(os.path.join(runner.opts.out, ".seen", f"memory-{key}")):
+        if not claim(os.path.join(runner.opts.out, ".seen", memory_pre_key(module, check))):
             runner.stats.duplicates += 1
             return None
         from .campaign_options import xla_debug_options
