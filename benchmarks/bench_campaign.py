@@ -138,7 +138,7 @@ def main(argv=None) -> int:
         return _run_stretch(args.stretch)
 
     from hloref.fuzz.campaign import parse_duration
-    from hloref.fuzz.findings import replay
+    from hloref.fuzz.replay import replay
     from hloref.fuzz.stats import TIME_PARTS
 
     total = parse_duration(args.time)

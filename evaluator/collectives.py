@@ -130,6 +130,10 @@ def single_device(io: DeviceIO | None = None) -> Device:
     return Device(0, 0, 1, 1, None, io or DeviceIO())
 
 
+class NotInGroup(HloEvalError):
+    """The device is in none of an instruction's replica groups."""
+
+
 def participants(device: Device, replica_groups, channel_id, use_global_device_ids) -> list[int]:
     """``_participants``, checked against the number of devices the module runs on."""
     group = _participants(device, replica_groups, channel_id, use_global_device_ids)
@@ -160,18 +164,18 @@ def _participants(device: Device, replica_groups, channel_id, use_global_device_
         for g in groups or (tuple(range(R * P)),):
             if device.id in g:
                 return list(g)
-        raise HloEvalError(f"device {device.id} is in no replica group")
+        raise NotInGroup(f"device {device.id} is in no replica group")
     if channel_id is not None and use_global_device_ids is None:
         for g in groups or (tuple(range(P)),):
             if p in g:
                 return [r * P + q for q in g]
-        raise HloEvalError(f"partition {p} is in no replica group")
+        raise NotInGroup(f"partition {p} is in no replica group")
     for g in groups or (tuple(range(R)),):
         if r in g:
             if channel_id is None:
                 return [rep * P + p for rep in g]
             return [rep * P + part for rep in g for part in range(P)]
-    raise HloEvalError(f"replica {r} is in no replica group")
+    raise NotInGroup(f"replica {r} is in no replica group")
 
 
 def device_of(ctx) -> Device:
@@ -252,6 +256,18 @@ def group_without_global_ids(ctx, replica_groups, channel_id):
     """The participants of an instruction without a ``use_global_device_ids`` field."""
     return instruction_participants(device_of(ctx), replica_groups, channel_id, None,
                                     has_global_ids_field=False)
+
+
+def group_or_none(find, *args):
+    """``find(*args)`` (``group_of``, ``group_without_global_ids``), or None where the
+    device is in no replica group. collective-broadcast's and collective-reduce's groups
+    need not cover every device (XLA's verifier does not check them): such a device's
+    result is zeros (operation_semantics.md §CollectiveBroadcast; the StableHLO spec's
+    collective_broadcast and collective_reduce, "otherwise" zeros)."""
+    try:
+        return find(*args)
+    except NotInGroup:
+        return None
 
 
 @op("all-reduce", "all-reduce-start")
@@ -420,7 +436,9 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
 @op("collective-broadcast")
 def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None, channel_id=None,
                          has_dynamic_root=None):
-    group = group_without_global_ids(ctx, replica_groups, channel_id)
+    group = group_or_none(group_without_global_ids, ctx, replica_groups, channel_id)
+    if group is None:
+        return np.zeros_like(xs[0]) if len(xs) == 1 else tuple(np.zeros_like(x) for x in xs)
     values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     root = values[group[0]]
     return root[0].copy() if len(xs) == 1 else tuple(v.copy() for v in root)
@@ -464,10 +482,13 @@ def reduce_rendezvous(ctx, name, xs, to_host, replica_groups, channel_id,
     """collective-reduce's host side (shared with the GPU): every participant's reduced
     operands, exchanged, as ``(group, operands, at_root)``: ``operands[i]`` holds operand
     ``i`` of each participant in group order and ``at_root[i]`` says whether this device
-    is operand ``i``'s root. ``to_host`` reads the dynamic root operand to a host array."""
+    is operand ``i``'s root. ``to_host`` reads the dynamic root operand to a host array.
+    A device in no replica group meets no one and is no root (``group_or_none``)."""
     data = reduced_operands(xs, has_dynamic_root)
     roots = dynamic_roots(to_host(xs[-1]), len(data)) if flag(has_dynamic_root) else None
-    group = group_of(ctx, replica_groups, channel_id, use_global_device_ids)
+    group = group_or_none(group_of, ctx, replica_groups, channel_id, use_global_device_ids)
+    if group is None:
+        return [], [[] for _ in data], [False] * len(data)
     values = exchange(ctx, name, group, (tuple(data), roots), channel_id)
     me = device_of(ctx).id
     operands = [[values[d][0][i] for d in group] for i in range(len(data))]
@@ -482,7 +503,8 @@ def collective_reduce(*xs, shape, to_apply, ctx, instruction_name, replica_group
     operand). Each operand is reduced with ``to_apply`` over the group, in group order;
     the root, rank 0 of the group or, with ``has_dynamic_root=true``, the rank the
     trailing s32 operand gives per reduced operand, receives the reduction. Upstream
-    leaves the other participants' results undefined; hloref gives them zeros."""
+    leaves the other participants' results undefined; hloref gives them zeros, and
+    zeros to a device in no replica group (the StableHLO spec's "otherwise")."""
     group, operands, at_root = reduce_rendezvous(
         ctx, instruction_name, xs, np.asarray, replica_groups, channel_id,
         use_global_device_ids, has_dynamic_root)

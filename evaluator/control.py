@@ -4,7 +4,6 @@ opt-barrier, after-all, add-dependency (operation_semantics §Call, §While,
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
@@ -43,6 +42,19 @@ def fused_arity(calls, given: int) -> int:
     return min(given, len(comp.parameters)) if comp is not None else given
 
 
+def loop_limit_error(limit: int, instruction: str, condition: str | None = None,
+                     body: str | None = None) -> HloLimitError:
+    """The error of a ``while`` still running after ``limit`` iterations, naming its
+    condition and body computations: the CPU's and the GPU's (``gpu/computation.py``,
+    a loop in a compiled computation) say the same."""
+    names = [f"{what} %{name}" for what, name in (("condition", condition), ("body", body))
+             if name is not None]
+    where = f" ({', '.join(names)})" if names else ""
+    return HloLimitError(f"while loop still running after {limit} iterations{where}: "
+                         f"endless, or it needs a higher limit (Limits.max_while_iterations)",
+                         instruction=instruction)
+
+
 def run_while(init, condition, body, *, limit: int, instruction_name: str, to_host=np.asarray,
               condition_computation=None):
     """``while condition(state): state = body(state)``; stops past ``limit`` iterations.
@@ -66,17 +78,10 @@ def run_while(init, condition, body, *, limit: int, instruction_name: str, to_ho
     # body computes the parts the condition reads from those parts alone
     by_content = pure and read is not None and \
         _reads_closed(getattr(body, "computation", None), read)
-    started = time.perf_counter()
     while bool(to_host(condition(state))):
         if iterations >= limit:
-            names = [f"{what} %{c.name}" for what, c in
-                     (("condition", comp), ("body", getattr(body, "computation", None)))
-                     if c is not None]
-            raise HloLimitError(
-                f"while loop still running after {limit} iterations ("
-                f"{time.perf_counter() - started:.0f} s{'; ' if names else ''}"
-                f"{', '.join(names)}): endless, or it needs a higher limit "
-                f"(Limits.max_while_iterations)", instruction=instruction_name)
+            raise loop_limit_error(limit, instruction_name, getattr(comp, "name", None),
+                                   getattr(getattr(body, "computation", None), "name", None))
         new = body(state)
         if pure and _same_read_values(new, state, read, by_content):
             raise HloEvalError("while loop does not terminate: the body returns the part of "

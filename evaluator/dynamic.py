@@ -215,9 +215,10 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu", arrays=HO
     opcode = instr.opcode
     shape = instr.shape
 
-    def unsupported(why):
+    def unsupported(why, *, reads_padding=False):
         return HloUnsupportedError(opcode, backend, f"operand with a runtime dynamic size below "
-                                   f"its bound: {why}", instruction=instr.name)
+                                   f"its bound: {why}", instruction=instr.name,
+                                   reads_padding=reads_padding)
 
     def finish(valid, leaf_shape=shape):
         """Embed a valid-part result in its bound shape; its sizes are its extents."""
@@ -229,7 +230,7 @@ def dynamic_step(instr, fn, kwargs, operands, sizes, *, backend="cpu", arrays=HO
             if n < bound and not leaf_shape.dynamic[d]:
                 raise unsupported(f"result dimension {d} is static ({bound}) in the "
                                   f"instruction's shape but only {n} of its elements are "
-                                  f"defined (XLA reads padding there)")
+                                  f"defined (XLA reads padding there)", reads_padding=True)
         return arrays.embed(valid, leaf_shape.dims), normal_sizes(out_sizes, leaf_shape.dims)
 
     if opcode == "set-dimension-size":
@@ -434,7 +435,8 @@ def _dynamic_slice(instr, fn, kwargs, operands, sizes, unsupported, arrays):
         start = min(max(scalar_index(arrays.to_host(operands[1 + d])), 0), bound - size)
         if start + size > n:
             raise unsupported(f"dynamic-slice window [{start}, {start + size}) of dimension "
-                              f"{d} reaches past its runtime size {n} (XLA reads padding)")
+                              f"{d} reaches past its runtime size {n} (XLA reads padding)",
+                              reads_padding=True)
     value = fn(*operands, **kwargs)
     return value, normal_sizes(out, instr.shape.dims)
 

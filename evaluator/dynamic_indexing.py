@@ -207,7 +207,7 @@ def check_declared(instr, out, unsupported):
         if n < bound and not shape.dynamic[d]:
             raise unsupported(f"result dimension {d} is static ({bound}) in the "
                               f"instruction's shape but only {n} of its elements are "
-                              f"defined (XLA reads padding there)")
+                              f"defined (XLA reads padding there)", reads_padding=True)
     return normal_sizes(out, shape.dims)
 
 
@@ -248,7 +248,8 @@ def gather_step(instr, fn, kwargs, operands, sizes, unsupported, arrays):
             if d not in start_map:
                 if n == 0:
                     raise unsupported(f"gather reads position 0 of dynamic operand "
-                                      f"dimension {d} of runtime size 0 (XLA reads padding)")
+                                      f"dimension {d} of runtime size 0 (XLA reads padding)",
+                                      reads_padding=True)
                 continue
             if host_idx is None:
                 from .indexing import index_matrix
@@ -258,7 +259,7 @@ def gather_step(instr, fn, kwargs, operands, sizes, unsupported, arrays):
             if starts.size and int(starts.max()) >= n:
                 raise unsupported(f"gather reads position {int(starts.max())} of dynamic "
                                   f"operand dimension {d} of runtime size {n} (XLA reads "
-                                  f"padding)")
+                                  f"padding)", reads_padding=True)
         elif slice_sizes[d] == b:
             out[offset_dims[offset_operand.index(d)]] = n
         else:
@@ -294,7 +295,8 @@ def scatter_step(instr, fn, kwargs, operands, sizes, unsupported, arrays):
         ni, nu = iss[di], upd_sizes[du]
         if nu < ni:
             raise unsupported(f"scatter update dimension {du} has runtime size {nu} below "
-                              f"the {ni} valid index vectors (XLA scatters update padding)")
+                              f"the {ni} valid index vectors (XLA scatters update padding)",
+                              reads_padding=True)
         icut[di] = ucut[du] = ni
     window_operand = [d for d in range(inputs[0].ndim) if d not in inserted and d not in ibd]
     for du, od in zip(uwd, window_operand):
@@ -305,7 +307,8 @@ def scatter_step(instr, fn, kwargs, operands, sizes, unsupported, arrays):
             raise unsupported(f"scatter update window dimension {du} of runtime size {nu} "
                               f"does not match operand dimension {od} (bound "
                               f"{inputs[0].shape[od]}, runtime size {in_sizes[od]}): XLA "
-                              f"would scatter update padding into valid elements")
+                              f"would scatter update padding into valid elements",
+                              reads_padding=True)
     cut_idx = arrays.valid_part(indices, icut)
     cut_upd = [arrays.valid_part(v, ucut) for v in updates]
     value = fn(*inputs, cut_idx, *cut_upd, **kwargs)

@@ -1,8 +1,8 @@
 """Fuzz campaigns: generated HLO programs, hloref against an oracle, findings on disk.
 
 The property and its outcomes are in ``fuzz/property.py``, findings (keys, atomic
-writes, reduction, replay) in ``fuzz/findings.py``, statistics and summaries in
-``fuzz/stats.py``, batched oracle runs in ``fuzz/batch.py``, the Ray driver in
+writes, reduction) in ``fuzz/findings.py``, replay in ``fuzz/replay.py``, statistics
+and summaries in ``fuzz/stats.py``, batched oracle runs in ``fuzz/batch.py``, the Ray driver in
 ``fuzz/ray_campaign.py`` and the command line in ``fuzz/commands.py``. This module
 is the runner; its options, the ``--xla-opt`` presets, the example database
 and the seeds are in ``fuzz/campaign_options.py`` (re-exported here).
@@ -62,9 +62,9 @@ import time
 from .batch import Refusals, check_alone, check_batch
 from .campaign_options import (CampaignOptions, CampaignSetupError, XLA_OPT_PRESETS, database,
                                hash_seed, parse_duration, xla_debug_options)
-from .findings import (claim, finding_dirs, load_program, pre_key, replay,
-                       signature, write_pending)
+from .findings import claim, finding_dirs, load_program, pre_key, signature, write_pending
 from .property import KNOWN_DIFFERENCES, Outcome, check_program, known_difference
+from .replay import replay
 from .stats import (Stats, aggregate, atomic_json, make_summary, progress_line, reason,
                     write_junit)
 from .triage import reduce_and_write

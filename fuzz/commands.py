@@ -392,8 +392,8 @@ def cmd_fuzz(args) -> int:
         (MEMORY_AUDIT_EVERY if args.memory_audit else 0)
     if every < 0 or (args.memory_audit_every == 0 and args.memory_audit):
         raise CliError("--memory-audit-every must be >= 1")
-    if every and ("xla" not in oracles or args.ray):
-        raise CliError("--memory-audit needs the xla oracle and local workers (not --ray)")
+    if every and "xla" not in oracles:
+        raise CliError("--memory-audit needs the xla oracle")
     opts = CampaignOptions(out=args.out, oracles=oracles, seed=args.seed, examples=args.examples,
                            seconds=seconds, workers=args.workers or (0 if args.ray else 1),
                            ops=ops, db=args.db, batch=args.batch, ray=args.ray,
@@ -419,7 +419,7 @@ def cmd_fuzz(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    from .findings import replay
+    from .replay import replay
     from .stats import atomic_json
     for p in args.dirs:
         if not os.path.isdir(p):
@@ -431,12 +431,14 @@ def cmd_replay(args) -> int:
         raise CliError("no findings (directories with finding.json) found")
     for r in results:
         status = ("REPRODUCES" if r["reproduces"] else
+                  "CHANGED" if r["verdict"] == r["stored_verdict"] == "memory" else
                   f"known difference ({r['known_difference']})" if r.get("known_difference")
                   else f"not on this host (lacks {', '.join(r['host_lacks'])})"
                   if r.get("host_lacks") else "fixed/gone")
         print(f"{status:11s} {r['path']}: stored {r['stored_verdict']}, now {r['verdict']}: "
               f"{r['classification']}" + (f"; stage {r['stage']}" if r.get("stage") else "")
-              + (f"; upstream: {r['upstream']}" if r.get("upstream") else ""))
+              + (f"; upstream: {r['upstream']}" if r.get("upstream") else "")
+              + (f"; {r['message']}" if r.get("memory") else ""))
     by_root: dict = {}
     for r in results:
         if r.get("root_key"):

@@ -1,4 +1,4 @@
-"""Findings on disk: deduplication keys, atomic writes, reduction, replay.
+"""Findings on disk: deduplication keys, atomic writes, reduction.
 
 A finding is a directory ``OUT/<verdict>-<opcode>-<key>/`` holding ``module.hlo``,
 ``inputs.npz``, ``expected.npz``, ``actual.npz``, ``report.md`` and ``finding.json``,
@@ -13,11 +13,11 @@ written atomically (``report.write_finding``). Two keys deduplicate findings:
   second reduction landing on the same signature writes nothing.
 
 Before reduction a finding is kept as ``OUT/pending/<key>`` (``write_pending``), so a
-killed campaign loses none. ``replay`` re-runs stored findings and says which still
-reproduce (``hloref replay``). A finding seen only on some processors names the CPU flags
-of the host it was found on (``finding.json``: ``host_cpu_flags``, as ``/proc/cpuinfo``
-spells them); replay on a host that lacks one says so (``host_lacks``) instead of
-taking a miss for a fix.
+killed campaign loses none. ``fuzz/replay.py`` re-runs stored findings (``hloref
+replay``). A finding seen only on some processors names the CPU flags of the host it was
+found on (``finding.json``: ``host_cpu_flags``, as ``/proc/cpuinfo`` spells them);
+replay on a host that lacks one says so (``host_lacks``) instead of taking a miss for a
+fix.
 """
 
 from __future__ import annotations
@@ -28,12 +28,11 @@ import os
 
 from hloref.op_properties import opcodes_with
 
-from .known_classes import FILED
-from .property import known_difference, leaves
+from .property import leaves
 
 __all__ = ["signature", "signature_key", "pre_key", "claim", "write_pending", "load_program",
-           "replay", "finding_dirs", "module_opcodes", "module_types",
-           "has_narrow_float", "classify", "upstream_status", "host_cpu_flags", "missing_cpu_flags"]
+           "finding_dirs", "module_opcodes", "module_types", "upstream_status",
+           "host_cpu_flags", "missing_cpu_flags"]
 
 #: Opcodes left out of a signature: they only move values.
 _STRUCTURAL = opcodes_with("plumbing")
@@ -150,86 +149,3 @@ def missing_cpu_flags(meta: dict, have: frozenset | None) -> list[str]:
     the host's flags are unknown)."""
     need = list(meta.get("host_cpu_flags") or ())
     return need if have is None else [f for f in need if f not in have]
-
-
-def replay(paths, *, worker_factory=None, timeout: float = 60.0) -> list[dict]:
-    """Re-run stored findings; each result says whether it still reproduces."""
-    from .differential import diff
-    dirs = []
-    for p in paths:
-        if os.path.isfile(os.path.join(p, "finding.json")):
-            dirs.append(p)
-        elif os.path.isdir(p):
-            dirs.extend(os.path.join(p, n) for n in sorted(os.listdir(p))
-                        if os.path.isfile(os.path.join(p, n, "finding.json")))
-    workers: dict = {}
-    results = []
-    have = host_cpu_flags()
-    try:
-        for d in dirs:
-            with open(os.path.join(d, "finding.json"), encoding="utf-8") as f:
-                meta = json.load(f)
-            oracle = meta.get("oracle", "xla")
-            if oracle not in workers:
-                if worker_factory is not None:
-                    workers[oracle] = worker_factory(oracle)
-                else:
-                    from .workers import OracleWorker
-                    workers[oracle] = OracleWorker(oracle, timeout=timeout)
-            strict = None
-            try:
-                module, values = load_program(d)
-                r = diff(module, values, oracle=oracle, worker=workers[oracle], timeout=timeout,
-                         debug_options=meta.get("debug_options") or None)
-                verdict = r.verdict
-                known = known_difference(r) if verdict == "mismatch" else \
-                    (r.known_gap if verdict == "known-gap" else None)
-                # a known difference that is itself a filed finding (known_bugs.FILED)
-                # does not stop the stored finding from reproducing
-                reproduces = verdict == meta.get("verdict") and (not known or known in FILED)
-                message = r.summary().splitlines()[0]
-                if oracle == "xla" and has_narrow_float(module):
-                    # XLA's contract without excess precision: every narrow rounding kept
-                    s = diff(module, values, oracle=oracle, worker=workers[oracle],
-                             timeout=timeout, localize=False,
-                             debug_options={"xla_allow_excess_precision": False})
-                    strict = s.verdict
-            except Exception as exc:  # noqa: BLE001
-                verdict, reproduces, message = "error", False, f"{type(exc).__name__}: {exc}"
-                known = None
-            upstream = (upstream_status(d) or {}).get("status")
-            results.append({"path": d, "stored_verdict": meta.get("verdict"), "verdict": verdict,
-                            "root_key": meta.get("root_key"), "upstream": upstream,
-                            "stage": (meta.get("attribution") or {}).get("stage"),
-                            "reproduces": reproduces, "known_difference": known,
-                            "verdict_without_excess_precision": strict,
-                            "classification": classify(verdict, known, strict),
-                            "host_lacks": missing_cpu_flags(meta, have),
-                            "message": message})
-    finally:
-        for w in workers.values():
-            w.close()
-    return results
-
-
-def has_narrow_float(module) -> bool:
-    from hloref.shapes import ArrayShape, flatten_shape
-    return any(isinstance(sh, ArrayShape) and sh.element_type.is_float and sh.element_type.bits <= 16
-               for _, i in module.instructions() for sh in flatten_shape(i.shape))
-
-
-def classify(verdict: str, known, strict) -> str:
-    """What a replayed finding is now, under the envelope."""
-    if known and known not in FILED:
-        return f"known difference ({known})"
-    if verdict in ("mismatch", "crash", "timeout"):
-        filed = f" (the filed class {known})" if known else ""
-        return "bug under XLA's default options" + filed + (
-            "" if strict is None else f" (without excess precision: {strict})")
-    if strict in ("mismatch", "crash", "timeout"):
-        return ("inside the envelope with excess precision; a bug only with "
-                "xla_allow_excess_precision=false")
-    return "not a bug: inside the envelope" + (
-        "" if strict is None else " with and without excess precision")
-
-

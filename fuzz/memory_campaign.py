@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from .memory_finding import MemoryFailure, failure_of
 
-__all__ = ["MemoryCheck", "audit_program", "CampaignMemoryAudit", "reduce_and_write_memory"]
+__all__ = ["MemoryCheck", "audit_program", "CampaignMemoryAudit", "reduce_and_write_memory",
+           "replay_memory", "memory_pre_key"]
 
 
 @dataclass
@@ -71,6 +72,15 @@ def audit_program(module, args, worker, *, debug_options: dict | None = None, co
     failure = failure_of(result)
     return MemoryCheck("finding" if failure else "ok", failure, audit=result, xla=found,
                        planted=planted)
+
+
+def memory_pre_key(module, check: MemoryCheck) -> str:
+    """The cheap key of a failed audit, before reduction (``OUT/.seen/<key>``): its kind,
+    rule and the program's operations."""
+    from .findings import module_opcodes
+    f = check.failure
+    basis = ["memory", f.kind, f.rule, module_opcodes(module)]
+    return "memory-" + hashlib.sha256(json.dumps(basis).encode()).hexdigest()[:12]
 
 
 class CampaignMemoryAudit:
@@ -124,12 +134,9 @@ class CampaignMemoryAudit:
     def record(self, module, args, check: MemoryCheck, info) -> str | None:
         """Reduce and write a failed audit (once per cheap key); the new finding's
         directory, or None (a duplicate, known upstream)."""
-        from .findings import claim, module_opcodes
+        from .findings import claim
         runner = self.runner
-        f = check.failure
-        basis = ["memory", f.kind, f.rule, module_opcodes(module)]
-        key = hashlib.sha256(json.dumps(basis).encode()).hexdigest()[:12]
-        if not claim(os.path.join(runner.opts.out, ".seen", f"memory-{key}")):
+        if not claim(os.path.join(runner.opts.out, ".seen", memory_pre_key(module, check))):
             runner.stats.duplicates += 1
             return None
         from .campaign_options import xla_debug_options
@@ -227,3 +234,34 @@ def hloref_value(module, args):
     """hloref's value of ``module`` on ``args`` (the finding's ``expected.npz``)."""
     import hloref
     return hloref.evaluate(module, *args)
+
+
+def replay_memory(module, args, meta: dict, worker, *, timeout: float | None = None,
+                  corrupt=None) -> dict:
+    """Audit a stored memory finding's program (``module``, ``args``; ``meta``: its
+    ``finding.json``) again as the campaign did, with its compile options: ``verdict``
+    (``memory`` when the audit fails, ``ok`` when it checks out, ``skipped`` when it
+    cannot run), ``reproduces`` (it fails the same way: same kind and rule), ``message``,
+    ``classification`` and, when it fails, ``kind``, ``rule`` and ``values`` now.
+    ``corrupt``: the test hook of ``audit_program``."""
+    stored = meta.get("memory") or {}
+    want = MemoryFailure(str(stored.get("kind")), str(stored.get("rule")), "")
+    was = f"stored: {want.kind} / {want.rule}" + (
+        ", planted by a test hook" if stored.get("planted") else "")
+    check = audit_program(module, list(args), worker, corrupt=corrupt, timeout=timeout,
+                          debug_options=meta.get("debug_options") or None)
+    if check.status == "skipped":
+        return {"verdict": "skipped", "reproduces": False,
+                "message": f"the audit did not run: {check.reason} ({was})",
+                "classification": "not audited"}
+    now = check.failure
+    if now is None:
+        return {"verdict": "ok", "reproduces": False,
+                "message": f"the audit of XLA:CPU's assignment checks out now ({was})",
+                "classification": "not a bug: the memory audit checks out"}
+    same = want.same_way(now)
+    how = "the same way" if same else "another way"
+    return {"verdict": "memory", "reproduces": same, "kind": now.kind, "rule": now.rule,
+            "values": list(now.values),
+            "message": f"the audit fails {how}: {now.kind} / {now.rule}: {now.message} ({was})",
+            "classification": f"XLA:CPU's buffer assignment fails the memory audit {how}"}

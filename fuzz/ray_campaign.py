@@ -21,6 +21,9 @@ What a campaign guarantees holds across the cluster:
   out again, whole, and nothing of its first attempt was counted.
 * **Resume.** A driver killed and started again with the same ``--out`` skips the
   units ``campaign.json`` lists as done and re-runs the ones that were in flight.
+* ``--memory-audit``: each unit audits every N-th of its programs (the same ones when
+  it runs again); a failed audit is reduced on the actor and comes back as a finding
+  with its pre-reduction key (``memory-...``), as value findings do.
 * Progress lines, the summary, ``--json-summary`` and ``--junit`` as without Ray;
   ``OUT/.ray/workers.json`` lists the actors' nodes and process ids and the unit
   each is running.
@@ -39,7 +42,9 @@ import tempfile
 import time
 
 from .campaign import CampaignOptions, CampaignSetupError, Runner, database, finish, hash_seed
+from .campaign_options import xla_debug_options
 from .findings import finding_dirs, pre_key, write_pending
+from .memory_campaign import CampaignMemoryAudit, memory_pre_key, reduce_and_write_memory
 from .property import known_difference
 from .report import publish_directory
 from .stats import Stats, atomic_json, progress_line
@@ -50,6 +55,44 @@ __all__ = ["run_ray_campaign", "UnitWorker"]
 MAX_ATTEMPTS = 4
 
 
+def _files_of(path: str) -> dict:
+    """A finding directory's files, by name (what a unit hands the driver)."""
+    files = {}
+    for name in sorted(os.listdir(path)):
+        with open(os.path.join(path, name), "rb") as f:
+            files[name] = f.read()
+    return files
+
+
+class _UnitMemoryAudit(CampaignMemoryAudit):
+    """A unit's memory audits (``--memory-audit``): a failed audit is reduced in the
+    actor's scratch directory and its files go back to the driver with the unit, keyed
+    by ``memory_pre_key`` (the local campaign's ``OUT/.seen`` name), as the value
+    findings do; the driver writes it and counts it."""
+
+    def record(self, module, args, check, info) -> None:
+        runner = self.runner
+        key = memory_pre_key(module, check)
+        if key in runner.seen:
+            runner.stats.duplicates += 1
+            return None
+        runner.seen.add(key)
+        out = tempfile.mkdtemp(prefix="memory-", dir=runner.scratch)
+        try:
+            path, new = reduce_and_write_memory(
+                module, args, check, runner.worker("xla"), out, seed=info,
+                debug_options=xla_debug_options(runner.opts, "xla") or None,
+                corrupt=runner.opts.memory_corrupt, timeout=runner.opts.timeout)
+            if not new or not os.path.isdir(path):  # known upstream
+                runner.found.append({"pre_key": key, "name": None})
+            else:
+                runner.found.append({"pre_key": key, "name": os.path.basename(path),
+                                     "files": _files_of(path)})
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        return None
+
+
 class _UnitRunner(Runner):
     """A ``Runner`` whose findings go back to the driver instead of onto ``--out``."""
 
@@ -58,6 +101,8 @@ class _UnitRunner(Runner):
         self.scratch = scratch
         self.seen: set = set()
         self.found: list = []
+        if self.memory is not None:
+            self.memory = _UnitMemoryAudit(self)
 
     def flush(self, force: bool = False) -> None:  # the driver keeps the statistics
         pass
@@ -90,11 +135,8 @@ class _UnitRunner(Runner):
                 self.found.append({"pre_key": key, "name": None})  # known upstream
                 return
             self.learn_from(path, oracle)
-            files = {}
-            for name in sorted(os.listdir(path)):
-                with open(os.path.join(path, name), "rb") as f:
-                    files[name] = f.read()
-            self.found.append({"pre_key": key, "name": os.path.basename(path), "files": files})
+            self.found.append({"pre_key": key, "name": os.path.basename(path),
+                               "files": _files_of(path)})
             shutil.rmtree(out, ignore_errors=True)
         finally:
             shutil.rmtree(pending, ignore_errors=True)
@@ -118,6 +160,8 @@ class UnitWorker:
         r = self.runner
         r.stats, r.done, r.quota, r.deadline = Stats(), 0, programs, deadline
         r.seen, r.found = set(seen), []
+        if r.memory is not None:  # every N-th program of the unit: the same ones on a rerun
+            r.memory.seen = 0
         t0 = time.perf_counter()
         r.generate(lambda run_no: hash_seed(self.opts.seed, "unit", unit, run_no), self.db)
         r.stats.seconds = time.perf_counter() - t0
@@ -276,6 +320,8 @@ def run_ray_campaign(opts: CampaignOptions) -> dict:
                     if name is not None:  # None: did not reproduce from disk
                         if _write_finding(opts.out, item):
                             run_stats.findings.append(os.path.join(opts.out, name))
+                            if key.startswith("memory-"):
+                                run_stats.memory["findings"] += 1
                         else:
                             run_stats.duplicates += 1
                     with open(os.path.join(seen_dir, key), "w", encoding="utf-8") as f:

@@ -8,14 +8,18 @@ permutation of its rows, in the comparator's order: ``tie_order_valid``, which
 The conditions come from ``fuzz/contract.py`` (unstable-sort ties, the default RNG
 algorithm), read from one ``contract_breaches`` walk per case; the reducer classes
 (non-associative reducers, non-identity inits) are in ``fuzz/known_gaps.py``. Elided
-constants and loops still running at hloref's limit are seen where hloref stops
-(verdict ``error`` in :class:`~fuzz.known_record.Case`, ``case.error``).
+constants, loops still running at hloref's limit and reads of a dynamic value's padding
+inside the module (``HloUnsupportedError.reads_padding``) are seen where hloref stops
+(verdict ``error`` in :class:`~fuzz.known_record.Case`, ``case.error``); collectives
+naming devices the run does not have, in the module itself
+(``fuzz/collective_domain.py``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .collective_domain import outside_domain
 from .known_record import SIGNATURE, Case, KnownClass, leaves_of
 
 __all__ = ["RECORDS", "comparator_fn", "elided_constants", "follows_choice",
@@ -270,6 +274,22 @@ def _loop_detail(case: Case) -> str:
     return f"{case.error}: a loop that does not end within hloref's limit has no value"
 
 
+# ---------------------------------------------------------------- collectives
+
+
+def _collectives_outside(case: Case) -> list:
+    return case.shared("outside-domain", lambda: outside_domain(case.module))
+
+
+def _outside_domain(case: Case) -> bool:
+    return bool(_collectives_outside(case))
+
+
+def _domain_detail(case: Case) -> str:
+    return "; ".join(why for _, why in _collectives_outside(case)) + \
+        ": the spec's constraints on the groups do not hold, and no value is defined"
+
+
 # ---------------------------------------------------------------- dynamic sizes
 
 
@@ -300,6 +320,17 @@ def _padding_detail(case: Case) -> str:
             f"buffer ({bounds}), the runtime-sized value first and then padding no text "
             f"defines; checked: its first elements, as the runtime sizes ({sizes}), are "
             f"hloref's value")
+
+
+def _padding_read(case: Case) -> bool:
+    return bool(getattr(case.error, "reads_padding", False))
+
+
+def _padding_read_detail(case: Case) -> str:
+    e = case.error
+    return (f"%{e.instruction} ({e.opcode}) reads the padding of a bounded dynamic value: "
+            f"{e.reason.split(': ', 1)[-1]}; the text defines no value there, hloref stops "
+            f"and nothing is compared")
 
 
 # ---------------------------------------------------------------- decompositions
@@ -462,6 +493,15 @@ RECORDS: tuple[KnownClass, ...] = (
         "runtime-sized value densely first); the region the sizes cover must be hloref's",
         _dynamic_padding, specificity=SIGNATURE, detail=_padding_detail),
     KnownClass(
+        "dynamic-padding-read", "undetermined", _CONTRACT,
+        "an instruction inside the module reads the padding of a bounded dynamic value "
+        "(past its runtime size: a dynamic-slice window or a gather position past it, a "
+        "result dimension the instruction declares static with fewer elements defined, a "
+        "scatter whose updates are shorter at runtime than its indices): the text defines "
+        "no value there (XLA:CPU returns whatever the buffer holds); hloref stops",
+        _padding_read, verdicts=_HLOREF_STOPS, specificity=SIGNATURE,
+        detail=_padding_read_detail),
+    KnownClass(
         "unstable-sort-ties", "undetermined", _CONTRACT,
         "a sort with is_stable=false whose comparator calls elements equal that differ: "
         "their order is the implementation's (operation_semantics.md, Sort); the text "
@@ -477,6 +517,17 @@ RECORDS: tuple[KnownClass, ...] = (
         "a constant written constant({...}): the text does not hold its data",
         _elided, verdicts=_HLOREF_STOPS | {"mismatch"}, specificity=SIGNATURE,
         detail=_elided_detail),
+    KnownClass(
+        "collective-outside-domain", "undetermined", _CONTRACT,
+        "a collective whose replica_groups or source_target_pairs name a device the run "
+        "does not have (an id at or past replica_count, num_partitions or their product, "
+        "which XLA's verifier lets through where that count is 1), or, for "
+        "collective-broadcast and collective-reduce, name one twice: outside the op's "
+        "domain in the StableHLO spec (0 <= replica_groups < N, is_unique), so the text "
+        "defines no value (XLA:CPU returns the operand of such an all-reduce, zeros for "
+        "such a collective-permute, or fails at run time; hloref stops)",
+        _outside_domain, verdicts=_HLOREF_STOPS | {"mismatch"}, specificity=SIGNATURE,
+        detail=_domain_detail),
     KnownClass(
         "loop-never-ends", "undetermined", _CONTRACT,
         "a while loop still running at hloref's iteration limit (Limits.max_while_iterations): "

@@ -29,8 +29,8 @@ from hloref.errors import HloEvalError
 from hloref.evaluator.collectives import (Device, DeviceIO, Hub, all_reduce_done,
                                           check_gathered, check_scattered, collective_done,
                                           device_of, devices_of, exchange, flag, group_of,
-                                          group_without_global_ids, host_received,
-                                          infeed_value, permute_source, ragged_blocks,
+                                          group_or_none, group_without_global_ids,
+                                          host_received, infeed_value, permute_source, ragged_blocks,
                                           receive, recv_done, reduce_rendezvous,
                                           reduced_operands, run_threads, send_done,
                                           send_to_peers)
@@ -223,7 +223,10 @@ def collective_permute(x, *rest, shape, source_target_pairs, ctx, instruction_na
 
 @gpu_op("collective-broadcast")
 def collective_broadcast(*xs, shape, ctx, instruction_name, replica_groups=None, channel_id=None):
-    group = group_without_global_ids(ctx, replica_groups, channel_id)
+    group = group_or_none(group_without_global_ids, ctx, replica_groups, channel_id)
+    if group is None:  # in no replica group: zeros (the CPU's ``collective_broadcast``)
+        return zeros(xs[0].shape, xs[0].et) if len(xs) == 1 else \
+            tuple(zeros(x.shape, x.et) for x in xs)
     values = exchange(ctx, instruction_name, group, tuple(xs), channel_id)
     root = values[group[0]]
     return device_copy(root[0]) if len(xs) == 1 else tuple(device_copy(v) for v in root)

@@ -126,7 +126,8 @@ import contextvars
 import numpy as np
 from numba import cuda
 
-from hloref.errors import HloEvalError, HloLimitError
+from hloref.errors import HloEvalError
+from hloref.evaluator.control import loop_limit_error
 from hloref.evaluator.interpreter import Limits
 from hloref.evaluator.reduce import is_vectorizable
 
@@ -171,12 +172,12 @@ class LoopRun:
             code = LOOP_STATUS_TOP - int(status[0])
             compiled.loop_status.copy_to_device(np.zeros(1, np.int64))
             if error is None:
-                name, limit = compiled.loops[(code - 1) // 2]
-                if isinstance(limit, Exception):  # a recorded error site (``error_site``)
-                    error = limit
+                name, site = compiled.loops[(code - 1) // 2]
+                if isinstance(site, Exception):  # a recorded error site (``error_site``)
+                    error = site
                 elif code % 2:
-                    error = HloLimitError(f"while loop still running after {limit} iterations "
-                                          f"(Limits.max_while_iterations)", instruction=name)
+                    limit, condition, body = site
+                    error = loop_limit_error(limit, name, condition, body)
                 else:
                     error = HloEvalError("while loop does not terminate: the body returns its "
                                          "state unchanged and the condition still holds",

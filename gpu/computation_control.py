@@ -143,7 +143,7 @@ class ControlForms:
         leaves, types = flatten(ops[0], stype)  # small arrays: one variable per element
         k = len(self.loops)
         draws, sites = self.rng_sites, self.state_count
-        self.loops.append((instr.name, self.limit))
+        self.loops.append((instr.name, (self.limit, cond.name, body.name)))
         if "LOOP_STATUS" not in self.ns:
             self.ns["LOOP_STATUS"] = cuda.to_device(np.zeros(1, np.int64))
             self.ns["cuda"] = cuda

@@ -61,9 +61,9 @@ from numba import cuda
 
 from hloref.attrs import ComputationRef
 from hloref.errors import HloEvalError
-from hloref.evaluator.collectives import (Device, DeviceIO, check_gathered, check_scattered,
-                                          device_of, exchange, instruction_participants,
-                                          permute_source)
+from hloref.evaluator.collectives import (Device, DeviceIO, NotInGroup, check_gathered,
+                                          check_scattered, device_of, exchange,
+                                          instruction_participants, permute_source)
 from hloref.evaluator.interpreter import live_instructions, topological_order
 from hloref.ir import Computation, Instruction, Module
 from hloref.op_properties import opcodes_with
@@ -131,9 +131,12 @@ def _group(instr, dev: Device) -> list[int]:
     op = instr.opcode
     if op.startswith("collective-permute"):  # every device reaches its rendezvous
         return list(range(dev.replica_count * dev.num_partitions))
-    return instruction_participants(dev, a.get("replica_groups"), a.get("channel_id"),
-                                    a.get("use_global_device_ids"),
-                                    has_global_ids_field=op in _GLOBAL_IDS_FIELD)
+    try:
+        return instruction_participants(dev, a.get("replica_groups"), a.get("channel_id"),
+                                        a.get("use_global_device_ids"),
+                                        has_global_ids_field=op in _GLOBAL_IDS_FIELD)
+    except NotInGroup:  # collective-broadcast's zeros: the per-call path gives them
+        raise Unsupported(f"device {dev.id} in no replica group of {instr.name}") from None
 
 
 def _collectives(comp, module, memo=None):

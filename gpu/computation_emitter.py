@@ -112,7 +112,9 @@ class EmitterBase:
         self.count = 0
         self.indent = "    "
         self.limit = int(limit)
-        self.loops: list = []  # (while instruction name, limit)
+        #: (while instruction name, (limit, condition name, body name)), or (instruction
+        #: name, error) for an error site
+        self.loops: list = []
 
     def bind(self, prefix, value):
         key = f"{prefix}{len(self.ns)}"

@@ -56,14 +56,17 @@ class HloVerifyError(HloError):
 
 
 class HloUnsupportedError(HloError):
-    """An opcode, element type or attribute that a backend does not evaluate."""
+    """An opcode, element type or attribute that a backend does not evaluate.
+    ``reads_padding``: the op would read the padding of a bounded dynamic value, which no
+    text defines (the ``dynamic-padding-read`` undetermined record reads it)."""
 
     def __init__(self, opcode: str, backend: str = "cpu", reason: str = "not implemented",
-                 instruction: str | None = None):
+                 instruction: str | None = None, *, reads_padding: bool = False):
         self.opcode = opcode
         self.backend = backend
         self.reason = reason
         self.instruction = instruction
+        self.reads_padding = reads_padding
         where = f" (instruction %{instruction})" if instruction else ""
         super().__init__(f"opcode '{opcode}'{where} is not supported by the {backend} backend: {reason}")
 

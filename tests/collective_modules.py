@@ -212,3 +212,18 @@ def collective_forms_by_hand(xs, ys, d):
     # all-to-all of (x, y) in pairs: element 1 is the partner pair[1]'s chunk `me`
     b = [xs, ys][pair.index(d)][pair[1]]
     return cp * 1000 + cb * 100 + a0 * 10 + a1 * 7 + 3 * b + r
+
+
+#: the StableHLO spec's own collective_broadcast example (docs/spec.md, 4 replicas,
+#: replica_groups [[2, 1]]), and a collective-reduce whose group leaves out replicas 0
+#: and 3; XLA:CPU has neither op (jaxlib 0.10.2: collective-broadcast "not supported by
+#: XLA:CPU ThunkEmitter", collective-reduce unknown to its parser)
+OUTSIDE_GROUPS = """HloModule m, replica_count=4
+add { a = s64[] parameter(0)  b = s64[] parameter(1)  ROOT s = s64[] add(a, b) }
+ENTRY e {
+  x = s64[1,2] parameter(0)
+  cb = s64[1,2] collective-broadcast(x), replica_groups={{2,1}}
+  cr = s64[1,2] collective-reduce(x), replica_groups={{1,2}}, to_apply=add
+  ROOT t = (s64[1,2], s64[1,2]) tuple(cb, cr)
+}
+"""

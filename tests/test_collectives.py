@@ -20,7 +20,7 @@ import pytest
 
 import hloref
 
-from collective_modules import PERMUTE_SEVERAL, permute_several_inputs
+from collective_modules import OUTSIDE_GROUPS, PERMUTE_SEVERAL, permute_several_inputs
 
 _CHILD = textwrap.dedent("""
     import os, json, sys
@@ -178,3 +178,17 @@ def test_collective_permute_of_several_arrays_by_hand():
     for d in (1, 2):
         np.testing.assert_array_equal(out[d][0], xs[d - 1])
         np.testing.assert_array_equal(out[d][1], ys[d - 1])
+
+
+
+def test_a_device_in_no_group_of_collective_broadcast_or_reduce_gets_zeros():
+    """operation_semantics.md §CollectiveBroadcast ("If a replica id is not in any replica
+    group, the output on that replica is a tensor consisting of 0(s)") and the spec's
+    example: %operand@(d, 0) = [[1, 2]], [[3, 4]], [[5, 6]], [[7, 8]] gives [[0, 0]],
+    [[5, 6]], [[5, 6]], [[0, 0]]. collective-reduce: the root, replica 1, gets
+    [[3, 4]] + [[5, 6]]; replica 2 (no root) and replicas 0 and 3 (in no group) zeros."""
+    xs = [np.array([[1, 2]], np.int64), np.array([[3, 4]], np.int64),
+          np.array([[5, 6]], np.int64), np.array([[7, 8]], np.int64)]
+    out = hloref.evaluate(OUTSIDE_GROUPS, xs)
+    assert [cb.tolist() for cb, _ in out] == [[[0, 0]], [[5, 6]], [[5, 6]], [[0, 0]]]
+    assert [cr.tolist() for _, cr in out] == [[[0, 0]], [[8, 10]], [[0, 0]], [[0, 0]]]

@@ -8,42 +8,16 @@ assignment."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from hloref.cli import main
-from hloref.shapes import TupleShape
+
+from memory_plant import memory_findings, plant_output_over_parameter
 
 pytest.importorskip("jax")
 
 from hloref.fuzz import campaign as C  # noqa: E402
-
-
-def plant_output_over_parameter(module, assignment) -> bool:
-    """Move the entry root's value (an array) into entry parameter 0's allocation at
-    offset 0, when it fits there; True when the assignment was changed."""
-    root = module.entry.root
-    if root.opcode == "parameter" or isinstance(root.shape, TupleShape):
-        return False
-    home = param = None
-    for alloc in assignment.allocations:
-        if alloc.parameter == 0 and alloc.parameter_index == ():
-            param = alloc
-        for v in alloc.values:
-            if v.instruction == root.name and v.index == ():
-                home, value = alloc, v
-    if home is None or param is None or home is param or value.size > param.size:
-        return False
-    home.values.remove(value)
-    value.offset = 0
-    param.values.append(value)
-    return True
-
-
-def _memory_findings(out) -> list[str]:
-    return sorted(n for n in os.listdir(out) if n.startswith("memory-")
-                  and os.path.isfile(os.path.join(out, n, "finding.json")))
 
 
 def test_clean_campaign_audits_and_finds_nothing(tmp_path, capsys):
@@ -56,7 +30,7 @@ def test_clean_campaign_audits_and_finds_nothing(tmp_path, capsys):
     m = data["memory_audit"]
     assert m.get("audited", 0) + m.get("skipped", 0) == 4
     assert m.get("audited", 0) >= 2, m
-    assert m.get("failed", 0) == 0 and not _memory_findings(out), m
+    assert m.get("failed", 0) == 0 and not memory_findings(out), m
     assert code == (1 if data["new_findings"] else 0)
     assert "memory audit: " in capsys.readouterr().out
 
@@ -82,7 +56,7 @@ def test_planted_collision_is_one_reduced_finding_with_the_pair(tmp_path):
     summary = C.run_campaign(opts)
     m = summary["memory_audit"]
     assert m.get("failed", 0) >= 1, m
-    found = _memory_findings(out)
+    found = memory_findings(out)
     assert len(found) == 1, found  # every planted failure has one root cause
     d = out / found[0]
     meta = json.loads((d / "finding.json").read_text())
@@ -106,3 +80,27 @@ def test_planted_collision_is_one_reduced_finding_with_the_pair(tmp_path):
     assert main(["report", str(d)]) == 0
     assert main(["report", str(out), "--index", str(tmp_path / "index.md")]) == 0
     assert "buffer assignment" in (tmp_path / "index.md").read_text()
+
+
+def test_replay_audits_a_memory_finding_again(tmp_path, capsys):
+    """A planted finding replayed with the same corruption fails the same way; replayed
+    without it (XLA:CPU's real assignment), the audit checks out and the finding is gone;
+    ``hloref replay`` says so and why."""
+    out = tmp_path / "out"
+    opts = C.CampaignOptions(out=str(out), seed=5, examples=4, batch=1, ops=["add"],
+                             max_instructions=5, blame=False, quiet=True,
+                             memory_audit_every=1, memory_corrupt=plant_output_over_parameter)
+    C.run_campaign(opts)
+    (name,) = memory_findings(out)
+    d = str(out / name)
+    (again,) = C.replay([d], memory_corrupt=plant_output_over_parameter)
+    assert again["reproduces"] and again["verdict"] == "memory", again
+    assert (again["memory"]["kind"], again["memory"]["rule"]) == ("collision", "read-only")
+    assert "fails the same way: collision / read-only" in again["message"]
+    (real,) = C.replay([d])
+    assert not real["reproduces"] and real["verdict"] == "ok", real
+    assert "checks out now (stored: collision / read-only, planted" in real["message"]
+    assert main(["replay", d]) == 0
+    printed = capsys.readouterr().out
+    assert "stored memory, now ok: not a bug: the memory audit checks out" in printed
+    assert "0 of 1 findings still reproduce" in printed

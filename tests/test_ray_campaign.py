@@ -26,6 +26,8 @@ from hloref.fuzz.campaign import CampaignOptions  # noqa: E402
 from hloref.fuzz.ray_campaign import run_ray_campaign  # noqa: E402
 from hloref.fuzz.workers import OracleWorker  # noqa: E402
 
+import memory_plant  # noqa: E402
+
 
 class PlantedOracle:
     """``worker_factory``: XLA:CPU, except that f16/f32/f64 results of a module with
@@ -88,6 +90,7 @@ def ray_head():
                 pytest.fail(f"the Ray head did not start: {probe.stderr[-2000:]}")
             time.sleep(1)
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        ray.cloudpickle.register_pickle_by_value(memory_plant)
         yield address
     finally:
         ray.shutdown()
@@ -159,6 +162,34 @@ def test_ray_campaign_with_a_killed_worker(ray_head, tmp_path):
     assert not [n for n in os.listdir(out) if n.startswith(".finding-")]
     # the actors read and wrote the one example database (a directory every node sees)
     assert any(files for _, _, files in os.walk(tmp_path / "db"))
+
+
+def test_ray_campaign_with_the_memory_audit(ray_head, tmp_path):
+    """``--memory-audit`` on Ray: the planted memory bug of tests/test_memory_campaign.py
+    (XLA:CPU's real assignment, each output moved onto parameter 0's read-only bytes) is
+    found by the actors, reduced there and written once by the driver, in the local
+    campaign's form; the units' audit counts add up."""
+    out = str(tmp_path / "out")
+    opts = CampaignOptions(out=out, examples=4, seed=5, ray=ray_head, workers=1,
+                           unit_programs=2, batch=1, ops=["add"], max_instructions=5,
+                           blame=False, quiet=True, memory_audit_every=1,
+                           memory_corrupt=memory_plant.plant_output_over_parameter)
+    summary = run_ray_campaign(opts)
+    m = summary["memory_audit"]
+    assert summary["programs"] == 4 and m.get("audited", 0) + m.get("skipped", 0) == 4, m
+    assert m.get("failed", 0) >= 1, m
+    (name,) = memory_plant.memory_findings(out)
+    meta = json.load(open(os.path.join(out, name, "finding.json")))
+    assert meta["verdict"] == "memory" and meta["memory"]["planted"]
+    assert (meta["memory"]["kind"], meta["memory"]["rule"]) == ("collision", "read-only")
+    assert meta["instructions"] <= 3
+    assert os.path.isfile(os.path.join(out, name, "buffer-assignment.txt"))
+    assert m.get("findings") == 1 and summary["new_findings"] == 1
+    keys = {k for ks in json.load(open(os.path.join(out, "campaign.json")))[
+        "unit_findings"].values() for k in ks}
+    assert {k for k in keys if k.startswith("memory-")}
+    for key in keys:
+        assert open(os.path.join(out, ".seen", key)).read() in ("", name)
 
 
 def test_ray_address_nobody_answers_is_a_clear_error(tmp_path, capsys):

@@ -327,3 +327,126 @@ def test_a_written_reducer_started_from_a_value_that_is_not_its_identity(worker)
     assert zero.undetermined == "reduce-non-identity-init" and "%w" in zero.message
     minus_inf = diff(LOGADDEXP_WINDOW, [p, np.float32(-np.inf)], worker=worker)
     assert minus_inf.verdict == "match", minus_inf.summary()
+
+
+ADD_ONE_DEVICE = """HloModule m
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  x = f32[2] parameter(0)
+  ROOT r = f32[2] COLLECTIVE
+}
+"""
+
+
+@pytest.mark.parametrize("collective, xla_value", [
+    ("all-reduce(x), replica_groups={{0,1}}, to_apply=add", [1, 2]),
+    ("collective-permute(x), source_target_pairs={{0,1}}", [0, 0])])
+def test_a_collective_naming_a_device_the_run_lacks_is_undetermined_on_xla_cpu(
+        worker, collective, xla_value):
+    """One device, groups or pairs naming replica 1: the spec's 0 <= id < num_replicas
+    does not hold; XLA's verifier lets it through (replica_count 1) and XLA:CPU gives a
+    value of its own (the operand, zeros); hloref stops, and the verdict is undetermined."""
+    text = ADD_ONE_DEVICE.replace("COLLECTIVE", collective)
+    x = np.array([1, 2], np.float32)
+    got = worker.run(text, [x])
+    assert got.ok and got.value.tolist() == xla_value, got.message
+    report = diff(text, [x], worker=worker)
+    assert report.verdict == "undetermined", report.summary()
+    assert report.undetermined == "collective-outside-domain"
+    assert "%r" in report.message and "names replica 1" in report.message
+
+
+def test_a_collective_inside_its_domain_is_still_compared(worker):
+    text = ADD_ONE_DEVICE.replace("COLLECTIVE", "all-reduce(x), replica_groups={{0}}, "
+                                  "to_apply=add")
+    report = diff(text, [np.array([1, 2], np.float32)], worker=worker)
+    assert report.verdict == "match" and report.undetermined is None
+
+
+def test_which_collectives_are_outside_their_domain():
+    """By the spec's constraints, per group mode: replica ids below replica_count,
+    partition ids (channel_id without use_global_device_ids' field) below
+    num_partitions, flattened ids below their product; collective-broadcast's groups
+    (which XLA's verifier does not check) each id once."""
+    import hloref
+    from hloref.fuzz.collective_domain import outside_domain
+    head = "HloModule m, replica_count=2, num_partitions=2\n" + ADD_ONE_DEVICE.split("\n", 1)[1]
+
+    def names(collective):
+        return outside_domain(hloref.parse(head.replace("COLLECTIVE", collective)))
+
+    assert names("all-reduce(x), replica_groups={{0,1}}, to_apply=add") == []
+    assert names("all-to-all(x), channel_id=1, replica_groups={{0,1}}, dimensions={0}") == []
+    assert names("all-reduce(x), channel_id=1, replica_groups={{0,3},{1,2}}, "
+                 "use_global_device_ids=true, to_apply=add") == []
+    assert names("collective-permute(x), channel_id=1, source_target_pairs={{0,1}}") == []
+    [(name, why)] = names("collective-broadcast(x), channel_id=1, replica_groups={{0,2}}")
+    assert name == "r" and "names partition 2, but the module runs on 2 partition(s)" in why
+    [(_, why)] = names("collective-broadcast(x), replica_groups={{1,1}}")
+    assert "names replica 1 more than once" in why
+    [(_, why)] = names("all-gather(x), channel_id=1, replica_groups={{0,4}}, "
+                       "use_global_device_ids=true, dimensions={0}")
+    assert "names device 4, but the module runs on 4 device(s)" in why
+
+
+PADDING_READ = """HloModule m
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  n = s32[] parameter(1)
+  d = f32[<=4] set-dimension-size(x, n), dimensions={0}
+  i = s32[2,1] constant({{0},{3}})
+  two = s32[] constant(2)
+  ROOT r = READ
+}
+"""
+
+
+@pytest.mark.parametrize("read, padded", [
+    ("f32[2] dynamic-slice(d, two), dynamic_slice_sizes={2}", 1),
+    ("f32[1] slice(d), slice={[3:4]}", 0),
+    ("f32[2] gather(d, i), offset_dims={}, collapsed_slice_dims={0}, start_index_map={0}, "
+     "index_vector_dim=1, slice_sizes={1}", 1)])
+def test_padding_read_inside_the_module_is_undetermined_on_xla_cpu(worker, read, padded):
+    """Three of four elements at runtime; the instruction reads element 3, padding. XLA:CPU
+    returns the buffer's content there (the parameter's own element 3, so its value
+    follows that input: 7, then 9); hloref stops and the verdict is undetermined."""
+    text = PADDING_READ.replace("READ", read)
+    for pad in (7, 9):
+        got = worker.run(text, [np.array([1, 2, 3, pad], np.float32), np.int32(3)])
+        assert got.ok and got.value[padded] == pad, got.message
+    report = diff(text, [np.array([1, 2, 3, 7], np.float32), np.int32(3)], worker=worker)
+    assert report.verdict == "undetermined", report.summary()
+    assert report.undetermined == "dynamic-padding-read"
+    assert "%r" in report.message and "reads the padding" in report.message
+
+
+def test_a_read_inside_the_valid_part_is_still_compared(worker):
+    text = PADDING_READ.replace("READ", "f32[1] slice(d), slice={[2:3]}")
+    report = diff(text, [np.array([1, 2, 3, 7], np.float32), np.int32(3)], worker=worker)
+    assert report.verdict == "match" and report.undetermined is None
+
+
+def test_an_unsupported_dynamic_case_that_reads_no_padding_stays_unsupported():
+    """A dynamic update of dynamic-update-slice: refused (XLA:CPU fails to compile it),
+    no padding read, so no undetermined verdict."""
+    text = """HloModule m
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  u = f32[2] parameter(1)
+  n = s32[] parameter(2)
+  d = f32[<=2] set-dimension-size(u, n), dimensions={0}
+  z = s32[] constant(0)
+  ROOT r = f32[4] dynamic-update-slice(x, d, z)
+}
+"""
+    report = diff(text, [np.zeros(4, np.float32), np.ones(2, np.float32), np.int32(1)],
+                  localize=False, oracle_value=np.zeros(4, np.float32))
+    assert report.verdict == "unsupported" and report.undetermined is None

@@ -11,7 +11,7 @@ import hloref
 
 from hloref.types import element_type
 
-from collective_modules import (MODULES, PERMUTE_SEVERAL, per_device_inputs,
+from collective_modules import (MODULES, OUTSIDE_GROUPS, PERMUTE_SEVERAL, per_device_inputs,
                                 permute_several_inputs)
 from gpu_check import RNG, bits_equal, check
 
@@ -299,3 +299,14 @@ ENTRY e {
     gpu = _gpu_equals_cpu(in_place, xs, [np.zeros(4, np.float32)] * 2)
     np.testing.assert_array_equal(gpu[0], xs[1])
     np.testing.assert_array_equal(gpu[1], xs[0])
+
+
+def test_a_device_in_no_group_of_collective_broadcast_or_reduce_gets_zeros():
+    """The spec's collective_broadcast example (its values by hand, as
+    tests/test_collectives.py has them) on the device: replicas 0 and 3 are in no group and get zeros."""
+    xs = [np.array([[1, 2]], np.int64), np.array([[3, 4]], np.int64),
+          np.array([[5, 6]], np.int64), np.array([[7, 8]], np.int64)]
+    out = hloref.evaluate(OUTSIDE_GROUPS, xs, backend="gpu", fallback=False)
+    assert hloref.gpu.last_report.total == 0
+    assert [np.asarray(cb).tolist() for cb, _ in out] == [[[0, 0]], [[5, 6]], [[5, 6]], [[0, 0]]]
+    assert [np.asarray(cr).tolist() for _, cr in out] == [[[0, 0]], [[8, 10]], [[0, 0]], [[0, 0]]]

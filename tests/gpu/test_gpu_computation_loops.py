@@ -188,12 +188,17 @@ red { x = s32[] parameter(0)  y = s32[] parameter(1)
     text = module(["s32[6]", "s32[]"], "reduce(p0, p1), dimensions={0}, to_apply=red", "s32[]",
                   extra=extra)
     x = np.array([1, 2, 3, 4, 5, 6], np.int32)
+    messages = []
     for backend in ("cpu", "gpu"):
         kw = {"fallback": False} if backend == "gpu" else {}
         with pytest.raises(HloLimitError, match="8 iterations") as err:
             hloref.evaluate(text, x, np.int32(0), backend=backend,
                             limits=Limits(max_while_iterations=8), **kw)
         assert "%w1" in str(err.value) and "%w2" not in str(err.value), (backend, err.value)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] == (
+        "instruction %w1: while loop still running after 8 iterations (condition %c1, "
+        "body %b): endless, or it needs a higher limit (Limits.max_while_iterations)")
 
 
 def test_endless_loop_is_reported_on_both_backends():
