@@ -231,3 +231,33 @@ def test_a_reshape_read_elsewhere_keeps_the_broadcast_alive_and_the_rewrite_away
     assert "d" not in matches(module, module.entry)
     module = hloref.parse(DIVIDE_BY_RESHAPED_BROADCAST)
     assert [r.name for r, _ in matches(module, module.entry)["d"]] == ["divide-by-broadcast"]
+
+
+def test_a_computation_called_twice_gives_each_call_its_own_operand_values(worker):
+    # the same one-hot called on two label vectors: each multiply's rewritten value
+    # (select(pred, x, 0)) reads the pred of its own call (with the other call's, r2's
+    # first element would be NaN where XLA gives 0)
+    text = """HloModule m
+onehot {
+  p = s32[4] parameter(0)
+  k = s32[4] constant({0, 1, 2, 3})
+  eq = pred[4] compare(p, k), direction=EQ
+  ROOT c = f32[4] convert(eq)
+}
+ENTRY e {
+  l1 = s32[4] parameter(0)
+  l2 = s32[4] parameter(1)
+  x = f32[4] parameter(2)
+  h1 = f32[4] call(l1), to_apply=onehot
+  h2 = f32[4] call(l2), to_apply=onehot
+  r1 = f32[4] multiply(x, h1)
+  r2 = f32[4] multiply(h2, x)
+  ROOT t = (f32[4], f32[4]) tuple(r1, r2)
+}
+"""
+    args = [np.array([0, 0, 2, 0], np.int32), np.array([9, 1, 9, 3], np.int32),
+            np.array([np.nan, np.inf, 1.5, -np.inf], np.float32)]
+    report = diff(text, args, worker=worker)
+    assert np.array_equal(np.asarray(report.actual[1]), [0, np.inf, 0, -np.inf])
+    assert report.verdict == "match", report.summary()
+    assert sum(r.startswith("pred-multiply") for r in report.envelope.rewrites) == 2
