@@ -25,14 +25,15 @@ FLT_MAX = np.float32(3.4028235e38)
 
 #: multiply(call, x), the call's root a convert of a pred (an f16_classifier_loss mutant:
 #: a one-hot in a call times a log-softmax): after CallInliner, Mul(Convert(Pred), X)
-PRED_IN_CALL = """HloModule m
+ONEHOT = """HloModule m
 onehot {
   p = s32[4] parameter(0)
   k = s32[4] constant({0, 1, 2, 3})
   eq = pred[4] compare(p, k), direction=EQ
   ROOT c = f32[4] convert(eq)
 }
-ENTRY e {
+"""
+PRED_IN_CALL = ONEHOT + """ENTRY e {
   l = s32[4] parameter(0)
   x = f32[4] parameter(1)
   h = f32[4] call(l), to_apply=onehot%s
@@ -237,14 +238,7 @@ def test_a_computation_called_twice_gives_each_call_its_own_operand_values(worke
     # the same one-hot called on two label vectors: each multiply's rewritten value
     # (select(pred, x, 0)) reads the pred of its own call (with the other call's, r2's
     # first element would be NaN where XLA gives 0)
-    text = """HloModule m
-onehot {
-  p = s32[4] parameter(0)
-  k = s32[4] constant({0, 1, 2, 3})
-  eq = pred[4] compare(p, k), direction=EQ
-  ROOT c = f32[4] convert(eq)
-}
-ENTRY e {
+    text = ONEHOT + """ENTRY e {
   l1 = s32[4] parameter(0)
   l2 = s32[4] parameter(1)
   x = f32[4] parameter(2)
