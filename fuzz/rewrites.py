@@ -13,12 +13,14 @@ in half of its perturbed runs, and records which rewrites the runs took
 (``RewriteRun.applied``); a verdict that needed one names it (``envelope.Envelope``).
 
 Each rewrite is one record of ``REWRITES`` (name, pattern, source line, reason,
-constraints, rewritten form); the patterns are matched on the module once, and a run
-evaluates the form with hloref's own op functions in the instruction's element type,
-each step rounded to it, so that an intermediate overflow or underflow is XLA's. Line
-numbers are those of ``xla/hlo/transforms/simplifiers/algebraic_simplifier.cc`` at
-ROCm/xla main 183fa00 (2026-08-22, a mirror of openxla/xla; the file last changed by
-4721e1a, 2026-08-21) unless the record says otherwise.
+constraints, rewritten form); the patterns are matched on the module once, as XLA's
+simplifier sees it (``xla_view``: through inlined calls, reshapes over a broadcast of
+a scalar, constants sunk into loops), and a run evaluates the form with hloref's own op
+functions in the instruction's element type, each step rounded to it, so that an
+intermediate overflow or underflow is XLA's. Line numbers are those of
+``xla/hlo/transforms/simplifiers/algebraic_simplifier.cc`` at ROCm/xla main 183fa00
+(2026-08-22, a mirror of openxla/xla; the file last changed by 4721e1a, 2026-08-21)
+unless the record says otherwise.
 """
 
 from __future__ import annotations

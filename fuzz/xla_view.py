@@ -12,12 +12,12 @@ way of looking at the module instead of a changed copy of it.
   that computation's parameter ``i`` continues at the call's operand ``i``.
 * **Loop-invariant constants are sunk into while bodies.** ``WhileLoopConstantSinking``
   (cpu_compiler.cc:544, default options: no broadcasts of constants, non-scalars too)
-  runs in the simplifier's fixed-point pipeline (:497, the simplifier at :513): where a
+  runs in the simplifier's fixed-point pipeline (:498, the simplifier at :513): where a
   while's init is a ``tuple`` whose operand ``i`` is a constant, and the body's root
   tuple has as operand ``i`` a ``get-tuple-element(parameter(0)), index=i``, that
-  element's other uses read the constant (while_loop_constant_sinking.cc:98-150,
-  while_util.cc:461). Constant folding (:557) has by then made a convert, reshape, copy
-  or bitcast of a constant a constant, but not a broadcast of one.
+  element's other uses read the constant (while_loop_constant_sinking.cc:85-164,
+  while_util.cc:461). Constant folding (:552, in the same fixed point) makes a convert,
+  reshape, copy or bitcast of a constant a constant, but not a broadcast of one.
 * **A broadcast of a scalar seen through reshapes.** The simplifier merges reshapes
   (algebraic_simplifier.cc:6705) and turns ``reshape(broadcast(x))`` into
   ``broadcast(x)`` where the reshape leaves ``x``'s dimensions alone (:6849), always so
