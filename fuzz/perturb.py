@@ -425,9 +425,9 @@ class Perturber:
         if names is None:
             users = self._users(comp)
             # a called root is read by its calls' users once XLA inlines the calls
+            called = view_of(self.module, self.shared).call_users(comp)
             reads = {i.name: users[i.name] if i is not comp.root else
-                     view_of(self.module, self.shared).call_users(comp) + users[i.name]
-                     for i in comp.instructions}
+                     called and called + users[i.name] for i in comp.instructions}
             names = frozenset(i.name for i in comp.instructions if reads[i.name]
                               and all(u in _ARITHMETIC_USERS for u in reads[i.name]))
             self._skippable[comp.name] = names
