@@ -60,6 +60,7 @@ from .freedoms import Freedoms
 from .rewrites import RewriteRun
 from .rounding import flush_subnormals, float_type, is_narrow, part_type, random_rounding, \
     to_f64, ulp_at, ulp_of_value, uniform
+from .xla_view import view_of
 
 __all__ = ["Perturber", "program_computations", "COMPLEX_ABS_ULPS"]
 
@@ -423,9 +424,12 @@ class Perturber:
         names = self._skippable.get(comp.name)
         if names is None:
             users = self._users(comp)
-            names = frozenset(i.name for i in comp.instructions
-                              if i is not comp.root and users[i.name]
-                              and all(u in _ARITHMETIC_USERS for u in users[i.name]))
+            # a called root is read by its calls' users once XLA inlines the calls
+            called = view_of(self.module, self.shared).call_users(comp)
+            reads = {i.name: users[i.name] if i is not comp.root else
+                     called and called + users[i.name] for i in comp.instructions}
+            names = frozenset(i.name for i in comp.instructions if reads[i.name]
+                              and all(u in _ARITHMETIC_USERS for u in reads[i.name]))
             self._skippable[comp.name] = names
         return names
 

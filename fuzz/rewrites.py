@@ -13,12 +13,14 @@ in half of its perturbed runs, and records which rewrites the runs took
 (``RewriteRun.applied``); a verdict that needed one names it (``envelope.Envelope``).
 
 Each rewrite is one record of ``REWRITES`` (name, pattern, source line, reason,
-constraints, rewritten form); the patterns are matched on the module once, and a run
-evaluates the form with hloref's own op functions in the instruction's element type,
-each step rounded to it, so that an intermediate overflow or underflow is XLA's. Line
-numbers are those of ``xla/hlo/transforms/simplifiers/algebraic_simplifier.cc`` at
-ROCm/xla main 183fa00 (2026-08-22, a mirror of openxla/xla; the file last changed by
-4721e1a, 2026-08-21) unless the record says otherwise.
+constraints, rewritten form); the patterns are matched on the module once, as XLA's
+simplifier sees it (``xla_view``: through inlined calls, reshapes over a broadcast of
+a scalar, constants sunk into loops), and a run evaluates the form with hloref's own op
+functions in the instruction's element type, each step rounded to it, so that an
+intermediate overflow or underflow is XLA's. Line numbers are those of
+``xla/hlo/transforms/simplifiers/algebraic_simplifier.cc`` at ROCm/xla main 183fa00
+(2026-08-22, a mirror of openxla/xla; the file last changed by 4721e1a, 2026-08-21)
+unless the record says otherwise.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from typing import Callable
 import numpy as np
 
 from hloref.ir import Computation, Instruction, Module
-from hloref.op_properties import opcodes_with
 from hloref.shapes import ArrayShape
 
-__all__ = ["Rewrite", "REWRITES", "RewriteRun", "matches", "is_nonnegative", "RECOVERED_ULPS"]
+from .xla_view import XlaView, view_of
+
+__all__ = ["Rewrite", "REWRITES", "RewriteRun", "matches", "match_plan", "MatchPlan",
+           "is_nonnegative", "RECOVERED_ULPS"]
 
 
 @dataclass(frozen=True)
@@ -59,30 +63,18 @@ class Rewrite:
 # ---------------------------------------------------------------- preconditions
 
 
-#: what constant folding leaves around a constant (op property ``constant-wrapper``)
-_CONSTANT_WRAPPER = opcodes_with("constant-wrapper")
+def _literal(constant: Instruction | None):
+    """The value of a constant (``XlaView.constant``'s answer), or None."""
+    return np.asarray(constant.literal) if constant is not None else None
 
 
-def _constant_like(instr: Instruction) -> bool:
-    """A constant, or a broadcast/convert/reshape of one (what constant folding leaves)."""
-    while instr.opcode in _CONSTANT_WRAPPER:
-        instr = instr.operands[0]
-    return instr.opcode == "constant" and instr.literal is not None
-
-
-def _constant_value(instr: Instruction):
-    while instr.opcode in _CONSTANT_WRAPPER:
-        instr = instr.operands[0]
-    return np.asarray(instr.literal) if instr.opcode == "constant" else None
-
-
-def _all_equal(instr: Instruction, x: float) -> bool:
-    v = _constant_value(instr)
+def _all_equal(constant: Instruction | None, x: float) -> bool:
+    v = _literal(constant)
     return v is not None and v.size > 0 and bool(np.all(v.astype(np.float64) == x))
 
 
-def _power_of_two(instr: Instruction) -> bool:
-    v = _constant_value(instr)
+def _power_of_two(constant: Instruction | None) -> bool:
+    v = _literal(constant)
     if v is None or v.size == 0 or v.dtype.kind not in "f" and not str(v.dtype).startswith(
             ("bfloat", "float")):
         return False
@@ -149,7 +141,7 @@ REWRITES: tuple[Rewrite, ...] = (
             "A*C + B*C => (A+B)*C for C = ±2^k, 'differences in rounding, underflow, and "
             "overflow acceptable in the ML context'",
             lambda v, op: op("multiply", op("add", v["A"], v["B"]), v["C"]),
-            where=lambda b, m: _power_of_two(b.nodes["C"]) and
+            where=lambda b, m: _power_of_two(b.constant("C")) and
             all(b.users(b.nodes[k]) == 1 for k in ("0", "1")), constant=("C",)),
     Rewrite("exp-quotient", ("divide", ("exponential", "A"), ("exponential", "B")),
             "algebraic_simplifier.cc:2481", "exp(A)/exp(B) => exp(A-B)",
@@ -180,7 +172,7 @@ REWRITES: tuple[Rewrite, ...] = (
             "A / broadcast(B) => A * broadcast(1 / B) on CPU (enable_sink_broadcast, on by "
             "default), B with one use, not complex",
             lambda v, op: op("multiply", v["A"], op("divide", np.ones_like(v["1"]), v["1"])),
-            where=lambda b, m: b.users(b.nodes["B"]) == 1 and not _constant_like(b.nodes["1"])),
+            where=lambda b, m: b.users(b.nodes["B"]) == 1 and b.constant("1") is None),
     Rewrite("quotient-of-quotients", ("divide", ("divide", "A", "B"), ("divide", "C", "D")),
             "algebraic_simplifier.cc:2599", "(A / B) / (C / D) => (A * D) / (B * C)",
             lambda v, op: op("divide", op("multiply", v["A"], v["D"]),
@@ -241,18 +233,18 @@ REWRITES: tuple[Rewrite, ...] = (
     Rewrite("cube", ("power", "A", "C"), "algebraic_simplifier.cc:6208",
             "pow(A, 3) => A*(A*A) (GELU): two roundings",
             lambda v, op: op("multiply", v["A"], op("multiply", v["A"], v["A"])),
-            types="inexact", where=lambda b, m: _all_equal(b.nodes["C"], 3), constant=("C",)),
+            types="inexact", where=lambda b, m: _all_equal(b.constant("C"), 3), constant=("C",)),
     Rewrite("reciprocal-power", ("power", "A", "C"), "algebraic_simplifier.cc:6217",
             "pow(A, -1) => 1/A, integers too: pow(0, -1) becomes XLA's 1/0 = -1",
             lambda v, op: op("divide", np.ones_like(v["A"]), v["A"]), types="any",
-            where=lambda b, m: _all_equal(b.nodes["C"], -1), constant=("C",)),
+            where=lambda b, m: _all_equal(b.constant("C"), -1), constant=("C",)),
     Rewrite("rsqrt-of-power", ("rsqrt", ("power", "A", "C")), "algebraic_simplifier.cc:7731",
             "rsqrt(pow(A, -2)) => A for A >= 0", lambda v, op: np.asarray(v["A"]),
-            where=lambda b, m: _all_equal(b.nodes["C"], -2) and is_nonnegative(b.nodes["A"]),
+            where=lambda b, m: _all_equal(b.constant("C"), -2) and is_nonnegative(b.nodes["A"]),
             constant=("C",)),
     Rewrite("rsqrt-of-reciprocal", ("rsqrt", ("divide", "C", "A")), "algebraic_simplifier.cc:7740",
             "rsqrt(1/A) => sqrt(A) for A >= 0", lambda v, op: op("sqrt", v["A"]),
-            where=lambda b, m: _all_equal(b.nodes["C"], 1) and is_nonnegative(b.nodes["A"]),
+            where=lambda b, m: _all_equal(b.constant("C"), 1) and is_nonnegative(b.nodes["A"]),
             constant=("C",)),
     Rewrite("sqrt-of-square", ("sqrt", ("multiply", "A", "A")),
             "algebraic_simplifier.cc:9552 at 49468c7 (2026-07-27)",
@@ -277,20 +269,28 @@ _COMMUTATIVE = frozenset({"add", "multiply"})
 
 @dataclass
 class Binding:
-    """Where a match found each leaf: ``leaves[name] = (holder, k)``, the value of operand
-    ``k`` of instruction ``holder``; ``nodes[name]`` the leaf's instruction, and
-    ``nodes[str(k)]`` the root's operand ``k``."""
+    """Where a match found each leaf: ``leaves[name] = (holder, k, path)``, the value of
+    operand ``k`` of instruction ``holder``, reached through the calls of ``path``
+    (``xla_view``: XLA inlines them); ``nodes[name]`` the leaf's instruction (``paths``
+    its path), and ``nodes[str(k)]`` the root's operand ``k``."""
 
+    view: XlaView
     leaves: dict = field(default_factory=dict)
     nodes: dict = field(default_factory=dict)
-    inner: set = field(default_factory=set)
-    user_counts: dict = field(default_factory=dict)
+    paths: dict = field(default_factory=dict)
 
     def users(self, instr: Instruction) -> int:
-        return self.user_counts.get(instr.name, 0)
+        return self.view.users(instr)
+
+    def constant(self, name: str) -> Instruction | None:
+        """The constant XLA sees at leaf ``name`` (``XlaView.constant``), or None."""
+        return self.view.constant(self.nodes[name], self.paths.get(name, ()))
+
+    def copy(self) -> "Binding":
+        return Binding(self.view, dict(self.leaves), dict(self.nodes), dict(self.paths))
 
 
-def _match(pat, instr: Instruction, rewrite: Rewrite, b: Binding) -> bool:
+def _match(pat, instr: Instruction, path: tuple, rewrite: Rewrite, b: Binding) -> bool:
     opcode, subs = pat[0], pat[1:]
     if instr.opcode != opcode or len(instr.operands) != len(subs):
         return False
@@ -298,28 +298,30 @@ def _match(pat, instr: Instruction, rewrite: Rewrite, b: Binding) -> bool:
     if opcode in _COMMUTATIVE and len(subs) == 2:
         orders.append([1, 0])
     for order in orders:
-        trial = Binding(dict(b.leaves), dict(b.nodes), set(b.inner), b.user_counts)
-        if all(_match_operand(subs[i], instr, k, rewrite, trial) for i, k in enumerate(order)):
-            b.leaves, b.nodes, b.inner = trial.leaves, trial.nodes, trial.inner
+        trial = b.copy()
+        if all(_match_operand(subs[i], instr, k, path, rewrite, trial)
+               for i, k in enumerate(order)):
+            b.leaves, b.nodes, b.paths = trial.leaves, trial.nodes, trial.paths
             return True
     return False
 
 
-def _match_operand(sub, holder: Instruction, k: int, rewrite: Rewrite, b: Binding) -> bool:
+def _match_operand(sub, holder: Instruction, k: int, path: tuple, rewrite: Rewrite,
+                   b: Binding) -> bool:
     operand = holder.operands[k]
     if isinstance(sub, tuple):
-        if not _match(sub, operand, rewrite, b):
-            return False
-        b.inner.add(operand.name)
-        b.nodes.setdefault(f"@{operand.name}", operand)
-        return True
+        # what XLA sees there: through an inlined call (or back out of one through a
+        # parameter), and a broadcast of a scalar through the reshapes over it
+        seen, seen_path = b.view.broadcast(operand, path) if sub[0] == "broadcast" else \
+            b.view.through(operand, path)
+        return _match(sub, seen, seen_path, rewrite, b)
     if sub in b.nodes:  # a repeated leaf: the same instruction
         return b.nodes[sub] is operand
-    if sub in rewrite.constant and not _constant_like(operand):
+    if sub in rewrite.constant and b.view.constant(operand, path) is None:
         return False
-    if sub in rewrite.nonconstant and _constant_like(operand):
+    if sub in rewrite.nonconstant and b.view.constant(operand, path) is not None:
         return False
-    b.leaves[sub], b.nodes[sub] = (holder, k), operand
+    b.leaves[sub], b.nodes[sub], b.paths[sub] = (holder, k, path), operand, path
     return True
 
 
@@ -335,13 +337,11 @@ def _type_ok(instr: Instruction, types: str) -> bool:
     return et.is_float or et.is_complex or et.is_integer
 
 
-def matches(module: Module, comp: Computation) -> dict:
+def matches(module: Module, comp: Computation, view: XlaView | None = None) -> dict:
     """``{instruction name: [(Rewrite, Binding), ...]}`` for ``comp``'s instructions that
-    match a rewrite's pattern and preconditions."""
-    users: dict = {}
-    for i in comp.instructions:
-        for o in i.operands:
-            users[o.name] = users.get(o.name, 0) + 1
+    match a rewrite's pattern and preconditions, as XLA's simplifier sees the module
+    (``view``, made from ``module`` if not given)."""
+    view = view if view is not None else XlaView(module)
     out: dict = {}
     for instr in comp.instructions:
         if instr.opcode not in _ROOTS:
@@ -349,8 +349,8 @@ def matches(module: Module, comp: Computation) -> dict:
         for rewrite in REWRITES:
             if rewrite.pattern[0] != instr.opcode or not _type_ok(instr, rewrite.types):
                 continue
-            b = Binding(user_counts=users)
-            if not _match(rewrite.pattern, instr, rewrite, b):
+            b = Binding(view)
+            if not _match(rewrite.pattern, instr, (), rewrite, b):
                 continue
             for k, o in enumerate(instr.operands):
                 b.nodes[str(k)] = o
@@ -361,6 +361,41 @@ def matches(module: Module, comp: Computation) -> dict:
             if ok:
                 out.setdefault(instr.name, []).append((rewrite, b))
     return out
+
+
+@dataclass
+class MatchPlan:
+    """A module's matches and what a run records to evaluate them: ``found[computation]``
+    is ``matches``' answer; ``record[computation]`` the instructions whose operand values
+    a run keeps (the patterns' inner instructions); ``lifts[(computation, call)]`` the
+    keys a run copies up from the called computation when the call returns, so that a
+    root reads the values of the call it reached, not of another call of the same
+    computation (``RewriteRun.value``)."""
+
+    found: dict
+    record: dict
+    lifts: dict
+
+
+def match_plan(module: Module, view: XlaView | None = None) -> MatchPlan:
+    """The ``MatchPlan`` of every computation of ``module`` (as ``view`` sees it)."""
+    view = view if view is not None else XlaView(module)
+    found, record, lifts = {}, {}, {}
+    for comp in module.computations.values():
+        found[comp.name] = matched = matches(module, comp, view)
+        for name, pairs in matched.items():
+            for _, b in pairs:
+                for holder, _k, path in b.leaves.values():
+                    if not path and holder.name == name:
+                        continue  # the root's own operands: the run has them
+                    # where the holder lives, and each call's hop up to the root's level
+                    owner = view.callees[id(path[-1])].name if path else comp.name
+                    record.setdefault(owner, set()).add(holder.name)
+                    for j, call in enumerate(path):
+                        caller = view.callees[id(path[j - 1])].name if j else comp.name
+                        suffix = tuple(c.name for c in path[j + 1:]) + (holder.name,)
+                        lifts.setdefault((caller, call.name), set()).add(suffix)
+    return MatchPlan(found, record, lifts)
 
 
 # ---------------------------------------------------------------- one run
@@ -387,14 +422,12 @@ class RewriteRun:
         self._choices: dict = {}
         self._taken: dict = {}
 
-    def _matches(self, comp: Computation) -> dict:
-        key = ("rewrites", id(self.module), comp.name)
-        found = self.shared.get(key)
-        if found is None:
-            found = self.shared[key] = matches(self.module, comp)
-            self.shared[("rewrite-inner", id(self.module), comp.name)] = frozenset(
-                n for pairs in found.values() for _, b in pairs for n in b.inner)
-        return found
+    def _plan(self) -> MatchPlan:
+        key = ("rewrite-plan", id(self.module))
+        plan = self.shared.get(key)
+        if plan is None:
+            plan = self.shared[key] = match_plan(self.module, view_of(self.module, self.shared))
+        return plan
 
     def _chosen(self, comp: Computation, instr: Instruction, n: int) -> int | None:
         """Which of the ``n`` matching rewrites this run applies, or None (half the runs;
@@ -417,10 +450,15 @@ class RewriteRun:
     def value(self, comp: Computation, instr: Instruction, operands: list, written):
         """The rewritten value of ``instr`` in this run (``written``: its value as
         written), or None (as written)."""
-        found = self._matches(comp)
-        if instr.name in self.shared[("rewrite-inner", id(self.module), comp.name)]:
+        plan = self._plan()
+        if instr.name in plan.record.get(comp.name, ()):
             self._operands[(comp.name, instr.name)] = operands
-        pairs = found.get(instr.name)
+        if instr.opcode == "call":  # the values its callee recorded, as this call's
+            for suffix in plan.lifts.get((comp.name, instr.name), ()):
+                callee = str(instr.attrs.get("to_apply"))
+                self._operands[(comp.name, instr.name) + suffix] = \
+                    self._operands.get((callee,) + suffix)
+        pairs = plan.found.get(comp.name, {}).get(instr.name)
         if not pairs:
             return None
         pick = self._chosen(comp, instr, len(pairs))
@@ -428,8 +466,9 @@ class RewriteRun:
             return None
         rewrite, binding = pairs[pick]
         values = {}
-        for leaf, (holder, k) in binding.leaves.items():
-            ops = operands if holder is instr else self._operands.get((comp.name, holder.name))
+        for leaf, (holder, k, path) in binding.leaves.items():
+            ops = operands if holder is instr and not path else self._operands.get(
+                (comp.name,) + tuple(c.name for c in path) + (holder.name,))
             if ops is None or k >= len(ops):
                 return None
             values[leaf] = np.asarray(ops[k])

@@ -288,7 +288,8 @@ copy transpose reshape
 parameter after-all custom-call rng-bit-generator get-tuple-element tuple constant iota
 partition-id replica-id add-dependency domain opt-barrier
 
-# --- folding, rewrites, reduction (fuzz/folding.py, fuzz/rewrites.py, fuzz/reduce.py)
+# --- folding, rewrites, reduction (fuzz/folding.py, fuzz/rewrites.py, fuzz/xla_view.py,
+# fuzz/reduce.py)
 [not-folded] ops without operands (or with only a state) that XLA's constant folding
 | leaves alone: their values come from outside or from a state
 parameter rng rng-get-and-update-state rng-bit-generator infeed recv recv-done
