@@ -62,9 +62,13 @@ def reads_everything(computation) -> bool:
                for i in computation.instructions)
 
 
-def simple_reducer(computation) -> str | None:
+def simple_reducer(computation, ctx=None) -> str | None:
     """The opcode if ``computation`` is ``ROOT op(p0, p1)`` on two scalars (and nothing
-    else: ``reads_everything``), else None. Remembered per computation (``plan_cache``)."""
+    else: ``reads_everything``), else None. Remembered per computation (``plan_cache``),
+    or for the module by the interpreter ``ctx`` (``Interpreter.fact``)."""
+    fact = getattr(ctx, "fact", None)
+    if fact is not None:
+        return fact(computation, "simple_reducer", _simple_reducer)
     return plan_cache.derived(computation, "simple_reducer", _simple_reducer)
 
 
@@ -302,7 +306,7 @@ def reduce(*operands, shape, dimensions, to_apply, ctx, reducer_order="tree"):
     # the left fold of a narrow float rounds each step to the type (the reducer as
     # written, XLA:CPU's loop order); the fast path would sum wide and round once
     if n == 1 and not (reducer_order == "left" and result_shapes[0].element_type.is_narrow_float):
-        kind = simple_reducer(to_apply.computation)
+        kind = simple_reducer(to_apply.computation, ctx)
         if kind is not None and element_type_of(inputs[0]) == result_shapes[0].element_type:
             out = fast_reduce(kind, inputs[0], inits[0], result_shapes[0].element_type, axis=dims)
             if out is not None:
