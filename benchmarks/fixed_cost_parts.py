@@ -1,13 +1,15 @@
 """CPU time of ``hloref.evaluate`` on the ``bench_core`` fixed-cost cases and of the
 numpy work inside them, in µs.
 
-    python benchmarks/fixed_cost_parts.py [--calls N]
+    python benchmarks/fixed_cost_parts.py [--calls N] [--pieces]
 
 Each figure is the median over ``--calls`` calls of the calling thread's CPU time
 (``time.thread_time_ns``), which a shared machine distorts less than wall time: a
 descheduled thread's wait is not counted. Run it with another checkout's Python
 (``/work/main/.venv/bin/python benchmarks/fixed_cost_parts.py``) for a before/after
-pair on the same machine state. docs/benchmarks.md ("Round 2") quotes it.
+pair on the same machine state. ``--pieces``: the fixed cost of ``add f32[16]`` piece by
+piece (minus the timing loop's own cost). docs/benchmarks.md ("Round 2", "Round 3")
+quotes it.
 """
 
 from __future__ import annotations
@@ -68,11 +70,45 @@ def rows(calls: int):
         cpu_us(lambda: hloref.evaluate(m, x4), max(calls // 20, 5)) / 1000, None
 
 
+def pieces(calls: int):
+    """Where ``evaluate add f32[16]``'s CPU time goes, piece by piece (this checkout's
+    ``plan_cache.record`` and ``Interpreter.run_ready``; each piece timed alone)."""
+    from hloref import api
+    from hloref.evaluator import plan_cache
+    from hloref.evaluator.interpreter import Interpreter
+    from hloref.evaluator.registry import OPS
+    x16 = np.ones(16, np.float32)
+    m = hloref.parse(bench_core._binary("add", "f32", 16))
+    hloref.evaluate(m, x16, x16)
+    ready = Interpreter(m)
+    ready.run([x16, x16])
+    shape = m.entry.root.shape
+    none = cpu_us(lambda: None, calls)  # the timing loop's own cost, taken off below
+    table = [
+        ("hloref.evaluate", lambda: hloref.evaluate(m, x16, x16)),
+        ("api.evaluate", lambda: api.evaluate(m, x16, x16)),
+        ("Interpreter(module).run_ready(args)", lambda: Interpreter(m).run_ready((x16, x16))),
+        ("Interpreter(module).run(args)", lambda: Interpreter(m).run([x16, x16])),
+        ("  plan_cache.record (the module's check)", lambda: plan_cache.record(m)),
+        ("  call_sized of a planned interpreter", lambda: ready.call_sized(m.entry, [x16, x16], None)),
+        ("    the add op", lambda: OPS["add"].fn(x16, x16, shape=shape)),
+        ("      np.add", lambda: np.add(x16, x16)),
+    ]
+    for name, fn in table:
+        yield name, cpu_us(fn, calls) - none
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--pieces", action="store_true",
+                        help="where the fixed cost goes (this checkout's internals)")
     args = parser.parse_args(argv)
+    if args.pieces:
+        for name, us in pieces(args.calls):
+            print(f"{name:44s} {us:10.2f}")
+        return 0
     print(f"{'case':44s} {'hloref us':>10s} {'numpy us':>9s} {'ratio':>6s}")
     for name, ours, ref in rows(args.calls):
         tail = f"{ref:9.2f} {ours / ref:6.2f}" if ref else ""

@@ -187,8 +187,8 @@ _SMALL_BYTES = 1 << 17
 
 
 def _product_rounded(a, b, product, dtype):
-    np.matmul(a, b, out=product)
-    return product.astype(dtype)
+    """``a @ b`` (into ``product``, or a fresh array for ``None``) rounded to ``dtype``."""
+    return np.matmul(a, b, out=product).astype(dtype)
 
 
 def _widened(x, batch, contracting, contract_last: bool, slot: int):
@@ -213,11 +213,13 @@ def _dot_f64(lhs, rhs, et, lhs_batch, rhs_batch, lhs_contracting, rhs_contractin
     if lhs.ndim == 2 and rhs.ndim == 2 and not lhs_batch and tuple(lhs_contracting) == (1,) \
             and tuple(rhs_contracting) == (0,) and lhs.nbytes + rhs.nbytes <= _SMALL_BYTES:
         # [m,k]·[k,n] of small operands: the same widened C-order operands by astype,
-        # without _widened's bookkeeping (~2 µs each); same dgemm, same rounding
+        # without _widened's bookkeeping (~2 µs each); a small product in a fresh array
+        # (no page faults worth the scratch buffer's bookkeeping); same dgemm, same
+        # rounding. f64 -> f32 overflow is inf; one warnings state for both steps
         a = lhs.astype(np.float64, order="C")
         b = rhs.astype(np.float64, order="C")
-        product = scratch((a.shape[0], b.shape[1]), np.float64, 2)
-        # f64 -> f32 overflow is inf; one warnings state for both steps (``quiet``)
+        m, n = a.shape[0], b.shape[1]
+        product = None if m * n * 8 <= _SMALL_BYTES else scratch((m, n), np.float64, 2)
         return blas_call(quiet, _product_rounded, a, b, product, et.dtype)
     a, lhs_free = _widened(lhs, lhs_batch, lhs_contracting, True, 0)
     b, rhs_free = _widened(rhs, rhs_batch, rhs_contracting, False, 1)

@@ -151,8 +151,11 @@ def fast_reduce(kind: str, x: np.ndarray, init: np.ndarray, et, axis=-1) -> np.n
     """Reduce ``x`` over ``axis`` (an int or tuple) with a recognised reducer, then
     combine with ``init``. Works in place of a transposed copy: numpy reduces the
     axes directly (float add/multiply accumulate in f64 on the fly)."""
-    axes = axis if isinstance(axis, tuple) else (axis,)
-    axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
+    axes = axis if type(axis) is tuple else (axis,)
+    if len(axes) == 1 and x.ndim:  # the common case without a generator (~0.4 µs)
+        axes = (axes[0] % x.ndim,)
+    else:
+        axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
     if kind == "add" and x.dtype in _F32_F64 and x.dtype == et.dtype and init.dtype == x.dtype:
         # the commonest reduce, first: what the general path below computes for it
         # (``to_float64`` and ``finish`` of these types are these two ``astype``)
