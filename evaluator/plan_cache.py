@@ -54,18 +54,22 @@ def unchanged(comp, snap: tuple) -> bool:
 
 
 def _module_snapshot(module) -> tuple:
+    """``(the module's _fields, objects, their _fields)``, the objects being the
+    module's computations and their instructions (not the module: the record must not
+    keep it alive)."""
     comps = list(module.computations.values())
-    return (_fields(module), list(map(_fields, comps)),
-            [list(map(_fields, c.instructions)) for c in comps])
+    objects = [*comps, *(i for c in comps for i in c.instructions)]
+    return _fields(module), objects, list(map(_fields, objects))
 
 
 def _module_unchanged(module, snap: tuple) -> bool:
+    """The module's fields, then every recorded object's, compared with the snapshot's
+    in one comparison. The recorded objects are the module's own while it is
+    unchanged: equal module fields mean the same computation objects (compared by
+    identity), equal computation fields the same instruction objects."""
+    own, objects, fields = snap
     try:
-        if vars(module) != snap[0]:
-            return False
-        comps = list(module.computations.values())
-        return bool(list(map(vars, comps)) == snap[1] and
-                    [list(map(vars, c.instructions)) for c in comps] == snap[2])
+        return bool(vars(module) == own and list(map(vars, objects)) == fields)
     except Exception:  # as in ``unchanged``
         return False
 

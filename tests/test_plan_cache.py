@@ -110,3 +110,23 @@ def test_the_cache_does_not_keep_an_interpreter_alive():
     gc.collect()
     assert gone() is None
     assert hloref.evaluate(m, X, Y) == np.float32(np.sum(X + Y))  # the cache still serves
+
+
+def test_a_called_computation_edited_in_place_is_recognised_again():
+    """The reducer's kind is remembered for the module (``Interpreter.fact``): its root
+    turned into ``maximum`` in place makes the reduce a maximum."""
+    m = hloref.parse(TEXT)
+    assert hloref.evaluate(m, X, Y) == np.float32(np.sum(X + Y))
+    m.computations["add"].root.opcode = "maximum"
+    assert hloref.evaluate(m, X, Y) == np.float32(max(0.0, np.max(X + Y)))
+
+
+def test_the_cache_does_not_keep_a_module_alive():
+    import gc
+    import weakref
+    m = hloref.parse(TEXT)
+    assert hloref.evaluate(m, X, Y) == np.float32(np.sum(X + Y))
+    gone = weakref.ref(m)
+    del m
+    gc.collect()
+    assert gone() is None
