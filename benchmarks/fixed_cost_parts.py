@@ -41,26 +41,35 @@ def cpu_us(fn, calls: int) -> float:
 
 
 def rows(calls: int):
+    """``(case, hloref µs, numpy µs)``; with ``hloref.compile`` (this checkout on), each
+    evaluate case again as a compiled module's call."""
     rng = np.random.default_rng(0)
+    compile_ = getattr(hloref, "compile", None)
+
+    def both(name, text, args, numpy_fn):
+        m = hloref.parse(text)
+        ref = cpu_us(numpy_fn, calls)
+        yield name, cpu_us(lambda: hloref.evaluate(m, *args), calls), ref
+        if compile_ is not None:
+            compiled = compile_(m)
+            yield "  the same, hloref.compile'd", cpu_us(lambda: compiled(*args), calls), ref
+
     x16 = np.ones(16, np.float32)
-    m = hloref.parse(bench_core._binary("add", "f32", 16))
-    yield "evaluate add f32[16] (the fixed cost)", \
-        cpu_us(lambda: hloref.evaluate(m, x16, x16), calls), cpu_us(lambda: np.add(x16, x16), calls)
+    yield from both("evaluate add f32[16] (the fixed cost)", bench_core._binary("add", "f32", 16),
+                    (x16, x16), lambda: np.add(x16, x16))
     x = rng.standard_normal(1 << 16).astype(np.float32)
-    m = hloref.parse(bench_core._binary("add", "f32", 1 << 16))
-    yield "evaluate add f32[65536]", cpu_us(lambda: hloref.evaluate(m, x, x), calls), \
-        cpu_us(lambda: np.add(x, x), calls)
+    yield from both("evaluate add f32[65536]", bench_core._binary("add", "f32", 1 << 16), (x, x),
+                    lambda: np.add(x, x))
     a = rng.standard_normal((256, 256)).astype(np.float32)
     for dim in (0, 1):
-        m = hloref.parse(bench_core._reduce("f32", 256, 256, dim))
-        yield f"evaluate reduce-add f32[256,256] dim {dim}", \
-            cpu_us(lambda: hloref.evaluate(m, a), calls), cpu_us(lambda: a.sum(axis=dim), calls)
+        yield from both(f"evaluate reduce-add f32[256,256] dim {dim}",
+                        bench_core._reduce("f32", 256, 256, dim), (a,),
+                        lambda dim=dim: a.sum(axis=dim))
     b = rng.standard_normal((64, 64)).astype(np.float32)
     bd = b.astype(np.float64)
     out64, out32 = np.empty((64, 64)), np.empty((64, 64), np.float32)
-    m = hloref.parse(bench_core._dot("f32", 64, 64, 64))
-    yield "evaluate dot f32[64,64]x[64,64]", cpu_us(lambda: hloref.evaluate(m, b, b), calls), \
-        cpu_us(lambda: b @ b, calls)
+    yield from both("evaluate dot f32[64,64]x[64,64]", bench_core._dot("f32", 64, 64, 64), (b, b),
+                    lambda: b @ b)
     yield "  dgemm alone (numpy: sgemm alone)", \
         cpu_us(lambda: np.matmul(bd, bd, out=out64), calls), \
         cpu_us(lambda: np.matmul(b, b, out=out32), calls)

@@ -73,14 +73,16 @@ class Interpreter:
     arrays = HOST_ARRAYS
 
     def __init__(self, module: Module, *, limits: Limits | None = None, backend: str = "cpu",
-                 observer=None, perturb=None, op_overrides: dict | None = None):
+                 observer=None, perturb=None, op_overrides: dict | None = None, record=None):
         """``observer(computation, instruction, value)``, if given, sees every value computed
         (parameters included), e.g. to record intermediate results for localisation.
         ``perturb(computation, instruction, operands, value, recompute)``, if given, may
         replace each computed value (never a parameter) before anything else sees it:
         the numerical envelope (``hloref.fuzz.envelope``) samples legitimate rounding
         this way; ``recompute(*operands, **attributes)`` runs the same op on other
-        operand values (and, if given, other attributes, e.g. ``shape``)."""
+        operand values (and, if given, other attributes, e.g. ``shape``). ``record``: the
+        module's ``plan_cache.ModuleRecord`` to use without checking the module against
+        it (``hloref.compile``'s, from ``prepare``)."""
         load_all()
         self.module = module
         self.observer = observer
@@ -93,7 +95,7 @@ class Interpreter:
         self.live_bytes = 0
         self._plans: dict[str, tuple[list[PreparedStep], int, int]] = {}
         self._dynamic: bool | None = None
-        self._record = None  # the module's plan_cache.ModuleRecord (``_shared_record``)
+        self._record = record  # the module's plan_cache.ModuleRecord (``_shared_record``)
 
     # -- public -------------------------------------------------------------
     def run(self, args: list, sizes: list | None = None) -> object:
@@ -129,6 +131,12 @@ class Interpreter:
                     a.shape != dims or not a.flags.c_contiguous:
                 return NOT_READY
         return self.run(list(args))
+
+    def prepare(self):
+        """Plan the entry computation; returns the module record the plans are kept in
+        (``None`` for an interpreter that plans for itself, see ``_shared_record``)."""
+        self._plan(self.module.entry)
+        return self._shared_record()
 
     def call(self, comp: Computation, args: list) -> object:
         """Evaluate ``comp`` on argument values (one per parameter)."""

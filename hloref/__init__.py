@@ -26,6 +26,14 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, **kwargs)
     return api.evaluate(module_or_text, *args, backend=backend, limits=limits, **kwargs)
 
 
+def compile(module_or_text, *, limits=None, verify: bool = True):  # noqa: A001
+    """The module prepared once for repeated evaluation: ``compiled(*args)`` evaluates
+    it as ``evaluate`` would, without checking the module again (compile a module
+    edited in place again). See ``hloref.api.Compiled``."""
+    api = _API[0] if _API else _load_api()
+    return api.compile_module(module_or_text, limits=limits, verify=verify)
+
+
 _API: list = []
 
 
@@ -49,7 +57,8 @@ def __getattr__(name):
 
 
 __all__ = [
-    "parse", "evaluate", "supported_opcodes", "Limits", "Module", "Computation", "Instruction",
+    "parse", "evaluate", "compile", "supported_opcodes", "Limits", "Module", "Computation",
+    "Instruction",
     "ElementType", "element_type", "ELEMENT_TYPES", "HloError", "HloParseError",
     "HloVerifyError", "HloUnsupportedError", "HloEvalError", "HloLimitError",
 ]

@@ -9,7 +9,8 @@ from .errors import HloEvalError
 from .ir import Module
 from .shapes import ArrayShape, Shape
 
-__all__ = ["evaluate", "verified", "supported_opcodes", "coerce_argument", "BACKENDS"]
+__all__ = ["evaluate", "compile_module", "Compiled", "verified", "supported_opcodes",
+           "coerce_argument", "BACKENDS"]
 
 BACKENDS = ("cpu", "gpu")
 
@@ -141,6 +142,41 @@ def evaluate(module_or_text, *args, backend: str = "cpu", limits=None, infeed=No
     if io is not None:  # else the first op that needs one makes it (collectives.device_of)
         interp.device = single_device(io)
     return interp.run(values, sizes if dynamic else None)
+
+
+class Compiled:
+    """A module prepared once for repeated evaluation (``hloref.compile``): verified,
+    planned, its record (``evaluator/plan_cache.py``) and parameter types taken once.
+    ``compiled(*args)`` is ``evaluate(module, *args, limits=limits, verify=verify)`` for
+    the module as it was when compiled: the module is not compared with its snapshot
+    again (about 1 µs a call for a three-instruction module, 0.3 µs per instruction),
+    so a module edited in place afterwards must be compiled again. Arguments that
+    are not C-ordered arrays of the parameters' static shapes and types (and
+    multi-device modules) take ``evaluate``'s general path, which checks the module."""
+
+    __slots__ = ("module", "limits", "verify", "_record")
+
+    def __init__(self, module_or_text, *, limits=None, verify: bool = True):
+        module = _module(module_or_text)
+        if verify:
+            verified(module)
+        self.module, self.limits, self.verify = module, limits, verify
+        interpreter, _ = _interpreter()
+        self._record = interpreter(module, limits=limits).prepare()
+
+    def __call__(self, *args):
+        interpreter, not_ready = _interpreter()
+        if self._record is not None:  # the record as compiled, not checked again
+            result = interpreter(self.module, limits=self.limits,
+                                 record=self._record).run_ready(args)
+            if result is not not_ready:
+                return result
+        return evaluate(self.module, *args, limits=self.limits, verify=self.verify)
+
+
+def compile_module(module_or_text, *, limits=None, verify: bool = True) -> Compiled:
+    """``Compiled(module_or_text, limits=..., verify=...)``: ``hloref.compile``."""
+    return Compiled(module_or_text, limits=limits, verify=verify)
 
 
 _INTERPRETER: list = []

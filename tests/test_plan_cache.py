@@ -5,6 +5,7 @@ and ``op_overrides`` get their own plans. Values are checked against numpy."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import hloref
 from hloref.attrs import ComputationRef
@@ -130,3 +131,19 @@ def test_the_cache_does_not_keep_a_module_alive():
     del m
     gc.collect()
     assert gone() is None
+
+
+def test_compiled_module_evaluates_like_evaluate():
+    """``hloref.compile``: the value of ``sum(x + y)`` (numpy's, in f64 rounded once),
+    for arrays (its own path) and for lists (``evaluate``'s general path); after an
+    edit in place, compiling again gives the edited module's value."""
+    m = hloref.parse(TEXT)
+    compiled = hloref.compile(m)
+    want = np.float32(np.sum((X + Y).astype(np.float64)))
+    assert compiled(X, Y) == want
+    assert compiled(X.tolist(), Y.tolist()) == want
+    with pytest.raises(hloref.HloEvalError, match="takes 2 arguments, got 1"):
+        compiled(X)
+    r = m.entry.instruction("r")
+    r.operands = [m.entry.instruction("d"), r.operands[1]]
+    assert hloref.compile(m)(X, Y) == np.float32(np.sum((X - Y).astype(np.float64)))
