@@ -80,8 +80,9 @@ def rows(calls: int):
 
 
 def pieces(calls: int):
-    """Where ``evaluate add f32[16]``'s CPU time goes, piece by piece (this checkout's
-    ``plan_cache.record`` and ``Interpreter.run_ready``; each piece timed alone)."""
+    """Where ``evaluate add f32[16]``'s and a compiled reduce's CPU time goes, piece by
+    piece (this checkout's ``plan_cache.record``, ``Interpreter.run_ready`` and
+    ``hloref.compile``; each piece timed alone)."""
     from hloref import api
     from hloref.evaluator import plan_cache
     from hloref.evaluator.interpreter import Interpreter
@@ -99,9 +100,23 @@ def pieces(calls: int):
         ("Interpreter(module).run_ready(args)", lambda: Interpreter(m).run_ready((x16, x16))),
         ("Interpreter(module).run(args)", lambda: Interpreter(m).run([x16, x16])),
         ("  plan_cache.record (the module's check)", lambda: plan_cache.record(m)),
-        ("  call_sized of a planned interpreter", lambda: ready.call_sized(m.entry, [x16, x16], None)),
+        ("  call_sized of a planned interpreter",
+         lambda: ready.call_sized(m.entry, [x16, x16], None)),
         ("    the add op", lambda: OPS["add"].fn(x16, x16, shape=shape)),
         ("      np.add", lambda: np.add(x16, x16)),
+    ]
+    from hloref.evaluator.kernels import sum_f64
+    from hloref.evaluator.reduce import fast_reduce
+    a = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+    reduce_module = hloref.parse(bench_core._reduce("f32", 256, 256, 0))
+    compiled = hloref.compile(reduce_module)
+    zero, et = np.zeros((), np.float32), reduce_module.entry.root.shape.element_type
+    table += [
+        ("compiled reduce-add f32[256,256] dim 0", lambda: compiled(a)),
+        ("  fast_reduce (the f64 sum, the init, rounding)",
+         lambda: fast_reduce("add", a, zero, et, axis=(0,))),
+        ("    kernels.sum_f64", lambda: sum_f64(a, (0,))),
+        ("  numpy a.sum(axis=0)", lambda: a.sum(axis=0)),
     ]
     for name, fn in table:
         yield name, cpu_us(fn, calls) - none
