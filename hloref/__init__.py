@@ -58,7 +58,6 @@ def __getattr__(name):
 
 __all__ = [
     "parse", "evaluate", "compile", "supported_opcodes", "Limits", "Module", "Computation",
-    "Instruction",
-    "ElementType", "element_type", "ELEMENT_TYPES", "HloError", "HloParseError",
+    "Instruction", "ElementType", "element_type", "ELEMENT_TYPES", "HloError", "HloParseError",
     "HloVerifyError", "HloUnsupportedError", "HloEvalError", "HloLimitError",
 ]
