@@ -105,3 +105,14 @@ def test_bad_environment_value_is_a_clear_error(monkeypatch, process_threads):
         monkeypatch.delenv(blas_threads.ENV)
         blas_threads.configure(None)
     assert blas_threads.threads() == 1
+
+
+def test_scipy_openblas_is_switched_too(process_threads):
+    """scipy's wheels bundle their own OpenBLAS (the LAPACK custom calls'): inside a
+    call both libraries are on one thread, afterwards both as the process set them."""
+    import scipy.linalg  # noqa: F401  (loads scipy's OpenBLAS)
+    blas_threads.set_process_threads(2)
+    inside = blas_threads.blas_call(blas_threads.process_threads)
+    assert len(inside) >= 2 and set(inside.values()) == {1}
+    after = blas_threads.process_threads()
+    assert after.keys() == inside.keys() and set(after.values()) == {2}
