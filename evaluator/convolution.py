@@ -21,8 +21,9 @@ from hloref.errors import HloEvalError
 from hloref.geometry import (dilate_pad_slices, tap_data_positions, window_positions,
                              window_span, window_tap_slice)
 
+from .blas_threads import blas_call
 from .dot import dot_operand, integer_result_in_f32
-from .numeric import contiguous, element_type_of, finish
+from .numeric import contiguous, element_type_of, finish, quiet
 from .registry import op
 
 
@@ -129,11 +130,10 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
                 patches[..., kk, :] = tap(k)
             lhs_m = patches.reshape(bg, g, nb * out_size, kk_count * ci)
             rhs_m = w.reshape((kk_count * ci, bg, g, op_)).transpose(1, 2, 0, 3)
-            with np.errstate(all="ignore"):
-                if bg * g == 1:
-                    prod = np.matmul(lhs_m[0, 0], rhs_m[0, 0])[None, None]
-                else:
-                    prod = np.matmul(lhs_m, rhs_m)
+            if bg * g == 1:
+                prod = blas_call(quiet, np.matmul, lhs_m[0, 0], rhs_m[0, 0])[None, None]
+            else:
+                prod = blas_call(quiet, np.matmul, lhs_m, rhs_m)
         else:
             # the windows would not fit: one GEMM per window position, summed into the
             # result (the same products; the sum in the compute type in another order,
@@ -158,7 +158,7 @@ def convolution(lhs, rhs, *extra, shape, dim_labels, window=None, feature_group_
                     sub = tuple(len(r) for r in hits)
                     lhs_k = np.ascontiguousarray(
                         xg[(slice(None), slice(None)) + reads].transpose(to_gemm))
-                    part = np.matmul(lhs_k.reshape(bg, g, nb * int(np.prod(sub)), ci),
+                    part = blas_call(np.matmul, lhs_k.reshape(bg, g, nb * int(np.prod(sub)), ci),
                                      wk[kk].transpose(1, 2, 0, 3))
                     writes = tuple(slice(r.start, r[-1] + 1, r.step) for r in hits)
                     prod[(slice(None),) * 3 + writes] += part.reshape((bg, g, nb) + sub + (op_,))

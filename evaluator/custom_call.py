@@ -39,6 +39,7 @@ import numpy as np
 from hloref.errors import HloEvalError, HloUnsupportedError
 from hloref.shapes import ArrayShape, TupleShape
 
+from .blas_threads import blas_call
 from .numeric import contiguous, finish, to_float64
 from .registry import op
 
@@ -191,4 +192,5 @@ def custom_call_(*operands, shape, custom_call_target, instruction_name, ctx,
     attrs = {"custom_call_target": target, "backend_config": backend_config, "ctx": ctx,
              "dim_labels": dim_labels, "window": window,
              "feature_group_count": feature_group_count, "batch_group_count": batch_group_count}
-    return fn(list(operands), shape, attrs)
+    # the targets' matrix products and LAPACK routines on hloref's BLAS threads
+    return blas_call(fn, list(operands), shape, attrs)

@@ -51,6 +51,7 @@ type's ``eps``/``tiny``).
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -58,6 +59,7 @@ import numpy as np
 from hloref.errors import HloEvalError, HloUnsupportedError
 from hloref.shapes import TupleShape
 
+from .blas_threads import blas_call
 from .custom_call import custom_call
 
 
@@ -108,7 +110,9 @@ def _lapack(x: np.ndarray, real: str, complex_: str | None = None):
     except ImportError:  # pragma: no cover - scipy comes with jax
         raise HloUnsupportedError("custom-call", "cpu",
                                   "LAPACK custom calls need scipy (scipy.linalg.lapack)") from None
-    return getattr(lapack, ("z" + (complex_ or real)) if x.dtype.kind == "c" else "d" + real)
+    routine = getattr(lapack, ("z" + (complex_ or real)) if x.dtype.kind == "c" else "d" + real)
+    # on hloref's BLAS threads; this call (after the import) also finds scipy's OpenBLAS
+    return functools.partial(blas_call, routine)
 
 
 def _wide(x: np.ndarray) -> np.ndarray:
@@ -197,7 +201,7 @@ def _trsm(operands, shape, attrs):
     alpha = 1.0
     if len(operands) > 2:
         alpha = complex(operands[2]) if b.dtype.kind == "c" else float(operands[2])
-    fn = blas.ztrsm if b.dtype.kind == "c" else blas.dtrsm
+    fn = functools.partial(blas_call, blas.ztrsm if b.dtype.kind == "c" else blas.dtrsm)
     for idx in _batch(b):
         x = fn(alpha, _wide(a[idx]), _wide(b[idx]), side=int(side == "R"), lower=int(lower),
                trans_a=trans, diag=int(unit))

@@ -5,7 +5,9 @@ element type (``preferred_element_type`` in JAX) decides the arithmetic:
 
 * float results (any width): operands are taken exactly in f64 (integer operands
   are first converted to the result type), products are summed in f64 by BLAS
-  ``dgemm`` and the sum is rounded once to the result type;
+  ``dgemm`` on one OpenBLAS thread (``blas_threads``: the order of the sums, and so
+  the bits, do not depend on the machine's cores) and the sum is rounded once to the
+  result type;
 * complex results: c128, rounded once;
 * integer results: operands are converted (wrapped) to the result type, products
   summed in int64/uint64 with wrap-around, the sum wrapped to the result width;
@@ -25,6 +27,7 @@ import numpy as np
 
 from hloref.types import F32
 
+from .blas_threads import blas_call
 from .convert import convert_array
 from .numeric import (contiguous, element_type_of, finish, int_compute_dtype, quiet, scratch,
                       to_float64)
@@ -126,9 +129,11 @@ _ALGORITHMS = {
 
 
 def _matmul(a, b):
-    with np.errstate(all="ignore"):
+    """``a @ b`` on hloref's BLAS threads (``blas_threads``: one by default)."""
+    if a.shape[0] == 1:
         # numpy's stacked matmul with a batch of one is much slower than the 2-D BLAS call
-        return np.matmul(a[0], b[0])[None] if a.shape[0] == 1 else np.matmul(a, b)
+        return blas_call(quiet, np.matmul, a[0], b[0])[None]
+    return blas_call(quiet, np.matmul, a, b)
 
 
 @op("dot")
@@ -182,8 +187,8 @@ _SMALL_BYTES = 1 << 17
 
 
 def _product_rounded(a, b, product, dtype):
-    np.matmul(a, b, out=product)
-    return product.astype(dtype)
+    """``a @ b`` (into ``product``, or a fresh array for ``None``) rounded to ``dtype``."""
+    return np.matmul(a, b, out=product).astype(dtype)
 
 
 def _widened(x, batch, contracting, contract_last: bool, slot: int):
@@ -208,20 +213,21 @@ def _dot_f64(lhs, rhs, et, lhs_batch, rhs_batch, lhs_contracting, rhs_contractin
     if lhs.ndim == 2 and rhs.ndim == 2 and not lhs_batch and tuple(lhs_contracting) == (1,) \
             and tuple(rhs_contracting) == (0,) and lhs.nbytes + rhs.nbytes <= _SMALL_BYTES:
         # [m,k]·[k,n] of small operands: the same widened C-order operands by astype,
-        # without _widened's bookkeeping (~2 µs each); same dgemm, same rounding
+        # without _widened's bookkeeping (~2 µs each); a small product in a fresh array
+        # (no page faults worth the scratch buffer's bookkeeping); same dgemm, same
+        # rounding. f64 -> f32 overflow is inf; one warnings state for both steps
         a = lhs.astype(np.float64, order="C")
         b = rhs.astype(np.float64, order="C")
-        product = scratch((a.shape[0], b.shape[1]), np.float64, 2)
-        # f64 -> f32 overflow is inf; one warnings state for both steps (``quiet``)
-        return quiet(_product_rounded, a, b, product, et.dtype)
+        m, n = a.shape[0], b.shape[1]
+        product = None if m * n * 8 <= _SMALL_BYTES else scratch((m, n), np.float64, 2)
+        return blas_call(quiet, _product_rounded, a, b, product, et.dtype)
     a, lhs_free = _widened(lhs, lhs_batch, lhs_contracting, True, 0)
     b, rhs_free = _widened(rhs, rhs_batch, rhs_contracting, False, 1)
     product = scratch((a.shape[0], a.shape[1], b.shape[2]), np.float64, 2)
-    with np.errstate(all="ignore"):
-        if a.shape[0] == 1:  # the 2-D BLAS call: much faster than a stacked batch of one
-            np.matmul(a[0], b[0], out=product[0])
-        else:
-            np.matmul(a, b, out=product)
+    if a.shape[0] == 1:  # the 2-D BLAS call: much faster than a stacked batch of one
+        blas_call(quiet, np.matmul, a[0], b[0], out=product[0])
+    else:
+        blas_call(quiet, np.matmul, a, b, out=product)
     shape = [lhs.shape[d] for d in lhs_batch] + lhs_free + rhs_free
     with np.errstate(over="ignore", invalid="ignore"):  # f64 -> f32 overflow is inf
         return product.reshape(shape).astype(et.dtype)  # one rounding, a new C-order array

@@ -16,15 +16,15 @@ from hloref.attrs import ComputationRef
 from hloref.errors import HloEvalError, HloLimitError, HloUnsupportedError
 from hloref.ir import Computation, Instruction, Module
 from hloref.opcodes import SIDE_EFFECTING
-from hloref.shapes import TupleShape, byte_size
+from hloref.shapes import ArrayShape, TupleShape, byte_size
 
 from . import plan_cache
 from .control import run_conditional, run_while
 from .dynamic import CONTROL_OPCODES, DYNAMIC_SOURCES, HOST_ARRAYS, is_partial, trim, dynamic_step
 from .registry import OPS, UNSUPPORTED, Called, load_all
 
-__all__ = ["Limits", "Interpreter", "PreparedStep", "topological_order", "live_instructions",
-           "forwarded"]
+__all__ = ["Limits", "Interpreter", "PreparedStep", "NOT_READY", "topological_order",
+           "live_instructions", "forwarded"]
 
 
 @dataclass(frozen=True)
@@ -73,14 +73,16 @@ class Interpreter:
     arrays = HOST_ARRAYS
 
     def __init__(self, module: Module, *, limits: Limits | None = None, backend: str = "cpu",
-                 observer=None, perturb=None, op_overrides: dict | None = None):
+                 observer=None, perturb=None, op_overrides: dict | None = None, record=None):
         """``observer(computation, instruction, value)``, if given, sees every value computed
         (parameters included), e.g. to record intermediate results for localisation.
         ``perturb(computation, instruction, operands, value, recompute)``, if given, may
         replace each computed value (never a parameter) before anything else sees it:
         the numerical envelope (``hloref.fuzz.envelope``) samples legitimate rounding
         this way; ``recompute(*operands, **attributes)`` runs the same op on other
-        operand values (and, if given, other attributes, e.g. ``shape``)."""
+        operand values (and, if given, other attributes, e.g. ``shape``). ``record``: the
+        module's ``plan_cache.ModuleRecord`` to use without checking the module against
+        it (``hloref.compile``'s, from ``prepare``)."""
         load_all()
         self.module = module
         self.observer = observer
@@ -93,6 +95,7 @@ class Interpreter:
         self.live_bytes = 0
         self._plans: dict[str, tuple[list[PreparedStep], int, int]] = {}
         self._dynamic: bool | None = None
+        self._record = record  # the module's plan_cache.ModuleRecord (``_shared_record``)
 
     # -- public -------------------------------------------------------------
     def run(self, args: list, sizes: list | None = None) -> object:
@@ -101,13 +104,39 @@ class Interpreter:
         a result with runtime sizes below its bounds is returned cut to them."""
         entry = self.module.entry
         for a in args:
-            self.live_bytes += _value_bytes(a)
+            self.live_bytes += a.nbytes if type(a) is np.ndarray else _value_bytes(a)
         if self.live_bytes > self.limits.max_bytes:
             raise HloLimitError(
                 f"the arguments take {self.live_bytes} bytes, over the memory budget of "
                 f"{self.limits.max_bytes} bytes (Limits.max_bytes)")
         value, entry_sizes = self.call_sized(entry, args, sizes)
         return trim(value, entry_sizes, self.arrays)
+
+    def run_ready(self, args) -> object:
+        """``run(list(args))`` when the module runs on one device and every argument is
+        a C-ordered numpy array of its parameter's static shape and dtype (what
+        ``hloref.arguments.coerce_argument`` would pass on unchanged: ``hloref.evaluate``'s
+        common call, checked here against the module's record instead of the
+        parameters); else ``NOT_READY``, for the caller's general path."""
+        record = self._shared_record()
+        if record is None:
+            return NOT_READY
+        specs = record.derived.get("entry")
+        if specs is None:
+            specs = record.derived["entry"] = _entry_specs(self.module)
+        if not specs or len(args) != len(specs):
+            return NOT_READY
+        for a, (dtype, dims) in zip(args, specs):
+            if type(a) is not np.ndarray or (a.dtype is not dtype and a.dtype != dtype) or \
+                    a.shape != dims or not a.flags.c_contiguous:
+                return NOT_READY
+        return self.run(list(args))
+
+    def prepare(self):
+        """Plan the entry computation; returns the module record the plans are kept in
+        (``None`` for an interpreter that plans for itself, see ``_shared_record``)."""
+        self._plan(self.module.entry)
+        return self._shared_record()
 
     def call(self, comp: Computation, args: list) -> object:
         """Evaluate ``comp`` on argument values (one per parameter)."""
@@ -211,11 +240,18 @@ class Interpreter:
     def _has_dynamic(self, comp: Computation) -> bool:
         """Whether runtime sizes are tracked: the module has a source of them
         (``set-dimension-size``, ``dynamic-reshape``) in any computation."""
-        if self._dynamic is None:
-            self._dynamic = any(i.opcode in DYNAMIC_SOURCES
-                                for c in self.module.computations.values()
-                                for i in c.instructions)
-        return self._dynamic
+        dynamic = self._dynamic
+        if dynamic is None:
+            record = self._shared_record()
+            dynamic = None if record is None else record.derived.get("dynamic")
+            if dynamic is None:
+                dynamic = any(i.opcode in DYNAMIC_SOURCES
+                              for c in self.module.computations.values()
+                              for i in c.instructions)
+                if record is not None:
+                    record.derived["dynamic"] = dynamic
+            self._dynamic = dynamic
+        return dynamic
 
     def _control_step(self, step: PreparedStep, operands: list, sizes: list):
         """call / fusion / while / conditional with runtime sizes passed into the called
@@ -259,23 +295,42 @@ class Interpreter:
         cached = self._plans.get(comp.name)
         if cached is not None:
             return cached
-        if type(self) is Interpreter and _plain(self.op_overrides):
-            # (subclasses bind their own closures in _prepare; overrides that are not
-            # plain data could hold per-run state, and would key a new plan per run)
-            result = self._shared_plan(comp)
+        record = self._shared_record()
+        if record is not None and self.module.computations.get(comp.name) is comp:
+            result = self._shared_plan(comp, record)
         else:
             result = self._build_plan(comp)[:3]
         self._plans[comp.name] = result
         return result
 
-    def _shared_plan(self, comp: Computation):
-        """The plan of ``comp`` from the module's plan cache (``plan_cache``), planned
-        and stored there on a miss; the steps bound to an interpreter (``ctx``, called
+    def _shared_record(self):
+        """The module's ``plan_cache.ModuleRecord``, taken (and checked against the
+        module) once per interpreter; ``None`` when this interpreter plans for itself:
+        subclasses bind their own closures in ``_prepare``, and overrides that are not
+        plain data could hold per-run state (and would key a new plan per run)."""
+        record = self._record
+        if record is None and type(self) is Interpreter and (
+                not self.op_overrides or _plain(self.op_overrides)):
+            record = self._record = plan_cache.record(self.module)
+        return record
+
+    def fact(self, computation: Computation, name: str, compute):
+        """``compute(computation)`` remembered for the module as it is (the record's
+        facts, checked once per evaluation), or per computation (``plan_cache.derived``)
+        for an interpreter without a record; for ops that recognise a called
+        computation (a reducer that is ``ROOT add(p0, p1)``)."""
+        record = self._shared_record()
+        if record is not None and self.module.computations.get(computation.name) is computation:
+            return record.fact(computation, name, compute)
+        return plan_cache.derived(computation, name, compute)
+
+    def _shared_plan(self, comp: Computation, record):
+        """The plan of ``comp`` from the module's record (``plan_cache``), planned and
+        stored there on a miss; the steps bound to an interpreter (``ctx``, called
         computations, ``async-start`` closures) are bound again to this one."""
         key = (comp.name, self.backend,
                repr(sorted(self.op_overrides.items())) if self.op_overrides else None)
-        print_ = plan_cache.fingerprint(comp)
-        template = plan_cache.lookup(self.module, key, comp, print_)
+        template = record.plans.get(key)
         if template is None:
             plan, n_params, root_index, position = self._build_plan(comp)
             bound = tuple((i, keys) for i, step in enumerate(plan)
@@ -283,8 +338,7 @@ class Interpreter:
             shared = list(plan)
             for i, keys in bound:  # the cache must not keep this interpreter alive
                 shared[i] = _unbound(plan[i], keys)
-            plan_cache.store(self.module, key, comp, print_,
-                             (shared, n_params, root_index, position, bound))
+            record.plans[key] = (shared, n_params, root_index, position, bound)
             return plan, n_params, root_index
         plan, n_params, root_index, position, bound = template
         if bound:
@@ -419,6 +473,25 @@ class Interpreter:
         if isinstance(value, (list, tuple)) and value and all(isinstance(v, ComputationRef) for v in value):
             return tuple(Called(self.module.computations[str(v)], self) for v in value)
         return value
+
+
+#: ``run_ready``'s answer when the arguments need the general path
+NOT_READY = object()
+
+
+def _entry_specs(module: Module):
+    """``(dtype, dims)`` per entry parameter, by number, when the module runs on one
+    device and every parameter is an array of static shape; else ``False``."""
+    if module.replica_count * module.num_partitions != 1:
+        return False
+    specs = []
+    for number, param in enumerate(module.entry.parameters):
+        shape = param.shape
+        if type(shape) is not ArrayShape or True in shape.dynamic or \
+                param.parameter_number != number:
+            return False
+        specs.append((shape.element_type.dtype, tuple(shape.dims)))
+    return tuple(specs)
 
 
 def _value_bytes(value) -> int:

@@ -264,12 +264,13 @@ def sum_f64(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray | None:
     if not x.flags.c_contiguous or x.dtype not in _F32_F64:
         return None
     shape = x.shape
-    outer = math.prod(shape[:axes[0]])  # math.prod: np.prod costs ~3 µs a call
-    red = math.prod([shape[a] for a in axes])
-    inner = math.prod(shape[axes[-1] + 1:])
+    first, last = axes[0], axes[-1]  # adjacent: the reduced block is shape[first:last + 1]
+    outer = math.prod(shape[:first])  # math.prod: np.prod costs ~3 µs a call
+    red = shape[first] if first == last else math.prod(shape[first:last + 1])
+    inner = math.prod(shape[last + 1:])
     out = np.empty((outer, inner), np.float64)
     if inner == 1:
         _sum_rows_f64(x.reshape(outer, red), out.reshape(outer))
     else:
         _sum_f64_3d(x.reshape(outer, red, inner), out)
-    return out.reshape(tuple(n for d, n in enumerate(x.shape) if d not in axes))
+    return out.reshape(shape[:first] + shape[last + 1:])

@@ -193,12 +193,25 @@ def float_compute(fn, *xs: np.ndarray, et: ElementType) -> np.ndarray:
         return finish(fn(*(compute_array(x) for x in xs)), et)
 
 
-@np.errstate(all="ignore")
+try:  # numpy >= 2 keeps its error state in a context variable, which np.errstate sets
+    from numpy._core.umath import _extobj_contextvar as _ERRSTATE, _make_extobj
+except ImportError:  # numpy 1.x
+    _ERRSTATE = _make_extobj = None
+
+
 def quiet(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` with numpy's floating-point warnings off: the decorator
-    form of ``np.errstate`` sets a state made once, about 0.4 µs less than a ``with``
-    block per call."""
-    return fn(*args, **kwargs)
+    """``fn(*args, **kwargs)`` with numpy's floating-point warnings off. What
+    ``np.errstate(all="ignore")`` does on entry and exit (the state made from the
+    caller's, the context variable set and reset), without the ``errstate`` object:
+    about 0.4 µs a call instead of 0.6 (decorator) or 0.8 (``with`` block)."""
+    if _ERRSTATE is None:
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+    token = _ERRSTATE.set(_make_extobj(all="ignore"))
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _ERRSTATE.reset(token)
 
 
 _WIDE = {np.dtype(np.float32): np.dtype(np.float64), np.dtype(np.float64): np.dtype(np.float64),

@@ -5,6 +5,7 @@ and ``op_overrides`` get their own plans. Values are checked against numpy."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import hloref
 from hloref.attrs import ComputationRef
@@ -110,3 +111,39 @@ def test_the_cache_does_not_keep_an_interpreter_alive():
     gc.collect()
     assert gone() is None
     assert hloref.evaluate(m, X, Y) == np.float32(np.sum(X + Y))  # the cache still serves
+
+
+def test_a_called_computation_edited_in_place_is_recognised_again():
+    """The reducer's kind is remembered for the module (``Interpreter.fact``): its root
+    turned into ``maximum`` in place makes the reduce a maximum."""
+    m = hloref.parse(TEXT)
+    assert hloref.evaluate(m, X, Y) == np.float32(np.sum(X + Y))
+    m.computations["add"].root.opcode = "maximum"
+    assert hloref.evaluate(m, X, Y) == np.float32(max(0.0, np.max(X + Y)))
+
+
+def test_the_cache_does_not_keep_a_module_alive():
+    import gc
+    import weakref
+    m = hloref.parse(TEXT)
+    assert hloref.evaluate(m, X, Y) == np.float32(np.sum(X + Y))
+    gone = weakref.ref(m)
+    del m
+    gc.collect()
+    assert gone() is None
+
+
+def test_compiled_module_evaluates_like_evaluate():
+    """``hloref.compile``: the value of ``sum(x + y)`` (numpy's, in f64 rounded once),
+    for arrays (its own path) and for lists (``evaluate``'s general path); after an
+    edit in place, compiling again gives the edited module's value."""
+    m = hloref.parse(TEXT)
+    compiled = hloref.compile(m)
+    want = np.float32(np.sum((X + Y).astype(np.float64)))
+    assert compiled(X, Y) == want
+    assert compiled(X.tolist(), Y.tolist()) == want
+    with pytest.raises(hloref.HloEvalError, match="takes 2 arguments, got 1"):
+        compiled(X)
+    r = m.entry.instruction("r")
+    r.operands = [m.entry.instruction("d"), r.operands[1]]
+    assert hloref.compile(m)(X, Y) == np.float32(np.sum((X - Y).astype(np.float64)))
