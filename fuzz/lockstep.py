@@ -270,6 +270,10 @@ class LockstepInterpreter(Interpreter):
                 env[index] = ops[0]
             else:
                 env[index] = self._step(comp, index, step, ops, quiet[index])
+            for i in step.release:  # after the step, which may read them
+                if plan[i].instr.opcode == "multiply":
+                    for p in self.perturbers:
+                        p.forget_factors(comp, plan[i].instr)
         return env[root_index]
 
     def _quiet_steps(self, comp, plan) -> list:

@@ -219,6 +219,12 @@ class Perturber:
             instr.opcode in _ROUNDED and \
             (self.rewrites is None or not self.rewrites.involves(comp, instr))
 
+    def forget_factors(self, comp: Computation, instr: Instruction) -> None:
+        """Drop the operands this run kept of the multiply ``instr`` for an FMA
+        contraction, once every user of its value in this call of ``comp`` has run (each
+        call sets them again before its users read them)."""
+        self._factors.pop((comp.name, instr.name), None)
+
     def keeps_unrounded(self) -> bool:
         """Whether this run holds f32 values of narrow results (``_unrounded_operands``)."""
         return bool(self._unrounded)

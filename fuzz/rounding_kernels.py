@@ -63,10 +63,16 @@ def uniform_real(value: np.ndarray, draws: np.ndarray | None, mode, w: np.ndarra
 
 
 @numba.njit(cache=True)
-def _any_subnormal(bits, exponent, significand):
-    for i in range(bits.size):
-        b = bits[i]
-        if (b & exponent) == 0 and (b & significand) != 0:
+def _any_subnormal(bits, magnitude, significand):
+    # blocks without a branch per element (the compiler vectorizes them), stopping after
+    # the first block that has one
+    n = bits.size
+    for start in range(0, n, 4096):
+        found = False
+        for i in range(start, min(start + 4096, n)):
+            m = bits[i] & magnitude  # a subnormal: 0 < its magnitude bits <= significand
+            found |= (m != 0) & (m <= significand)
+        if found:
             return True
     return False
 
@@ -92,4 +98,5 @@ def has_subnormal(x: np.ndarray) -> bool | None:
         return None
     view, exponent, significand = fields
     bits = x.reshape(-1).view(view)
-    return bool(_any_subnormal(bits, bits.dtype.type(exponent), bits.dtype.type(significand)))
+    return bool(_any_subnormal(bits, bits.dtype.type(exponent | significand),
+                               bits.dtype.type(significand)))
