@@ -261,7 +261,7 @@ class LockstepInterpreter(Interpreter):
         env: list = [None] * len(plan)
         for index, step in enumerate(plan):
             if step.parameter is not None:
-                env[index] = self._parameter(comp, plan, quiet, index, args)
+                env[index] = self._parameter(comp, plan, quiet, index, args, root_index)
                 continue
             ops = [env[i] for i in step.operand_index]
             for i in step.release:  # before the step: what it alone holds it may reuse
@@ -287,13 +287,13 @@ class LockstepInterpreter(Interpreter):
             self._quiet[comp.name] = found
         return found
 
-    def _parameter(self, comp, plan, quiet, index, args):
+    def _parameter(self, comp, plan, quiet, index, args, root_index):
         """The value of parameter step ``index``, taken out of ``args`` (the callers'
         lists are their own), a tuple that only get-tuple-elements read as ``_Elements``."""
         number = plan[index].parameter
         value, args[number] = args[number], None
         reads = self._element_reads(comp, plan, quiet).get(index)
-        if reads is not None and type(value) is tuple:
+        if reads is not None and type(value) is tuple and index != root_index:
             return _Elements(list(value), dict(reads))
         return value
 
@@ -310,7 +310,7 @@ class LockstepInterpreter(Interpreter):
             found = {}
             for i, s in enumerate(plan):
                 mine = users.get(i, [])
-                if s.parameter is None or i == len(plan) or not mine or any(
+                if s.parameter is None or not mine or any(
                         plan[u].instr.opcode != "get-tuple-element" or quiet[u] is not True
                         for u in mine):
                     continue
@@ -387,11 +387,10 @@ class LockstepInterpreter(Interpreter):
     def _each(self, comp, index, step, ops, quiet):
         """The op run once per run (each run's own prepared step: its called
         computations run in that run's interpreter), then perturbed run by run."""
-        values, own_ops = [], []
+        values = []
         for k in range(self.runs):
             mine = [at(o, k) for o in ops]
             own = self._own_step(comp, index, k)
-            own_ops.append(mine)
             value = self._evaluate(own, mine)
             if not quiet:
                 value = self.perturbers[k](comp, step.instr, mine, value, _recompute(own))
