@@ -388,12 +388,17 @@ class LockstepInterpreter(Interpreter):
         """The op run once per run (each run's own prepared step: its called
         computations run in that run's interpreter), then perturbed run by run."""
         values = []
-        for k in range(self.runs):
+        sums = not quiet and self.perturbers[0].sums_freely(comp, step.instr)
+        for k, perturb in enumerate(self.perturbers):
             mine = [at(o, k) for o in ops]
             own = self._own_step(comp, index, k)
             value = self._evaluate(own, mine)
             if not quiet:
-                value = self.perturbers[k](comp, step.instr, mine, value, _recompute(own))
+                summed = perturb.summed(comp, step.instr, value) if sums and \
+                    type(value) is np.ndarray and value.dtype in _WIDE and \
+                    not perturb.keeps_unrounded() else None
+                value = summed if summed is not None else \
+                    perturb(comp, step.instr, mine, value, _recompute(own))
             values.append(value)
         return gather(values)
 
@@ -487,6 +492,10 @@ class LockstepInterpreter(Interpreter):
 #: subnormal operands XLA:CPU may read as zero.
 _ROUNDED = frozenset(values_of("random-rounded", str))
 _DAZ_READERS = opcodes_with("daz-reader")
+
+#: Accumulation results ``Perturber.summed`` perturbs (the narrow ones may be folded or
+#: kept in f32: the whole hook decides).
+_WIDE = (np.dtype(np.float32), np.dtype(np.float64))
 
 #: Ops evaluated once per run even when every run holds the same operands: their value
 #: is not a function of the operands alone.

@@ -219,6 +219,27 @@ class Perturber:
             instr.opcode in _ROUNDED and \
             (self.rewrites is None or not self.rewrites.involves(comp, instr))
 
+    def sums_freely(self, comp: Computation, instr: Instruction) -> bool:
+        """Whether ``summed`` may stand for this hook on ``instr``: a perturbed run with a
+        schedule, an accumulation whose order is free, no rewrite involved (given a
+        value of f32 or f64 and ``keeps_unrounded`` false)."""
+        return self.rng is not None and self.schedule is not None and \
+            comp.name in self.program and instr.opcode in _ACCUMULATING and \
+            instr.opcode not in _EXACT and \
+            (self.rewrites is None or not self.rewrites.involves(comp, instr))
+
+    def summed(self, comp: Computation, instr: Instruction, value):
+        """This hook's value where ``sums_freely`` holds and the nominal run recorded
+        this occurrence's budget for an array like ``value`` (f32 or f64): the
+        accumulating branch of ``_perturbed``; else None, with nothing done."""
+        seen = (comp.name, instr.name)
+        budget = self.budgets.get(seen + (self._seen[seen],))
+        if budget is None or isinstance(budget, tuple) or \
+                not _same_structure(budget, value):
+            return None
+        self._seen[seen] += 1
+        return uniform(self.rng, value, budget, self._mode(comp, instr))
+
     def forget_factors(self, comp: Computation, instr: Instruction) -> None:
         """Drop the operands this run kept of the multiply ``instr`` for an FMA
         contraction, once every user of its value in this call of ``comp`` has run (each
