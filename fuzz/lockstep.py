@@ -37,7 +37,8 @@ from hloref.shapes import ArrayShape
 
 from .rounding_kernels import has_subnormal
 
-__all__ = ["Same", "Stacked", "Each", "run_lockstep", "lockstep_supported"]
+__all__ = ["Same", "Stacked", "Each", "at", "gather", "BATCHED", "LockstepInterpreter",
+           "run_lockstep", "lockstep_supported"]
 
 
 class Same:
