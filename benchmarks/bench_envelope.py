@@ -3,7 +3,7 @@ training step (tests/realistic_programs.py, ``transformer_train_large``), with a
 without the envelope, measured in the same run.
 
     python benchmarks/bench_envelope.py [--repeat 5] [--program NAME] [--samples N]
-                                        [--no-diff] [--hlo FILE]
+                                        [--group N] [--no-diff] [--hlo FILE]
 
 Prints the median seconds of one hloref evaluation and of the envelope (the nominal
 run plus ``samples`` perturbed runs, then the envelope built from them), in CPU
@@ -38,6 +38,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--program", default="transformer_train_large")
     parser.add_argument("--samples", type=int, default=None)
+    parser.add_argument("--group", type=int, default=None,
+                        help="perturbed runs evaluated together (fuzz/sampling.py "
+                        "LOCKSTEP_GROUP); 1 for one run at a time")
     parser.add_argument("--no-diff", action="store_true", help="skip the diffs against XLA")
     parser.add_argument("--hlo", help="an HLO module file instead of a realistic program "
                         "(inputs: seeded standard normal values; implies --no-diff), e.g. "
@@ -74,6 +77,9 @@ def main(argv=None) -> int:
     values = [coerce_argument(v, p.shape, "argument") for v, p in
               zip(values, module.entry.parameters)]
     policy = EnvelopePolicy(**({"samples": args.samples} if args.samples else {}))
+    if args.group:
+        import hloref.fuzz.sampling as sampling
+        sampling.LOCKSTEP_GROUP = args.group
 
     def evaluate():
         Interpreter(module).run(list(values))

@@ -51,6 +51,7 @@ import numpy as np
 from hloref.ir import Computation, Instruction, Module
 from hloref.op_properties import opcodes_with, values_of
 from hloref.opcodes import ACCUMULATING
+from hloref.types import from_dtype
 
 from .accumulation import COMMUNICATING, accumulation_budget, in_f32
 from .compare import NARROW_OPCODE_ULPS, OPCODE_ULPS
@@ -125,6 +126,9 @@ _DAZ_READERS = opcodes_with("daz-reader")
 
 
 
+_F32 = from_dtype(np.float32)
+
+
 def program_computations(module: Module) -> frozenset[str]:
     """Names of the entry and the computations it reaches through control flow."""
     seen: set[str] = set()
@@ -194,6 +198,72 @@ class Perturber:
         if rewritten is None:
             return perturbed
         return self.rewrites.merge(comp, instr, value, perturbed, rewritten)
+
+    def passes_through(self, comp: Computation, instr: Instruction) -> bool:
+        """Whether this hook returns ``instr``'s value as it is, drawing nothing and
+        recording nothing (the same in every perturbed run of a sampling): an exact op
+        that no subnormal, excess-precision or type rule reads and no rewrite involves."""
+        if comp.name not in self.program:
+            return True
+        op = instr.opcode
+        if op not in _EXACT or op in _DAZ_READERS or op in _ARITHMETIC_USERS or \
+                op in _INEXACT_IN_SOME_TYPES:
+            return False
+        return self.rewrites is None or not self.rewrites.involves(comp, instr)
+
+    def rounds_in_f32(self, comp: Computation, instr: Instruction) -> bool:
+        """Whether ``rounded_f32`` may stand for this hook on ``instr`` (a perturbed run
+        with a schedule, random rounding on, an op of ``_ROUNDED`` no rewrite involves),
+        given f32 operands and value, no subnormal operand and ``keeps_unrounded`` false."""
+        return self.rng is not None and self.schedule is not None and \
+            self.freedoms.rounding and comp.name in self.program and \
+            instr.opcode in _ROUNDED and \
+            (self.rewrites is None or not self.rewrites.involves(comp, instr))
+
+    def sums_freely(self, comp: Computation, instr: Instruction) -> bool:
+        """Whether ``summed`` may stand for this hook on ``instr``: a perturbed run with a
+        schedule, an accumulation whose order is free, no rewrite involved (given a
+        value of f32 or f64 and ``keeps_unrounded`` false)."""
+        return self.rng is not None and self.schedule is not None and \
+            comp.name in self.program and instr.opcode in _ACCUMULATING and \
+            instr.opcode not in _EXACT and \
+            (self.rewrites is None or not self.rewrites.involves(comp, instr))
+
+    def summed(self, comp: Computation, instr: Instruction, value):
+        """This hook's value where ``sums_freely`` holds and the nominal run recorded
+        this occurrence's budget for an array like ``value`` (f32 or f64): the
+        accumulating branch of ``_perturbed``; else None, with nothing done."""
+        seen = (comp.name, instr.name)
+        budget = self.budgets.get(seen + (self._seen[seen],))
+        if budget is None or isinstance(budget, tuple) or \
+                not _same_structure(budget, value):
+            return None
+        self._seen[seen] += 1
+        return uniform(self.rng, value, budget, self._mode(comp, instr))
+
+    def forget_factors(self, comp: Computation, instr: Instruction) -> None:
+        """Drop the operands this run kept of the multiply ``instr`` for an FMA
+        contraction, once every user of its value in this call of ``comp`` has run (each
+        call sets them again before its users read them)."""
+        self._factors.pop((comp.name, instr.name), None)
+
+    def keeps_unrounded(self) -> bool:
+        """Whether this run holds f32 values of narrow results (``_unrounded_operands``)."""
+        return bool(self._unrounded)
+
+    def rounded_f32(self, comp: Computation, instr: Instruction, operands: list, value):
+        """This hook's value where ``rounds_in_f32`` holds: the f32 branch of
+        ``_perturbed`` (FMA contraction, else random rounding), the others being no-ops
+        there."""
+        op = instr.opcode
+        if op == "multiply" and instr.name in self._fma_sources(comp):
+            self._factors[(comp.name, instr.name)] = (operands[0], operands[1])
+        elif op in ("add", "subtract"):
+            fused = self._contracted(comp, instr, operands, value)
+            if fused is not None:
+                return fused
+        return random_rounding(self.rng, _ROUNDED[op], operands, value, _F32,
+                               self._mode(comp, instr))
 
     def _record_peak(self, value) -> None:
         """Keep the largest finite magnitude, relative to its type's largest finite value,

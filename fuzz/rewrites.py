@@ -447,6 +447,12 @@ class RewriteRun:
             return None
         return position % n
 
+    def involves(self, comp: Computation, instr: Instruction) -> bool:
+        """Whether ``value`` reads or rewrites ``instr`` (a matching instruction, or an
+        inner instruction of a match whose operands it records)."""
+        return instr.name in self._matches(comp) or \
+            instr.name in self.shared[("rewrite-inner", id(self.module), comp.name)]
+
     def value(self, comp: Computation, instr: Instruction, operands: list, written):
         """The rewritten value of ``instr`` in this run (``written``: its value as
         written), or None (as written)."""

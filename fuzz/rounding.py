@@ -22,6 +22,7 @@ import numpy as np
 from hloref.types import ElementType, from_dtype
 
 from .compare import smallest_normal, ulp_of
+from .rounding_kernels import has_subnormal, uniform_real
 
 __all__ = ["float_type", "is_narrow", "ulp_at", "eps_of", "part_type", "to_f64", "magnitude",
            "ulp_of_value", "flush_subnormals", "random_rounding", "uniform"]
@@ -102,6 +103,8 @@ def flush_subnormals(x):
         out = np.empty_like(x)
         out.real, out.imag = fre, fim
         return out
+    if has_subnormal(x) is False:
+        return x
     mag = np.abs(x.astype(np.float64) if x.dtype == ml_dtypes.bfloat16 else x)
     sub = (mag < tiny) & (mag > 0)
     if not sub.any():
@@ -176,7 +179,7 @@ def random_rounding(rng, fn, operands, value, et, mode=None):
             np.zeros(1, np.float32)
         a = np.ascontiguousarray(operands[0]).reshape(-1)
         b = np.ascontiguousarray(operands[-1]).reshape(-1)
-        out = np.array(value, copy=True, order="C")
+        out = np.empty(value.shape, np.float32)  # every element written
         moved = _round_f32(op, a, b, np.ascontiguousarray(value).reshape(-1),
                            draws.reshape(-1), 0.0 if mode is None else float(mode),
                            out.reshape(-1))
@@ -220,7 +223,8 @@ def uniform(rng, value, half_width, mode=None, out_dtype=None):
     et = float_type(value)
     if et is None:
         return value
-    w = np.broadcast_to(np.asarray(half_width, np.float64), value.shape)
+    hw = np.asarray(half_width, np.float64)
+    w = np.broadcast_to(hw, value.shape)
     with np.errstate(all="ignore"):
         if et.is_complex:
             z = value.astype(np.complex128)
@@ -231,11 +235,15 @@ def uniform(rng, value, half_width, mode=None, out_dtype=None):
                 out = z + mode * w * (1 + 1j) / math.sqrt(2)
             out = np.where(np.isfinite(z), out, z)
         else:
-            x = value.astype(np.float64)
-            r = rng.uniform(-1, 1, value.shape) if mode is None else \
-                np.full(value.shape, mode)
-            out = x + r * w
+            r = rng.uniform(-1, 1, value.shape) if mode is None else None
             big = float(ml_dtypes.finfo(value.dtype).max)
+            fast = uniform_real(value, r, mode, hw, big) if out_dtype is None else None
+            if fast is not None:
+                return fast
+            x = value.astype(np.float64)
+            if r is None:
+                r = np.full(value.shape, mode)
+            out = x + r * w
             unbounded = (w >= big) & np.isfinite(x)
             if unbounded.any():  # no correct bits: anywhere in the finite range
                 out = np.where(unbounded, np.where(r < 0, -big, big), out)
