@@ -450,8 +450,10 @@ class RewriteRun:
     def involves(self, comp: Computation, instr: Instruction) -> bool:
         """Whether ``value`` reads or rewrites ``instr`` (a matching instruction, or an
         inner instruction of a match whose operands it records)."""
-        return instr.name in self._matches(comp) or \
-            instr.name in self.shared[("rewrite-inner", id(self.module), comp.name)]
+        plan = self._plan()
+        return (instr.name in plan.found.get(comp.name, {})
+                or instr.name in plan.record.get(comp.name, ())
+                or (comp.name, instr.name) in plan.lifts)
 
     def value(self, comp: Computation, instr: Instruction, operands: list, written):
         """The rewritten value of ``instr`` in this run (``written``: its value as

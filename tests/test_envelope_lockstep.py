@@ -190,3 +190,27 @@ def test_sample_takes_the_lockstep_path_and_falls_back_when_a_run_records_a_budg
 
     monkeypatch.setattr(perturb.Perturber, "__init__", forgetful)
     assert sample_lockstep(module, args, policy) is None
+
+
+def _xla_view_cases():
+    import test_xla_view as v
+    return [("pred-in-call", v.PRED_IN_CALL % "", v.PRED_IN_CALL_ARGS),
+            ("pred-through-parameter", v.PRED_THROUGH_PARAMETER % "",
+             v.PRED_THROUGH_PARAMETER_ARGS),
+            ("divide-by-reshaped-broadcast", v.DIVIDE_BY_RESHAPED_BROADCAST, v.DIVIDE_ARGS),
+            ("divide-in-loop", v.LOOP_CONSTANT, [np.full(8, 1e30, np.float32)]),
+            ("bf16-in-call", v.BF16_IN_CALL % "",
+             [np.full(8, 256, "bfloat16"), np.ones(8, "bfloat16")])]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_rewrites_through_calls_loops_and_reshapes_take_the_same_values(case):
+    # XLA's rewrites seen through inlined calls, reshapes and sunk loop constants
+    # (fuzz/xla_view.py): a run takes them in lockstep as it does alone, and some run
+    # takes one (else the test would check nothing)
+    name, text, args = _xla_view_cases()[case]
+    module = hloref.parse(text)
+    args = [np.asarray(a, dtype=p.shape.element_type.dtype)
+            for a, p in zip(args, module.entry.parameters)]
+    s = _same_runs(module, args, EnvelopePolicy(seed=case))
+    assert any(s.rewrites) or name == "bf16-in-call", name
