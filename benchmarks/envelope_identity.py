@@ -53,12 +53,15 @@ def _materialized(name: str, cache: str, tests: str):
     return text, read_npz(os.path.join(directory, "inputs.npz"))
 
 
-def dump(out: str, programs, seeds, cache: str, tests: str) -> None:
+def dump(out: str, programs, seeds, cache: str, tests: str, one_at_a_time: bool = False) -> None:
     import hloref
     from hloref.api import coerce_argument
     from hloref.cli_common import unflatten_arguments
     from hloref.fuzz.freedoms import EnvelopePolicy
+    from hloref.fuzz import sampling
     from hloref.fuzz.sampling import sample
+    if one_at_a_time:
+        sampling.lockstep_supported = lambda module: False
 
     arrays: dict = {}
     manifest: dict = {}
@@ -118,6 +121,9 @@ def main(argv=None) -> int:
     d.add_argument("out")
     d.add_argument("--programs", default=",".join(PROGRAMS))
     d.add_argument("--seeds", default="0,1")
+    d.add_argument("--one-at-a-time", action="store_true",
+                   help="make the perturbed runs one after another (no lockstep): to compare "
+                        "the lockstep path with the plain one in the same checkout")
     d.add_argument("--cache", default="/tmp/hloref-envelope-identity")
     d.add_argument("--tests", default=os.path.join(os.path.dirname(here), "tests"),
                    help="where realistic_programs.py is (to materialize a missing program)")
@@ -128,7 +134,7 @@ def main(argv=None) -> int:
     if args.command == "compare":
         return compare(args.before, args.after)
     dump(args.out, args.programs.split(","), [int(s) for s in args.seeds.split(",")],
-         args.cache, args.tests)
+         args.cache, args.tests, args.one_at_a_time)
     return 0
 
 
