@@ -96,6 +96,10 @@ def test_planted_mismatch_is_reduced_deduplicated_and_replayed(tmp_path, xla):
     assert first.kind == "finding" and first.report.culprit.innermost().opcode == "multiply"
     runner.handle(module, args, "xla", {"seed": 2})  # the same failure again: a duplicate
     assert runner.stats.duplicates == 1
+    # a mismatch waits, unreduced, until the testing is over
+    assert not _findings(out) and len(os.listdir(os.path.join(out, "pending"))) == 1
+    runner.reduce_deferred()
+    assert runner.stats.reduce_seconds > 0 and len(runner.stats.findings) == 1
     found = _findings(out)
     assert len(found) == 1 and found[0].startswith("mismatch-multiply-")
     d = os.path.join(out, found[0])
