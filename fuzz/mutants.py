@@ -22,7 +22,7 @@ import hloref
 from hloref.errors import HloError
 
 from .corpus import Seed
-from .mutation_cost import SEQUENTIAL_LIMIT, sequential_calls
+from .mutation_cost import SEQUENTIAL_LIMIT, STEP_LIMIT, judging_cost
 from .mutation_graph import Editor
 from .mutations import MUTATIONS, MutationContext
 
@@ -134,8 +134,9 @@ def mutate_parsed(draw, text: str, module, name: str, ctx: MutationContext,
         verified = _parse(new)
     except HloError:
         return dropped("invalid")
-    if ctx.max_sequential_calls is not None and \
-            sequential_calls(verified) > ctx.max_sequential_calls:
+    calls, steps = judging_cost(verified)
+    if (ctx.max_sequential_calls is not None and calls > ctx.max_sequential_calls) or (
+            ctx.max_instruction_steps is not None and steps > ctx.max_instruction_steps):
         return dropped("too_slow")
     if stats is not None:
         stats.applied[name] += 1
@@ -145,7 +146,8 @@ def mutate_parsed(draw, text: str, module, name: str, ctx: MutationContext,
 def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=None,
             donors: bool = True, stats: MutantStats | None = None,
             max_instructions: int | None = None, max_splice: int = 80,
-            max_sequential_calls: int | None = SEQUENTIAL_LIMIT):
+            max_sequential_calls: int | None = SEQUENTIAL_LIMIT,
+            max_instruction_steps: int | None = STEP_LIMIT):
     """Modules made by mutating ``seeds`` (a non-empty list of ``Seed``; the list as it
     is when the strategy is made: the campaign makes one per Hypothesis run, with the
     mutants that reached new passes added).
@@ -158,7 +160,9 @@ def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=No
     compile and hloref's judgement cost about the same per instruction, so the size of
     the mutants sets a campaign's speed); ``max_sequential_calls``: a mutation after
     which hloref would call a computation element by element more often than this
-    (``fuzz/mutation_cost.py``) is dropped (``None``: no limit)."""
+    (``fuzz/mutation_cost.py``) is dropped, and so is one after which it would run more
+    than ``max_instruction_steps`` instructions (loops counted per trip; ``None``: no
+    limit)."""
     if not seeds:
         raise InvalidArgument("mutants needs at least one seed")
     kinds = list(kinds or MUTATIONS)
@@ -177,7 +181,8 @@ def mutants(seeds, *, max_mutations: int = 4, kinds=None, weights=None, types=No
         raise InvalidArgument(f"max_instructions={max_instructions!r} must be >= 1")
     ctx = MutationContext(**({"types": tuple(types)} if types else {}),
                           max_splice=max_splice, max_instructions=max_instructions,
-                          max_sequential_calls=max_sequential_calls)
+                          max_sequential_calls=max_sequential_calls,
+                          max_instruction_steps=max_instruction_steps)
 
     # the seeds as they are now: seeds added later join the next strategy made (a
     # pool that changed between draws would make Hypothesis' replays flaky); smallest

@@ -20,7 +20,8 @@ class MutationContext:
     splice from (parsed modules), the largest number of elements a new value has, the
     largest subgraph a splice takes, the largest mutant (instructions, all
     computations; a mutation that makes it larger is dropped), and the most calls
-    hloref may make element by element to judge it (``fuzz/mutation_cost.py``)."""
+    hloref may make element by element, and the most instructions it may run (loops
+counted per trip), to judge it (``fuzz/mutation_cost.py``)."""
 
     types: tuple = FLOAT_TARGETS + INT_TARGETS
     donors: list = field(default_factory=list)
@@ -28,6 +29,7 @@ class MutationContext:
     max_splice: int = 80
     max_instructions: int | None = None
     max_sequential_calls: int | None = None
+    max_instruction_steps: int | None = None
 
 
 def pick(draw, items):

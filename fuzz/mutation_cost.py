@@ -13,6 +13,8 @@ cannot vectorize, the elements it applies it to (a reduce's input, a reduce-wind
 output times its window, a scatter's updates, a sort's n log2 n comparisons), times
 the trips of the loops around it (a loop's trips: the largest integer constant of
 its condition, at most ``MAX_TRIPS``; ``DEFAULT_TRIPS`` when it has none).
+``instruction_steps`` counts the instructions hloref runs, loops' bodies once per trip
+(the interpreter's cost per step is about the same whatever the sizes).
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ import numpy as np
 from hloref.shapes import ArrayShape, TupleShape
 from hloref.evaluator.reduce import VECTORIZABLE
 
-__all__ = ["sequential_calls", "SEQUENTIAL_LIMIT", "DEFAULT_TRIPS", "MAX_TRIPS"]
+__all__ = ["judging_cost", "sequential_calls", "instruction_steps", "SEQUENTIAL_LIMIT", "STEP_LIMIT",
+           "DEFAULT_TRIPS", "MAX_TRIPS"]
 
 #: mutants whose estimate is above this are dropped (about a second of hloref's time)
 SEQUENTIAL_LIMIT = 2000
+#: mutants whose loops would run more instructions than this are dropped
+STEP_LIMIT = 20_000
 DEFAULT_TRIPS = 16
 MAX_TRIPS = 10_000
 #: opcode -> the attributes naming the computations it applies per element
@@ -101,10 +106,12 @@ def _calls(instr) -> int:
     return _elements(instr.shape)
 
 
-def sequential_calls(module) -> int:
-    """The estimated calls hloref makes element by element to judge ``module``."""
+def judging_cost(module) -> tuple[int, int]:
+    """``(sequential calls, instruction steps)``: the steps are the instructions hloref
+    runs, each computation's counted once per run (a loop's body once per trip, a
+    reducer once per call when it is applied element by element)."""
     vector: dict = {}
-    total = 0
+    calls = steps = 0
     todo = [(module.entry_name, 1)]
     weight: dict = {}
     while todo:
@@ -112,7 +119,8 @@ def sequential_calls(module) -> int:
         if weight.get(name, 0) >= times:
             continue
         weight[name] = times
-        for instr in module.computation(name).instructions:
+        comp = module.computation(name)
+        for instr in comp.instructions:
             if instr.opcode == "while":
                 trips = _trips(module, str(instr.attrs["condition"]))
                 todo += [(str(instr.attrs[k]), times * trips) for k in ("condition", "body")]
@@ -121,10 +129,22 @@ def sequential_calls(module) -> int:
             for key in per_element:
                 if key in instr.attrs and not _vectorizable(module, str(instr.attrs[key]),
                                                             vector):
-                    calls = times * _calls(instr)
-                    total += calls
-                    todo.append((str(instr.attrs[key]), calls))
+                    n = times * _calls(instr)
+                    calls += n
+                    todo.append((str(instr.attrs[key]), n))
             for key in _ONCE:
                 if key in instr.attrs and key not in per_element:
                     todo += [(n, times) for n in _names(instr.attrs[key])]
-    return total
+    steps = sum(len(module.computation(n).instructions) * t for n, t in weight.items())
+    return calls, steps
+
+
+def sequential_calls(module) -> int:
+    """The estimated calls hloref makes element by element to judge ``module``."""
+    return judging_cost(module)[0]
+
+
+def instruction_steps(module) -> int:
+    """The estimated instructions hloref runs to judge ``module`` (loops' bodies once
+    per trip): its interpreter costs tens of microseconds a step whatever the sizes."""
+    return judging_cost(module)[1]

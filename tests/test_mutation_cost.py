@@ -4,7 +4,8 @@ its reducer once per window element of each output element, a reduce once per in
 element, a sort's comparator n log2 n times (the estimate's bound), a loop multiplies by
 its trips; computations hloref applies to whole arrays (``evaluator/reduce.py``'s
 ``is_vectorizable``) count nothing. And the mutant strategy drops what is above its
-limit."""
+limit; and no mutation makes a loop start its counter elsewhere (a special value there
+made a loop of 3 trips run for minutes in hloref)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import hloref
 from hloref.evaluator.reduce import is_vectorizable
 from hloref.fuzz.corpus import Seed
 from hloref.fuzz.mutants import MutantStats, mutants
-from hloref.fuzz.mutation_cost import DEFAULT_TRIPS, sequential_calls
+from hloref.fuzz.mutation_cost import DEFAULT_TRIPS, instruction_steps, sequential_calls
 
 REDUCERS = """
 red {
@@ -101,6 +102,9 @@ def test_a_loop_multiplies_by_its_trips():
              "  t = (s32[], f32[2,8]) tuple(zero, x)\n"
              "  ROOT l = (s32[], f32[2,8]) while(t), condition=cond, body=body")
     assert sequential_calls(_module(entry, LOOP)) == 5 * 36
+    # the entry's 4 instructions, 5 trips of the condition's 4 and the body's 10, 180
+    # calls of the reducer's 4
+    assert instruction_steps(_module(entry, LOOP)) == 4 + 5 * 4 + 5 * 10 + 180 * 4
     unknown = LOOP.replace("n = s32[] constant(5)", "n = s32[] get-tuple-element(p), index=0")
     assert sequential_calls(_module(entry, unknown)) == DEFAULT_TRIPS * 36
 
@@ -111,7 +115,7 @@ def test_the_strategy_drops_mutants_above_the_limit():
     stats = MutantStats()
     # a loop of 2 or 3 trips around the reduce-window (72, 108 calls) is dropped, 1 trip kept
     strat = mutants([Seed("rw", seed.to_text())], kinds=["wrap_in_while"], max_mutations=1,
-                    stats=stats, max_sequential_calls=40)
+                    stats=stats, max_sequential_calls=40, max_instruction_steps=None)
     seen = []
 
     @settings(max_examples=30, deadline=None, database=None,
@@ -124,3 +128,25 @@ def test_the_strategy_drops_mutants_above_the_limit():
     check()
     assert stats.too_slow["wrap_in_while"] > 0 and stats.applied["wrap_in_while"] > 0
     assert any(seen)
+
+
+def test_no_mutation_touches_where_a_loop_counter_starts():
+    """Every mutant of a module with a loop of 5 trips, under the mutations that change
+    constants and values, still starts its counter at 0 (the loop's trips are the same)."""
+    entry = ("  x = f32[2,8] parameter(0)\n  zero = s32[] constant(0)\n"
+             "  t = (s32[], f32[2,8]) tuple(zero, x)\n"
+             "  ROOT l = (s32[], f32[2,8]) while(t), condition=cond, body=body")
+    seed = _module(entry, LOOP.replace("to_apply=red", "to_apply=add"))
+    strat = mutants([Seed("loop", seed.to_text())],
+                    kinds=["special_constant", "identity_operation", "retype_subgraph"],
+                    max_mutations=3, max_instruction_steps=None)
+
+    @settings(max_examples=40, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(strat)
+    def check(m):
+        (loop,) = [i for _, i in m.instructions() if i.opcode == "while"]
+        counter = loop.operands[0].operands[0]
+        assert counter.opcode == "constant" and int(counter.literal) == 0, m.to_text()
+
+    check()
