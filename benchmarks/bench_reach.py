@@ -160,9 +160,10 @@ def report(rows: list[dict], ceiling: set | None) -> str:
     for r in rows:
         split = ", ".join(f"{k} {v:.0f} s" if isinstance(v, (int, float)) else f"{k} {v}"
                           for k, v in r["time_split"].items())
+        after = r["reduction_after_testing_seconds"]
         lines.append(f"{r['arm']}: outcomes {r['outcomes']}; time: {split}; testing "
-                     f"{r['testing_seconds']:.0f} s, then {r['reduction_after_testing_seconds']:.0f}"
-                     f" s reducing its mismatches")
+                     f"{r['testing_seconds']:.0f} s, then {after:.0f} s reducing its mismatches "
+                     f"and closing")
     return "\n".join(lines)
 
 

@@ -4,10 +4,10 @@ called computations that hloref's evaluator makes one element at a time.
 hloref applies a reducer, comparator or scatter combiner to whole arrays when it is
 made of scalar elementwise ops (``evaluator/reduce.py``'s ``is_vectorizable``); any
 other (one holding a ``broadcast``, a ``call`` of a non-elementwise computation, a
-``while``) runs once per element in Python, at about a millisecond a call. A mutant
+``while``) runs once per element in Python (unless it is a single op in disguise). A mutant
 can make such a computation out of a realistic one (a reduce-window's reducer
 wrapped in a call, the reduce-window moved into a loop), and one such mutant held a
-campaign worker for more than six minutes of a ten-minute run. ``sequential_calls``
+campaign worker for about twenty minutes. ``sequential_calls``
 counts those calls from the shapes: per instruction that calls a computation hloref
 cannot vectorize, the elements it applies it to (a reduce's input, a reduce-window's
 output times its window, a scatter's updates, a sort's n log2 n comparisons), times
@@ -23,15 +23,17 @@ import math
 
 import numpy as np
 
-from hloref.shapes import ArrayShape, TupleShape
 from hloref.evaluator.reduce import VECTORIZABLE
+from hloref.shapes import ArrayShape, TupleShape
 
-__all__ = ["judging_cost", "sequential_calls", "instruction_steps", "SEQUENTIAL_LIMIT", "STEP_LIMIT",
-           "DEFAULT_TRIPS", "MAX_TRIPS"]
+__all__ = ["judging_cost", "sequential_calls", "instruction_steps", "SEQUENTIAL_LIMIT",
+           "STEP_LIMIT", "DEFAULT_TRIPS", "MAX_TRIPS"]
 
-#: mutants whose estimate is above this are dropped (about a second of hloref's time)
+#: mutants whose estimate is above this are dropped (none of the 269 mainstream seeds
+#: makes any such call)
 SEQUENTIAL_LIMIT = 2000
-#: mutants whose loops would run more instructions than this are dropped
+#: mutants whose loops would run more instructions than this are dropped (the seeds run
+#: at most 16)
 STEP_LIMIT = 20_000
 DEFAULT_TRIPS = 16
 MAX_TRIPS = 10_000
@@ -111,7 +113,7 @@ def judging_cost(module) -> tuple[int, int]:
     runs, each computation's counted once per run (a loop's body once per trip, a
     reducer once per call when it is applied element by element)."""
     vector: dict = {}
-    calls = steps = 0
+    calls = 0
     todo = [(module.entry_name, 1)]
     weight: dict = {}
     while todo:
