@@ -22,9 +22,11 @@ run one after the other, the second arm would see another machine). The arms:
 * ``mutants-whole``: ``--mutate --mix 0 --cut-seeds 0`` (whole seeds up to 150
   instructions: how issue #30's first mutation campaigns ran).
 
-Prints, per arm: programs, programs per second, distinct passes that changed at least
-one probed program, (pass, opcode) pairs, (emitter, element type) pairs, probes,
-findings, outcomes, the time split; then each arm's ratio to ``generator`` and the
+Prints the machine's load average while the arms ran, and per arm: programs, programs
+per second (of the testing: the mismatches found are reduced after it, as every
+campaign does), distinct passes that changed at least one probed program, (pass,
+opcode) pairs, (emitter, element type) pairs, probes, findings, outcomes, the time
+split; then each arm's ratio to ``generator`` and the
 passes and pairs it has that ``generator`` lacks. ``--ceiling`` (the JSON of
 ``benchmarks/reach_ceiling.py``) adds how many of the passes that change any realistic
 program each arm reached.
@@ -86,6 +88,15 @@ def run_arms(args, out: str) -> dict:
     for arm in args.arms:
         if arm not in procs:
             start(arm)
+    # the machine's load while the arms run (one-minute load average, every 30 s)
+    loads = []
+    while any(proc.poll() is None for proc, _ in procs.values()):
+        loads.append(os.getloadavg()[0])
+        for _ in range(60):
+            if all(proc.poll() is not None for proc, _ in procs.values()):
+                break
+            time.sleep(0.5)
+    args.loads = loads
     results = {}
     for arm, (proc, log) in procs.items():
         proc.wait()
@@ -105,6 +116,9 @@ def _row(arm: str, s: dict, ceiling: set | None) -> dict:
     passes = {p for p, _ in c.get("pairs", [])}
     return {"arm": arm, "programs": s["programs"],
             "programs_per_second": round(s["programs_per_second"], 3),
+            "testing_seconds": round(s["seconds"], 1),
+            "reduction_after_testing_seconds": round(
+                s.get("reduction_after_testing_seconds", 0.0), 1),
             "passes": len(passes), "pairs": c.get("pass_opcode_pairs", 0),
             "emitter_pairs": c.get("emitter_type_pairs", 0), "probes": c.get("probes", 0),
             "probe_seconds": c.get("probe_seconds", 0.0),
@@ -146,7 +160,10 @@ def report(rows: list[dict], ceiling: set | None) -> str:
     for r in rows:
         split = ", ".join(f"{k} {v:.0f} s" if isinstance(v, (int, float)) else f"{k} {v}"
                           for k, v in r["time_split"].items())
-        lines.append(f"{r['arm']}: outcomes {r['outcomes']}; time: {split}")
+        after = r["reduction_after_testing_seconds"]
+        lines.append(f"{r['arm']}: outcomes {r['outcomes']}; time: {split}; testing "
+                     f"{r['testing_seconds']:.0f} s, then {after:.0f} s reducing its mismatches "
+                     f"and closing")
     return "\n".join(lines)
 
 
@@ -180,9 +197,12 @@ def main(argv=None) -> int:
         if not args.keep:
             shutil.rmtree(out, ignore_errors=True)
     rows = [_row(a, results[a], ceiling) for a in args.arms]
+    loads = args.loads or [0.0]
     print(f"{len(args.arms)} arms at the same time, {args.time} each, {args.workers} workers "
           f"each, seed {args.seed}, --types {args.types}, --pass-coverage "
-          f"{args.pass_coverage} ({time.time() - t0:.0f} s wall)")
+          f"{args.pass_coverage} ({time.time() - t0:.0f} s wall; load average "
+          f"{min(loads):.1f} to {max(loads):.1f}, mean {sum(loads) / len(loads):.1f}, on "
+          f"{os.cpu_count()} cores)")
     print(report(rows, ceiling))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

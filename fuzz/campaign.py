@@ -24,11 +24,17 @@ plain periodic lines otherwise) and a summary at the end. Exit status 1 when the
 **Seeds.** Worker ``i`` of a campaign with seed ``S`` runs Hypothesis with the seeds
 ``hash_seed(S, i, start, run)``, so no two workers (and no resumed run) repeat work.
 
-**Resuming.** ``DIR/campaign.json`` holds the totals; every finding is first
-written as ``DIR/pending/<key>`` (unreduced, atomic) and then reduced into
-``DIR/<name>``, so a killed campaign loses none: rerunning with the same ``--out``
-reduces what was pending and carries on from the recorded example count (new
-Hypothesis seeds, the same totals).
+**Findings.** Every finding is first written as ``DIR/pending/<key>`` (unreduced,
+atomic). A crash or a hang is reduced into ``DIR/<name>`` at once (its signature tells
+the batches which programs to run alone); a mismatch when the worker's budget is spent
+(``Runner.reduce_deferred``): a reduction runs hundreds of programs, and the
+campaign's time is for testing. The summary's ``seconds`` and rates are those of the
+testing; ``wall_seconds`` and ``reduction_after_testing_seconds`` say how much longer
+the run took.
+
+**Resuming.** ``DIR/campaign.json`` holds the totals; a killed campaign loses no
+finding: rerunning with the same ``--out`` reduces what was pending and carries on
+from the recorded example count (new Hypothesis seeds, the same totals).
 
 **Example database.** ``--db DIR`` is a ``DirectoryBasedExampleDatabase``
 (Hypothesis replays stored examples first; ``target()`` on the observed error in
@@ -100,6 +106,10 @@ class Runner:
         self._t_mark = time.perf_counter()
         self._tested: set = set()  # digests of the programs run, to skip repeats
         self._starts_closed = 0  # oracle starts of workers closed already
+        #: pending mismatches, reduced after the testing (``reduce_deferred``)
+        self.deferred: list[str] = []
+        #: when this worker stopped testing (``time.time()``; ``None`` before)
+        self.testing_ended: float | None = None
         self.memory = None
         if opts.memory_audit_every:
             from .memory_campaign import CampaignMemoryAudit
@@ -136,7 +146,8 @@ class Runner:
             self.stats.oracle_starts = self._starts_closed + sum(
                 getattr(w, "starts", 0) for w in self.workers.values())
             atomic_json(self.stats_path, {"stats": self.stats.to_json(), "done": self.done,
-                                          "index": self.index})
+                                          "index": self.index,
+                                          "testing_ended": self.testing_ended})
 
     def remaining(self) -> int | None:
         """Programs left in this worker's budget (``None``: no count limit); 0 when the
@@ -265,10 +276,33 @@ class Runner:
             return
         meta = {"oracle": oracle, "verdict": outcome.verdict, "seed": seed_info, "key": key}
         pending = write_pending(self.opts.out, key, module, args, meta)
+        if outcome.verdict == "mismatch":  # reduced when the testing is over
+            self.deferred.append(pending)
+            return
+        # a crash or a hang is reduced now: its signature tells the batches which
+        # programs to run alone, or each program like it would take a batch down
         path = self.reduce_pending(pending)
         if path:
             self.stats.findings.append(path)
             self.learn_from(path, oracle)
+
+    def reduce_deferred(self) -> None:
+        """Reduce the mismatches found while testing (``record``), once the budget is
+        spent: a reduction runs hundreds of programs, and a campaign's time is for
+        testing new ones (a killed campaign reduces them when it resumes)."""
+        while self.deferred:
+            pending = self.deferred.pop(0)
+            t0 = time.perf_counter()
+            try:
+                path = self.reduce_pending(pending)
+            except Exception as exc:  # noqa: BLE001 - it stays pending for a resumed run
+                print(f"hloref fuzz: could not reduce {pending}: {type(exc).__name__}: {exc}",
+                      file=sys.stderr)
+                path = None
+            self.stats.reduce_seconds += time.perf_counter() - t0
+            if path:
+                self.stats.findings.append(path)
+            self.flush(force=True)
 
     def learn_from(self, finding: str, oracle: str) -> None:
         """A crash or hang finding: programs like it run alone from now on."""
@@ -436,6 +470,9 @@ class Runner:
         try:
             self.generate(lambda run_no: hash_seed(opts.seed, self.index, self.start_examples,
                                                    run_no), db)
+            self.testing_ended = time.time()
+            self.flush(force=True)
+            self.reduce_deferred()
         finally:
             self.stats.seconds = time.perf_counter() - t_start
             self.flush(force=True)
@@ -496,7 +533,7 @@ def run_campaign(opts: CampaignOptions) -> dict:
                              "totals": previous.to_json(), "oracles": list(opts.oracles)})
     reachable = len(reachable_opcodes())
     tty = sys.stdout.isatty() and not opts.quiet
-    t0 = time.perf_counter()
+    t0, t0_wall = time.perf_counter(), time.time()
     last_print = 0.0
     if k == 1:
         runner = Runner(opts, 0, start_examples, quotas[0], deadline)
@@ -505,6 +542,7 @@ def run_campaign(opts: CampaignOptions) -> dict:
         else:
             _run_with_progress(runner, t0, reachable, tty, opts.progress_every)
         run_stats = runner.stats
+        ends = [runner.testing_ended]
     else:
         ctx = mp.get_context("spawn")
         procs = [ctx.Process(target=_worker_main, args=(opts, i, start_examples + i * 1_000_000,
@@ -534,8 +572,11 @@ def run_campaign(opts: CampaignOptions) -> dict:
         if tty:
             print()
         run_stats = aggregate(stats_dir, Stats())
+        ends = _testing_ends(stats_dir, k)
     elapsed = time.perf_counter() - t0
-    run_stats.seconds = elapsed
+    # the rates are over the testing; the mismatches found are reduced after it
+    testing = elapsed if None in ends else min(elapsed, max(ends) - t0_wall)
+    run_stats.seconds = testing
     shutil.rmtree(stats_dir, ignore_errors=True)
     totals = Stats.from_json(previous.to_json())
     totals.merge(run_stats)
@@ -543,11 +584,23 @@ def run_campaign(opts: CampaignOptions) -> dict:
     atomic_json(state_path, {"seed": opts.seed,
                              "examples_started": start_examples + run_stats.programs,
                              "totals": totals.to_json(), "oracles": list(opts.oracles)})
-    extra = None
+    extra = {"wall_seconds": elapsed, "reduction_after_testing_seconds": elapsed - testing}
     if opts.reach is not None:
         from .reach import summary
-        extra = summary(opts.reach, opts.out, prepared)
+        extra.update(summary(opts.reach, opts.out, prepared))
     return finish(opts, run_stats, totals, existing, reachable, workers=k, extra=extra)
+
+
+def _testing_ends(stats_dir: str, k: int) -> list:
+    """When each of the ``k`` workers stopped testing (``None`` for one that did not say)."""
+    ends = [None] * k
+    for i in range(k):
+        try:
+            with open(os.path.join(stats_dir, f"worker-{i}.json"), encoding="utf-8") as f:
+                ends[i] = json.load(f).get("testing_ended")
+        except (OSError, ValueError):
+            pass
+    return ends
 
 
 def _run_with_progress(runner, t0: float, reachable: int, tty: bool, every: float) -> None:

@@ -18,14 +18,18 @@ INT_TARGETS = ("s32", "s8", "s16", "s64", "u32", "u8")
 class MutationContext:
     """What mutations may use: the element types retypes may pick, other seeds to
     splice from (parsed modules), the largest number of elements a new value has, the
-    largest subgraph a splice takes, and the largest mutant (instructions, all
-    computations; a mutation that makes it larger is dropped)."""
+    largest subgraph a splice takes, the largest mutant (instructions, all
+    computations; a mutation that makes it larger is dropped), and the most calls
+    hloref may make element by element, and the most instructions it may run (loops
+counted per trip), to judge it (``fuzz/mutation_cost.py``)."""
 
     types: tuple = FLOAT_TARGETS + INT_TARGETS
     donors: list = field(default_factory=list)
     max_elements: int = 1 << 16
     max_splice: int = 80
     max_instructions: int | None = None
+    max_sequential_calls: int | None = None
+    max_instruction_steps: int | None = None
 
 
 def pick(draw, items):

@@ -44,16 +44,24 @@ def _float_or_int(et) -> bool:
 
 
 def _loop_computations(ed: Editor) -> set:
-    """Names of the computations while loops run as condition or body."""
-    return {str(i.attrs[k]) for _, i in ed.module.instructions() if i.opcode == "while"
-            for k in ("condition", "body") if k in i.attrs}
+    """Names of the computations while loops run as condition or body, and the ids of
+    the values a loop starts from (its initial tuple's elements, or the operand itself)."""
+    out: set = set()
+    for _, i in ed.module.instructions():
+        if i.opcode == "while":
+            out |= {str(i.attrs[k]) for k in ("condition", "body") if k in i.attrs}
+            init = i.operands[0]
+            out |= {id(init)} | ({id(o) for o in init.operands} if init.opcode == "tuple"
+                                 else set())
+    return out
 
 
 def _counter_like(ed: Editor, comp: Computation, i: Instruction, loops: set) -> bool:
-    """An integer scalar in a loop's condition or body: changing it may make the loop
-    run forever."""
-    return (comp.name in loops and isinstance(i.shape, ArrayShape) and i.shape.rank == 0
-            and i.shape.element_type.kind in ("sint", "uint"))
+    """An integer scalar in a loop's condition or body, or one a loop starts from (its
+    counter's start: a special value there, INT_MIN, makes a loop of 3 trips run 2^31):
+    changing it may make the loop run forever."""
+    return ((comp.name in loops or id(i) in loops) and isinstance(i.shape, ArrayShape)
+            and i.shape.rank == 0 and i.shape.element_type.kind in ("sint", "uint"))
 
 
 # ------------------------------------------------------------------ retype a subgraph

@@ -215,7 +215,7 @@ def summary(reach: ReachOptions, out: str, prepared: dict | None = None) -> dict
                     m = json.load(f).get("mutations", {})
             except (OSError, ValueError):
                 continue
-            for key in ("applied", "not_applicable", "invalid", "too_large"):
+            for key in ("applied", "not_applicable", "invalid", "too_large", "too_slow"):
                 getattr(muts, key).update(m.get(key, {}))
     out_d = {"pass_coverage": cov.summary()}
     if reach.target_pass:

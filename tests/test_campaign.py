@@ -96,6 +96,10 @@ def test_planted_mismatch_is_reduced_deduplicated_and_replayed(tmp_path, xla):
     assert first.kind == "finding" and first.report.culprit.innermost().opcode == "multiply"
     runner.handle(module, args, "xla", {"seed": 2})  # the same failure again: a duplicate
     assert runner.stats.duplicates == 1
+    # a mismatch waits, unreduced, until the testing is over
+    assert not _findings(out) and len(os.listdir(os.path.join(out, "pending"))) == 1
+    runner.reduce_deferred()
+    assert runner.stats.reduce_seconds > 0 and len(runner.stats.findings) == 1
     found = _findings(out)
     assert len(found) == 1 and found[0].startswith("mismatch-multiply-")
     d = os.path.join(out, found[0])
@@ -270,3 +274,23 @@ def test_refusals_are_shared_by_the_workers_of_a_campaign(tmp_path):
     cosh = hloref.parse("HloModule c\nENTRY e { a = f64[2] parameter(0)\n"
                         " ROOT c = f64[2] cosh(a) }")
     assert b.refusals["xla"].refused(cosh)
+
+
+def test_mismatches_are_reduced_after_the_testing_and_the_rate_is_the_testings(tmp_path, xla):
+    """A campaign whose oracle disagrees on every ``multiply``: the mismatches wait until
+    the testing is over, then come out reduced; the summary's rate is over the testing,
+    and the reduction's time is said apart from it."""
+    out = str(tmp_path / "out")
+    opts = C.CampaignOptions(out=out, examples=24, seed=5, blame=False, quiet=True,
+                             ops=["multiply", "add"], batch=4,
+                             worker_factory=lambda o: PlantedWorker("perturb", xla))
+    summary = C.run_campaign(opts)
+    assert summary["new_findings"] >= 1
+    assert _findings(out) and all(n.startswith("mismatch-") for n in _findings(out))
+    assert not [n for n in os.listdir(os.path.join(out, "pending")) if not n.startswith(".")]
+    after = summary["reduction_after_testing_seconds"]
+    # one worker: its reductions all ran after its testing
+    assert summary["reduce_seconds"] > 0 and after >= 0.9 * summary["reduce_seconds"]
+    assert summary["wall_seconds"] == pytest.approx(summary["seconds"] + after)
+    assert summary["programs_per_second"] == pytest.approx(
+        summary["programs"] / summary["seconds"])

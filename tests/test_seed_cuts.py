@@ -2,7 +2,8 @@
 each mutant once (``fuzz/mutants.py``): a cut is a sub-program of its seed, instruction
 for instruction, XLA compiles and runs it on the seed's own arguments and computes the
 value the seed's instruction has there (XLA against XLA, the value read from the
-seed's program with that instruction made an extra output by hand)."""
+seed's program with that instruction made an extra output by hand; the cut keeps the
+parameters it reads, under their names)."""
 
 from __future__ import annotations
 
@@ -79,9 +80,21 @@ def test_cuts_are_sub_programs_of_their_seed_within_the_size():
         m = hloref.parse(c.text, verify=True)
         assert 3 <= module_size(m) <= 12
         assert m.entry.root.name == value
-        # every instruction is the seed's, with the same shape, operands and attributes
-        assert _lines(c.text) - _lines(by_name[seed_name].text) <= {
-            line for line in _lines(c.text) if line.startswith(f"%{value} ")}
+        # every instruction is the seed's, with the same shape, operands and attributes;
+        # the parameters are the seed's that the value reads, renumbered in their order
+        seed = hloref.parse(by_name[seed_name].text)
+        number = {p.name: p.parameter_number for p in seed.entry.parameters}
+        read = {o.name for i in m.entry.instructions for o in i.operands}
+        params = m.entry.parameters
+        assert [p.parameter_number for p in params] == list(range(len(params)))
+        assert [number[p.name] for p in params] == sorted(number[p.name] for p in params)
+        assert {p.name for p in params} <= read | {m.entry.root.name}
+        renumbered = {re.sub(r"parameter\(\d+\)", f"parameter({number[p.name]})", line)
+                      for p in params for line in _lines(c.text)
+                      if line.startswith(f"%{p.name} ")}
+        others = {line for line in _lines(c.text) if " parameter(" not in line}
+        assert (others | renumbered) - _lines(by_name[seed_name].text) <= {
+            line for line in others if line.startswith(f"%{value} ")}
         assert _lines(c.text) & _lines(by_name[seed_name].text)
     assert len({c.text for c in cuts}) == len(cuts)
     assert set(skipped) <= set(by_name)
@@ -108,7 +121,10 @@ def test_xla_computes_the_seeds_value_on_the_cut(xla):
         module = hloref.parse(seed.text, verify=True)
         args = random_inputs(module, 7)
         whole = xla.run(_as_output(seed.text, value), args)
-        cut = xla.run(c.text, args)
+        # the cut's parameters are the seed's it reads, under their names
+        by_param = {p.name: a for p, a in zip(module.entry.parameters, args)}
+        cut = xla.run(c.text, [by_param[p.name] for p in
+                               hloref.parse(c.text).entry.parameters])
         assert whole.ok and cut.ok, (c.name, whole.message, cut.message)
         np.testing.assert_array_equal(np.asarray(cut.value), np.asarray(whole.value[1]),
                                       err_msg=c.name)
