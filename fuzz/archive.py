@@ -17,7 +17,8 @@ import os
 
 from .findings import upstream_status
 
-__all__ = ["finding_paths", "index_table", "index_page", "known_root_keys", "cmd_report",
+__all__ = ["finding_paths", "index_table", "index_page", "known_root_keys", "archived_root_keys",
+           "cmd_report",
            "add_report_command", "KNOWN_STATUSES", "archive_root"]
 
 #: Upstream statuses that make a finding a duplicate of a known issue.
@@ -61,6 +62,20 @@ def known_root_keys(root: str | None = None) -> dict[str, str]:
             up = upstream_status(d) or {}
             threads = up.get("threads") or [{}]
             keys[meta["root_key"]] = threads[0].get("url") or d
+    return keys
+
+
+def archived_root_keys(root: str | None = None) -> dict[str, str]:
+    """Root key → the stored finding's directory (relative to the archive) of every
+    finding the archive holds, filed or not yet: a campaign that meets one again counts
+    it, rather than filing it a second time."""
+    root = root or archive_root()
+    keys: dict[str, str] = {}
+    for d in finding_paths([root]) if root is not None else []:
+        with open(os.path.join(d, "finding.json"), encoding="utf-8") as f:
+            key = json.load(f).get("root_key")
+        if key:
+            keys.setdefault(key, os.path.relpath(d, root))
     return keys
 
 

@@ -337,7 +337,7 @@ class Runner:
             seed=meta.get("seed"), blame=self.opts.blame,
             extra_meta={"campaign_key": meta.get("key")}, still_fails=still)
         shutil.rmtree(pending, ignore_errors=True)
-        if path.startswith("known-upstream:"):  # reported or fixed upstream already
+        if path.startswith(("known-upstream:", "archived:")):  # upstream, or stored already
             self.stats.known[path] += 1
             return None
         if not new:

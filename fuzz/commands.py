@@ -86,7 +86,12 @@ def cmd_diff(args) -> int:
                   + ("" if blame.confirmed is None else
                      f" (confirmed by disabling it: {blame.confirmed})"))
             print(blame.table())
-        if finding:
+        if finding and finding.startswith("known-upstream:"):
+            print(f"\nthe same root cause is known upstream: {finding.split(':', 1)[1]}")
+        elif finding and finding.startswith("archived:"):
+            print(f"\nthe same root cause is in the findings archive: "
+                  f"findings/{finding.split(':', 1)[1]} (nothing written)")
+        elif finding:
             print(f"\nreduced reproducer written to {finding}")
     return EXIT_OK if report.verdict in ("match", "known-gap", "undetermined") \
         else EXIT_MISMATCH

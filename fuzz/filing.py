@@ -41,17 +41,20 @@ _MOVES = opcodes_with("plumbing")
 
 def root_key(attribution: dict | None, module, culprit: str | None = None) -> str:
     """Findings with the same root cause share this key: the same failing stage and pass
-    (or, for a crash, the same fatal line's place), the same culprit opcode, the same
-    operation pattern and the same measured cause, where one was (``Attribution.cause``).
-    Element types and shapes are variants of one finding."""
+    (or, for a crash, the same fatal line's place), the same culprit opcode and the same
+    operation pattern; where the attribution measured the cause itself
+    (``Attribution.cause``), the same stage and cause whatever the operations. Element
+    types and shapes are variants of one finding."""
     a = attribution or {}
     fatal = (a.get("fatal") or "")
     # a CHECK's place (file:line] Check failed: ...) without the time stamp and thread
     place = fatal.split("]", 1)[0].split()[-1] if "]" in fatal else ""
     ops = sorted({i.opcode for _, i in module.instructions() if i.opcode not in _MOVES})
     basis = [a.get("stage"), _pass_family(a.get("pass")), place, culprit, ops]
-    if a.get("cause"):  # a measured cause separates faults of one stage (two parser bugs)
-        basis.append(a["cause"])
+    if a.get("cause"):
+        # a measured cause names the fault itself (a parsed constant's -0 read as +0):
+        # it separates two faults of one stage, and the operations around it are variants
+        basis = [a.get("stage"), _pass_family(a.get("pass")), a["cause"]]
     return hashlib.sha256(json.dumps(basis).encode()).hexdigest()[:12]
 
 

@@ -172,15 +172,16 @@ def _class(x) -> str:
 
 
 def _kind(dtype: np.dtype, ours, theirs) -> str:
-    """What kind of change a cause is: the element type's kind and the value classes
-    before and after, per complex part (``f32: -0 -> +0``, ``c64: (nan, inf) -> (nan,
-    nan)``); for integers, just the type."""
-    def classes(v):
-        if dtype.kind == "c":
-            return f"({_class(v.real)}, {_class(v.imag)})"
-        return _class(v)
+    """What kind of change a cause is: the element type's class (the float types are
+    variants of one fault, as in root keys) and the value classes before and after, per
+    complex part (``float: -0 -> +0``, ``complex: (nan, inf) -> (nan, nan)``)."""
+    if dtype.kind == "c":
+        return (f"complex: ({_class(ours.real)}, {_class(ours.imag)}) -> "
+                f"({_class(theirs.real)}, {_class(theirs.imag)})")
+    if dtype.kind in "iub":
+        return "integer"
     try:
-        return f"{dtype}: {classes(ours)} -> {classes(theirs)}"
+        return f"float: {_class(ours)} -> {_class(theirs)}"
     except (TypeError, ValueError):
         return str(dtype)
 

@@ -27,7 +27,8 @@ def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: st
     On the way: a failure whose inputs leave XLA's contract is replaced by its in-contract
     variant, or kept under ``OUT/outside-contract/`` and not filed; a finding with the
     root key of a known-upstream one (``archive.known_root_keys``) returns
-    ``"known-upstream:<thread>"``; one with the root key of a finding already in
+    ``"known-upstream:<thread>"``, of any other stored finding ``"archived:<directory>"``
+    (``archive.archived_root_keys``); one with the root key of a finding already in
     ``out_dir`` is added to that finding's ``variants``.
 
     The shared form of ``hloref diff --reduce``: returns ``(directory, signature,
@@ -89,10 +90,13 @@ def reduce_and_write(module, values, report, worker, out_dir: str, *, oracle: st
     rkey = root_key(attribution, small, culprit.opcode if culprit else None)
     variant = {"element_types": module_types(small), "seed": seed,
                "instructions": len(small.entry.instructions)}
-    from .archive import known_root_keys
+    from .archive import archived_root_keys, known_root_keys
     known = known_root_keys().get(rkey)
     if known is not None:  # reported or fixed upstream already: counted, not filed
         return f"known-upstream:{known}", sig, False
+    archived = archived_root_keys().get(rkey)
+    if archived is not None:  # in the archive already (ours, not yet upstream): counted
+        return f"archived:{archived}", sig, False
     same = same_root(out_dir, rkey)
     if same is not None:
         add_variant(same, variant)

@@ -84,7 +84,7 @@ def test_a_changed_constant_is_named_with_both_values():
     written = "HloModule m\nENTRY e {\n  ROOT c = f32[3] constant({1, 2.5, 3})\n}\n"
     other = "HloModule m\nENTRY e {\n  ROOT c = f32[3] constant({1, 2, 3})\n}\n"
     (d,) = constant_differences(hloref.parse(written), _proto(other))
-    assert (d.computation, d.instruction, d.kind) == ("e", "c", "float32: finite -> finite")
+    assert (d.computation, d.instruction, d.kind) == ("e", "c", "float: finite -> finite")
     assert d.text.startswith("%c (e): ") and "first difference at [1]: 2.5 became 2.0" in d.text
 
 
@@ -93,5 +93,5 @@ def test_a_zeros_sign_in_a_complex_part_counts():
     other = "HloModule m\nENTRY e {\n  ROOT c = c64[2] constant({(1, 0.0), (4, 2)})\n}\n"
     (d,) = constant_differences(hloref.parse(written), _proto(other))
     assert "first difference at [0]" in d.text
-    assert d.kind == "complex64: (finite, -0) -> (finite, +0)"
+    assert d.kind == "complex: (finite, -0) -> (finite, +0)"
     assert constant_differences(hloref.parse(written), _proto(written)) == []

@@ -159,10 +159,28 @@ def test_two_parser_faults_in_the_same_operations_are_two_root_causes():
     zero, nan = (_attribute(n) for n in (
         "xla-cpu-jaxlib-0.10.2/negative-zero-constant-print-parse-round-trip",
         "xla-cpu-jaxlib-0.10.2/divide-c64-constant-infinite-numerator"))
-    assert zero["cause"] == "constant float32: -0 -> +0"
-    assert nan["cause"] == "constant complex64: (nan, inf) -> (nan, nan)"
+    assert zero["cause"] == "constant float: -0 -> +0"
+    assert nan["cause"] == "constant complex: (nan, inf) -> (nan, nan)"
     import hloref
     module = hloref.parse("HloModule m\nENTRY e {\n c = f32[2] constant({1, -0})\n"
                           " ROOT d = f32[2] divide(c, c)\n}\n")
     assert root_key(zero, module, None) != root_key(nan, module, None)
     assert root_key(zero, module, None) == root_key(dict(zero), module, None)
+
+
+def test_the_parser_fault_in_other_operations_and_types_is_the_archived_finding():
+    # a campaign meets the -0 constant again in f16, behind a broadcast and a multiply
+    # (seven times in one round of mutation campaigns): the measured cause is the same,
+    # so is the root key, and the archive already holds it: counted, not filed again
+    import hloref
+    import numpy as np
+    from hloref.fuzz.archive import archived_root_keys
+    text = ("HloModule m\nENTRY e {\n  x = f16[4] parameter(0)\n  z = f16[] constant(-0)\n"
+            "  b = f16[4] broadcast(z), dimensions={}\n  m = f16[4] multiply(x, x)\n"
+            "  ROOT d = f16[4] divide(m, b)\n}\n")
+    a = attribute_finding(text, [np.array([1, 2, -3, 4], np.float16)], "mismatch", "xla",
+                          None)
+    assert (a["stage"], a["confirmed"], a["cause"]) == ("parse", True,
+                                                        "constant float: -0 -> +0")
+    found = archived_root_keys().get(root_key(a, hloref.parse(text), "divide"))
+    assert found == "xla-cpu-jaxlib-0.10.2/negative-zero-constant-print-parse-round-trip"
