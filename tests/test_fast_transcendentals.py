@@ -9,10 +9,14 @@ conversion, the nearest by exact f64 distance (ties to the even pattern).
 
 ``evaluator/trig_f32.py`` (f32 ``sine``/``cosine``) is checked on random bit patterns,
 normal magnitudes, arguments next to multiples of π/2 and the special values, with
-the elements it leaves to the libm present; ``evaluator/unary_tables.py`` (8- and
-16-bit floats) on every bit pattern of each type, through ``hloref.evaluate``.
-``benchmarks/verify_trig_f32.py`` checks all 2**32 f32 inputs of the first, and of f32
-``sqrt`` (f32's own square root: the same bits as the rounded f64 one).
+the elements it leaves to the libm present; ``evaluator/exp_log_f32.py`` (f32
+``exponential``, ``exponential-minus-one``, ``log``, ``log-plus-one``, ``logistic``,
+``tanh``) on random bit patterns, values across each op's domain, the ends of the
+kernels' domains and the special values; ``evaluator/rsqrt_f32.py`` bit for bit, NaNs
+included; ``evaluator/unary_tables.py`` (8- and 16-bit floats) on every bit pattern of
+each type, through ``hloref.evaluate``. ``benchmarks/verify_trig_f32.py`` checks all
+2**32 f32 inputs of the f32 kernels, and of f32 ``sqrt`` (f32's own square root: the
+same bits as the rounded f64 one).
 """
 
 from __future__ import annotations
