@@ -105,7 +105,8 @@ def main(argv=None) -> int:
             chunks = (rng.integers(0, 1 << 32, min(CHUNK, args.sample - lo), dtype=np.uint64)
                       .astype(np.uint32) for lo in range(0, args.sample, CHUNK))
         elif args.kernel_range:
-            top = int(np.float32(trig_f32.REDUCE_LIMIT).view(np.uint32)) + 1  # |x| <= limit: bits < top
+            # |x| <= limit: bits < top
+            top = int(np.float32(trig_f32.REDUCE_LIMIT).view(np.uint32)) + 1
             chunks = (np.arange(lo, min(lo + CHUNK, top), dtype=np.uint64).astype(np.uint32)
                       | np.uint32(sign) for sign in (0, 1 << 31) for lo in range(0, top, CHUNK))
         else:

@@ -38,7 +38,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .numeric import THREAD_THRESHOLD, THREADS, in_chunks
+from .guarded_f32 import apply_guarded
 
 __all__ = ["exp_f32", "expm1_f32", "log_f32", "log1p_f32", "logistic_f32", "tanh_f32",
            "logistic_f64", "approx_f64", "OPS", "DOMAIN", "GUARD"]
@@ -277,23 +277,7 @@ def logistic_f64(x: np.ndarray) -> np.ndarray:
 
 
 def _apply(x: np.ndarray, op: int, reference) -> np.ndarray:
-    flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(flat.size, np.float32)
-    hard = np.empty(flat.size, np.int64)
-
-    def run(lo, hi):
-        count = _guarded(op, flat[lo:hi], out[lo:hi], hard[lo:hi])
-        return hard[lo:lo + count] + lo
-
-    if flat.size < THREAD_THRESHOLD or THREADS < 2:
-        left = [run(0, flat.size)]
-    else:
-        left = in_chunks(flat.size, run)
-    idx = np.concatenate(left)
-    if idx.size:
-        with np.errstate(all="ignore"):
-            out[idx] = reference(flat[idx].astype(np.float64)).astype(np.float32)
-    return out.reshape(x.shape)
+    return apply_guarded(x, lambda flat, out, hard: _guarded(op, flat, out, hard), reference)
 
 
 #: public name -> (kernel op code, the reference f64 function)
