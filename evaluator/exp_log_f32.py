@@ -20,14 +20,17 @@ The approximations (f64 throughout, errors in f64 ulps of the result):
 
 * ``expm1(y) = 2**k·(q + 1) - 1`` with ``k = round(y/ln 2)``, ``r = y - k·ln 2`` by
   fdlibm's two-part ln 2 (``e_exp.c``: ``k·LN2_HI`` is exact), ``q = expm1(r)`` by its
-  Taylor polynomial of degree 12 (``|r| <= 0.347``: truncation below 2**-60 relative),
-  summed as ``2**k·q + (2**k - 1)``; ``exp(y) = 2**k·(1 + q)``;
+  Taylor polynomial of degree 12 (``|r| <= 0.347``: truncation below 2**-51 of ``q``,
+  a few ulps), summed as ``2**k·q + (2**k - 1)``; ``exp(y) = 2**k·(1 + q)``;
 * ``log(u)`` as fdlibm's ``e_log.c`` (``u = 2**k·(1 + f)``, ``1 + f`` in
   ``[√2/2, √2)``, ``s = f/(2 + f)``, its ``Lg1..Lg7`` polynomial), in the one form
   ``k·ln2_hi - ((s·(f - R) - k·ln2_lo) - f)``; ``log1p(x) = log(u) + (x - (u - 1))/u``
   with ``u = 1 + x`` (the correction restores what the rounding of ``u`` lost);
 * ``logistic`` as ``logistic_f64``: ``e = exp(-|x|)``, ``1/(1 + e)`` or ``e/(1 + e)``;
   ``tanh(x) = sign(x)·u/(u + 2)`` with ``u = expm1(2|x|)``.
+
+Measured on all 2**32 inputs, the largest distance from the reference f64 value is 1
+(``log``, ``log1p``) to 8 (``expm1``) f64 ulps, against ``GUARD`` = 4,096.
 """
 
 from __future__ import annotations
