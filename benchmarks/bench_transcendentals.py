@@ -9,7 +9,7 @@ ml_dtypes' loops for bf16) and their ratio; issue 32's target is 3x. Run with
 single-threaded; hloref splits large f64 computations over its thread pool).
 numpy's f32 functions are less accurate than hloref's (f64, rounded once): the ratio
 compares different accuracies. Inputs are N(0, 1), moved into each op's domain.
-docs/benchmarks.md ("Round 2") quotes it.
+docs/benchmarks.md ("Round 2", "Round 3") quotes it.
 """
 
 from __future__ import annotations

@@ -15,10 +15,11 @@ import numpy as np
 
 from hloref.errors import HloEvalError
 
-from . import kernels, trig_f32, unary_tables
+from . import exp_log_f32, kernels, trig_f32, unary_tables
 from .numeric import (compute_array, element_type_of, finish, float_compute, float_compute_f64,
                       int_compute_dtype, quiet, wrap_int)
 from .registry import op
+from .rsqrt_f32 import rsqrt_f32, rsqrt_f64
 
 
 # ---------------------------------------------------------------- helpers
@@ -57,12 +58,6 @@ def _erf64(x):
     out = np.empty_like(flat)
     _erf_kernel(flat, out)
     return out.reshape(x.shape)
-
-
-def _logistic(x):
-    # 1 / (1 + exp(-x)), written to avoid overflow for large |x|
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _round_afz(x):
@@ -149,10 +144,6 @@ def _cbrt_complex(z):
     return z ** (1.0 / 3.0)
 
 
-def _rsqrt(x):
-    return 1.0 / np.sqrt(x)
-
-
 # Transcendental functions: (real implementation, complex implementation or None).
 _TRANSCENDENTAL = {
     "exponential": (np.exp, np.exp),
@@ -160,7 +151,7 @@ _TRANSCENDENTAL = {
     "log": (np.log, np.log),
     "log-plus-one": (np.log1p, _log1p_complex),
     "sqrt": (np.sqrt, np.sqrt),
-    "rsqrt": (_rsqrt, _rsqrt),
+    "rsqrt": (rsqrt_f64, rsqrt_f64),
     "cbrt": (np.cbrt, _cbrt_complex),
     "sine": (np.sin, np.sin),
     "cosine": (np.cos, np.cos),
@@ -174,7 +165,7 @@ _TRANSCENDENTAL = {
     "asinh": (np.arcsinh, np.arcsinh),
     "acosh": (np.arccosh, np.arccosh),
     "atanh": (np.arctanh, np.arctanh),
-    "logistic": (_logistic, lambda z: 1 / (1 + np.exp(-z))),
+    "logistic": (exp_log_f32.logistic_f64, lambda z: 1 / (1 + np.exp(-z))),
     "erf": (_erf64, None),
 }
 
@@ -191,7 +182,11 @@ def sqrt_f32(x: np.ndarray) -> np.ndarray:
 
 _F32 = np.dtype(np.float32)
 #: f32 kernels that return what ``float_compute_f64`` of the table's function does
-_F32_KERNELS = {"sine": trig_f32.sin_f32, "cosine": trig_f32.cos_f32, "sqrt": sqrt_f32}
+_F32_KERNELS = {"sine": trig_f32.sin_f32, "cosine": trig_f32.cos_f32, "sqrt": sqrt_f32,
+                "rsqrt": rsqrt_f32, "exponential": exp_log_f32.exp_f32,
+                "exponential-minus-one": exp_log_f32.expm1_f32, "log": exp_log_f32.log_f32,
+                "log-plus-one": exp_log_f32.log1p_f32, "logistic": exp_log_f32.logistic_f32,
+                "tanh": exp_log_f32.tanh_f32}
 
 
 def _transcendental(name):
@@ -206,7 +201,7 @@ def _transcendental(name):
         if not et.is_float:
             raise HloEvalError(f"{name} needs a floating-point operand, got {et.name}")
         fast = _F32_KERNELS.get(name) if x.dtype == _F32 and et.dtype == _F32 else None
-        if fast is not None:  # the same bits as the last line (trig_f32's docstring)
+        if fast is not None:  # the last line's bits (the kernels' docstrings)
             return fast(x)
         if et.is_narrow_float:  # a table of that line's values, when ``x`` is of type ``et``
             table = unary_tables.lookup(name, lambda v: float_compute_f64(real_fn, v, et=et),

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .numeric import THREAD_THRESHOLD, THREADS, in_chunks
+from .guarded_f32 import apply_guarded
 
 __all__ = ["sin_f32", "cos_f32", "approx_f64", "GUARD", "REDUCE_LIMIT"]
 
@@ -137,23 +137,7 @@ def _leave(x, bits):
 
 
 def _apply(x: np.ndarray, quadrant0: int, libm) -> np.ndarray:
-    flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(flat.size, np.float32)
-    hard = np.empty(flat.size, np.int64)
-
-    def run(lo, hi):
-        count = _sincos(flat[lo:hi], out[lo:hi], hard[lo:hi], quadrant0)
-        return hard[lo:lo + count] + lo
-
-    if flat.size < THREAD_THRESHOLD or THREADS < 2:
-        left = [run(0, flat.size)]
-    else:
-        left = in_chunks(flat.size, run)
-    idx = np.concatenate(left)
-    if idx.size:
-        with np.errstate(all="ignore"):
-            out[idx] = libm(flat[idx].astype(np.float64)).astype(np.float32)
-    return out.reshape(x.shape)
+    return apply_guarded(x, lambda flat, out, hard: _sincos(flat, out, hard, quadrant0), libm)
 
 
 def sin_f32(x: np.ndarray) -> np.ndarray:

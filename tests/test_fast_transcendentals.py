@@ -9,10 +9,14 @@ conversion, the nearest by exact f64 distance (ties to the even pattern).
 
 ``evaluator/trig_f32.py`` (f32 ``sine``/``cosine``) is checked on random bit patterns,
 normal magnitudes, arguments next to multiples of π/2 and the special values, with
-the elements it leaves to the libm present; ``evaluator/unary_tables.py`` (8- and
-16-bit floats) on every bit pattern of each type, through ``hloref.evaluate``.
-``benchmarks/verify_trig_f32.py`` checks all 2**32 f32 inputs of the first, and of f32
-``sqrt`` (f32's own square root: the same bits as the rounded f64 one).
+the elements it leaves to the libm present; ``evaluator/exp_log_f32.py`` (f32
+``exponential``, ``exponential-minus-one``, ``log``, ``log-plus-one``, ``logistic``,
+``tanh``) on random bit patterns, values across each op's domain, the ends of the
+kernels' domains and the special values; ``evaluator/rsqrt_f32.py`` bit for bit, NaNs
+included; ``evaluator/unary_tables.py`` (8- and 16-bit floats) on every bit pattern of
+each type, through ``hloref.evaluate``. ``benchmarks/verify_trig_f32.py`` checks all
+2**32 f32 inputs of the f32 kernels, and of f32 ``sqrt`` (f32's own square root: the
+same bits as the rounded f64 one).
 """
 
 from __future__ import annotations
@@ -130,3 +134,69 @@ def test_f32_sqrt_is_the_rounded_f64_square_root_bit_for_bit():
         want = np.sqrt(x.astype(np.float64)).astype(np.float32)
     got = _evaluate("sqrt", "f32", x)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _logistic64(x: np.ndarray) -> np.ndarray:
+    """``logistic`` as hloref defines it in f64: 1 / (1 + exp(-x)), written with
+    e = exp(-|x|) as 1/(1 + e) for x >= 0 and e/(1 + e) below (no overflow)."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+#: opcode -> (the f64 function of the rule, inputs in its domain from N(0, 1) values)
+GUARDED = {"exponential": (np.exp, lambda v: v * 30),
+           "exponential-minus-one": (np.expm1, lambda v: v * 30),
+           "log": (np.log, lambda v: np.abs(v) * 1e3),
+           "log-plus-one": (np.log1p, lambda v: np.abs(v) * 3 - 0.999),
+           "logistic": (_logistic64, lambda v: v * 30),
+           "tanh": (np.tanh, lambda v: v * 5)}
+
+
+@pytest.mark.parametrize("opcode", sorted(GUARDED))
+def test_f32_exp_log_family_is_the_rounded_f64_value(opcode):
+    """``evaluator/exp_log_f32.py``'s kernels: random bit patterns, values in each op's
+    domain, the ends of the domains and the special values, bit for bit (NaN payloads
+    too); among them elements the kernel leaves to the reference (f64 value near an
+    f32 midpoint, tiny results, outside the domain)."""
+    fn, spread = GUARDED[opcode]
+    rng = np.random.default_rng(64)
+    bits = rng.integers(0, 1 << 32, 1 << 21, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    inside = spread(rng.standard_normal(1 << 21)).astype(np.float32)
+    ends = np.array([700, -700, 350, -350, 88.72, -87.34, -103.9, -104, 1, -1, 0.5, 2],
+                    np.float32)
+    special = np.array([0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001,
+                        0x7F800001, 0x00000001, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF,
+                        0xBF7FFFFF, 0x3F800001, 0x33800000, 0xB3800000], np.uint32)
+    steps = np.concatenate([np.nextafter(ends, np.float32(np.inf)),
+                            np.nextafter(ends, np.float32(-np.inf))])
+    x = np.concatenate([bits, inside, ends, steps, special.view(np.float32)])
+    with np.errstate(all="ignore"):
+        wide = fn(x.astype(np.float64))
+        want = wide.astype(np.float32)
+    low = wide.view(np.int64) & ((1 << 29) - 1)
+    in_domain = np.isfinite(wide) & (np.abs(wide) >= np.finfo(np.float32).tiny)
+    assert np.count_nonzero((np.abs(low - (1 << 28)) <= 64) & in_domain) >= 1
+    got = _evaluate(opcode, "f32", x)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    # small arrays (one thread) and a strided operand
+    assert np.array_equal(_evaluate(opcode, "f32", x[-40:]).view(np.uint32),
+                          want[-40:].view(np.uint32))
+    assert np.array_equal(_evaluate(opcode, "f32", x[::3].copy()).view(np.uint32),
+                          want[::3].view(np.uint32))
+
+
+def test_f32_rsqrt_is_one_over_the_f64_square_root_rounded_bit_for_bit():
+    """``evaluator/rsqrt_f32.py``: 1 / sqrt of the widened value in f64, rounded once,
+    every bit of every result compared (NaNs from negative operands and NaN operands,
+    infinities from zeros included)."""
+    rng = np.random.default_rng(9)
+    bits = np.concatenate([rng.integers(0, 1 << 32, 1 << 21, dtype=np.uint64).astype(np.uint32),
+                           np.array([0x7F800001, 0xFF800001, 0x7FC00001, 0xFFFFFFFF, 0x80000000,
+                                     0x00000000, 0x00000001, 0x807FFFFF, 0x7F7FFFFF,
+                                     0x7F800000, 0xFF800000, 0xBF800000], np.uint32)])
+    x = bits.view(np.float32)
+    with np.errstate(all="ignore"):
+        want = (1.0 / np.sqrt(x.astype(np.float64))).astype(np.float32)
+    assert np.array_equal(_evaluate("rsqrt", "f32", x).view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(_evaluate("rsqrt", "f32", x[:9]).view(np.uint32),
+                          want[:9].view(np.uint32))
