@@ -18,6 +18,8 @@ import sys
 import numpy as np
 
 import hloref
+from hloref.op_properties import opcodes_with
+from hloref.opcodes import CATALOGUE
 
 ADD = "add {\n p = TY[] parameter(0)\n q = TY[] parameter(1)\n ROOT s = TY[] add(p, q)\n}\n"
 
@@ -53,8 +55,12 @@ def _reduce(rng, ty, dt, scale):
     return module, ((rng.standard_normal(shape) * scale).astype(dt),)
 
 
+#: the four arithmetic ops an exact wider computation checks (add, divide, multiply, subtract)
+_BINARY_ARITHMETIC = sorted(o for o in opcodes_with("random-rounded") if CATALOGUE[o].arity == 2)
+
+
 def _elementwise(rng, ty, dt, scale, case):
-    op = ("add", "multiply", "subtract", "divide")[case % 4]
+    op = _BINARY_ARITHMETIC[case % len(_BINARY_ARITHMETIC)]
     n = int(rng.integers(1, 5000))
     module = (f"HloModule m\nENTRY e {{\n x = {ty}[{n}] parameter(0)\n y = {ty}[{n}] parameter(1)\n"
               f" ROOT r = {ty}[{n}] {op}(x, y)\n}}")

@@ -33,6 +33,7 @@ from hloref.evaluator.indexing import scalar_index
 from hloref.evaluator.interpreter import Interpreter, forwarded
 from hloref.ir import Computation, Module
 from hloref.op_properties import opcodes_with, values_of
+from hloref.opcodes import CATALOGUE
 from hloref.shapes import ArrayShape
 
 from .rounding_kernels import has_subnormal
@@ -130,19 +131,12 @@ def lockstep_supported(module: Module) -> bool:
 #: Ops whose effects are outside their value (a run's infeed, outfeed, send, receive or
 #: collective must happen in that run; ``rng`` draws from a state of its own): modules
 #: with them, or with a custom call that has side effects, are sampled run by run.
-_NOT_IN_LOCKSTEP = frozenset({
-    "infeed", "outfeed", "send", "send-done", "recv", "recv-done", "all-reduce",
-    "all-reduce-start", "all-gather", "all-gather-start", "all-to-all", "ragged-all-to-all",
-    "collective-permute", "collective-permute-start", "reduce-scatter", "collective-broadcast",
-    "rng", "rng-get-and-update-state"})
+_NOT_IN_LOCKSTEP = frozenset(o for o, row in CATALOGUE.items()
+                             if "side-effecting" in row.groups) | opcodes_with("rendezvous")
 
 #: Elementwise ops that run once on stacked operands: their op functions read and write
 #: element by element whatever the rank.
-_ELEMENTWISE = frozenset({
-    "add", "subtract", "multiply", "divide", "maximum", "minimum", "negate", "abs",
-    "exponential", "log", "tanh", "sqrt", "rsqrt", "compare", "select", "convert", "power",
-    "and", "or", "not", "xor", "sign", "floor", "ceil", "is-finite", "logistic",
-    "exponential-minus-one", "log-plus-one", "sine", "cosine"})
+_ELEMENTWISE = opcodes_with("lockstep-elementwise")
 
 
 def _batched_shape(shape, runs: int) -> ArrayShape:
@@ -218,7 +212,8 @@ def _indexed(step, ops, runs, arrays: int):
 #: operands are not ones the rule takes (the op then runs once per run). Rules are tried
 #: only when some operand differs between runs.
 BATCHED = {op: _elementwise for op in _ELEMENTWISE}
-BATCHED.update({
+#: the structural ops' rules (an implementation table: opcode -> rule)
+_STRUCTURAL = {
     "broadcast": _broadcast,
     "reshape": lambda step, ops, runs: _reshape(step, ops, runs)
     if type(ops[0]) is Stacked else None,
@@ -228,7 +223,8 @@ BATCHED.update({
     "concatenate": _concatenate,
     "dynamic-slice": lambda step, ops, runs: _indexed(step, ops, runs, 1),
     "dynamic-update-slice": lambda step, ops, runs: _indexed(step, ops, runs, 2),
-})
+}
+BATCHED.update(_STRUCTURAL)
 
 
 class LockstepInterpreter(Interpreter):
@@ -500,8 +496,7 @@ _WIDE = (np.dtype(np.float32), np.dtype(np.float64))
 
 #: Ops evaluated once per run even when every run holds the same operands: their value
 #: is not a function of the operands alone.
-_PER_RUN_ALWAYS = frozenset({"rng-bit-generator", "async-start", "async-update",
-                             "async-done", "map", "scan"})
+_PER_RUN_ALWAYS = opcodes_with("lockstep-per-run")
 
 
 #: The references to a stacked operand that only the step reading it holds (its slot in

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from hloref.evaluator.reduce import VECTORIZABLE
+from hloref.op_properties import values_of
 from hloref.shapes import ArrayShape, TupleShape
 
 __all__ = ["judging_cost", "sequential_calls", "instruction_steps", "SEQUENTIAL_LIMIT",
@@ -38,10 +39,7 @@ STEP_LIMIT = 20_000
 DEFAULT_TRIPS = 16
 MAX_TRIPS = 10_000
 #: opcode -> the attributes naming the computations it applies per element
-_PER_ELEMENT = {"reduce": ("to_apply",), "reduce-window": ("to_apply",),
-                "scatter": ("to_apply",), "sort": ("to_apply",), "map": ("to_apply",),
-                "select-and-scatter": ("select", "scatter"), "all-reduce": ("to_apply",),
-                "reduce-scatter": ("to_apply",)}
+_PER_ELEMENT = values_of("applies-per-element", lambda v: tuple(v.split(",")))
 #: opcode -> the attributes naming the computations it runs once per execution
 _ONCE = ("to_apply", "calls", "true_computation", "false_computation", "branch_computations")
 

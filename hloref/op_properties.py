@@ -278,6 +278,12 @@ add subtract multiply divide maximum minimum
 | transpose/reshape pair that gives back the operand's shape
 copy transpose reshape
 
+[applies-per-element] The mutation campaign's cost estimate (fuzz/mutation_cost.py) counts
+| a call of these computations per element: hloref applies them element by element
+| (reducers, comparators, combiners); the value is the attributes naming them.
+reduce=to_apply reduce-window=to_apply scatter=to_apply sort=to_apply map=to_apply
+select-and-scatter=select,scatter all-reduce=to_apply reduce-scatter=to_apply
+
 [never-wrapped] the control-flow mutations never wrap these in a call, conditional or
 | while (besides the side-effecting ops): a wrapped op becomes the root of a computation
 | whose parameters are its operands, which says nothing new for ops without data operands
@@ -452,6 +458,19 @@ add subtract multiply divide remainder power atan2 compare sign floor ceil
 round-nearest-afz round-nearest-even maximum minimum clamp sqrt rsqrt cbrt log
 log-plus-one exponential exponential-minus-one tanh logistic sine cosine tan atan erf
 sinh cosh asin acos asinh acosh atanh convert
+
+[lockstep-elementwise] The envelope's runs in lockstep (fuzz/lockstep.py) evaluate these
+| once on operands stacked on a leading sample axis: their op functions read and write
+| element by element whatever the rank, so a stacked call gives each run the value it
+| has alone (benchmarks/envelope_identity.py checks it on realistic programs).
+add subtract multiply divide maximum minimum negate abs exponential log tanh sqrt rsqrt
+compare select convert power and or not xor sign floor ceil is-finite logistic
+exponential-minus-one log-plus-one sine cosine
+
+[lockstep-per-run] Evaluated once per run in lockstep even when every run holds the same
+| operands: the value is not a function of the operands alone (a draw; an async pair's
+| state) or the op applies a computation whose steps a run perturbs (map, scan).
+rng-bit-generator async-start async-update async-done map scan
 
 [program-control] Instructions whose called computations are program steps (perturbed
 | like the entry's); the value is the attributes naming them. Computations applied by
