@@ -25,6 +25,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_core  # noqa: E402
+from targets_json import Records  # noqa: E402
 
 import hloref  # noqa: E402
 
@@ -66,7 +67,9 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--size", type=int, default=1 << 20)
+    parser.add_argument("--json", help="also write the target records here (targets.py)")
     args = parser.parse_args(argv)
+    records = Records()
     x = np.random.default_rng(0).standard_normal(args.size).astype(np.float32)
     print(f"{'op':24s} {'type':5s} {'hloref ms':>10s} {'numpy ms':>9s} {'ratio':>6s}")
     for ty, dtype in (("f32", np.float32), ("bf16", ml_dtypes.bfloat16)):
@@ -76,9 +79,11 @@ def main(argv=None) -> int:
             ours = cpu_ms(lambda: hloref.evaluate(module, a), args.repeat)
             with np.errstate(all="ignore"):
                 theirs = cpu_ms(lambda: reference(a), args.repeat)
-            mark = "met" if ours <= 3 * theirs else "NOT met"
+            mark = records.add("32.4", f"{op} {ty}[{args.size}] / numpy (1 thread, CPU)",
+                               ours / theirs, 3.0)
             print(f"{op:24s} {ty:5s} {ours:10.2f} {theirs:9.2f} {ours / theirs:6.2f}  3x {mark}",
                   flush=True)
+    records.write(args.json)
     return 0
 
 

@@ -31,12 +31,12 @@ def paired(ours, reference, repeat: int, clock=time.perf_counter) -> tuple[float
     return statistics.median(a), statistics.median(b), statistics.median(ratios)
 
 
-def single(fn, repeat: int) -> float:
-    """Median seconds of ``fn`` after one warm-up call."""
+def single(fn, repeat: int, clock=time.perf_counter) -> float:
+    """Median seconds of ``fn`` after one warm-up call (``clock`` as in ``paired``)."""
     fn()
     samples = []
     for _ in range(max(repeat, 1)):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        samples.append(time.perf_counter() - t0)
+        samples.append(clock() - t0)
     return statistics.median(samples)
