@@ -55,6 +55,7 @@ from hloref.errors import HloUnsupportedError
 __all__ = ["HlorefSession", "HlorefMismatch"]
 
 MARKER = "no_hloref"
+_SERIALS = itertools.count()  # executables' numbers, unique in the process (nested sessions)
 DEFAULT_MAX_ELEMENTS = 1 << 22
 
 
@@ -177,7 +178,6 @@ class HlorefSession:
         self._item = None
         self._local = threading.local()
         self._patches: list = []
-        self._serials = itertools.count()
         self._ids = itertools.count()
         self._records: dict[int, _Record] = {}
         self._open: Counter = Counter()  # outcomes each test still waits for
@@ -208,7 +208,7 @@ class HlorefSession:
             bound = sig.bind(*args, **kwargs)
             a = bound.arguments
             a["keepalive"] = (a.get("keepalive"), _Tag(a["hlo"], a.get("name", ""),
-                                                       next(session._serials)))
+                                                       next(_SERIALS)))
             return orig_from_hlo(*bound.args, **bound.kwargs)
 
         orig_call = pxla.ExecuteReplicated.__call__
@@ -247,9 +247,8 @@ class HlorefSession:
         for owner, name, old, _new in reversed(self._patches):
             setattr(owner, name, old)
         self._patches = []
-        if self.installed:
-            import jax
-            jax.clear_caches()
+        # executables compiled meanwhile stay cached (without the C++ fast path) and keep
+        # their tags: harmless, and clearing jax's caches costs the session's end a gc
         self.installed = False
         self.checker.close()
 
@@ -450,6 +449,10 @@ class HlorefSession:
             pytest.fail("\n".join([text] + memory).strip(), pytrace=False)
         return result
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session):
+        self.checker.close()  # every test has its verdicts; the summary gets its CPU time
+
     def pytest_terminal_summary(self, terminalreporter):
         terminalreporter.write_sep("=", "hloref")
         for line in self.summary_lines():
@@ -474,7 +477,10 @@ class HlorefSession:
             f"{s.over_limit} skipped over --hloref-max-elements={self.max_elements}, "
             f"{s.other_skips} other skips; {s.repeats} repeated executions on the same inputs "
             f"not re-evaluated ({s.executions} executions seen)",
-            f"hloref added {s.hloref_seconds:.2f} s to a session of {total:.2f} s",
+            f"hloref added {s.hloref_seconds:.2f} s to a session of {total:.2f} s (recording "
+            f"and waiting for verdicts); the checker used {self.checker.cpu_seconds:.2f} CPU s"
+            + (f" ({self.checker.process_cpu_seconds:.2f} s with its start and end)"
+               if self.checker.process_cpu_seconds else ""),
         ]
         for gap, n in s.gaps.most_common():
             lines.append(f"  known gap ({n}): {gap}")

@@ -32,6 +32,7 @@ class InlineChecker:
         self._on_outcome = on_outcome
         self._sent: set[int] = set()
         self.cpu_seconds = 0.0
+        self.process_cpu_seconds = 0.0
 
     def start(self) -> None:
         pass
@@ -56,6 +57,7 @@ class CheckerProcess:
         self._config = config
         self._on_outcome = on_outcome
         self._lock = threading.Lock()
+        self._send_lock = threading.Lock()  # one job at a time into the pipe
         self._proc = None
         self._conn = None
         self._stderr_path = None
@@ -63,6 +65,8 @@ class CheckerProcess:
         self._sent: set[int] = set()
         self.starts = 0
         self.cpu_seconds = 0.0
+        self.process_cpu_seconds = 0.0  # the children's whole CPU time, start and end too
+        self._reader = None
 
     def start(self) -> None:
         with self._lock:
@@ -70,7 +74,9 @@ class CheckerProcess:
                 self._start()
 
     def _start(self) -> None:
-        from hloref.fuzz.workers import Channel
+        from multiprocessing.connection import Connection
+        if self._stderr_path and os.path.exists(self._stderr_path):
+            os.unlink(self._stderr_path)  # the previous child's
         fd, self._stderr_path = tempfile.mkstemp(prefix="hloref-pytest-", suffix=".stderr")
         env = dict(os.environ)
         # one core's worth of work beside the test: no BLAS threads spinning on the other
@@ -80,11 +86,15 @@ class CheckerProcess:
                 [sys.executable, "-m", "hloref.pytest_worker", json.dumps(self._config)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, close_fds=True,
                 env=env)
-        self._conn = Channel(self._proc.stdout.fileno(), self._proc.stdin.fileno())
+        # multiprocessing's framing, not hloref.fuzz.workers.Channel: importing hloref.fuzz
+        # would cost the test's process seconds it does not otherwise spend
+        self._conn = (Connection(os.dup(self._proc.stdout.fileno()), writable=False),
+                      Connection(os.dup(self._proc.stdin.fileno()), readable=False))
         self._sent = set()
         self.starts += 1
-        threading.Thread(target=self._read, args=(self._proc, self._conn), daemon=True,
-                         name="hloref-outcomes").start()
+        self._reader = threading.Thread(target=self._read, args=(self._proc, self._conn[0]),
+                                        daemon=True, name="hloref-outcomes")
+        self._reader.start()
 
     def submit(self, job, bytecode: bytes) -> None:
         """Send ``job`` (with ``bytecode``, its executable's module, unless this child
@@ -98,7 +108,8 @@ class CheckerProcess:
             self._outstanding[job.id] = job
             proc, conn = self._proc, self._conn
         try:
-            conn.send(job)
+            with self._send_lock:
+                conn[1].send(job)
         except OSError:  # the child is gone before reading it
             with self._lock:
                 lost = self._outstanding.pop(job.id, None)
@@ -110,12 +121,16 @@ class CheckerProcess:
             conn.recv()  # ready
             while True:
                 out = conn.recv()
+                if isinstance(out, dict):  # the child's farewell: its CPU time
+                    self.process_cpu_seconds += out.get("cpu", 0.0)
+                    continue
                 with self._lock:
                     self._outstanding.pop(out.id, None)
                     self.cpu_seconds += out.seconds
                 self._on_outcome(out)
         except (EOFError, OSError):
             pass
+        conn.close()
         proc.wait()
         self._died(proc)
 
@@ -140,14 +155,17 @@ class CheckerProcess:
 
     def close(self) -> None:
         with self._lock:
-            proc, conn = self._proc, self._conn
+            proc, conn, reader = self._proc, self._conn, self._reader
             self._proc = self._conn = None
         if proc is None:
             return
         try:
-            conn.send(None)
+            with self._send_lock:
+                conn[1].send(None)
+                conn[1].close()
             proc.stdin.close()
             proc.wait(30)
+            reader.join(5)
         except Exception:  # noqa: BLE001
             proc.kill()
         if self._stderr_path and os.path.exists(self._stderr_path):
@@ -164,21 +182,35 @@ def _tail(path: str | None) -> str:
 
 
 def main(argv: list[str]) -> None:
-    """The child: check each job read from stdin, answer its outcome on stdout."""
-    from hloref.fuzz.workers import serve
-    from hloref.pytest_checker import Checker, Outcome
+    """The child: check each job read from stdin, answer its outcome on stdout (moved
+    aside to stderr first, so that nothing else writes into the answers)."""
+    from multiprocessing.connection import Connection
+    jobs, answers = Connection(os.dup(0), writable=False), Connection(os.dup(1), readable=False)
+    os.dup2(2, 1)
+    from hloref.pytest_checker import Checker
     checker = Checker(**json.loads(argv[0]))
-    current = [-1]
-
-    def answer(job):
-        current[0] = job.id
-        return checker.handle(job)
-
+    answers.send("ready")
     try:
-        serve("ready", answer, glue=lambda message: Outcome(current[0], "skip", "other",
-                                                            message[:200]))
+        while True:
+            try:
+                job = jobs.recv()
+            except EOFError:
+                break
+            if job is None:
+                break
+            answers.send(checker.handle(job))
     finally:
         checker.close()
+        import resource
+        cpu = sum(getattr(resource.getrusage(who), f) for who in (
+            resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
+        try:
+            answers.send({"cpu": cpu})
+        except OSError:
+            pass
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # nothing to tear down that the test's process would wait for
 
 
 if __name__ == "__main__":
