@@ -61,7 +61,7 @@ def pytest_collection_modifyitems(config, items):
 COUNTS = re.compile(r"hloref: (\d+) computations checked: (\d+) matched.*?, (\d+) mismatched; "
                     r"(\d+) skipped as unsupported, (\d+) skipped over --hloref-max-elements=\d+,"
                     r" (\d+) other skips; (\d+) repeated executions")
-CHECKER = re.compile(r"the checker used ([\d.]+) CPU s")
+CHECKER = re.compile(r"the checker used ([\d.]+) CPU s(?: \(([\d.]+) s with its start and end\))?")
 
 
 def run_once(workdir: str, test_file: str, slice_spec: str, extra: list[str]) -> dict:
@@ -87,7 +87,7 @@ def run_once(workdir: str, test_file: str, slice_spec: str, extra: list[str]) ->
                   f"mismatched; skipped {c['unsupported']} unsupported, {c['over']} over the "
                   f"limit, {c['other']} other; {c['repeats']} repeats")
     m = CHECKER.search(out)
-    checker = float(m.group(1)) if m else 0.0
+    checker = float(m.group(2) or m.group(1)) if m else 0.0
     return {"wall": wall, "cpu": cpu, "checker": checker, "load": (load0, os.getloadavg()[0]),
             "outcome": re.sub(r"=+", "", outcome).strip(), "counts": counts, "rc": proc.returncode}
 
