@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["evaluate", "check", "memory", "program", "JaxProgram", "hlo_text", "suspended"]
+__all__ = ["evaluate", "check", "memory", "program", "JaxProgram", "hlo_text",
+           "hlo_text_from_bytecode", "suspended"]
 
 _local = threading.local()
 
@@ -70,9 +71,19 @@ def hlo_text(stablehlo_module) -> str:
     """HLO text of a StableHLO ``ir.Module`` as jax lowers it (``Lowered.as_text(dialect=
     "hlo")``), with flat (untupled) parameters."""
     from jax._src.interpreters import mlir
-    from jax._src.lib import _jax, hlo
-    comp = _jax.mlir.mlir_module_to_xla_computation(mlir.module_to_bytecode(stablehlo_module),
-                                                    use_tuple_args=False)
+    return hlo_text_from_bytecode(mlir.module_to_bytecode(stablehlo_module))
+
+
+def hlo_text_from_bytecode(bytecode: bytes) -> str:
+    """``hlo_text`` of a module serialized as StableHLO bytecode (``jax._src.interpreters.
+    mlir.module_to_bytecode``); imports jaxlib, not jax (the pytest plugin's checking
+    process converts what the test's process serialized)."""
+    from jaxlib import _jax
+    try:
+        from jaxlib import _hlo as hlo
+    except ImportError:  # older jaxlib: the printer options live in _jax
+        hlo = _jax
+    comp = _jax.mlir.mlir_module_to_xla_computation(bytecode, use_tuple_args=False)
     return comp.as_hlo_module().to_string(hlo.HloPrintOptions.short_parsable())
 
 

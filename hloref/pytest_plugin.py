@@ -14,6 +14,13 @@ mismatch (isolation, pass blame) in a worker process. A test whose computation
 mismatches fails with the report and the path of a reproducer directory that
 ``hloref replay`` reads.
 
+The checking runs in a background process (``hloref.pytest_worker``, running
+``hloref.pytest_checker``): the test's process reads each execution's inputs and
+outputs, sends them there with the module's StableHLO bytecode, and goes on with the
+test; when the test's body returns, it waits for the verdicts of that test's
+executions, so a mismatch fails the test that executed it. On two cores hloref's
+work overlaps jax's. ``--hloref-inline`` checks in the test's process instead.
+
 Options: ``--hloref-memory`` (also audit each computation's memory:
 ``hloref.pytest_memory``), ``--hloref-max-elements N`` (skip a computation with an array of more than N
 elements anywhere in it; counted), ``--hloref-out DIR`` (reproducers; default
@@ -34,7 +41,7 @@ without Python, is turned off (``pjit._get_fastpath_data``,
 from __future__ import annotations
 
 import hashlib
-import os
+import itertools
 import threading
 import time
 from collections import Counter
@@ -48,6 +55,7 @@ from hloref.errors import HloUnsupportedError
 __all__ = ["HlorefSession", "HlorefMismatch"]
 
 MARKER = "no_hloref"
+_SERIALS = itertools.count()  # executables' numbers, unique in the process (nested sessions)
 DEFAULT_MAX_ELEMENTS = 1 << 22
 
 
@@ -65,6 +73,9 @@ def pytest_addoption(parser):
                          ".hloref-reproducers under the rootdir)")
     group.addoption("--hloref-no-blame", action="store_true", default=False,
                     help="do not look for the XLA pass that changed the answer of a mismatch")
+    group.addoption("--hloref-inline", action="store_true", default=False,
+                    help="check each execution in the test's process when it returns, instead "
+                         "of in a background process beside the test")
     group.addoption("--hloref-memory", action="store_true", default=False,
                     help="also audit each computation's memory (hloref.pytest_memory): "
                          "XLA's figures and buffer assignment against hloref's liveness")
@@ -78,7 +89,8 @@ def pytest_configure(config):
             max_elements=config.getoption("hloref_max_elements"),
             out_dir=config.getoption("hloref_out") or str(config.rootpath / ".hloref-reproducers"),
             blame=not config.getoption("hloref_no_blame"),
-            memory=config.getoption("hloref_memory", False))
+            memory=config.getoption("hloref_memory", False),
+            inline=config.getoption("hloref_inline", False))
         config.pluginmanager.register(session, "hloref-session")
         session.install()
 
@@ -92,79 +104,42 @@ class HlorefMismatch(AssertionError):
 
 class _Tag:
     """Attached to an executable at compile time: the StableHLO module jax lowered.
-    Converted to HLO text and parsed by hloref on first use."""
+    Serialized to bytecode for the checker on first use; ``skip`` is set once the
+    checker has said why every execution of it is skipped."""
 
-    __slots__ = ("stablehlo", "name", "text", "key", "module", "error", "max_elements",
-                 "unsupported", "lock", "printed", "mlir")
+    __slots__ = ("stablehlo", "name", "serial", "bytecode", "mlir", "skip")
 
-    def __init__(self, stablehlo, name):
+    def __init__(self, stablehlo, name, serial):
         self.stablehlo = stablehlo
         self.name = name
-        self.text = None
-        self.key = None
-        self.module = None
-        self.error = None
-        self.unsupported = None
-        self.max_elements = 0
-        self.printed = None  # hloref's print of the module (what diff hands the oracle)
+        self.serial = serial
+        self.bytecode = None
         self.mlir = None  # the StableHLO text, kept for the memory audit
-        self.lock = threading.Lock()
+        self.skip = None  # (category, reason)
 
-    def prepare(self, keep_mlir: bool = False) -> None:
-        with self.lock:
-            if self.text is not None or self.error is not None:
-                return
-            try:
-                from hloref.jax import hlo_text
-                text = hlo_text(self.stablehlo)
-                if keep_mlir:
-                    self.mlir = str(self.stablehlo)
-            except Exception as exc:  # noqa: BLE001
-                self.error = f"cannot convert the lowered module to HLO text: {exc}"
-                return
-            finally:
-                self.stablehlo = None  # the text is all we need from now on
-            self.text = text
-            self.key = hashlib.sha256(text.encode()).digest()
-            try:
-                import hloref
-                self.module = hloref.parse(text)
-            except Exception as exc:  # noqa: BLE001 - a parser gap: skipped, with its reason
-                self.error = f"hloref cannot parse the module: {type(exc).__name__}: {exc}"
-                return
-            self.max_elements, self.unsupported = _scan(self.module)
-            from hloref.printer import module_to_text
-            self.printed = module_to_text(self.module)
-
-
-def _scan(module):
-    """The largest array anywhere in the module, and the first opcode hloref lacks."""
-    from hloref import supported_opcodes
-    from hloref.shapes import flatten_shape
-    ops = supported_opcodes("cpu")
-    biggest = 0
-    unsupported = None
-    for _comp, instr in module.instructions():
-        for s in flatten_shape(instr.shape):
-            dims = getattr(s, "dims", None)
-            if dims is not None:
-                n = 1
-                for d in dims:
-                    n *= max(int(d), 0)
-                biggest = max(biggest, n)
-        if unsupported is None and instr.opcode not in ops:
-            unsupported = f"opcode {instr.opcode}"
-    return biggest, unsupported
+    def serialize(self, keep_mlir: bool = False) -> None:
+        if self.bytecode is not None or self.skip is not None:
+            return
+        try:
+            from jax._src.interpreters import mlir
+            self.bytecode = mlir.module_to_bytecode(self.stablehlo)
+            if keep_mlir:
+                self.mlir = str(self.stablehlo)
+        except Exception as exc:  # noqa: BLE001
+            self.skip = ("unsupported", f"cannot convert the lowered module to HLO text: "
+                                        f"{exc}".splitlines()[0][:200])
+        finally:
+            self.stablehlo = None  # the bytecode is all we need from now on
 
 
 @dataclass
-class _Pending:
+class _Record:
+    """What the session keeps of a job until its outcome arrives."""
+
+    nodeid: str
     tag: _Tag
-    inputs: list
-    digest: bytes
-    started: float
-    out_tree: object = None
-    devices: int = 1
+    digest: bytes | None
+    devices: int
 
 
 @dataclass
@@ -179,53 +154,42 @@ class Stats:
     unsupported: int = 0
     over_limit: int = 0
     other_skips: int = 0
-    hloref_seconds: float = 0.0
+    hloref_seconds: float = 0.0  # on the tests' critical path: recording and waiting
     unsupported_reasons: Counter = field(default_factory=Counter)
     gaps: Counter = field(default_factory=Counter)  # known-gap verdicts by record name
     causes: Counter = field(default_factory=Counter)  # undetermined verdicts by record name
     skip_reasons: Counter = field(default_factory=Counter)
-    mismatches: list = field(default_factory=list)  # (nodeid, computation, reproducer)
-
-
-class _LazyWorker:
-    """One xla ``OracleWorker`` for the session, started when a mismatch needs it."""
-
-    def __init__(self):
-        self._worker = None
-
-    def run(self, *args, **kwargs):
-        if self._worker is None:
-            from hloref.fuzz.workers import OracleWorker
-            self._worker = OracleWorker("xla", timeout=120)
-        return self._worker.run(*args, **kwargs)
-
-    def close(self):
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
+    mismatches: list = field(default_factory=list)  # (nodeid, computation, reproducer, known)
 
 
 class HlorefSession:
-    """The plugin's state for one pytest run with ``--hloref``."""
+    """The plugin's state for one pytest run with ``--hloref``. ``inline``: check in
+    this process when each execution returns, instead of in the background process."""
 
     def __init__(self, *, max_elements: int = DEFAULT_MAX_ELEMENTS, out_dir: str = ".hloref",
-                 blame: bool = True, memory: bool = False):
+                 blame: bool = True, memory: bool = False, inline: bool = False):
         self.max_elements = max_elements
         self.out_dir = out_dir
         self.blame = blame
         self.stats = Stats()
         self._lock = threading.RLock()
+        self._done = threading.Condition(self._lock)
         self._seen: set = set()
         self._item = None
-        self._reports: list = []
         self._local = threading.local()
         self._patches: list = []
-        self._worker = _LazyWorker()
+        self._ids = itertools.count()
+        self._records: dict[int, _Record] = {}
+        self._open: Counter = Counter()  # outcomes each test still waits for
+        self._failures: dict[str, list] = {}
+        self._audits: dict[str, list] = {}
+        from hloref.pytest_worker import CheckerProcess, InlineChecker
+        config = {"max_elements": max_elements, "out_dir": out_dir, "blame": blame}
+        self.checker = (InlineChecker if inline else CheckerProcess)(config, self._outcome)
         self._t_start = time.perf_counter()
         self.installed = False
         from hloref.pytest_memory import MemoryAuditor
         self.memory = MemoryAuditor() if memory else None
-        self._memory_findings: list[str] = []
 
     # -- hooking into jax --------------------------------------------------------------
     def install(self) -> None:
@@ -243,7 +207,8 @@ class HlorefSession:
         def from_hlo(*args, **kwargs):
             bound = sig.bind(*args, **kwargs)
             a = bound.arguments
-            a["keepalive"] = (a.get("keepalive"), _Tag(a["hlo"], a.get("name", "")))
+            a["keepalive"] = (a.get("keepalive"), _Tag(a["hlo"], a.get("name", ""),
+                                                       next(_SERIALS)))
             return orig_from_hlo(*bound.args, **bound.kwargs)
 
         orig_call = pxla.ExecuteReplicated.__call__
@@ -276,16 +241,16 @@ class HlorefSession:
             setattr(owner, name, new)
         jax.clear_caches()  # executables compiled (and fast paths cached) before now
         self.installed = True
+        self.checker.start()  # its imports overlap the collection
 
     def uninstall(self) -> None:
         for owner, name, old, _new in reversed(self._patches):
             setattr(owner, name, old)
         self._patches = []
-        if self.installed:
-            import jax
-            jax.clear_caches()
+        # executables compiled meanwhile stay cached (without the C++ fast path) and keep
+        # their tags: harmless, and clearing jax's caches costs the session's end a gc
         self.installed = False
-        self._worker.close()
+        self.checker.close()
 
     # -- recording ---------------------------------------------------------------------
     def _trees(self) -> list:
@@ -300,12 +265,12 @@ class HlorefSession:
         from hloref.jax import is_suspended
         return not is_suspended()
 
-    def _skip(self, reason: str, *, unsupported: bool = False, over: bool = False) -> None:
+    def _skip(self, category: str, reason: str) -> None:
         with self._lock:
-            if unsupported:
+            if category == "unsupported":
                 self.stats.unsupported += 1
                 self.stats.unsupported_reasons[reason] += 1
-            elif over:
+            elif category == "over":
                 self.stats.over_limit += 1
             else:
                 self.stats.other_skips += 1
@@ -319,30 +284,18 @@ class HlorefSession:
             t0 = time.perf_counter()
             try:
                 pending = self._before(er, args)
-            except HloUnsupportedError as exc:
-                pending = None
-                self._skip(f"{exc.reason if hasattr(exc, 'reason') else exc}"[:200],
-                           unsupported=True)
             except Exception as exc:  # noqa: BLE001 - never break the test for our sake
                 pending = None
-                self._skip(f"hloref plugin error before execution: {type(exc).__name__}: {exc}")
+                self._skip("other", "hloref plugin error before execution: "
+                                    f"{type(exc).__name__}: {exc}")
             spent = time.perf_counter() - t0
-            try:
-                out = orig_call(er, *args)
-            except BaseException:
-                if pending is not None:  # not executed: a later call may check these inputs
-                    with self._lock:
-                        self._seen.discard(pending.digest)
-                raise
+            out = orig_call(er, *args)  # raising: nothing to check (the job is dropped)
             t1 = time.perf_counter()
             if pending is not None:
                 try:
                     self._after(pending, out)
-                except HloUnsupportedError as exc:
-                    self._skip(f"{exc.reason if hasattr(exc, 'reason') else exc}"[:200],
-                               unsupported=True)
                 except Exception as exc:  # noqa: BLE001
-                    self._skip(f"hloref plugin error: {type(exc).__name__}: {exc}")
+                    self._skip("other", f"hloref plugin error: {type(exc).__name__}: {exc}")
             spent += time.perf_counter() - t1
             with self._lock:
                 self.stats.hloref_seconds += spent
@@ -351,145 +304,129 @@ class HlorefSession:
             self._local.busy = False
 
     def _before(self, er, args):
+        """The job for this execution, with its inputs (read before XLA runs: donated
+        buffers are gone after), or ``None`` when it is not checked (counted here, or
+        sent already when the checker must say why)."""
         with self._lock:
             self.stats.executions += 1
         keep = er.keepalive
         tag = keep[1] if isinstance(keep, tuple) and len(keep) == 2 and \
             isinstance(keep[1], _Tag) else None
         if tag is None:
-            self._skip("executable not lowered through jit (no module attached)")
+            self._skip("other", "executable not lowered through jit (no module attached)")
             return None
         if er.ordered_effects or er.has_unordered_effects or er.has_host_callbacks:
-            self._skip("side effects or host callbacks", unsupported=True)
+            self._skip("unsupported", "side effects or host callbacks")
             return None
         if er.mut is not None:
-            self._skip("mutable array references", unsupported=True)
+            self._skip("unsupported", "mutable array references")
             return None
-        tag.prepare(keep_mlir=self.memory is not None)
-        if tag.error is not None:
-            self._skip(tag.error.splitlines()[0][:200], unsupported=True)
+        tag.serialize(keep_mlir=self.memory is not None)
+        if tag.skip is not None:
+            self._skip(*tag.skip)
             return None
-        if tag.unsupported is not None:
-            self._skip(tag.unsupported, unsupported=True)
-            return None
-        if tag.max_elements > self.max_elements:
-            self._skip("over --hloref-max-elements", over=True)
-            return None
-        devices = len(er._local_devices)
-        if devices > 1:
-            from hloref._manual import is_manual
-            if not is_manual(tag.module):
-                self._skip("runs on several devices, partitioned by XLA (not a shard_map)",
-                           unsupported=True)
-                return None
-        from hloref.jax import to_numpy
-        from hloref.shapes import ArrayShape, TokenShape
-        params = [p for p in tag.module.entry.parameters if not isinstance(p.shape, TokenShape)]
+        from hloref.pytest_checker import Job
         kept = [x for i, x in enumerate(args) if i in er.kept_var_idx]
-        if len(kept) != len(params):
-            self._skip(f"{len(kept)} arguments for {len(params)} parameters")
+        trees = self._trees()
+        job = Job(next(self._ids), tag.serial, tag.name, self._item.nodeid, len(kept),
+                  len(er._local_devices), want_inputs=self.memory is not None)
+        tree = trees[-1] if trees else None
+        try:
+            job.inputs = [_host(x) for x in kept]
+        except HloUnsupportedError as exc:
+            job.input_error = ("unsupported", f"{getattr(exc, 'reason', None) or exc}"[:200])
+            self._submit(job, tag, None)  # the checker says which skip comes first
             return None
-        inputs = []
-        h = hashlib.sha256(tag.key)
-        for x, p in zip(kept, params):
-            dtype = p.shape.element_type.dtype if isinstance(p.shape, ArrayShape) else None
-            arr = to_numpy(x, dtype)
-            if arr.dtype == np.bool_ and arr.size and arr.view(np.uint8).max() > 1:
-                # bytes other than 0/1 viewed as bool (random bits, e.g. jax's own
-                # rand_fullrange): not pred values; XLA passes the byte through a convert
-                self._skip("pred inputs holding bytes other than 0 and 1")
-                return None
-            inputs.append(arr)
-            h.update(f"{arr.dtype.str}{arr.shape}".encode())
-            h.update(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
-        digest = h.digest()
+        digest = _digest(tag.serial, job.inputs)
         with self._lock:
             if digest in self._seen:
                 self.stats.repeats += 1
                 return None
-            self._seen.add(digest)
-        trees = self._trees()
-        return _Pending(tag, inputs, digest, time.perf_counter(), trees[-1] if trees else None,
-                        devices)
+        return job, tag, digest, tree
 
-    def _after(self, pending: _Pending, out) -> None:
+    def _after(self, pending, out) -> None:
+        job, tag, digest, tree = pending
         from hloref.jax import to_numpy
-        from hloref.shapes import TupleShape
-        from hloref._frontend import check_values
-        from hloref.jax import result_with_tokens
-        module = pending.tag.module
-        flat = [to_numpy(o) for o in out]
         try:
-            if isinstance(module.entry.root.shape, TupleShape):
-                value = tuple(result_with_tokens(module, flat))
-            else:
-                value = flat[0]
-        except (StopIteration, IndexError):
-            self._skip("outputs do not fit the module's result")
-            return
-        item = self._item
-        names = [f"out[{i}]" for i in range(len(flat))]
-        tree = pending.out_tree
-        if tree is not None and getattr(tree, "num_leaves", -1) == len(flat):
+            job.outputs = [to_numpy(o) for o in out]
+        except HloUnsupportedError as exc:
+            job.output_error = ("unsupported", f"{getattr(exc, 'reason', None) or exc}"[:200])
+        except Exception as exc:  # noqa: BLE001
+            job.output_error = ("other", f"hloref plugin error: {type(exc).__name__}: {exc}")
+        if job.outputs is not None and tree is not None and \
+                getattr(tree, "num_leaves", -1) == len(job.outputs):
             try:
                 from hloref.jax import output_names
-                names = output_names(tree)
+                job.names = output_names(tree)
             except Exception:  # noqa: BLE001 - positional names then
                 pass
-        if pending.devices > 1:
-            from hloref.jax import check_devices
-            report = check_devices(module, pending.inputs, value, devices=pending.devices,
-                                   names=names, text=pending.tag.text,
-                                   function=pending.tag.name)
-        else:
-            report = check_values(module, pending.inputs, value, oracle="xla", names=names,
-                                  text=pending.tag.text, worker=self._worker, blame=self.blame,
-                                  printed=pending.tag.printed)
-        report.function = pending.tag.name
-        self._tally(report, item)
-        if self.memory is not None and pending.devices == 1:
-            found = self.memory.audit(pending.tag.mlir, pending.inputs, pending.tag.name,
-                                      item.nodeid if item is not None else "?")
-            with self._lock:
-                self._memory_findings.extend(found)
+        self._submit(job, tag, digest)
 
-    def _tally(self, report, item) -> None:
-        v = report.verdict
+    def _submit(self, job, tag: _Tag, digest) -> None:
         with self._lock:
-            if v in ("match", "known-gap"):
-                self.stats.checked += 1
-                self.stats.matched += 1
-                if v == "known-gap":
-                    self.stats.known_gaps += 1
-                    self.stats.gaps[report.known_gap or "?"] += 1
-                return
-            if v == "undetermined":  # no single right value: not a mismatch
-                self.stats.checked += 1
-                self.stats.undetermined += 1
-                self.stats.causes[report.undetermined or "?"] += 1
-                return
-            if v == "unsupported":
-                self.stats.unsupported += 1
-                self.stats.unsupported_reasons[_first_line(report.message)] += 1
-                return
-            if v == "error":
-                self.stats.other_skips += 1
-                self.stats.skip_reasons[_first_line(report.message)] += 1
-                return
-            self.stats.checked += 1
-            self.stats.mismatched += 1
-        nodeid = item.nodeid if item is not None else "?"
-        try:
-            from hloref._frontend import write_reproducer
-            write_reproducer(self.out_dir, f"{nodeid}-{report.function}", report,
-                             meta={"test": nodeid, "computation": report.function})
-        except Exception as exc:  # noqa: BLE001 - the report still stands
-            report.message = (report.message + "\n" if report.message else "") + \
-                f"(could not write a reproducer: {exc})"
+            self._records[job.id] = _Record(job.nodeid, tag, digest, job.devices)
+            self._open[job.nodeid] += 1
+        self.checker.submit(job, tag.bytecode)
+
+    # -- outcomes ----------------------------------------------------------------------
+    def _outcome(self, out) -> None:
+        """An outcome from the checker (its reader thread, or inline)."""
         with self._lock:
-            self.stats.mismatches.append((nodeid, report.function, report.reproducer,
-                                          getattr(report, "known_difference", None)))
-            self._reports.append(report)
+            rec = self._records.pop(out.id, None)
+            if rec is None:
+                return
+            if out.seen and rec.digest is not None:
+                self._seen.add(rec.digest)
+            if out.tag_skip:
+                rec.tag.skip = (out.category, out.reason)
+            if out.kind == "skip":
+                self._skip(out.category, out.reason)
+            elif out.kind == "repeat":
+                self.stats.repeats += 1
+            else:
+                self._tally(out, rec)
+            self._open[rec.nodeid] -= 1
+            if self._open[rec.nodeid] <= 0:
+                del self._open[rec.nodeid]
+            self._done.notify_all()
+
+    def _tally(self, out, rec: _Record) -> None:
+        s, v = self.stats, out.verdict
+        if self.memory is not None and rec.devices == 1:
+            self._audits.setdefault(rec.nodeid, []).append((rec.tag, out.inputs, out.function))
+        if v in ("match", "known-gap"):
+            s.checked += 1
+            s.matched += 1
+            if v == "known-gap":
+                s.known_gaps += 1
+                s.gaps[out.known_gap or "?"] += 1
+        elif v == "undetermined":  # no single right value: not a mismatch
+            s.checked += 1
+            s.undetermined += 1
+            s.causes[out.undetermined or "?"] += 1
+        elif v == "unsupported":
+            s.unsupported += 1
+            s.unsupported_reasons[out.message] += 1
+        elif v == "error":
+            s.other_skips += 1
+            s.skip_reasons[out.message] += 1
+        else:
+            s.checked += 1
+            s.mismatched += 1
+            s.mismatches.append((rec.nodeid, out.function, out.reproducer, out.known_difference))
+            self._failures.setdefault(rec.nodeid, []).append(out.failure)
+
+    def _collect(self, nodeid: str) -> tuple[list, list]:
+        """Wait for the outcomes of ``nodeid``'s executions; its failure texts and memory
+        findings."""
+        with self._done:
+            self._done.wait_for(lambda: self._open.get(nodeid, 0) <= 0)
+            failures = self._failures.pop(nodeid, [])
+            audits = self._audits.pop(nodeid, [])
+        memory = []
+        for tag, inputs, name in audits:
+            memory.extend(self.memory.audit(tag.mlir, inputs or [], name, nodeid))
+        return failures, memory
 
     # -- pytest hooks ------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -498,19 +435,23 @@ class HlorefSession:
             return (yield)
         with self._lock:
             self._item = item
-            self._reports = []
-            self._memory_findings = []
         try:
             result = yield
         finally:
             with self._lock:
                 self._item = None
-                reports, self._reports = self._reports, []
-                memory, self._memory_findings = self._memory_findings, []
-        if reports or memory:
-            text = _failure_text(reports) if reports else ""
+            t0 = time.perf_counter()
+            failures, memory = self._collect(item.nodeid)  # the verdicts of its executions
+            with self._lock:
+                self.stats.hloref_seconds += time.perf_counter() - t0
+        if failures or memory:
+            text = _failure_text(failures) if failures else ""
             pytest.fail("\n".join([text] + memory).strip(), pytrace=False)
         return result
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session):
+        self.checker.close()  # every test has its verdicts; the summary gets its CPU time
 
     def pytest_terminal_summary(self, terminalreporter):
         terminalreporter.write_sep("=", "hloref")
@@ -536,7 +477,10 @@ class HlorefSession:
             f"{s.over_limit} skipped over --hloref-max-elements={self.max_elements}, "
             f"{s.other_skips} other skips; {s.repeats} repeated executions on the same inputs "
             f"not re-evaluated ({s.executions} executions seen)",
-            f"hloref added {s.hloref_seconds:.2f} s to a session of {total:.2f} s",
+            f"hloref added {s.hloref_seconds:.2f} s to a session of {total:.2f} s (recording "
+            f"and waiting for verdicts); the checker used {self.checker.cpu_seconds:.2f} CPU s"
+            + (f" ({self.checker.process_cpu_seconds:.2f} s with its start and end)"
+               if self.checker.process_cpu_seconds else ""),
         ]
         for gap, n in s.gaps.most_common():
             lines.append(f"  known gap ({n}): {gap}")
@@ -552,35 +496,30 @@ class HlorefSession:
         return lines
 
 
-def _first_line(text: str) -> str:
-    return (text or "").strip().splitlines()[0][:200] if (text or "").strip() else "(no message)"
+def _host(x):
+    """A host copy of an argument (``hloref.jax.to_numpy`` without the parameter's dtype,
+    which the checker applies); a Python scalar as it is."""
+    if isinstance(x, (bool, int, float, complex, np.generic)):
+        return x
+    from hloref.jax import to_numpy
+    return to_numpy(x)
 
 
-def _show(value, limit: int = 8) -> str:
-    arr = np.asarray(value)
-    if arr.dtype.kind not in "biufc":
-        arr = arr.astype(np.float64)
-    with np.printoptions(threshold=limit, edgeitems=3, precision=8, linewidth=100):
-        return f"{arr.dtype.name}{list(arr.shape)} " + np.array2string(arr, separator=", ")
+def _digest(serial: int, inputs: list) -> bytes:
+    """The executable and its inputs' bytes: equal digests are the same computation on
+    the same values (the checker's own test, on the HLO text, finds more repeats)."""
+    h = hashlib.sha256(str(serial).encode())
+    for x in inputs:
+        arr = np.asarray(x)
+        h.update(f"{type(x).__name__}{arr.dtype.str}{arr.shape}".encode())
+        h.update(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
+    return h.digest()
 
 
-def _failure_text(reports) -> str:
-    parts = [f"hloref: for {len(reports)} JAX computation(s) this test executed, XLA's value "
+def _failure_text(failures: list[str]) -> str:
+    parts = [f"hloref: for {len(failures)} JAX computation(s) this test executed, XLA's value "
              "is not inside the numerical envelope around hloref's value (verdicts below)"]
-    for r in reports:
+    for f in failures:
         parts.append("")
-        parts.append(r.summary())
-        try:
-            from hloref._frontend import flat_result
-            import hloref
-            module = hloref.parse(r.hlo_text)
-            ours, xla = flat_result(module, r.expected), flat_result(module, r.actual)
-            names = r.output_names or [f"out[{i}]" for i in range(len(ours))]
-            for name, o, x in zip(names, ours, xla):
-                if any(p == name or p.startswith(name + "[") for p in r.paths):
-                    parts.append(f"{name} hloref: {_show(o)}")
-                    parts.append(f"{name} XLA:    {_show(x)}")
-        except Exception:  # noqa: BLE001 - the summary above says it all
-            pass
+        parts.append(f)
     return "\n".join(parts)
-

@@ -235,3 +235,21 @@ def test_memory_audit_of_an_ordinary_suite(pytester):
     audited, ok, findings, skipped = map(int, m.groups())
     assert audited >= 8 and ok == audited and findings == 0 and skipped == 0
 
+
+
+def test_the_background_checker_and_inline_checking_agree(pytester):
+    """The checker in its own process (the default) and ``--hloref-inline`` (checking in
+    the test's process) see the same executions and give the same counts, the known
+    XLA:CPU int4 difference failing the same test."""
+    pytester.makepyfile(test_ordinary=ORDINARY)
+    counts = []
+    for extra in ((), ("--hloref-inline",)):
+        result = run(pytester, "--hloref", *extra)
+        result.assert_outcomes(passed=4, failed=1)
+        assert "FAILED test_ordinary.py::test_int4_residual_is_requantized" in \
+            result.stdout.str()
+        s = summary(result)
+        s.pop("seconds")
+        counts.append(s)
+    assert counts[0] == counts[1] and counts[0]["mismatched"] == 1
+    assert re.search(r"the checker used [\d.]+ CPU s", result.stdout.str())
