@@ -38,6 +38,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from targets_json import Records  # noqa: E402
+
 TARGETS = {"lax_test.py": 1.15, "lax_numpy_test.py": 1.15, "linalg_test.py": 1.5,
            "random_test.py": 1.5}
 DEFAULT_FILES = "lax_test.py:0/12,lax_numpy_test.py:0/16,linalg_test.py:0/5,random_test.py:0/2"
@@ -101,6 +105,7 @@ def main(argv=None) -> int:
     parser.add_argument("--inline", action="store_true",
                         help="also run --hloref --hloref-inline (checking in the test's process)")
     parser.add_argument("--keep", help="copy jax's tests here (kept) instead of a temp dir")
+    parser.add_argument("--json", help="also write the target records here (targets.py)")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.tests):
         parser.error(f"--tests {args.tests}: no such directory (jax's tests/ for jax "
@@ -135,6 +140,7 @@ def main(argv=None) -> int:
     print("| file | slice | arm | wall s (median) | ratio (median of rounds) | target | "
           "CPU s | CPU ratio | test process CPU ratio | load | counts |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    records = Records()
     for test_file, slice_spec, runs in rows:
         plain = runs["plain"]
         for arm, rs in runs.items():
@@ -151,10 +157,11 @@ def main(argv=None) -> int:
                                        for a, b in zip(rs, plain))
                 ratio, cpu_ratio, main_ratio = f"{r:.2f}", f"{cr:.2f}", f"{mr:.2f}"
                 t = TARGETS.get(test_file)
-                verdict = f"<= {t}x: {'met' if r <= t else 'NOT met'}" if t else ""
+                verdict = f"<= {t}x: {records.add('32.6', f'pytest --hloref {test_file} [{slice_spec}] / pytest (wall)', r, t)}" if t else ""
             counts = rs[-1]["counts"] or ""
             print(f"| {test_file} | {slice_spec} | {arm} | {wall:.1f} | {ratio} | {verdict} | "
                   f"{cpu:.1f} | {cpu_ratio} | {main_ratio} | {load:.1f} | {counts} |")
+    records.write(args.json)
     return 0
 
 
