@@ -214,3 +214,24 @@ def test_rewrites_through_calls_loops_and_reshapes_take_the_same_values(case):
             for a, p in zip(args, module.entry.parameters)]
     s = _same_runs(module, args, EnvelopePolicy(seed=case))
     assert any(s.rewrites) or name == "bf16-in-call", name
+
+
+def test_a_module_with_a_large_array_is_sampled_run_by_run(monkeypatch):
+    # lockstep holds LOCKSTEP_GROUP copies of each differing value: past
+    # LOCKSTEP_MAX_ELEMENTS elements in one array the runs go one after another, with
+    # the same values
+    import hloref.fuzz.sampling as sampling
+    module = hloref.parse(COUNTING)  # its largest array: f32[16,4], 64 elements
+    args = [np.float32(0.0), np.array([0.5, 1.5, -2.25, 3.0], np.float32)]
+    calls = []
+    run = lockstep.run_lockstep
+    monkeypatch.setattr(sampling, "run_lockstep", lambda *a, **k: calls.append(1) or run(*a, **k))
+    policy = EnvelopePolicy(seed=0)
+    monkeypatch.setattr(sampling, "LOCKSTEP_MAX_ELEMENTS", 64)
+    together = sample(module, args, policy)
+    assert calls, "64 elements are within the limit: lockstep"
+    calls.clear()
+    monkeypatch.setattr(sampling, "LOCKSTEP_MAX_ELEMENTS", 63)
+    alone = sample(module, args, policy)
+    assert not calls, "an array past the limit: run by run"
+    assert [_bytes(v) for v in together.samples] == [_bytes(v) for v in alone.samples]
