@@ -131,8 +131,8 @@ class _UnitRunner(Runner):
                 module, values, report, worker, out, oracle=oracle, seed=seed_info,
                 blame=self.opts.blame, extra_meta={"campaign_key": key},
                 still_fails=lambda r: not (r.verdict == "mismatch" and known_difference(r)))
-            if path.startswith("known-upstream:") or not os.path.isdir(path):
-                self.found.append({"pre_key": key, "name": None})  # known upstream
+            if not os.path.isdir(path):  # known upstream, or in the archive already
+                self.found.append({"pre_key": key, "name": None})
                 return
             self.learn_from(path, oracle)
             self.found.append({"pre_key": key, "name": os.path.basename(path),
