@@ -1,7 +1,12 @@
 """The envelope's perturbed runs in lockstep (fuzz/lockstep.py) give each run the value it
 has when the runs are made one after another (``sampling.sample_program``), bit for
 bit: loops whose runs part, conditionals, tuples, updates made in place, ops run once
-per run, and the fall back when a run records a budget of its own."""
+per run, and the fall back when a run records a budget of its own.
+
+Lockstep is an evaluation order, defined as giving exactly the values of the runs made
+one after another, so that path is what it is held to here. The envelope itself is
+judged against XLA:CPU elsewhere, through ``sample``, which takes lockstep whenever it
+can: tests/test_xla_view.py, test_envelope.py."""
 
 import numpy as np
 import pytest
